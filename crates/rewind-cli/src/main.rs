@@ -1,0 +1,102 @@
+//! `rewind`: the command-line face of the library (DESIGN.md section 9).
+//!
+//! * `demo` — a bank workload in a child process killed mid-transaction,
+//!   recovery, verification against a model, and a throughput table;
+//! * `bench NAME|all` — the papers' experiments, written as JSON, CSV and SVG;
+//! * `info`, `check`, `recover`, `dump-log` — pool inspection, like `pmempool`.
+//!
+//! Every failure is a [`CliError`] printed with its cause chain; the exit
+//! status is 1 for failures and 2 for usage errors.
+
+#![forbid(unsafe_code)]
+
+mod bank;
+mod bench;
+mod demo;
+mod error;
+mod inspect;
+mod report;
+mod scratch;
+mod throughput;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use error::CliError;
+
+#[derive(Parser)]
+#[command(
+    name = "rewind",
+    version,
+    about = "Crash-consistent transactions in persistent memory (REWIND): demo, benchmarks, pool tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bank workload: kill a child mid-transaction, recover, verify, compare throughput.
+    Demo(demo::DemoArgs),
+    /// The demo's worker process (spawned by `demo`, not for direct use).
+    #[command(name = "__demo-child", hide = true)]
+    DemoChild(demo::ChildArgs),
+    /// Run a benchmark (`overhead`) or `all`; writes DIR/NAME.json, .csv and .svg.
+    Bench(bench::BenchArgs),
+    /// Print a pool's header and layout.
+    Info {
+        /// The pool file.
+        pool: PathBuf,
+    },
+    /// Check a pool's consistency without opening it; exit 1 on problems.
+    Check {
+        /// The pool file.
+        pool: PathBuf,
+    },
+    /// Open a pool, which runs recovery, and print the recovery report.
+    Recover {
+        /// The pool file.
+        pool: PathBuf,
+        /// Layout name given at creation (read from the header when omitted).
+        #[arg(long)]
+        layout: Option<String>,
+    },
+    /// Print the pool's log records, one per line, in log order.
+    DumpLog {
+        /// The pool file.
+        pool: PathBuf,
+    },
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Demo(args) => demo::run(&args),
+        Command::DemoChild(args) => demo::child(&args),
+        Command::Bench(args) => bench::run(&args),
+        Command::Info { pool } => inspect::info(&pool),
+        Command::Check { pool } => inspect::check(&pool),
+        Command::Recover { pool, layout } => inspect::recover(&pool, layout.as_deref()),
+        Command::DumpLog { pool } => inspect::dump_log(&pool),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let _ = e.print();
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error::render(&e));
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Errors. Every variant says what was found, what was expected, and where
+//! that helps, how to fix it. Bad input never panics.
+
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong in `rewind`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call on the pool file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is shorter than a pool header, or than the size its header records.
+    #[error("{path}: file is {found} bytes but {expected} bytes are needed ({what}); the pool is truncated or not a pool")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// What needed the bytes.
+        what: &'static str,
+        /// Bytes present.
+        found: u64,
+        /// Bytes needed.
+        expected: u64,
+    },
+    /// The header does not start with the pool magic.
+    #[error("{path}: not a rewind pool (magic {found:02x?}, expected {expected:02x?})")]
+    NotAPool {
+        /// The file.
+        path: PathBuf,
+        /// Bytes found.
+        found: [u8; 8],
+        /// The magic.
+        expected: [u8; 8],
+    },
+    /// A checksum does not match the bytes it covers.
+    #[error("{what} at offset {offset}: checksum {stored:#010x} stored, {computed:#010x} computed; the pool is damaged")]
+    ChecksumMismatch {
+        /// Which structure.
+        what: &'static str,
+        /// Its offset in the pool.
+        offset: u64,
+        /// The checksum stored.
+        stored: u32,
+        /// The checksum of the bytes.
+        computed: u32,
+    },
+    /// The pool was written by an unsupported format version.
+    #[error("pool format version {found} is not supported (this build reads version {supported})")]
+    UnsupportedVersion {
+        /// Version in the header.
+        found: u32,
+        /// Version this build reads.
+        supported: u32,
+    },
+    /// The layout name given at open differs from the one given at create.
+    #[error("layout mismatch: pool was created with layout `{found}`, opened as `{expected}`")]
+    LayoutMismatch {
+        /// Layout in the header.
+        found: String,
+        /// Layout asked for.
+        expected: String,
+    },
+    /// A header field holds an impossible value.
+    #[error("invalid header field `{field}`: {value} ({reason})")]
+    BadHeader {
+        /// Field name.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+        /// Why it is invalid.
+        reason: &'static str,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid {what}: {value} (expected {expected})")]
+    InvalidConfig {
+        /// Which setting.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The accepted range.
+        expected: &'static str,
+    },
+    /// An access falls outside the pool.
+    #[error("access [{offset}, {offset}+{len}) is outside the pool of {size} bytes")]
+    OutOfBounds {
+        /// Start offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// Pool size.
+        size: u64,
+    },
+    /// The heap has no free block large enough.
+    #[error("out of pool memory: no free block of {requested} bytes (create a larger pool)")]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+    },
+    /// The log region has no room for more records.
+    #[error("log full: {needed} more bytes of log needed, {free} free (commit smaller transactions or create the pool with a larger log)")]
+    LogFull {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes free (not reserved for rollback).
+        free: u64,
+    },
+    /// A log structure is inconsistent in a way recovery cannot repair.
+    #[error("log corrupt at offset {offset}: {reason}")]
+    LogCorrupt {
+        /// Where.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Allocator metadata is inconsistent.
+    #[error("heap metadata corrupt at offset {offset}: {reason}")]
+    HeapCorrupt {
+        /// Where.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A write aimed outside the heap (at the header, log or allocator).
+    #[error("write to [{offset}, {offset}+{len}) is outside the heap [{heap_start}, {heap_end}); only allocated memory may be written")]
+    NotInHeap {
+        /// Start offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// Heap start.
+        heap_start: u64,
+        /// Heap end.
+        heap_end: u64,
+    },
+    /// `free` of an offset that is not the start of an allocated block.
+    #[error("free of offset {offset}, which is not an allocated block ({reason})")]
+    InvalidFree {
+        /// The offset.
+        offset: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The root object exists with another size than the type asked for.
+    #[error("root object is {found} bytes, but a {expected}-byte type was asked for")]
+    RootMismatch {
+        /// Stored size.
+        found: u64,
+        /// Requested size.
+        expected: u64,
+    },
+    /// A transaction was used after it ended, or nested illegally.
+    #[error("transaction misuse: {0}")]
+    TxMisuse(&'static str),
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,147 @@
+//! The raw region behind a [`Domain`](super::Domain): a mapped file or an owned
+//! buffer, addressed by offset. This is where offsets become pointers; every
+//! access is bounds-checked by the caller (`Domain::check`) before it gets here.
+//!
+//! The region is shared by all threads of a pool. Rust references into it are
+//! never created: reads and writes copy through raw pointers, so the region
+//! behaves like `[UnsafeCell<u8>]`. Concurrent access to the *same bytes* by
+//! two threads is the program's isolation to provide (REWIND §4.7), as with
+//! any shared memory; the library's own structures are guarded by its locks.
+
+use std::fs::File;
+use std::io;
+
+use memmap2::{MmapMut, MmapOptions};
+
+use super::pmem::FlushInstr;
+
+enum Backing {
+    Map(MmapMut),
+    // Keeps the owned buffer alive; accessed only through `base`.
+    Owned(#[allow(dead_code)] Box<[u8]>),
+}
+
+pub(super) struct Mapping {
+    base: *mut u8,
+    len: usize,
+    backing: Backing,
+}
+
+// SAFETY: `base` points into memory owned by `backing` for the lifetime of the
+// Mapping; all access goes through raw-pointer copies, never references, so
+// sharing across threads is as sound as sharing an `[UnsafeCell<u8>]`.
+unsafe impl Send for Mapping {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    pub(super) fn map_file(file: &File) -> io::Result<Mapping> {
+        // SAFETY: the file is opened read-write by us; the mapping is kept
+        // alive by `backing`. Another process truncating the file underneath
+        // would fault, as for every mmap-based store (documented in the README).
+        let mut map = unsafe { MmapOptions::new().map_mut(file)? };
+        let base = map.as_mut_ptr();
+        let len = map.len();
+        Ok(Mapping {
+            base,
+            len,
+            backing: Backing::Map(map),
+        })
+    }
+
+    pub(super) fn owned(bytes: Vec<u8>) -> Mapping {
+        let mut b = bytes.into_boxed_slice();
+        let base = b.as_mut_ptr();
+        let len = b.len();
+        Mapping {
+            base,
+            len,
+            backing: Backing::Owned(b),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn read(&self, off: usize, buf: &mut [u8]) {
+        debug_assert!(off + buf.len() <= self.len);
+        // SAFETY: the caller checked `off + buf.len() <= len`; `buf` is a
+        // distinct Rust allocation, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), buf.as_mut_ptr(), buf.len()) }
+    }
+
+    pub(super) fn write(&self, off: usize, bytes: &[u8]) {
+        debug_assert!(off + bytes.len() <= self.len);
+        // SAFETY: bounds checked by the caller; no reference into the region
+        // exists, and `bytes` cannot alias it (it is a Rust borrow).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), bytes.len()) }
+    }
+
+    /// Non-temporal store: `movnti` for the aligned 8-byte words, ordinary
+    /// stores plus a line flush for any unaligned head or tail.
+    pub(super) fn write_nt(&self, off: usize, bytes: &[u8], instr: FlushInstr) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut i = 0;
+            while i < bytes.len() {
+                let p = off + i;
+                if p % 8 == 0 && bytes.len() - i >= 8 {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(&bytes[i..i + 8]);
+                    // SAFETY: `p` is 8-aligned relative to the base, and the
+                    // base is page-aligned (mmap) or from a Box<[u8]> of which
+                    // only Sim domains use owned buffers (never this path);
+                    // bounds were checked by the caller.
+                    unsafe {
+                        std::arch::x86_64::_mm_stream_si64(
+                            self.base.add(p) as *mut i64,
+                            i64::from_le_bytes(w),
+                        )
+                    };
+                    i += 8;
+                } else {
+                    let end = (p / 8 + 1) * 8 - off;
+                    let end = end.min(bytes.len());
+                    self.write(p, &bytes[i..end]);
+                    self.flush_line(p, instr);
+                    i = end;
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.write(off, bytes);
+            let mut l = off / 64 * 64;
+            while l < off + bytes.len() {
+                self.flush_line(l, instr);
+                l += 64;
+            }
+        }
+    }
+
+    pub(super) fn flush_line(&self, off: usize, instr: FlushInstr) {
+        debug_assert!(off < self.len);
+        // SAFETY: `off` is inside the region (checked by the caller), so the
+        // address is mapped; flush instructions do not modify memory.
+        let p = unsafe { self.base.add(off) };
+        instr.flush(p);
+    }
+
+    pub(super) fn sfence(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: sfence has no memory operands and is always available on x86_64.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(super) fn msync(&self, off: usize, len: usize) -> io::Result<()> {
+        match &self.backing {
+            Backing::Map(m) => m.flush_range(off, len),
+            Backing::Owned(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Where everything lives in a pool file. Drawn byte by byte in
+//! `docs/format.md`; the numbers here are the source of truth.
+//!
+//! ```text
+//! 0        4 KiB   header (immutable after create, CRC-32C protected)
+//! 4 KiB    4 KiB   meta: mutable words (root object, ADLL variables)
+//! 8 KiB    ...     allocator: chunk descriptors, then one bitmap per chunk
+//! ...      ...     log: fixed-size blocks (ADLL nodes / buckets)
+//! ...      ...     heap: 256 KiB chunks
+//! ```
+
+/// Size of the header page.
+pub const HEADER_SIZE: u64 = 4096;
+/// Offset of the meta page.
+pub const META_OFF: u64 = 4096;
+/// Meta: offset of the root object (0 = none).
+pub const META_ROOT_OFF: u64 = META_OFF;
+/// Meta: size of the root object.
+pub const META_ROOT_SIZE: u64 = META_OFF + 8;
+/// Meta: the ADLL variables, one cache line (see `log::adll`).
+pub const META_ADLL: u64 = META_OFF + 64;
+/// First byte after the meta page.
+pub const META_END: u64 = META_OFF + 4096;
+
+/// Heap chunk size.
+pub const CHUNK: u64 = 256 * 1024;
+/// Smallest allocation class (one cache line, so user objects never share lines).
+pub const MIN_CLASS: u64 = 64;
+/// Bitmap bytes per chunk (one bit per smallest-class slot).
+pub const BITMAP_BYTES: u64 = CHUNK / MIN_CLASS / 8;
+/// Smallest pool accepted by `create`.
+pub const MIN_POOL: u64 = 2 * 1024 * 1024;
+
+/// Geometry of one pool, decoded from (and encoded into) its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Total pool size in bytes.
+    pub pool_size: u64,
+    /// Allocator metadata: `heap_chunks` descriptors, then bitmaps.
+    pub alloc_off: u64,
+    /// Offset of the first bitmap.
+    pub bitmap_off: u64,
+    /// Log region.
+    pub log_off: u64,
+    /// Number of log blocks.
+    pub log_blocks: u64,
+    /// Size of one log block.
+    pub log_block_size: u64,
+    /// Cells per log block (1 for the Simple variant).
+    pub bucket_cells: u64,
+    /// Heap region (chunk-aligned to 4 KiB).
+    pub heap_off: u64,
+    /// Number of heap chunks.
+    pub heap_chunks: u64,
+}
+
+/// Largest data payload one log record carries; longer writes are split.
+pub const MAX_RECORD_DATA: u64 = 256;
+/// Bytes of a record header.
+pub const RECORD_HEADER: u64 = 48;
+
+fn round_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+impl Layout {
+    /// Log block size for `cells` cells: a 64-byte block header, the cells,
+    /// then a body area for the records (96 bytes per cell on average, and
+    /// always room for two records of the largest size).
+    pub fn block_size_for(cells: u64) -> u64 {
+        let cells_bytes = round_up(cells * 8, 64);
+        let max_record = RECORD_HEADER + 2 * MAX_RECORD_DATA;
+        let body = (cells * 96).max(2 * max_record);
+        round_up(64 + cells_bytes + body, 4096)
+    }
+
+    /// Offset of the body area inside a block.
+    pub fn body_start(&self) -> u64 {
+        64 + round_up(self.bucket_cells * 8, 64)
+    }
+
+    /// Plans a pool of `size` bytes with a log of about `log_size` bytes.
+    pub fn plan(size: u64, log_size: u64, cells: u64) -> Option<Layout> {
+        let block = Layout::block_size_for(cells);
+        let log_blocks = (log_size / block).max(4);
+        let alloc_off = META_END;
+        // Find the largest chunk count that fits, accounting for its metadata.
+        let fixed = alloc_off + log_blocks * block;
+        let per_chunk = CHUNK + 8 + BITMAP_BYTES;
+        let mut chunks = size.checked_sub(fixed + 8192)? / per_chunk;
+        loop {
+            let bitmap_off = alloc_off + round_up(chunks * 8, 64);
+            let log_off = round_up(bitmap_off + chunks * BITMAP_BYTES, 4096);
+            let heap_off = round_up(log_off + log_blocks * block, 4096);
+            if heap_off + chunks * CHUNK <= size {
+                if chunks == 0 {
+                    return None;
+                }
+                return Some(Layout {
+                    pool_size: size,
+                    alloc_off,
+                    bitmap_off,
+                    log_off,
+                    log_blocks,
+                    log_block_size: block,
+                    bucket_cells: cells,
+                    heap_off,
+                    heap_chunks: chunks,
+                });
+            }
+            chunks = chunks.checked_sub(1)?;
+        }
+    }
+
+    /// End of the heap.
+    pub fn heap_end(&self) -> u64 {
+        self.heap_off + self.heap_chunks * CHUNK
+    }
+
+    /// End of the log region.
+    pub fn log_end(&self) -> u64 {
+        self.log_off + self.log_blocks * self.log_block_size
+    }
+
+    /// True if `off` is the start of a log block.
+    pub fn is_block(&self, off: u64) -> bool {
+        off >= self.log_off
+            && off < self.log_end()
+            && (off - self.log_off) % self.log_block_size == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_fits_and_does_not_overlap() {
+        for &(size, cells) in &[(MIN_POOL, 1), (64 << 20, 1000), (8 << 20, 100), (1 << 30, 1000)] {
+            let l = Layout::plan(size, size / 8, cells).expect("plan");
+            assert!(l.bitmap_off + l.heap_chunks * BITMAP_BYTES <= l.log_off);
+            assert!(l.log_end() <= l.heap_off);
+            assert!(l.heap_end() <= size);
+            assert!(l.heap_chunks >= 1);
+        }
+    }
+
+    #[test]
+    fn too_small_pool_has_no_plan() {
+        assert!(Layout::plan(64 * 1024, 8192, 1000).is_none());
+    }
+}

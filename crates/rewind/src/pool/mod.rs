@@ -1,0 +1,349 @@
+//! Pools: create, open (which runs recovery first), the root object, reads.
+//!
+//! A pool is one file (or a simulated region) holding the header, the meta
+//! page, the allocator's metadata, the log and the heap (`layout`). Reads are
+//! copies out of the mapping; writes go through a [`Tx`].
+
+pub mod header;
+pub mod layout;
+mod pptr;
+
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytemuck::Pod;
+use parking_lot::Mutex;
+
+use crate::alloc::{AllocStats, Allocator};
+use crate::error::Error;
+use crate::log::{Log, LogStats, LogVariant};
+use crate::persist::{Backend, Counters, Domain};
+use crate::tx::{recovery, Finished, Policy, RecoveryReport, Tx};
+use header::{Header, MAX_LAYOUT};
+use layout::{Layout, HEADER_SIZE, META_ROOT_OFF, META_ROOT_SIZE, MIN_POOL};
+pub use pptr::PPtr;
+
+/// How to create a pool.
+#[derive(Clone, Debug)]
+pub struct PoolConfig {
+    /// Log structure.
+    pub log: LogVariant,
+    /// Commit policy.
+    pub policy: Policy,
+    /// Persistence backend.
+    pub backend: Backend,
+    /// Cells per log bucket (Optimized and Batch; Simple always uses 1).
+    pub bucket_cells: u32,
+    /// Bytes of log; default: an eighth of the pool.
+    pub log_size: Option<u64>,
+    /// Emulated NVM latency per flushed line (Pmem only).
+    pub write_latency_ns: u64,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            log: LogVariant::Batch,
+            policy: Policy::Force,
+            backend: Backend::Pmem,
+            bucket_cells: 1000,
+            log_size: None,
+            write_latency_ns: 0,
+        }
+    }
+}
+
+/// How to open a pool.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Persistence backend.
+    pub backend: Backend,
+    /// Emulated NVM latency per flushed line (Pmem only).
+    pub write_latency_ns: u64,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            backend: Backend::Pmem,
+            write_latency_ns: 0,
+        }
+    }
+}
+
+/// An open pool. `Send + Sync`: any number of threads may run transactions.
+pub struct Pool {
+    pub(crate) dom: Domain,
+    pub(crate) hdr: Header,
+    pub(crate) log: Log,
+    pub(crate) alloc: Allocator,
+    pub(crate) policy: Policy,
+    pub(crate) finished: Mutex<Vec<Finished>>,
+    pub(crate) checkpoint_lock: Mutex<()>,
+    pub(crate) checkpoint_fill: f64,
+    next_tx: AtomicU64,
+    report: RecoveryReport,
+}
+
+fn check_layout_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.len() > MAX_LAYOUT || name.contains('\0') {
+        return Err(Error::InvalidConfig {
+            what: "layout name",
+            value: name.to_string(),
+            expected: "1 to 63 bytes of UTF-8 without NUL",
+        });
+    }
+    Ok(())
+}
+
+impl Pool {
+    /// Creates a pool file of `size` bytes; the file must not exist.
+    pub fn create(path: &Path, layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
+        let hdr = plan(layout, size, cfg)?;
+        let mut dom = Domain::create_file(path, size, cfg.backend)?;
+        dom.set_write_latency_ns(cfg.write_latency_ns);
+        let r = write_header(&dom, &hdr).and_then(|_| Pool::start(dom, path, layout));
+        if r.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        r
+    }
+
+    /// Creates a pool in a simulated persistence domain (no file).
+    pub fn create_sim(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
+        let hdr = plan(layout, size, cfg)?;
+        let dom = Domain::sim(size as usize);
+        write_header(&dom, &hdr)?;
+        Pool::start(dom, Path::new("<sim>"), layout)
+    }
+
+    /// Opens a pool file, verifying its header and running recovery.
+    pub fn open(path: &Path, layout: &str, opts: &OpenOptions) -> Result<Pool, Error> {
+        check_layout_name(layout)?;
+        read_header(path)?;
+        let mut dom = Domain::open_file(path, opts.backend)?;
+        dom.set_write_latency_ns(opts.write_latency_ns);
+        Pool::start(dom, path, layout)
+    }
+
+    /// Opens a pool image (a crash image, say) in a simulated domain.
+    pub fn open_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
+        check_layout_name(layout)?;
+        Pool::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
+    }
+
+    fn start(dom: Domain, path: &Path, layout: &str) -> Result<Pool, Error> {
+        let mut page = vec![0u8; HEADER_SIZE.min(dom.len()) as usize];
+        dom.read(0, &mut page)?;
+        let hdr = Header::decode(path, &page, dom.len())?;
+        if hdr.layout_name != layout {
+            return Err(Error::LayoutMismatch {
+                found: hdr.layout_name,
+                expected: layout.to_string(),
+            });
+        }
+        let l = hdr.layout;
+        let opened = Log::open(&dom, &l, hdr.variant)?;
+        let mut report = recovery::recover(&dom, &l, &opened.log, &opened.records, hdr.policy)?;
+        report.adll_repaired = opened.repair.append || opened.repair.remove;
+        let alloc = Allocator::open(&dom, &l)?;
+        let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
+        Ok(Pool {
+            policy: hdr.policy,
+            dom,
+            hdr,
+            log: opened.log,
+            alloc,
+            finished: Mutex::new(Vec::new()),
+            checkpoint_lock: Mutex::new(()),
+            checkpoint_fill: 0.5,
+            next_tx: AtomicU64::new(max_tx + 1),
+            report,
+        })
+    }
+
+    /// Runs `f` as one transaction. If `f` returns `Ok`, the transaction
+    /// commits and its result is returned once it is durable; if `f`
+    /// returns `Err` or panics, every change it made is rolled back (and
+    /// the panic resumes).
+    pub fn transaction<R, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let id = self.next_tx.fetch_add(1, Ordering::Relaxed);
+        let mut tx = Tx::new(self, id);
+        match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
+            Ok(Ok(v)) => match tx.commit_or_rollback() {
+                Ok(()) => Ok(v),
+                Err(e) => Err(e.into()),
+            },
+            Ok(Err(e)) => {
+                tx.rollback()?;
+                Err(e)
+            }
+            Err(payload) => {
+                // Roll back before unwinding further; a failure here leaves
+                // the work to recovery at the next open.
+                let _ = tx.rollback();
+                panic::resume_unwind(payload)
+            }
+        }
+    }
+
+    /// Reads a value (the committed state, plus any in-flight stores of
+    /// concurrent transactions the program did not isolate).
+    pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<T, Error> {
+        let mut v = T::zeroed();
+        self.dom.read(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
+        Ok(v)
+    }
+
+    /// Reads bytes at a pool offset.
+    pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
+        self.dom.read(off, buf)
+    }
+
+    /// The root object, if one was created (see [`Tx::root`]).
+    pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
+        let off = self.dom.read_u64(META_ROOT_OFF)?;
+        if off == 0 {
+            return Ok(None);
+        }
+        let size = self.dom.read_u64(META_ROOT_SIZE)?;
+        let want = std::mem::size_of::<T>() as u64;
+        if size != want {
+            return Err(Error::RootMismatch {
+                found: size,
+                expected: want,
+            });
+        }
+        Ok(Some(PPtr::from_offset(off)))
+    }
+
+    /// Fences, flushed lines and non-temporal lines so far.
+    pub fn counters(&self) -> Counters {
+        self.dom.counters()
+    }
+
+    /// What recovery did when this pool was opened.
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.report
+    }
+
+    /// The log variant.
+    pub fn variant(&self) -> LogVariant {
+        self.hdr.variant
+    }
+
+    /// The commit policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The region geometry.
+    pub fn layout(&self) -> &Layout {
+        &self.hdr.layout
+    }
+
+    /// The persistence domain (crash images on Sim).
+    pub fn domain(&self) -> &Domain {
+        &self.dom
+    }
+
+    /// Log usage.
+    pub fn log_stats(&self) -> LogStats {
+        self.log.stats()
+    }
+
+    /// Heap usage.
+    pub fn alloc_stats(&self) -> AllocStats {
+        self.alloc.stats()
+    }
+
+    /// Sets the log fill fraction (0..1] that triggers an automatic
+    /// checkpoint after a no-force commit (default 0.5).
+    pub fn set_checkpoint_fill(&mut self, fill: f64) {
+        self.checkpoint_fill = fill.clamp(0.0, 1.0);
+    }
+}
+
+fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
+    check_layout_name(layout)?;
+    if size < MIN_POOL {
+        return Err(Error::InvalidConfig {
+            what: "pool size",
+            value: size.to_string(),
+            expected: "at least 2 MiB",
+        });
+    }
+    let cells = match cfg.log {
+        LogVariant::Simple => 1,
+        _ => cfg.bucket_cells as u64,
+    };
+    if !(8..=65536).contains(&cells) && cfg.log != LogVariant::Simple {
+        return Err(Error::InvalidConfig {
+            what: "bucket cells",
+            value: cells.to_string(),
+            expected: "8 to 65536",
+        });
+    }
+    let log_size = cfg.log_size.unwrap_or(size / 8);
+    let l = Layout::plan(size, log_size, cells).ok_or(Error::InvalidConfig {
+        what: "log size",
+        value: log_size.to_string(),
+        expected: "small enough to leave room for the heap",
+    })?;
+    let mut uuid = [0u8; 16];
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    uuid.copy_from_slice(&(t ^ (std::process::id() as u128) << 64).to_le_bytes());
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut uuid);
+    }
+    Ok(Header {
+        layout_name: layout.to_string(),
+        uuid,
+        variant: cfg.log,
+        policy: cfg.policy,
+        layout: l,
+    })
+}
+
+fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
+    let page = hdr.encode();
+    dom.store(0, &page)?;
+    dom.flush(0, page.len() as u64)?;
+    // The header persistent before the pool is used.
+    dom.fence()
+}
+
+/// Reads and verifies the header of a pool file without mapping it.
+pub fn read_header(path: &Path) -> Result<Header, Error> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut page = vec![0u8; HEADER_SIZE.min(len) as usize];
+    f.read_exact(&mut page).map_err(|e| Error::io(path, e))?;
+    Header::decode(path, &page, len)
+}
+
+impl Tx<'_> {
+    fn commit_or_rollback(self) -> Result<(), Error> {
+        // A failed commit before its END is persistent has not committed:
+        // recovery at the next open rolls it back.
+        self.commit()
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Pool>();
+}
+
+#[allow(dead_code)]
+type _Unused = PathBuf;

@@ -1,0 +1,84 @@
+//! Typed persistent pointers: offsets from the pool base, so a pool maps
+//! anywhere. 0 is null (the header lives there, so no object can).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use bytemuck::{Pod, Zeroable};
+
+/// An offset into a pool, typed by what it points at.
+#[repr(transparent)]
+pub struct PPtr<T> {
+    off: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> PPtr<T> {
+    /// The null pointer.
+    pub const fn null() -> PPtr<T> {
+        PPtr::from_offset(0)
+    }
+
+    /// A pointer to pool offset `off`.
+    pub const fn from_offset(off: u64) -> PPtr<T> {
+        PPtr {
+            off,
+            _t: PhantomData,
+        }
+    }
+
+    /// The pool offset.
+    pub const fn offset(self) -> u64 {
+        self.off
+    }
+
+    /// True for the null pointer.
+    pub const fn is_null(self) -> bool {
+        self.off == 0
+    }
+
+    /// The `i`-th element of an array starting here.
+    pub const fn at(self, i: u64) -> PPtr<T> {
+        PPtr::from_offset(self.off + i * std::mem::size_of::<T>() as u64)
+    }
+
+    /// The same offset, viewed as another type.
+    pub const fn cast<U>(self) -> PPtr<U> {
+        PPtr::from_offset(self.off)
+    }
+}
+
+impl<T> Clone for PPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for PPtr<T> {}
+impl<T> PartialEq for PPtr<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.off == o.off
+    }
+}
+impl<T> Eq for PPtr<T> {}
+impl<T> std::hash::Hash for PPtr<T> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.off.hash(h)
+    }
+}
+impl<T> Default for PPtr<T> {
+    fn default() -> Self {
+        PPtr::null()
+    }
+}
+impl<T> fmt::Debug for PPtr<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PPtr({:#x})", self.off)
+    }
+}
+
+// SAFETY: PPtr<T> is a repr(transparent) u64 (PhantomData is zero-sized and
+// has no invalid values), so the all-zero pattern is valid (null).
+unsafe impl<T: 'static> Zeroable for PPtr<T> {}
+// SAFETY: repr(transparent) over u64: no padding, every bit pattern valid,
+// no interior pointers; Copy is implemented above for all T.
+unsafe impl<T: 'static> Pod for PPtr<T> {}

@@ -1,0 +1,581 @@
+//! Transactions (REWIND §4): begin, write, alloc, free, commit, rollback.
+//!
+//! A transaction logs a physical UPDATE record (old and new bytes) before
+//! each in-place store — write-ahead logging with the log itself in
+//! persistent memory — and an ALLOC or DELETE record before each change of
+//! allocation state. Writes into memory the same transaction allocated need
+//! no record: if the transaction does not commit, the block is freed.
+//!
+//! * **Force**: in-place stores are flushed as they are made, so commit is
+//!   one fence (folded into the END record's append) and the transaction's
+//!   records are cleared at once, END last. Recovery is analysis + undo.
+//! * **No-force**: in-place stores are left to the cache; commit persists
+//!   only the END record, and records stay until a checkpoint. Recovery is
+//!   analysis + redo + undo.
+//!
+//! With the Batch log a transaction holds up to a group of 8 records and
+//! their in-place stores in volatile memory and performs the stores right
+//! after the group's single fence; [`Tx::read`] sees the pending values.
+//!
+//! Rollback writes a ROLLBACK record, then a CLR before each undo, then END,
+//! so a crash during rollback resumes it (§4.4).
+//!
+//! Isolation of user data between concurrent transactions is the program's
+//! (REWIND §4.7): two transactions writing the same bytes at once must be
+//! kept apart by the program's own locks.
+
+mod checkpoint;
+pub(crate) mod recovery;
+
+use std::fmt;
+use std::str::FromStr;
+
+use bytemuck::Pod;
+
+use crate::error::Error;
+use crate::log::record::{clr, END_COMMITTED};
+use crate::log::{CellRef, Draft, Kind, LogVariant, Placed};
+use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_OFF, META_ROOT_SIZE};
+use crate::pool::{PPtr, Pool};
+
+pub use recovery::RecoveryReport;
+
+/// When in-place updates become durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Durable at commit; records cleared at commit.
+    Force,
+    /// Durable at the next checkpoint; committed work redone by recovery.
+    NoForce,
+}
+
+impl Policy {
+    /// Both policies.
+    pub const ALL: [Policy; 2] = [Policy::Force, Policy::NoForce];
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Policy::Force => 1,
+            Policy::NoForce => 2,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<Policy> {
+        match c {
+            1 => Some(Policy::Force),
+            2 => Some(Policy::NoForce),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Force => "force",
+            Policy::NoForce => "no-force",
+        })
+    }
+}
+
+impl FromStr for Policy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "force" => Ok(Policy::Force),
+            "no-force" | "noforce" => Ok(Policy::NoForce),
+            _ => Err(Error::InvalidConfig {
+                what: "policy",
+                value: s.to_string(),
+                expected: "force or no-force",
+            }),
+        }
+    }
+}
+
+/// What a record of this transaction needs for rollback.
+#[derive(Clone, Copy, Debug)]
+enum Undo {
+    /// UPDATE: restore the old bytes stored in the record at `rec_off`.
+    Update { lsn: u64, rec_off: u64 },
+    /// ALLOC: mark the block free.
+    Alloc { lsn: u64, off: u64, size: u64 },
+    /// DELETE: mark the block allocated.
+    Delete { lsn: u64, off: u64, size: u64 },
+}
+
+/// A Batch write waiting for its group's fence.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    target: u64,
+    /// Range of old bytes, then new bytes, in `pending_bytes`.
+    at: usize,
+    len: usize,
+}
+
+/// A transaction that finished under no-force, waiting for a checkpoint.
+pub(crate) struct Finished {
+    pub(crate) end_lsn: u64,
+    pub(crate) cells: Vec<CellRef>,
+    pub(crate) end: CellRef,
+    pub(crate) targets: Vec<(u64, u64)>,
+}
+
+/// An open transaction. Obtained from [`Pool::transaction`]; every write to
+/// the pool goes through it.
+pub struct Tx<'p> {
+    pool: &'p Pool,
+    id: u64,
+    cells: Vec<CellRef>,
+    undo: Vec<Undo>,
+    targets: Vec<(u64, u64)>,
+    pending: Vec<Pending>,
+    pending_bytes: Vec<u8>,
+    fresh: Vec<(u64, u64)>,
+    freed: Vec<(u64, u64)>,
+    reserved: u64,
+    placed: Vec<Placed>,
+    old_buf: Vec<u8>,
+}
+
+impl<'p> Tx<'p> {
+    pub(crate) fn new(pool: &'p Pool, id: u64) -> Tx<'p> {
+        Tx {
+            pool,
+            id,
+            cells: Vec::new(),
+            undo: Vec::new(),
+            targets: Vec::new(),
+            pending: Vec::new(),
+            pending_bytes: Vec::new(),
+            fresh: Vec::new(),
+            freed: Vec::new(),
+            reserved: 0,
+            placed: Vec::new(),
+            old_buf: Vec::new(),
+        }
+    }
+
+    /// This transaction's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Reads a value, seeing this transaction's own writes.
+    pub fn read<T: Pod>(&mut self, p: PPtr<T>) -> Result<T, Error> {
+        let mut v = T::zeroed();
+        self.read_bytes(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
+        Ok(v)
+    }
+
+    /// Reads bytes, seeing this transaction's own writes.
+    pub fn read_bytes(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
+        self.pool.dom.read(off, buf)?;
+        let end = off + buf.len() as u64;
+        for p in &self.pending {
+            let (ps, pe) = (p.target, p.target + p.len as u64);
+            let (s, e) = (ps.max(off), pe.min(end));
+            if s < e {
+                let new = &self.pending_bytes[p.at + p.len..p.at + 2 * p.len];
+                buf[(s - off) as usize..(e - off) as usize]
+                    .copy_from_slice(&new[(s - ps) as usize..(e - ps) as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a value (logged; undone if the transaction does not commit).
+    pub fn write<T: Pod>(&mut self, p: PPtr<T>, v: &T) -> Result<(), Error> {
+        self.write_bytes(p.offset(), bytemuck::bytes_of(v))
+    }
+
+    /// Writes bytes at a pool offset inside the heap.
+    pub fn write_bytes(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        let l = &self.pool.hdr.layout;
+        let end = off.checked_add(bytes.len() as u64);
+        if off < l.heap_off || end.is_none_or(|e| e > l.heap_end()) {
+            return Err(Error::NotInHeap {
+                offset: off,
+                len: bytes.len() as u64,
+                heap_start: l.heap_off,
+                heap_end: l.heap_end(),
+            });
+        }
+        self.write_logged(off, bytes)
+    }
+
+    fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        let end = off + bytes.len() as u64;
+        if self.fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
+            // Memory this transaction allocated: no undo needed (the ALLOC
+            // record frees it); flushed now so commit's fence covers it.
+            let d = &self.pool.dom;
+            d.store(off, bytes)?;
+            return d.flush(off, bytes.len() as u64);
+        }
+        for (i, piece) in bytes.chunks(MAX_RECORD_DATA as usize).enumerate() {
+            self.write_piece(off + (i as u64) * MAX_RECORD_DATA, piece)?;
+        }
+        Ok(())
+    }
+
+    fn write_piece(&mut self, off: u64, new: &[u8]) -> Result<(), Error> {
+        let mut old = std::mem::take(&mut self.old_buf);
+        old.resize(new.len(), 0);
+        self.read_bytes(off, &mut old)?;
+        let r = if self.pool.log.variant() == LogVariant::Batch {
+            let at = self.pending_bytes.len();
+            self.pending_bytes.extend_from_slice(&old);
+            self.pending_bytes.extend_from_slice(new);
+            self.pending.push(Pending {
+                target: off,
+                at,
+                len: new.len(),
+            });
+            if self.pending.len() == LogVariant::GROUP {
+                self.flush_group()
+            } else {
+                Ok(())
+            }
+        } else {
+            let draft = Draft {
+                tx: self.id,
+                kind: Kind::Update,
+                flags: 0,
+                target: off,
+                aux: 0,
+                old: &old,
+                new,
+            };
+            self.append(&[draft], false)
+                .and_then(|_| self.apply_update(off, new))
+        };
+        self.old_buf = old;
+        r
+    }
+
+    /// Appends drafts, remembering their cells and undo information.
+    fn append(&mut self, drafts: &[Draft<'_>], compensation: bool) -> Result<(), Error> {
+        self.placed.clear();
+        self.reserved += self
+            .pool
+            .log
+            .append(&self.pool.dom, drafts, compensation, &mut self.placed)?;
+        for (d, p) in drafts.iter().zip(&self.placed) {
+            self.cells.push(p.cell);
+            let undo = match d.kind {
+                Kind::Update => Undo::Update {
+                    lsn: p.lsn,
+                    rec_off: p.rec_off,
+                },
+                Kind::Alloc => Undo::Alloc {
+                    lsn: p.lsn,
+                    off: d.target,
+                    size: d.aux,
+                },
+                Kind::Delete => Undo::Delete {
+                    lsn: p.lsn,
+                    off: d.target,
+                    size: d.aux,
+                },
+                _ => continue,
+            };
+            self.undo.push(undo);
+        }
+        Ok(())
+    }
+
+    /// The in-place store a logged UPDATE describes.
+    fn apply_update(&mut self, off: u64, new: &[u8]) -> Result<(), Error> {
+        let d = &self.pool.dom;
+        d.store(off, new)?;
+        self.targets.push((off, new.len() as u64));
+        if self.pool.policy == Policy::Force {
+            // Under force, commit's fence must find every store flushed.
+            d.flush(off, new.len() as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Batch: logs the pending group with one fence, then performs its stores.
+    fn flush_group(&mut self) -> Result<(), Error> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let bytes = std::mem::take(&mut self.pending_bytes);
+        let drafts: Vec<Draft<'_>> = pending
+            .iter()
+            .map(|p| Draft {
+                tx: self.id,
+                kind: Kind::Update,
+                flags: 0,
+                target: p.target,
+                aux: 0,
+                old: &bytes[p.at..p.at + p.len],
+                new: &bytes[p.at + p.len..p.at + 2 * p.len],
+            })
+            .collect();
+        let r = self.append(&drafts, false);
+        drop(drafts);
+        if r.is_ok() {
+            for p in &pending {
+                self.apply_update(p.target, &bytes[p.at + p.len..p.at + 2 * p.len])?;
+            }
+        }
+        // Keep the buffers' capacity for the next group.
+        self.pending = pending;
+        self.pending.clear();
+        self.pending_bytes = bytes;
+        self.pending_bytes.clear();
+        r
+    }
+
+    /// Allocates a zeroed `T`.
+    pub fn alloc<T: Pod>(&mut self) -> Result<PPtr<T>, Error> {
+        self.alloc_array::<T>(1)
+    }
+
+    /// Allocates a zeroed array of `n` `T`s.
+    pub fn alloc_array<T: Pod>(&mut self, n: u64) -> Result<PPtr<T>, Error> {
+        let size = (std::mem::size_of::<T>() as u64)
+            .checked_mul(n)
+            .ok_or(Error::OutOfMemory { requested: u64::MAX })?;
+        Ok(PPtr::from_offset(self.alloc_bytes(size)?))
+    }
+
+    /// Allocates `size` zeroed bytes; returns the pool offset.
+    pub fn alloc_bytes(&mut self, size: u64) -> Result<u64, Error> {
+        self.flush_group()?;
+        let pool = self.pool;
+        let (off, bsize) = pool.alloc.reserve(&pool.dom, size)?;
+        let draft = Draft {
+            tx: self.id,
+            kind: Kind::Alloc,
+            flags: 0,
+            target: off,
+            aux: bsize,
+            old: &[],
+            new: &[],
+        };
+        if let Err(e) = self.append(&[draft], false) {
+            pool.alloc.release(off, bsize);
+            return Err(e);
+        }
+        self.fresh.push((off, bsize));
+        pool.alloc.mark(&pool.dom, off, bsize, true)?;
+        self.targets.push(pool.alloc.mark_range(off, bsize));
+        zero(pool, off, size)?;
+        Ok(off)
+    }
+
+    /// Frees a block allocated earlier (by this or a committed transaction).
+    /// The block becomes reusable when this transaction commits.
+    pub fn free<T>(&mut self, p: PPtr<T>) -> Result<(), Error> {
+        self.flush_group()?;
+        let pool = self.pool;
+        let off = p.offset();
+        let size = pool.alloc.allocated_size(&pool.dom, off)?;
+        let draft = Draft {
+            tx: self.id,
+            kind: Kind::Delete,
+            flags: 0,
+            target: off,
+            aux: size,
+            old: &[],
+            new: &[],
+        };
+        self.append(&[draft], false)?;
+        pool.alloc.mark(&pool.dom, off, size, false)?;
+        self.targets.push(pool.alloc.mark_range(off, size));
+        self.fresh.retain(|&(s, _)| s != off);
+        self.freed.push((off, size));
+        Ok(())
+    }
+
+    /// The root object, allocated zeroed on first use.
+    pub fn root<T: Pod>(&mut self) -> Result<PPtr<T>, Error> {
+        let size = std::mem::size_of::<T>() as u64;
+        if let Some(p) = self.pool.root::<T>()? {
+            return Ok(p);
+        }
+        let off = self.alloc_bytes(size.max(1))?;
+        let mut words = [0u8; 16];
+        words[..8].copy_from_slice(&off.to_le_bytes());
+        words[8..].copy_from_slice(&size.to_le_bytes());
+        debug_assert_eq!(META_ROOT_SIZE, META_ROOT_OFF + 8);
+        self.write_logged(META_ROOT_OFF, &words)?;
+        Ok(PPtr::from_offset(off))
+    }
+
+    /// Makes the transaction durable (the END record is the commit point).
+    pub(crate) fn commit(mut self) -> Result<(), Error> {
+        self.flush_group()?;
+        let pool = self.pool;
+        if self.cells.is_empty() {
+            return Ok(()); // read-only
+        }
+        let end = Draft {
+            tx: self.id,
+            kind: Kind::End,
+            flags: END_COMMITTED,
+            target: 0,
+            aux: 0,
+            old: &[],
+            new: &[],
+        };
+        let mut placed = Vec::with_capacity(1);
+        match pool.policy {
+            Policy::Force => {
+                // The END append's first fence persists every flushed store.
+                pool.log.append(&pool.dom, &[end], true, &mut placed)?;
+                pool.log.release(&pool.dom, &self.cells, Some(placed[0].cell))?;
+            }
+            Policy::NoForce => {
+                // END and its registration are atomic with respect to a
+                // checkpoint's choice of bound.
+                let mut fin = pool.finished.lock();
+                pool.log.append(&pool.dom, &[end], true, &mut placed)?;
+                fin.push(Finished {
+                    end_lsn: placed[0].lsn,
+                    cells: std::mem::take(&mut self.cells),
+                    end: placed[0].cell,
+                    targets: std::mem::take(&mut self.targets),
+                });
+            }
+        }
+        pool.log.unreserve(self.reserved);
+        for &(off, size) in &self.freed {
+            pool.alloc.release(off, size);
+        }
+        if pool.policy == Policy::NoForce && pool.log.fill() > pool.checkpoint_fill {
+            pool.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Rolls the transaction back (REWIND §4.4).
+    pub(crate) fn rollback(mut self) -> Result<(), Error> {
+        // Pending Batch writes were never logged nor applied.
+        self.pending.clear();
+        let pool = self.pool;
+        let d = &pool.dom;
+        if self.undo.is_empty() {
+            return Ok(());
+        }
+        let mut drafts = vec![Draft {
+            tx: self.id,
+            kind: Kind::Rollback,
+            flags: 0,
+            target: 0,
+            aux: 0,
+            old: &[],
+            new: &[],
+        }];
+        // Old values are read back from the records themselves.
+        let undo = std::mem::take(&mut self.undo);
+        let mut olds: Vec<(u64, Vec<u8>)> = Vec::new();
+        for u in undo.iter().rev() {
+            if let Undo::Update { rec_off, .. } = *u {
+                olds.push(recovery::read_record(d, rec_off).map(|r| (r.target, r.old))?);
+            }
+        }
+        let sizes: Vec<[u8; 8]> = undo
+            .iter()
+            .rev()
+            .map(|u| match *u {
+                Undo::Alloc { size, .. } | Undo::Delete { size, .. } => size.to_le_bytes(),
+                Undo::Update { .. } => [0; 8],
+            })
+            .collect();
+        let mut oi = 0;
+        for (i, u) in undo.iter().rev().enumerate() {
+            let draft = match *u {
+                Undo::Update { lsn, .. } => {
+                    let (target, old) = &olds[oi];
+                    oi += 1;
+                    Draft {
+                        tx: self.id,
+                        kind: Kind::Clr,
+                        flags: clr::BYTES,
+                        target: *target,
+                        aux: lsn,
+                        old: &[],
+                        new: old,
+                    }
+                }
+                Undo::Alloc { lsn, off, .. } => clr_draft(self.id, clr::FREE, off, lsn, &sizes[i]),
+                Undo::Delete { lsn, off, .. } => clr_draft(self.id, clr::ALLOCATED, off, lsn, &sizes[i]),
+            };
+            drafts.push(draft);
+        }
+        // Every CLR persistent before any undo is applied; a crash in
+        // between is repaired by recovery redoing the CLRs.
+        self.append(&drafts, true)?;
+        for draft in &drafts[1..] {
+            recovery::apply_clr(d, &pool.hdr.layout, draft.flags, draft.target, draft.new)?;
+        }
+        let end = Draft {
+            tx: self.id,
+            kind: Kind::End,
+            flags: 0,
+            target: 0,
+            aux: 0,
+            old: &[],
+            new: &[],
+        };
+        let mut placed = Vec::with_capacity(1);
+        match pool.policy {
+            Policy::Force => {
+                // END's first fence persists the flushed undo stores.
+                pool.log.append(d, &[end], true, &mut placed)?;
+                pool.log.release(d, &self.cells, Some(placed[0].cell))?;
+            }
+            Policy::NoForce => {
+                let mut fin = pool.finished.lock();
+                pool.log.append(d, &[end], true, &mut placed)?;
+                let mut targets = std::mem::take(&mut self.targets);
+                for (t, old) in &olds {
+                    targets.push((*t, old.len() as u64));
+                }
+                fin.push(Finished {
+                    end_lsn: placed[0].lsn,
+                    cells: std::mem::take(&mut self.cells),
+                    end: placed[0].cell,
+                    targets,
+                });
+            }
+        }
+        pool.log.unreserve(self.reserved);
+        // Blocks this transaction allocated are free again on media.
+        for u in &undo {
+            if let Undo::Alloc { off, size, .. } = *u {
+                pool.alloc.release(off, size);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn clr_draft<'a>(tx: u64, what: u8, off: u64, lsn: u64, size: &'a [u8; 8]) -> Draft<'a> {
+    Draft {
+        tx,
+        kind: Kind::Clr,
+        flags: what,
+        target: off,
+        aux: lsn,
+        old: &[],
+        new: size,
+    }
+}
+
+fn zero(pool: &Pool, off: u64, size: u64) -> Result<(), Error> {
+    const Z: [u8; 4096] = [0; 4096];
+    let mut done = 0;
+    while done < size {
+        let n = (size - done).min(Z.len() as u64);
+        pool.dom.store(off + done, &Z[..n as usize])?;
+        done += n;
+    }
+    pool.dom.flush(off, size)
+}
