@@ -66,12 +66,12 @@ fn round_up(x: u64, a: u64) -> u64 {
 impl Layout {
     /// Log block size for `cells` cells: a 64-byte block header, the cells,
     /// then a body area for the records (96 bytes per cell on average, and
-    /// always room for two records of the largest size).
+    /// always room for one record of the largest size).
     pub fn block_size_for(cells: u64) -> u64 {
         let cells_bytes = round_up(cells * 8, 64);
         let max_record = RECORD_HEADER + 2 * MAX_RECORD_DATA;
-        let body = (cells * 96).max(2 * max_record);
-        round_up(64 + cells_bytes + body, 4096)
+        let body = (cells * 96).max(max_record);
+        round_up(64 + cells_bytes + body, 64)
     }
 
     /// Offset of the body area inside a block.
