@@ -35,8 +35,8 @@ pub enum CliError {
     CheckFailed {
         /// The pool file.
         path: PathBuf,
-        /// How many problems the report lists.
-        problems: usize,
+        /// The problems the report lists.
+        problems: Vec<String>,
     },
     /// The demo's child process did not behave as the protocol expects.
     Child(String),
@@ -76,11 +76,22 @@ impl fmt::Display for CliError {
                 failures.len(),
                 failures.join("; ")
             ),
-            CliError::CheckFailed { path, problems } => write!(
-                f,
-                "{}: pool check found {problems} problem(s); see the report above",
-                path.display()
-            ),
+            CliError::CheckFailed { path, problems } => {
+                // The first few are enough to say what is wrong; the full
+                // report went to stdout.
+                const SHOWN: usize = 5;
+                write!(
+                    f,
+                    "{}: pool check found {} problem(s): {}",
+                    path.display(),
+                    problems.len(),
+                    problems[..problems.len().min(SHOWN)].join("; ")
+                )?;
+                if problems.len() > SHOWN {
+                    write!(f, "; and {} more", problems.len() - SHOWN)?;
+                }
+                Ok(())
+            }
             CliError::Child(msg) => write!(f, "demo child process: {msg}"),
         }
     }

@@ -26,7 +26,7 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     } else {
         Err(CliError::CheckFailed {
             path: path.to_path_buf(),
-            problems: report.problems.len(),
+            problems: report.problems,
         })
     }
 }
@@ -37,7 +37,8 @@ pub fn recover(path: &Path, layout: Option<&str>) -> Result<(), CliError> {
         None => {
             rewind::inspect::info(path)
                 .map_err(CliError::rewind(format!("reading the layout name of {}", path.display())))?
-                .layout
+                .layout_name()
+                .to_string()
         }
     };
     let pool = Pool::open(path, &layout, &OpenOptions::default())

@@ -1,0 +1,172 @@
+//! The `rewind` command end to end: exit statuses, messages, output files.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use rewind::{Pool, PoolConfig};
+
+fn rewind(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(args)
+        .output()
+        .expect("run the rewind binary")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Exit status not 0, a message on stderr, and no panic.
+fn assert_clean_failure(out: &Output, mentions: &[&str]) {
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "expected failure, stdout:\n{}", text(&out.stdout));
+    assert!(!stderr.contains("panicked"), "panicked:\n{stderr}");
+    assert!(stderr.starts_with("error: "), "no error message:\n{stderr}");
+    let lower = stderr.to_lowercase();
+    assert!(
+        mentions.iter().any(|m| lower.contains(m)),
+        "stderr mentions none of {mentions:?}:\n{stderr}"
+    );
+}
+
+fn small_pool(path: &Path) {
+    let pool = Pool::create(path, "cli-test", 4 << 20, &PoolConfig::default()).expect("create pool");
+    pool.transaction(|tx| {
+        let root = tx.root::<u64>()?;
+        tx.write(root, &7u64)
+    })
+    .expect("one transaction");
+}
+
+#[test]
+fn demo_recovers_and_its_pool_checks_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("demo.pool");
+    let pool_s = pool.to_str().unwrap();
+    let out = rewind(&[
+        "demo",
+        "--pool",
+        pool_s,
+        "--seconds-before-kill",
+        "0.2",
+        "--seed",
+        "9",
+        "--throughput-tx",
+        "1000",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+    assert!(stdout.contains("persist-nolog"), "no throughput table:\n{stdout}");
+
+    let check = rewind(&["check", pool_s]);
+    assert!(check.status.success(), "check failed:\n{}{}", text(&check.stdout), text(&check.stderr));
+    for cmd in ["info", "dump-log", "recover"] {
+        let out = rewind(&[cmd, pool_s]);
+        assert!(out.status.success(), "{cmd} failed:\n{}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn check_rejects_a_flipped_header_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    small_pool(&path);
+    assert!(rewind(&["check", path.to_str().unwrap()]).status.success());
+
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+    for cmd in ["check", "info", "dump-log", "recover"] {
+        let out = rewind(&[cmd, path.to_str().unwrap()]);
+        assert_clean_failure(&out, &["checksum", "header", "damaged", "corrupt"]);
+    }
+}
+
+#[test]
+fn check_rejects_a_truncated_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    small_pool(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..5000]).unwrap();
+    for cmd in ["check", "info", "dump-log", "recover"] {
+        let out = rewind(&[cmd, path.to_str().unwrap()]);
+        assert_clean_failure(&out, &["truncated", "bytes", "size"]);
+    }
+}
+
+#[test]
+fn check_reports_a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rewind(&["check", dir.path().join("nope.pool").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_failure(&out, &["no such file", "not found"]);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = rewind(&["bench", "nonsense"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown benchmark `nonsense`"), "{}", text(&out.stderr));
+
+    assert_eq!(rewind(&[]).status.code(), Some(2));
+    assert_eq!(rewind(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(rewind(&["demo", "--seconds-before-kill", "-1"]).status.code(), Some(2));
+}
+
+#[test]
+fn bench_overhead_writes_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&["bench", "overhead", "--tiny", "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("overhead.json")).unwrap()).unwrap();
+    assert_eq!(json["bench"], "overhead");
+    let rows = json["rows"].as_array().unwrap();
+    let configs = [
+        ("volatile", "dram"),
+        ("persist-nolog", "nolog"),
+        ("rewind", "simple-force"),
+        ("rewind", "simple-no-force"),
+        ("rewind", "optimized-force"),
+        ("rewind", "optimized-no-force"),
+        ("rewind", "batch-force"),
+        ("rewind", "batch-no-force"),
+    ];
+    let metrics = [
+        ("us_per_tx", "us"),
+        ("fences_per_tx", "count"),
+        ("flushes_per_tx", "lines"),
+        ("ratio_vs_nolog", "x"),
+    ];
+    assert_eq!(rows.len(), configs.len() * 3 * metrics.len());
+    for (system, config) in configs {
+        for k in ["K=1", "K=8", "K=64"] {
+            for (metric, unit) in metrics {
+                let row = rows
+                    .iter()
+                    .find(|r| r["system"] == system && r["config"] == config && r["param"] == k && r["metric"] == metric)
+                    .unwrap_or_else(|| panic!("no row {system} {config} {k} {metric}"));
+                assert_eq!(row["unit"], unit);
+                assert!(row["value"].as_f64().is_some_and(|v| v >= 0.0), "{row}");
+            }
+        }
+    }
+    let nolog_ratio = rows
+        .iter()
+        .find(|r| r["config"] == "nolog" && r["param"] == "K=8" && r["metric"] == "ratio_vs_nolog")
+        .unwrap();
+    assert_eq!(nolog_ratio["value"].as_f64(), Some(1.0));
+
+    let csv = std::fs::read_to_string(out_dir.join("overhead.csv")).unwrap();
+    assert_eq!(csv.lines().count(), rows.len() + 1);
+    let svg = std::fs::read_to_string(out_dir.join("overhead.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+}

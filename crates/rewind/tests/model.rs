@@ -1,0 +1,293 @@
+//! Model-based property tests: random programs of transactions run against
+//! the library and against a plain in-memory model, for every log variant ×
+//! policy. Inside transactions, crash images (nothing pending persisted,
+//! everything persisted, random per-line prefixes) are recovered on a copy
+//! and must equal the model before the transaction; after each commit they
+//! must equal the model after it. Reopening must not leak heap space.
+
+use std::cell::RefCell;
+
+use proptest::prelude::*;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rewind::{Backend, LogVariant, Policy, Pool, PoolConfig, PPtr, Pod, Zeroable};
+
+const SLOTS: u64 = 64;
+const OBJS: u64 = 16;
+const BIG: usize = 1500;
+
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct Root {
+    slots: PPtr<u64>,
+    objs: PPtr<Obj>,
+    big: PPtr<u8>,
+}
+
+#[derive(Clone, Copy, Pod, Zeroable, Default, Debug, PartialEq)]
+#[repr(C)]
+struct Obj {
+    ptr: u64,
+    size: u64,
+    fill: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write(u64, u64),
+    Big(usize, usize, u8),
+    Alloc(u64, u64, u8),
+    Free(u64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum End {
+    Commit,
+    Abort,
+    Panic,
+}
+
+#[derive(Clone, Debug)]
+struct TxProg {
+    ops: Vec<Op>,
+    end: End,
+    checkpoint_after: bool,
+}
+
+#[derive(Clone, PartialEq, Debug)]
+struct Model {
+    slots: Vec<u64>,
+    objs: Vec<Obj>,
+    big: Vec<u8>,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..SLOTS, any::<u64>()).prop_map(|(s, v)| Op::Write(s, v)),
+        1 => (0..BIG - 1, 1..700usize, any::<u8>()).prop_map(|(a, n, b)| Op::Big(a, n, b)),
+        2 => (0..OBJS, prop_oneof![9 => 1..400u64, 1 => 200_000..300_000u64], any::<u8>())
+            .prop_map(|(k, s, f)| Op::Alloc(k, s, f)),
+        2 => (0..OBJS).prop_map(Op::Free),
+    ]
+}
+
+fn tx_prog() -> impl Strategy<Value = TxProg> {
+    (
+        prop::collection::vec(op(), 0..24),
+        prop_oneof![6 => Just(End::Commit), 2 => Just(End::Abort), 1 => Just(End::Panic)],
+        prop::bool::weighted(0.15),
+    )
+        .prop_map(|(ops, end, checkpoint_after)| TxProg {
+            ops,
+            end,
+            checkpoint_after,
+        })
+}
+
+fn cfg(v: LogVariant, p: Policy) -> PoolConfig {
+    PoolConfig {
+        log: v,
+        policy: p,
+        backend: Backend::Sim,
+        bucket_cells: 16,
+        log_size: Some(1 << 20),
+        ..PoolConfig::default()
+    }
+}
+
+fn read_model(pool: &Pool) -> Model {
+    let root: Root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
+    let slots = (0..SLOTS).map(|i| pool.read(root.slots.at(i)).unwrap()).collect();
+    let objs: Vec<Obj> = (0..OBJS).map(|i| pool.read(root.objs.at(i)).unwrap()).collect();
+    let mut big = vec![0u8; BIG];
+    pool.read_bytes(root.big.offset(), &mut big).unwrap();
+    for o in &objs {
+        if o.ptr != 0 {
+            // Contents: first and last 8 bytes carry the fill byte.
+            let mut b = [0u8; 1];
+            pool.read_bytes(o.ptr, &mut b).unwrap();
+            assert_eq!(b[0], o.fill as u8, "object {:#x} content", o.ptr);
+            pool.read_bytes(o.ptr + o.size - 1, &mut b).unwrap();
+            assert_eq!(b[0], o.fill as u8, "object {:#x} tail", o.ptr);
+        }
+    }
+    // No two live objects overlap (no double allocation).
+    let mut live: Vec<(u64, u64)> = objs.iter().filter(|o| o.ptr != 0).map(|o| (o.ptr, o.size)).collect();
+    live.sort();
+    for w in live.windows(2) {
+        assert!(w[0].0 + w[0].1 <= w[1].0, "objects overlap: {w:?}");
+    }
+    Model { slots, objs, big }
+}
+
+/// Compares everything but object addresses, which the model cannot know.
+fn same(a: &Model, b: &Model) -> bool {
+    let strip = |m: &Model| -> Vec<(u64, u64)> { m.objs.iter().map(|o| (o.size, o.fill)).collect() };
+    a.slots == b.slots && a.big == b.big && strip(a) == strip(b)
+}
+
+fn apply(m: &mut Model, o: &Op) {
+    match *o {
+        Op::Write(s, v) => m.slots[s as usize] = v,
+        Op::Big(a, n, b) => {
+            let e = (a + n).min(BIG);
+            m.big[a..e].iter_mut().for_each(|x| *x = b);
+        }
+        Op::Alloc(k, size, f) => {
+            if m.objs[k as usize].ptr == 0 {
+                m.objs[k as usize] = Obj {
+                    ptr: 1,
+                    size,
+                    fill: f as u64,
+                };
+            }
+        }
+        Op::Free(k) => m.objs[k as usize] = Obj::default(),
+    }
+}
+
+fn run_op(tx: &mut rewind::Tx<'_>, root: &Root, o: &Op) -> Result<(), rewind::Error> {
+    match *o {
+        Op::Write(s, v) => tx.write(root.slots.at(s), &v),
+        Op::Big(a, n, b) => {
+            let e = (a + n).min(BIG);
+            tx.write_bytes(root.big.offset() + a as u64, &vec![b; e - a])
+        }
+        Op::Alloc(k, size, f) => {
+            let slot = root.objs.at(k);
+            if tx.read(slot)?.ptr != 0 {
+                return Ok(());
+            }
+            let p = tx.alloc_bytes(size)?;
+            tx.write_bytes(p, &vec![f; size as usize])?;
+            tx.write(
+                slot,
+                &Obj {
+                    ptr: p,
+                    size,
+                    fill: f as u64,
+                },
+            )
+        }
+        Op::Free(k) => {
+            let slot = root.objs.at(k);
+            let obj = tx.read(slot)?;
+            if obj.ptr != 0 {
+                tx.free(PPtr::<u8>::from_offset(obj.ptr))?;
+                tx.write(slot, &Obj::default())?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn images(pool: &Pool, rng: &mut StdRng) -> Vec<Vec<u8>> {
+    pool.domain()
+        .with_sim(|s| {
+            let mut v = vec![s.image_none_pending(), s.image_all_pending()];
+            let seed: u64 = rng.gen();
+            let mut r = StdRng::seed_from_u64(seed);
+            v.push(s.image_with(|_, n| r.gen_range(0..=n)));
+            v
+        })
+        .unwrap()
+}
+
+fn check_image(img: Vec<u8>, want: &Model, what: &str) {
+    let p = Pool::open_image(img, "model").unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+    let got = read_model(&p);
+    assert!(same(&got, want), "{what}: recovered state differs from model ({})", p.recovery_report());
+    // Recovering the recovered image again changes nothing.
+    let again = Pool::open_image(p.domain().with_sim(|s| s.image_none_pending()).unwrap(), "model").unwrap();
+    assert!(same(&read_model(&again), want), "{what}: second recovery differs");
+}
+
+fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pool = Pool::create_sim("model", 8 << 20, &cfg(v, p)).unwrap();
+    let root = pool
+        .transaction(|tx| {
+            let r: PPtr<Root> = tx.root()?;
+            let root = Root {
+                slots: tx.alloc_array(SLOTS)?,
+                objs: tx.alloc_array(OBJS)?,
+                big: tx.alloc_array(BIG as u64)?,
+            };
+            tx.write(r, &root)?;
+            Ok::<_, rewind::Error>(root)
+        })
+        .unwrap();
+    let baseline = {
+        let img = pool.domain().with_sim(|s| s.image_none_pending()).unwrap();
+        Pool::open_image(img, "model").unwrap().alloc_stats()
+    };
+    let mut model = read_model(&pool);
+    for (t, prog) in progs.iter().enumerate() {
+        let crash_at = rng.gen_range(0..=prog.ops.len());
+        let pre = model.clone();
+        let mut after = model.clone();
+        let seen = RefCell::new(Vec::new());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.transaction(|tx| {
+                for (i, o) in prog.ops.iter().enumerate() {
+                    if i == crash_at {
+                        seen.borrow_mut().extend(images(&pool, &mut rng));
+                    }
+                    run_op(tx, &root, o)?;
+                    apply(&mut after, o);
+                }
+                match prog.end {
+                    End::Commit => Ok(()),
+                    End::Abort => Err(rewind::Error::TxMisuse("abort")),
+                    End::Panic => panic!("user panic inside a transaction"),
+                }
+            })
+        }));
+        match (prog.end, &r) {
+            (End::Commit, Ok(Ok(()))) => model = after,
+            (End::Commit, Ok(Err(e))) => panic!("tx {t} failed: {e}"),
+            (End::Abort, Ok(Err(_))) | (End::Panic, Err(_)) => {}
+            other => panic!("unexpected outcome {:?}", other.0),
+        }
+        let now = read_model(&pool);
+        assert!(same(&now, &model), "tx {t} ({:?}): live state differs from model", prog.end);
+        for img in seen.into_inner() {
+            check_image(img, &pre, &format!("{v}/{p} crash inside tx {t}"));
+        }
+        for img in images(&pool, &mut rng) {
+            check_image(img, &model, &format!("{v}/{p} crash after tx {t}"));
+        }
+        if prog.checkpoint_after {
+            pool.checkpoint().unwrap();
+        }
+    }
+    // Leak check: free everything, reopen, compare with the baseline.
+    pool.transaction(|tx| {
+        for k in 0..OBJS {
+            run_op(tx, &root, &Op::Free(k))?;
+        }
+        Ok::<_, rewind::Error>(())
+    })
+    .unwrap();
+    let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
+    let reopened = Pool::open_image(img, "model").unwrap();
+    assert_eq!(reopened.alloc_stats(), baseline, "{v}/{p}: heap leaked or double-freed");
+}
+
+macro_rules! model_test {
+    ($name:ident, $v:expr, $p:expr) => {
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+            #[test]
+            fn $name(progs in prop::collection::vec(tx_prog(), 1..12), seed in any::<u64>()) {
+                run($v, $p, &progs, seed);
+            }
+        }
+    };
+}
+
+model_test!(simple_force, LogVariant::Simple, Policy::Force);
+model_test!(simple_noforce, LogVariant::Simple, Policy::NoForce);
+model_test!(optimized_force, LogVariant::Optimized, Policy::Force);
+model_test!(optimized_noforce, LogVariant::Optimized, Policy::NoForce);
+model_test!(batch_force, LogVariant::Batch, Policy::Force);
+model_test!(batch_noforce, LogVariant::Batch, Policy::NoForce);
