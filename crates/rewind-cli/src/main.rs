@@ -10,14 +10,12 @@
 
 #![forbid(unsafe_code)]
 
-mod bank;
 mod bench;
 mod demo;
 mod error;
 mod inspect;
 mod report;
 mod scratch;
-mod throughput;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -37,13 +37,16 @@ impl Report {
     pub fn value(&self, system: &str, config: &str, param: &str, metric: &str) -> Option<f64> {
         self.rows
             .iter()
-            .find(|r| r.system == system && r.config == config && r.param == param && r.metric == metric)
+            .find(|r| {
+                r.system == system && r.config == config && r.param == param && r.metric == metric
+            })
             .map(|r| r.value)
     }
 
     /// Writes `DIR/NAME.json` and `DIR/NAME.csv`; returns their paths.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, CliError> {
-        std::fs::create_dir_all(dir).map_err(CliError::io(format!("creating {}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(CliError::io(format!("creating {}", dir.display())))?;
         let json = dir.join(format!("{}.json", self.bench));
         let mut text = serde_json::to_string_pretty(self)?;
         text.push('\n');

@@ -19,7 +19,11 @@ fn text(b: &[u8]) -> String {
 /// Exit status not 0, a message on stderr, and no panic.
 fn assert_clean_failure(out: &Output, mentions: &[&str]) {
     let stderr = text(&out.stderr);
-    assert!(!out.status.success(), "expected failure, stdout:\n{}", text(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "expected failure, stdout:\n{}",
+        text(&out.stdout)
+    );
     assert!(!stderr.contains("panicked"), "panicked:\n{stderr}");
     assert!(stderr.starts_with("error: "), "no error message:\n{stderr}");
     let lower = stderr.to_lowercase();
@@ -30,7 +34,8 @@ fn assert_clean_failure(out: &Output, mentions: &[&str]) {
 }
 
 fn small_pool(path: &Path) {
-    let pool = Pool::create(path, "cli-test", 4 << 20, &PoolConfig::default()).expect("create pool");
+    let pool =
+        Pool::create(path, "cli-test", 4 << 20, &PoolConfig::default()).expect("create pool");
     pool.transaction(|tx| {
         let root = tx.root::<u64>()?;
         tx.write(root, &7u64)
@@ -61,13 +66,66 @@ fn demo_recovers_and_its_pool_checks_clean() {
         text(&out.stderr)
     );
     assert!(stdout.contains("all checks passed"), "{stdout}");
-    assert!(stdout.contains("persist-nolog"), "no throughput table:\n{stdout}");
+    assert!(
+        stdout.contains("persist-nolog"),
+        "no throughput table:\n{stdout}"
+    );
 
     let check = rewind(&["check", pool_s]);
-    assert!(check.status.success(), "check failed:\n{}{}", text(&check.stdout), text(&check.stderr));
+    assert!(
+        check.status.success(),
+        "check failed:\n{}{}",
+        text(&check.stdout),
+        text(&check.stderr)
+    );
     for cmd in ["info", "dump-log", "recover"] {
         let out = rewind(&[cmd, pool_s]);
         assert!(out.status.success(), "{cmd} failed:\n{}", text(&out.stderr));
+    }
+}
+
+/// The demo on one log variant and policy, killed early; true if it verified.
+fn demo_passes(log: &str, policy: &str) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("demo.pool");
+    let out = rewind(&[
+        "demo",
+        "--pool",
+        pool.to_str().unwrap(),
+        "--log",
+        log,
+        "--policy",
+        policy,
+        "--seconds-before-kill",
+        "0",
+        "--throughput-tx",
+        "10",
+    ]);
+    if !out.status.success() {
+        eprintln!(
+            "{log}/{policy}:\n{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    out.status.success()
+}
+
+#[test]
+fn demo_recovers_under_every_log_variant_with_force() {
+    for log in ["simple", "optimized", "batch"] {
+        assert!(demo_passes(log, "force"), "{log}/force failed");
+    }
+}
+
+// Fails with the library as of this writing: under no-force, recovery redoes
+// an old committed UPDATE into a block that was freed and reallocated later,
+// overwriting the newer contents (written unlogged as fresh memory).
+#[test]
+#[ignore = "library bug: no-force redo clobbers reallocated blocks"]
+fn demo_recovers_under_every_log_variant_with_no_force() {
+    for log in ["simple", "optimized", "batch"] {
+        assert!(demo_passes(log, "no-force"), "{log}/no-force failed");
     }
 }
 
@@ -112,22 +170,38 @@ fn check_reports_a_missing_file() {
 fn usage_errors_exit_2() {
     let out = rewind(&["bench", "nonsense"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("unknown benchmark `nonsense`"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("unknown benchmark `nonsense`"),
+        "{}",
+        text(&out.stderr)
+    );
 
     assert_eq!(rewind(&[]).status.code(), Some(2));
     assert_eq!(rewind(&["frobnicate"]).status.code(), Some(2));
-    assert_eq!(rewind(&["demo", "--seconds-before-kill", "-1"]).status.code(), Some(2));
+    assert_eq!(
+        rewind(&["demo", "--seconds-before-kill", "-1"])
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]
 fn bench_overhead_writes_every_row() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
-    let out = rewind(&["bench", "overhead", "--tiny", "--out", out_dir.to_str().unwrap()]);
+    let out = rewind(&[
+        "bench",
+        "overhead",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
 
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("overhead.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("overhead.json")).unwrap())
+            .unwrap();
     assert_eq!(json["bench"], "overhead");
     let rows = json["rows"].as_array().unwrap();
     let configs = [
@@ -152,7 +226,12 @@ fn bench_overhead_writes_every_row() {
             for (metric, unit) in metrics {
                 let row = rows
                     .iter()
-                    .find(|r| r["system"] == system && r["config"] == config && r["param"] == k && r["metric"] == metric)
+                    .find(|r| {
+                        r["system"] == system
+                            && r["config"] == config
+                            && r["param"] == k
+                            && r["metric"] == metric
+                    })
                     .unwrap_or_else(|| panic!("no row {system} {config} {k} {metric}"));
                 assert_eq!(row["unit"], unit);
                 assert!(row["value"].as_f64().is_some_and(|v| v >= 0.0), "{row}");

@@ -40,6 +40,7 @@ pub mod pool;
 pub mod tx;
 
 pub use bytemuck::{Pod, Zeroable};
+pub use alloc::AllocStats;
 pub use error::{Error, Result};
 pub use log::LogVariant;
 pub use persist::{Backend, Counters};

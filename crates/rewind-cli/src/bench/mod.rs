@@ -8,7 +8,7 @@
 mod overhead;
 mod svg;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -38,8 +38,11 @@ pub enum Scale {
     Full,
 }
 
+/// A benchmark: runs at a scale and writes its results into a directory.
+type BenchFn = fn(Scale, &Path) -> Result<(), CliError>;
+
 /// The benchmarks, by name.
-const BENCHES: [(&str, fn(Scale, &std::path::Path) -> Result<(), CliError>); 1] = [("overhead", overhead::run)];
+const BENCHES: [(&str, BenchFn); 1] = [("overhead", overhead::run)];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let scale = match (args.tiny, args.quick) {
@@ -50,7 +53,10 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let chosen: Vec<_> = if args.name == "all" {
         BENCHES.iter().collect()
     } else {
-        BENCHES.iter().filter(|(name, _)| *name == args.name).collect()
+        BENCHES
+            .iter()
+            .filter(|(name, _)| *name == args.name)
+            .collect()
     };
     if chosen.is_empty() {
         let names: Vec<_> = BENCHES.iter().map(|(n, _)| *n).collect();

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
-use rewind::{Backend, Counters, LogVariant, PPtr, Policy, Pod, Pool, PoolConfig, Zeroable};
+use rewind::{Backend, Counters, LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
 
 use super::{svg, Scale};
 use crate::error::CliError;
@@ -48,7 +48,8 @@ struct ArrayRoot {
 enum System {
     Dram(Vec<u64>),
     NoLog(Domain),
-    Rewind { pool: Pool, data: PPtr<u64> },
+    // Boxed: a Pool is large, and the other variants are small.
+    Rewind { pool: Box<Pool>, data: PPtr<u64> },
 }
 
 struct Subject {
@@ -95,11 +96,16 @@ fn subjects(dir: &Path, m: u64) -> Result<Vec<Subject>, CliError> {
                     tx.write(root, &ArrayRoot { data, len: m })?;
                     Ok::<_, rewind::Error>(data)
                 })
-                .map_err(CliError::rewind(format!("allocating the array in {config}")))?;
+                .map_err(CliError::rewind(format!(
+                    "allocating the array in {config}"
+                )))?;
             out.push(Subject {
                 system: "rewind",
                 config,
-                inner: System::Rewind { pool, data },
+                inner: System::Rewind {
+                    pool: Box::new(pool),
+                    data,
+                },
             });
         }
     }
@@ -108,7 +114,13 @@ fn subjects(dir: &Path, m: u64) -> Result<Vec<Subject>, CliError> {
 
 impl Subject {
     /// Runs `n` transactions of `k` updates; returns the time and the counters spent.
-    fn measure(&mut self, m: u64, k: u64, n: u64, seed: u64) -> Result<(Duration, Counters), CliError> {
+    fn measure(
+        &mut self,
+        m: u64,
+        k: u64,
+        n: u64,
+        seed: u64,
+    ) -> Result<(Duration, Counters), CliError> {
         let mut rng = SmallRng::seed_from_u64(seed);
         let start = Instant::now();
         let before = self.counters();
@@ -172,7 +184,7 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
     let (m, txs) = sizes(scale);
     println!(
         "bench overhead (REWIND Fig. 3): array of {m} u64 ({} KiB), K random 8-byte updates per transaction",
-        m * 8 >> 10
+        (m * 8) >> 10
     );
     println!(
         "  transactions per measurement: {}; median of {ROUNDS} alternating rounds{}",
@@ -181,7 +193,11 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
             .map(|(k, n)| format!("K={k}: {n}"))
             .collect::<Vec<_>>()
             .join(", "),
-        if scale == Scale::Tiny { " (tiny: format test only)" } else { "" }
+        if scale == Scale::Tiny {
+            " (tiny: format test only)"
+        } else {
+            ""
+        }
     );
     let dir = crate::scratch::dir()?;
     println!("  pools in {}", dir.path().display());
@@ -295,16 +311,23 @@ fn print_table(report: &Report) {
     let mut head2 = format!("  {:<30}", "system/config");
     for k in KS {
         head1.push_str(&format!(" | {:<33}", format!("K={k}")));
-        head2.push_str(&format!(" | {:>9} {:>7} {:>7} {:>7}", "us/tx", "x nolog", "fences", "lines"));
+        head2.push_str(&format!(
+            " | {:>9} {:>7} {:>7} {:>7}",
+            "us/tx", "x nolog", "fences", "lines"
+        ));
     }
     println!();
-    println!("{head1}");
+    println!("{}", head1.trim_end());
     println!("{head2}");
     for (system, config) in configs(report) {
         let mut line = format!("  {:<30}", format!("{system}/{config}"));
         for k in KS {
             let param = format!("K={k}");
-            let v = |metric| report.value(&system, &config, &param, metric).unwrap_or(f64::NAN);
+            let v = |metric| {
+                report
+                    .value(&system, &config, &param, metric)
+                    .unwrap_or(f64::NAN)
+            };
             line.push_str(&format!(
                 " | {:>9.3} {:>6.2}x {:>7.2} {:>7.2}",
                 v("us_per_tx"),

@@ -10,7 +10,8 @@ const RIGHT: f64 = 200.0;
 const TOP: f64 = 50.0;
 const BOTTOM: f64 = 60.0;
 const COLORS: [&str; 10] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac",
 ];
 
 /// Bars `value(group, series)` for each group (x axis) and series (legend).
@@ -28,9 +29,23 @@ pub fn grouped_bars(
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect();
     // Whole decades around the data, so the grid lines fall on 10^n.
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min).log10().floor();
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max).log10().ceil();
-    let (lo, hi) = if values.is_empty() { (0.0, 1.0) } else { (lo, hi.max(lo + 1.0)) };
+    let lo = values
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min)
+        .log10()
+        .floor();
+    let hi = values
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max)
+        .log10()
+        .ceil();
+    let (lo, hi) = if values.is_empty() {
+        (0.0, 1.0)
+    } else {
+        (lo, hi.max(lo + 1.0))
+    };
     let plot_h = HEIGHT - TOP - BOTTOM;
     let plot_w = WIDTH - LEFT - RIGHT;
     let y = |v: f64| TOP + plot_h * (1.0 - (v.log10() - lo) / (hi - lo));
@@ -126,5 +141,7 @@ fn tick(v: f64) -> String {
 }
 
 fn escape(t: &str) -> String {
-    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -351,6 +351,14 @@ impl Domain {
         }
     }
 
+    /// Runs `f` on the mutable simulator state; `None` on other backends.
+    pub fn with_sim_mut<R>(&self, f: impl FnOnce(&mut SimState) -> R) -> Option<R> {
+        match &self.kind {
+            Kind::Sim(sim) => Some(f(&mut sim.lock())),
+            _ => None,
+        }
+    }
+
     /// A copy of the live contents (what loads see now).
     pub fn snapshot(&self) -> Vec<u8> {
         let mut v = vec![0; self.map.len()];

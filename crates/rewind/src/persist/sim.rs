@@ -38,6 +38,16 @@ struct Line {
 pub struct SimState {
     durable: Vec<u8>,
     lines: BTreeMap<u64, Line>,
+    fences: u64,
+    capture: Option<Capture>,
+    captured: Vec<Vec<u8>>,
+}
+
+/// A request to save crash images when a given fence is reached.
+#[derive(Clone, Copy, Debug)]
+struct Capture {
+    fence: u64,
+    seed: u64,
 }
 
 impl SimState {
@@ -45,6 +55,9 @@ impl SimState {
         SimState {
             durable: image,
             lines: BTreeMap::new(),
+            fences: 0,
+            capture: None,
+            captured: Vec::new(),
         }
     }
 
@@ -82,6 +95,19 @@ impl SimState {
     }
 
     pub(super) fn fence(&mut self) {
+        self.fences += 1;
+        if let Some(c) = self.capture.filter(|c| c.fence == self.fences) {
+            // A crash just before this fence completes: any prefix per line.
+            let mut x = c.seed | 1;
+            let mut rand = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let random = self.image_with(|_, n| (rand() % (n as u64 + 1)) as usize);
+            self.captured = vec![self.image_none_pending(), self.image_all_pending(), random];
+        }
         let durable = &mut self.durable;
         self.lines.retain(|_, line| {
             for u in &line.stores[..line.flushed] {
@@ -91,6 +117,26 @@ impl SimState {
             line.flushed = 0;
             !line.stores.is_empty()
         });
+    }
+
+    /// Fences executed so far.
+    pub fn fences(&self) -> u64 {
+        self.fences
+    }
+
+    /// Asks for crash images (nothing pending, everything pending, and a
+    /// random prefix per line from `seed`) at the moment fence number
+    /// `fence` (1-based, counting from this domain's start) is issued.
+    pub fn capture_at_fence(&mut self, fence: u64, seed: u64) {
+        self.capture = Some(Capture { fence, seed });
+        self.captured.clear();
+    }
+
+    /// The images saved by [`capture_at_fence`](Self::capture_at_fence),
+    /// empty if that fence was never reached.
+    pub fn take_captured(&mut self) -> Vec<Vec<u8>> {
+        self.capture = None;
+        std::mem::take(&mut self.captured)
     }
 
     /// Lines with stores not yet guaranteed persistent, as

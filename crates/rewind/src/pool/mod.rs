@@ -133,6 +133,13 @@ impl Pool {
         Pool::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
     }
 
+    /// Opens the pool held by a simulated domain (to crash its recovery:
+    /// arm a capture on the domain first).
+    pub fn open_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
+        check_layout_name(layout)?;
+        Pool::start(dom, Path::new("<sim>"), layout)
+    }
+
     fn start(dom: Domain, path: &Path, layout: &str) -> Result<Pool, Error> {
         let mut page = vec![0u8; HEADER_SIZE.min(dom.len()) as usize];
         dom.read(0, &mut page)?;

@@ -135,10 +135,17 @@ pub fn init(pool: &Pool) -> Result<PPtr<Bank>, Error> {
 
 /// Runs the next transfer in one transaction and returns its number.
 ///
-/// `mid` runs inside the transaction after the balances are written and
-/// before the history and the counter are, so the demo child can announce
-/// the transaction and get killed while it is in flight.
-pub fn transfer(pool: &Pool, root: PPtr<Bank>, seed: u64, mid: impl FnOnce(u64)) -> Result<u64, Error> {
+/// `mid` runs inside the transaction after the balances and the history are
+/// changed and before the counter is, so the demo child can announce the
+/// transaction and get killed while it is in flight. By then the allocation
+/// and the free have pushed the earlier records out to the log (the Batch
+/// log fences its pending group before either), so recovery has real work.
+pub fn transfer(
+    pool: &Pool,
+    root: PPtr<Bank>,
+    seed: u64,
+    mid: impl FnOnce(u64),
+) -> Result<u64, Error> {
     pool.transaction(|tx| {
         let bank = tx.read(root)?;
         let i = bank.committed + 1;
@@ -149,7 +156,6 @@ pub fn transfer(pool: &Pool, root: PPtr<Bank>, seed: u64, mid: impl FnOnce(u64))
         // Read after the debit: `from == to` must see its own write.
         let to_balance = tx.read(bank.accounts.at(to))?;
         tx.write(bank.accounts.at(to), &(to_balance + amount))?;
-        mid(i);
 
         let entry = tx.alloc::<Entry>()?;
         let new = Entry {
@@ -165,6 +171,7 @@ pub fn transfer(pool: &Pool, root: PPtr<Bank>, seed: u64, mid: impl FnOnce(u64))
             drop_oldest(tx, entry, len)?;
             len -= 1;
         }
+        mid(i);
         let bank = Bank {
             history: entry,
             history_len: len,

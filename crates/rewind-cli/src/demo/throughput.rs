@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rewind::persist::Domain;
 use rewind::{Backend, Counters, LogVariant, Policy, Pool, PoolConfig};
 
-use crate::bank::{self, amount, plan, ACCOUNTS, HISTORY_CAP, INITIAL_BALANCE, LAYOUT};
+use super::bank::{self, amount, plan, ACCOUNTS, HISTORY_CAP, INITIAL_BALANCE, LAYOUT};
 use crate::error::CliError;
 
 /// One line of the table.
@@ -45,13 +45,21 @@ pub fn measure(tx: u64) -> Result<Vec<Row>, CliError> {
     let mut rows = Vec::new();
 
     let mut words = Volatile(vec![0; flat::WORDS]);
-    rows.push(time("volatile", "dram".into(), tx, &mut words, |_| Counters::default())?);
+    rows.push(time("volatile", "dram".into(), tx, &mut words, |_| {
+        Counters::default()
+    })?);
 
     let path = dir.path().join("nolog.pool");
     let domain = Domain::create_file(&path, flat::WORDS as u64 * 8, Backend::Pmem)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
     let mut nolog = NoLog(domain);
-    rows.push(time("persist-nolog", "nolog".into(), tx, &mut nolog, |d| d.0.counters())?);
+    rows.push(time(
+        "persist-nolog",
+        "nolog".into(),
+        tx,
+        &mut nolog,
+        |d| d.0.counters(),
+    )?);
 
     for (variant, policy) in CONFIGS {
         rows.push(rewind_row(dir.path(), variant, policy, tx)?);
@@ -100,7 +108,8 @@ fn rewind_row(dir: &Path, variant: LogVariant, policy: Policy, tx: u64) -> Resul
     let before = pool.counters();
     let start = Instant::now();
     for _ in 0..tx {
-        bank::transfer(&pool, root, SEED, |_| {}).map_err(CliError::rewind(format!("running {config} transfers")))?;
+        bank::transfer(&pool, root, SEED, |_| {})
+            .map_err(CliError::rewind(format!("running {config} transfers")))?;
     }
     let elapsed = start.elapsed();
     Ok(Row {
@@ -191,9 +200,15 @@ mod flat {
         let slot = i % SLOTS;
         let e = ENT + 8 * slot as usize;
         let head = c.get(HEAD)?;
-        for (k, v) in [from as u64 - ACC as u64, to as u64 - ACC as u64, amount, i, head]
-            .into_iter()
-            .enumerate()
+        for (k, v) in [
+            from as u64 - ACC as u64,
+            to as u64 - ACC as u64,
+            amount,
+            i,
+            head,
+        ]
+        .into_iter()
+        .enumerate()
         {
             c.set(e + k, v)?;
         }
