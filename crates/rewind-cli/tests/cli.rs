@@ -118,11 +118,9 @@ fn demo_recovers_under_every_log_variant_with_force() {
     }
 }
 
-// Fails with the library as of this writing: under no-force, recovery redoes
-// an old committed UPDATE into a block that was freed and reallocated later,
-// overwriting the newer contents (written unlogged as fresh memory).
+// Regression: no-force recovery once redid an old UPDATE into a block that
+// was freed and reallocated later (see rewind/tests/regressions.rs).
 #[test]
-#[ignore = "library bug: no-force redo clobbers reallocated blocks"]
 fn demo_recovers_under_every_log_variant_with_no_force() {
     for log in ["simple", "optimized", "batch"] {
         assert!(demo_passes(log, "no-force"), "{log}/no-force failed");

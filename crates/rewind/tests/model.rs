@@ -37,6 +37,8 @@ enum Op {
     Big(usize, usize, u8),
     Alloc(u64, u64, u8),
     Free(u64),
+    /// A logged write into an object an earlier transaction allocated.
+    Poke(u64, u8),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,6 +69,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..OBJS, prop_oneof![9 => 1..400u64, 1 => 200_000..300_000u64], any::<u8>())
             .prop_map(|(k, s, f)| Op::Alloc(k, s, f)),
         2 => (0..OBJS).prop_map(Op::Free),
+        2 => (0..OBJS, any::<u8>()).prop_map(|(k, f)| Op::Poke(k, f)),
     ]
 }
 
@@ -142,6 +145,11 @@ fn apply(m: &mut Model, o: &Op) {
             }
         }
         Op::Free(k) => m.objs[k as usize] = Obj::default(),
+        Op::Poke(k, f) => {
+            if m.objs[k as usize].ptr != 0 {
+                m.objs[k as usize].fill = f as u64;
+            }
+        }
     }
 }
 
@@ -174,6 +182,17 @@ fn run_op(tx: &mut rewind::Tx<'_>, root: &Root, o: &Op) -> Result<(), rewind::Er
             if obj.ptr != 0 {
                 tx.free(PPtr::<u8>::from_offset(obj.ptr))?;
                 tx.write(slot, &Obj::default())?;
+            }
+            Ok(())
+        }
+        Op::Poke(k, f) => {
+            let slot = root.objs.at(k);
+            let mut obj = tx.read(slot)?;
+            if obj.ptr != 0 {
+                tx.write_bytes(obj.ptr, &[f])?;
+                tx.write_bytes(obj.ptr + obj.size - 1, &[f])?;
+                obj.fill = f as u64;
+                tx.write(slot, &obj)?;
             }
             Ok(())
         }

@@ -421,6 +421,20 @@ impl Log {
         Ok(())
     }
 
+    /// Clears the END records still waiting for a fence (at close).
+    pub fn settle(&self, d: &Domain) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        if st.deferred_ends.is_empty() {
+            return Ok(());
+        }
+        let mut ends = std::mem::take(&mut st.deferred_ends);
+        // The other records' gaps persistent before the ENDs'.
+        d.fence()?;
+        self.clear_ends(d, st, &mut ends)?;
+        d.fence()
+    }
+
     /// Returns reserved rollback space once a transaction has ended.
     pub fn unreserve(&self, bytes: u64) {
         let mut st = self.state.lock();

@@ -338,6 +338,19 @@ pub fn read_header(path: &Path) -> Result<Header, Error> {
     Header::decode(path, &page, len)
 }
 
+impl Drop for Pool {
+    /// A clean close leaves an empty log: no-force work is checkpointed, and
+    /// force's last END record cleared. Errors are ignored: whatever is left
+    /// is recovered at the next open.
+    fn drop(&mut self) {
+        let _ = match self.policy {
+            Policy::NoForce => self.checkpoint(),
+            Policy::Force => Ok(()),
+        };
+        let _ = self.log.settle(&self.dom);
+    }
+}
+
 impl Tx<'_> {
     fn commit_or_rollback(self) -> Result<(), Error> {
         // A failed commit before its END is persistent has not committed:

@@ -513,7 +513,15 @@ impl<'p> Tx<'p> {
         // between is repaired by recovery redoing the CLRs.
         self.append(&drafts, true)?;
         for draft in &drafts[1..] {
-            recovery::apply_clr(d, &pool.hdr.layout, draft.flags, draft.target, draft.new)?;
+            match draft.flags {
+                // Bitmap bytes are shared with concurrent transactions: change
+                // them under the allocator's latch.
+                clr::FREE | clr::ALLOCATED => {
+                    let size = u64::from_le_bytes(draft.new.try_into().expect("8-byte size"));
+                    pool.alloc.mark(d, draft.target, size, draft.flags == clr::ALLOCATED)?;
+                }
+                _ => recovery::apply_clr(d, &pool.hdr.layout, draft.flags, draft.target, draft.new)?,
+            }
         }
         let end = Draft {
             tx: self.id,

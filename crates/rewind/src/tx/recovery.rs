@@ -7,7 +7,7 @@
 //! CLR before each undo and skips what earlier CLRs already compensated; and
 //! an END makes a rolled-back transaction finished for good.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::alloc;
@@ -83,7 +83,8 @@ fn size_word(bytes: &[u8], at: u64) -> Result<u64, Error> {
     Ok(u64::from_le_bytes(b))
 }
 
-/// Applies a CLR's compensation and flushes it.
+/// Applies a CLR's compensation and flushes it. Allocator bits are changed
+/// without the allocator's latch: only for recovery, which runs alone.
 pub(crate) fn apply_clr(d: &Domain, l: &Layout, what: u8, target: u64, bytes: &[u8]) -> Result<(), Error> {
     match what {
         clr::BYTES => {
@@ -175,12 +176,32 @@ pub(crate) fn recover(
         .collect();
     let loser = |tx: u64| losing.contains(&tx);
 
+    // A block allocated anew holds what its new owner wrote there, without
+    // records (writes to fresh memory are not logged): bytes logged for the
+    // block's earlier life must not be redone over them.
+    let mut reborn: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for s in records {
+        if s.rec.kind == Kind::Alloc {
+            reborn.insert(s.rec.target, (s.rec.aux, s.rec.lsn));
+        }
+    }
+    let superseded = |r: &Record| {
+        reborn
+            .range(..=r.target)
+            .next_back()
+            .is_some_and(|(&off, &(size, lsn))| r.target < off + size && lsn > r.lsn)
+    };
+
     // Redo. No-force repeats history, except for transactions a checkpoint
     // already made durable in place. Force only redoes the CLRs of
     // interrupted rollbacks (a crash between a CLR and its store).
     for s in records {
         let r = &s.rec;
         if r.kind == Kind::Checkpoint {
+            continue;
+        }
+        let bytes = r.kind == Kind::Update || (r.kind == Kind::Clr && r.flags == clr::BYTES);
+        if bytes && superseded(r) {
             continue;
         }
         let (status, end) = table[&r.tx];
