@@ -89,11 +89,53 @@ impl Counters {
     }
 }
 
-#[derive(Default)]
+/// Counters without locked instructions: a `lock`-prefixed read-modify-write
+/// drains the write-combining buffers, which would split every partial-line
+/// non-temporal store into its own memory write and distort what we measure.
+/// Each thread owns a slot (threads get slot numbers in order of first use),
+/// updated with a plain load and store; reading sums the slots.
 struct AtomicCounters {
+    slots: Box<[Slot]>,
+}
+
+#[derive(Default)]
+#[repr(align(64))]
+struct Slot {
     fences: AtomicU64,
     flushed_lines: AtomicU64,
     nt_lines: AtomicU64,
+}
+
+const SLOTS: usize = 64;
+
+fn slot_index() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
+    }
+    INDEX.with(|i| *i)
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+impl Default for AtomicCounters {
+    fn default() -> Self {
+        AtomicCounters {
+            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+        }
+    }
+}
+
+impl AtomicCounters {
+    fn slot(&self) -> &Slot {
+        &self.slots[slot_index()]
+    }
+
+    fn sum(&self, f: impl Fn(&Slot) -> &AtomicU64) -> u64 {
+        self.slots.iter().map(|s| f(s).load(Ordering::Relaxed)).sum()
+    }
 }
 
 enum Kind {
@@ -256,9 +298,7 @@ impl Domain {
     /// next fence.
     pub fn store_nt(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check(off, bytes.len())?;
-        self.counters
-            .nt_lines
-            .fetch_add(lines_of(off, bytes.len() as u64), Ordering::Relaxed);
+        bump(&self.counters.slot().nt_lines, lines_of(off, bytes.len() as u64));
         match &self.kind {
             Kind::Pmem { instr } => {
                 self.map.write_nt(off as usize, bytes, *instr);
@@ -289,7 +329,7 @@ impl Domain {
         }
         self.check(off, len as usize)?;
         let n = lines_of(off, len);
-        self.counters.flushed_lines.fetch_add(n, Ordering::Relaxed);
+        bump(&self.counters.slot().flushed_lines, n);
         match &self.kind {
             Kind::Pmem { instr } => {
                 let first = off / LINE * LINE;
@@ -308,7 +348,7 @@ impl Domain {
 
     /// Orders and completes every earlier flush and non-temporal store.
     pub fn fence(&self) -> Result<(), Error> {
-        self.counters.fences.fetch_add(1, Ordering::Relaxed);
+        bump(&self.counters.slot().fences, 1);
         match &self.kind {
             Kind::Pmem { .. } => self.map.sfence(),
             Kind::Msync { dirty } => {
@@ -337,9 +377,9 @@ impl Domain {
     /// The counters so far.
     pub fn counters(&self) -> Counters {
         Counters {
-            fences: self.counters.fences.load(Ordering::Relaxed),
-            flushed_lines: self.counters.flushed_lines.load(Ordering::Relaxed),
-            nt_lines: self.counters.nt_lines.load(Ordering::Relaxed),
+            fences: self.counters.sum(|s| &s.fences),
+            flushed_lines: self.counters.sum(|s| &s.flushed_lines),
+            nt_lines: self.counters.sum(|s| &s.nt_lines),
         }
     }
 

@@ -1,0 +1,45 @@
+//! A tight loop of K-update transactions on one configuration, for
+//! profiling (`perf record cargo run --release --example txloop`).
+//! Usage: txloop [variant] [policy] [K] [transactions]
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rewind::{LogVariant, Policy, Pool, PoolConfig};
+
+fn main() -> Result<(), rewind::Error> {
+    let a: Vec<String> = std::env::args().collect();
+    let variant: LogVariant = a.get(1).map_or("batch", |s| s).parse()?;
+    let policy: Policy = a.get(2).map_or("force", |s| s).parse()?;
+    let k: u64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(8);
+    let n: u64 = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let path = std::path::Path::new("/dev/shm").join(format!("txloop-{}.pool", std::process::id()));
+    let cfg = PoolConfig {
+        log: variant,
+        policy,
+        ..PoolConfig::default()
+    };
+    let pool = Pool::create(&path, "txloop", 64 << 20, &cfg)?;
+    let _ = std::fs::remove_file(&path);
+    const M: u64 = 1 << 20;
+    let arr = pool.transaction(|tx| tx.alloc_array::<u64>(M))?;
+    let mut rng = StdRng::seed_from_u64(1);
+    let c0 = pool.counters();
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        pool.transaction(|tx| {
+            for _ in 0..k {
+                tx.write(arr.at(rng.gen_range(0..M)), &i)?;
+            }
+            Ok::<_, rewind::Error>(())
+        })?;
+    }
+    let el = t.elapsed();
+    let c = pool.counters().since(&c0);
+    println!(
+        "{variant}-{policy} K={k}: {:.3} us/tx, {:.2} fences/tx, {:.2} flushed + {:.2} nt lines/tx",
+        el.as_secs_f64() * 1e6 / n as f64,
+        c.fences as f64 / n as f64,
+        c.flushed_lines as f64 / n as f64,
+        c.nt_lines as f64 / n as f64
+    );
+    Ok(())
+}
