@@ -23,7 +23,6 @@
 pub mod adll;
 pub mod record;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -145,9 +144,61 @@ struct Bucket {
     body_used: u64,
 }
 
+/// Volatile bucket state, indexed by block number (a map keyed by block
+/// offset, without hashing on the append path).
+struct Buckets {
+    log_off: u64,
+    block_size: u64,
+    v: Vec<Option<Bucket>>,
+}
+
+impl Buckets {
+    fn new(l: &Layout) -> Buckets {
+        Buckets {
+            log_off: l.log_off,
+            block_size: l.log_block_size,
+            v: vec![None; l.log_blocks as usize],
+        }
+    }
+
+    fn idx(&self, block: u64) -> usize {
+        ((block - self.log_off) / self.block_size) as usize
+    }
+
+    fn get(&self, block: &u64) -> Option<&Bucket> {
+        self.v[self.idx(*block)].as_ref()
+    }
+
+    fn get_mut(&mut self, block: &u64) -> Option<&mut Bucket> {
+        let i = self.idx(*block);
+        self.v[i].as_mut()
+    }
+
+    fn insert(&mut self, block: u64, b: Bucket) {
+        let i = self.idx(block);
+        self.v[i] = Some(b);
+    }
+
+    fn remove(&mut self, block: &u64) {
+        let i = self.idx(*block);
+        self.v[i] = None;
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Bucket> {
+        self.v.iter().flatten()
+    }
+}
+
+impl std::ops::Index<&u64> for Buckets {
+    type Output = Bucket;
+    fn index(&self, block: &u64) -> &Bucket {
+        self.get(block).expect("bucket is tracked")
+    }
+}
+
 struct State {
     order: Vec<u64>,
-    buckets: HashMap<u64, Bucket>,
+    buckets: Buckets,
     free: Vec<u64>,
     next_lsn: u64,
     deferred_ends: Vec<CellRef>,
@@ -155,6 +206,7 @@ struct State {
     scratch: Vec<u8>,
     batch_index: Vec<(u64, u32)>,
     batch_cells: Vec<(CellRef, u64)>,
+    sorted: Vec<(CellRef, u64)>,
     words: Vec<u8>,
 }
 
@@ -216,6 +268,7 @@ impl Log {
                 scratch: Vec::with_capacity(1024),
                 batch_index: Vec::new(),
                 batch_cells: Vec::new(),
+                sorted: Vec::new(),
                 words: Vec::new(),
             }),
         };
@@ -258,7 +311,37 @@ impl Log {
         out: &mut Vec<Placed>,
     ) -> Result<u64, Error> {
         let mut st = self.state.lock();
+        self.append_locked(d, &mut st, drafts, compensation, out)
+    }
+
+    /// Appends a transaction's END record and, under force, clears its other
+    /// records (`cells`) in the same critical section; END itself is cleared
+    /// after a later fence (see [`release`](Self::release)).
+    pub fn append_end(
+        &self,
+        d: &Domain,
+        end: &Draft<'_>,
+        clear: Option<&[CellRef]>,
+        out: &mut Vec<Placed>,
+    ) -> Result<(), Error> {
+        let mut st = self.state.lock();
         let st = &mut *st;
+        let first = out.len();
+        self.append_locked(d, st, std::slice::from_ref(end), true, out)?;
+        if let Some(cells) = clear {
+            self.release_locked(d, st, cells, Some(out[first].cell))?;
+        }
+        Ok(())
+    }
+
+    fn append_locked(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        drafts: &[Draft<'_>],
+        compensation: bool,
+        out: &mut Vec<Placed>,
+    ) -> Result<u64, Error> {
         let need: u64 = drafts.iter().map(|x| self.cost(x.size() as u64)).sum();
         let reserve: u64 = if compensation {
             0
@@ -339,7 +422,7 @@ impl Log {
         if ends.is_empty() {
             return Ok(());
         }
-        gap_cells(d, &mut st.words, ends)?;
+        gap_cells(d, &mut st.words, &mut st.sorted, ends)?;
         for c in ends.drain(..) {
             if let Some(b) = st.buckets.get_mut(&c.block) {
                 b.live -= 1;
@@ -416,8 +499,11 @@ impl Log {
     /// an END gone while its transaction's other records remain.
     pub fn release(&self, d: &Domain, cells: &[CellRef], end: Option<CellRef>) -> Result<(), Error> {
         let mut st = self.state.lock();
-        let st = &mut *st;
-        gap_cells(d, &mut st.words, cells)?;
+        self.release_locked(d, &mut st, cells, end)
+    }
+
+    fn release_locked(&self, d: &Domain, st: &mut State, cells: &[CellRef], end: Option<CellRef>) -> Result<(), Error> {
+        gap_cells(d, &mut st.words, &mut st.sorted, cells)?;
         for c in cells {
             if let Some(b) = st.buckets.get_mut(&c.block) {
                 b.live -= 1;
@@ -510,18 +596,19 @@ fn store_cells(d: &Domain, words: &mut Vec<u8>, cells: &[(CellRef, u64)]) -> Res
 }
 
 /// Marks cells as gaps, coalescing adjacent ones.
-fn gap_cells(d: &Domain, words: &mut Vec<u8>, cells: &[CellRef]) -> Result<(), Error> {
-    let mut sorted: Vec<(CellRef, u64)> = cells.iter().map(|&c| (c, GAP)).collect();
+fn gap_cells(d: &Domain, words: &mut Vec<u8>, sorted: &mut Vec<(CellRef, u64)>, cells: &[CellRef]) -> Result<(), Error> {
+    sorted.clear();
+    sorted.extend(cells.iter().map(|&c| (c, GAP)));
     sorted.sort_unstable_by_key(|(c, _)| (c.block, c.idx));
-    store_cells(d, words, &sorted)
+    store_cells(d, words, sorted)
 }
 
-type ScanResult = (Vec<u64>, HashMap<u64, Bucket>, Vec<Scanned>);
+type ScanResult = (Vec<u64>, Buckets, Vec<Scanned>);
 
 /// Walks the list and reads every valid record, verifying each checksum.
 fn scan(d: &Domain, l: &Layout, variant: LogVariant) -> Result<ScanResult, Error> {
     let order = adll::walk(d, l)?;
-    let mut buckets = HashMap::new();
+    let mut buckets = Buckets::new(l);
     let mut records: Vec<Scanned> = Vec::new();
     let mut cells = vec![0u8; (l.bucket_cells * 8) as usize];
     let mut buf = Vec::new();

@@ -121,11 +121,10 @@ pub(crate) struct Finished {
     pub(crate) targets: Vec<(u64, u64)>,
 }
 
-/// An open transaction. Obtained from [`Pool::transaction`]; every write to
-/// the pool goes through it.
-pub struct Tx<'p> {
-    pool: &'p Pool,
-    id: u64,
+/// A transaction's volatile buffers, recycled per thread so a transaction
+/// allocates nothing on the common path.
+#[derive(Default)]
+struct Buffers {
     cells: Vec<CellRef>,
     undo: Vec<Undo>,
     targets: Vec<(u64, u64)>,
@@ -133,26 +132,57 @@ pub struct Tx<'p> {
     pending_bytes: Vec<u8>,
     fresh: Vec<(u64, u64)>,
     freed: Vec<(u64, u64)>,
-    reserved: u64,
     placed: Vec<Placed>,
     old_buf: Vec<u8>,
 }
 
+impl Buffers {
+    fn clear(&mut self) {
+        self.cells.clear();
+        self.undo.clear();
+        self.targets.clear();
+        self.pending.clear();
+        self.pending_bytes.clear();
+        self.fresh.clear();
+        self.freed.clear();
+        self.placed.clear();
+        self.old_buf.clear();
+    }
+}
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<Buffers>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An open transaction. Obtained from [`Pool::transaction`]; every write to
+/// the pool goes through it.
+pub struct Tx<'p> {
+    pool: &'p Pool,
+    id: u64,
+    b: Buffers,
+    reserved: u64,
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        let mut b = std::mem::take(&mut self.b);
+        b.clear();
+        let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(b));
+    }
+}
+
 impl<'p> Tx<'p> {
     pub(crate) fn new(pool: &'p Pool, id: u64) -> Tx<'p> {
+        let b = SPARE
+            .try_with(|s| s.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         Tx {
             pool,
             id,
-            cells: Vec::new(),
-            undo: Vec::new(),
-            targets: Vec::new(),
-            pending: Vec::new(),
-            pending_bytes: Vec::new(),
-            fresh: Vec::new(),
-            freed: Vec::new(),
+            b,
             reserved: 0,
-            placed: Vec::new(),
-            old_buf: Vec::new(),
         }
     }
 
@@ -172,11 +202,11 @@ impl<'p> Tx<'p> {
     pub fn read_bytes(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.pool.dom.read(off, buf)?;
         let end = off + buf.len() as u64;
-        for p in &self.pending {
+        for p in &self.b.pending {
             let (ps, pe) = (p.target, p.target + p.len as u64);
             let (s, e) = (ps.max(off), pe.min(end));
             if s < e {
-                let new = &self.pending_bytes[p.at + p.len..p.at + 2 * p.len];
+                let new = &self.b.pending_bytes[p.at + p.len..p.at + 2 * p.len];
                 buf[(s - off) as usize..(e - off) as usize]
                     .copy_from_slice(&new[(s - ps) as usize..(e - ps) as usize]);
             }
@@ -206,7 +236,7 @@ impl<'p> Tx<'p> {
 
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         let end = off + bytes.len() as u64;
-        if self.fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
+        if self.b.fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
             // Memory this transaction allocated: no undo needed (the ALLOC
             // record frees it); flushed now so commit's fence covers it.
             let d = &self.pool.dom;
@@ -220,19 +250,19 @@ impl<'p> Tx<'p> {
     }
 
     fn write_piece(&mut self, off: u64, new: &[u8]) -> Result<(), Error> {
-        let mut old = std::mem::take(&mut self.old_buf);
+        let mut old = std::mem::take(&mut self.b.old_buf);
         old.resize(new.len(), 0);
         self.read_bytes(off, &mut old)?;
         let r = if self.pool.log.variant() == LogVariant::Batch {
-            let at = self.pending_bytes.len();
-            self.pending_bytes.extend_from_slice(&old);
-            self.pending_bytes.extend_from_slice(new);
-            self.pending.push(Pending {
+            let at = self.b.pending_bytes.len();
+            self.b.pending_bytes.extend_from_slice(&old);
+            self.b.pending_bytes.extend_from_slice(new);
+            self.b.pending.push(Pending {
                 target: off,
                 at,
                 len: new.len(),
             });
-            if self.pending.len() == LogVariant::GROUP {
+            if self.b.pending.len() == LogVariant::GROUP {
                 self.flush_group()
             } else {
                 Ok(())
@@ -250,19 +280,19 @@ impl<'p> Tx<'p> {
             self.append(&[draft], false)
                 .and_then(|_| self.apply_update(off, new))
         };
-        self.old_buf = old;
+        self.b.old_buf = old;
         r
     }
 
     /// Appends drafts, remembering their cells and undo information.
     fn append(&mut self, drafts: &[Draft<'_>], compensation: bool) -> Result<(), Error> {
-        self.placed.clear();
+        self.b.placed.clear();
         self.reserved += self
             .pool
             .log
-            .append(&self.pool.dom, drafts, compensation, &mut self.placed)?;
-        for (d, p) in drafts.iter().zip(&self.placed) {
-            self.cells.push(p.cell);
+            .append(&self.pool.dom, drafts, compensation, &mut self.b.placed)?;
+        for (d, p) in drafts.iter().zip(&self.b.placed) {
+            self.b.cells.push(p.cell);
             let undo = match d.kind {
                 Kind::Update => Undo::Update {
                     lsn: p.lsn,
@@ -280,7 +310,7 @@ impl<'p> Tx<'p> {
                 },
                 _ => continue,
             };
-            self.undo.push(undo);
+            self.b.undo.push(undo);
         }
         Ok(())
     }
@@ -289,7 +319,7 @@ impl<'p> Tx<'p> {
     fn apply_update(&mut self, off: u64, new: &[u8]) -> Result<(), Error> {
         let d = &self.pool.dom;
         d.store(off, new)?;
-        self.targets.push((off, new.len() as u64));
+        self.b.targets.push((off, new.len() as u64));
         if self.pool.policy == Policy::Force {
             // Under force, commit's fence must find every store flushed.
             d.flush(off, new.len() as u64)?;
@@ -299,35 +329,37 @@ impl<'p> Tx<'p> {
 
     /// Batch: logs the pending group with one fence, then performs its stores.
     fn flush_group(&mut self) -> Result<(), Error> {
-        if self.pending.is_empty() {
+        if self.b.pending.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
-        let bytes = std::mem::take(&mut self.pending_bytes);
-        let drafts: Vec<Draft<'_>> = pending
-            .iter()
-            .map(|p| Draft {
-                tx: self.id,
-                kind: Kind::Update,
-                flags: 0,
-                target: p.target,
-                aux: 0,
-                old: &bytes[p.at..p.at + p.len],
-                new: &bytes[p.at + p.len..p.at + 2 * p.len],
-            })
-            .collect();
-        let r = self.append(&drafts, false);
-        drop(drafts);
+        let pending = std::mem::take(&mut self.b.pending);
+        let bytes = std::mem::take(&mut self.b.pending_bytes);
+        let empty = Draft {
+            tx: self.id,
+            kind: Kind::Update,
+            flags: 0,
+            target: 0,
+            aux: 0,
+            old: &[],
+            new: &[],
+        };
+        let mut drafts = [empty; LogVariant::GROUP];
+        for (d, p) in drafts.iter_mut().zip(&pending) {
+            d.target = p.target;
+            d.old = &bytes[p.at..p.at + p.len];
+            d.new = &bytes[p.at + p.len..p.at + 2 * p.len];
+        }
+        let r = self.append(&drafts[..pending.len()], false);
         if r.is_ok() {
             for p in &pending {
                 self.apply_update(p.target, &bytes[p.at + p.len..p.at + 2 * p.len])?;
             }
         }
         // Keep the buffers' capacity for the next group.
-        self.pending = pending;
-        self.pending.clear();
-        self.pending_bytes = bytes;
-        self.pending_bytes.clear();
+        self.b.pending = pending;
+        self.b.pending.clear();
+        self.b.pending_bytes = bytes;
+        self.b.pending_bytes.clear();
         r
     }
 
@@ -362,9 +394,9 @@ impl<'p> Tx<'p> {
             pool.alloc.release(off, bsize);
             return Err(e);
         }
-        self.fresh.push((off, bsize));
+        self.b.fresh.push((off, bsize));
         pool.alloc.mark(&pool.dom, off, bsize, true)?;
-        self.targets.push(pool.alloc.mark_range(off, bsize));
+        self.b.targets.push(pool.alloc.mark_range(off, bsize));
         zero(pool, off, size)?;
         Ok(off)
     }
@@ -387,9 +419,9 @@ impl<'p> Tx<'p> {
         };
         self.append(&[draft], false)?;
         pool.alloc.mark(&pool.dom, off, size, false)?;
-        self.targets.push(pool.alloc.mark_range(off, size));
-        self.fresh.retain(|&(s, _)| s != off);
-        self.freed.push((off, size));
+        self.b.targets.push(pool.alloc.mark_range(off, size));
+        self.b.fresh.retain(|&(s, _)| s != off);
+        self.b.freed.push((off, size));
         Ok(())
     }
 
@@ -412,7 +444,7 @@ impl<'p> Tx<'p> {
     pub(crate) fn commit(mut self) -> Result<(), Error> {
         self.flush_group()?;
         let pool = self.pool;
-        if self.cells.is_empty() {
+        if self.b.cells.is_empty() {
             return Ok(()); // read-only
         }
         let end = Draft {
@@ -424,28 +456,28 @@ impl<'p> Tx<'p> {
             old: &[],
             new: &[],
         };
-        let mut placed = Vec::with_capacity(1);
+        let mut placed = std::mem::take(&mut self.b.placed);
+        placed.clear();
         match pool.policy {
             Policy::Force => {
                 // The END append's first fence persists every flushed store.
-                pool.log.append(&pool.dom, &[end], true, &mut placed)?;
-                pool.log.release(&pool.dom, &self.cells, Some(placed[0].cell))?;
+                pool.log.append_end(&pool.dom, &end, Some(&self.b.cells), &mut placed)?;
             }
             Policy::NoForce => {
                 // END and its registration are atomic with respect to a
                 // checkpoint's choice of bound.
                 let mut fin = pool.finished.lock();
-                pool.log.append(&pool.dom, &[end], true, &mut placed)?;
+                pool.log.append_end(&pool.dom, &end, None, &mut placed)?;
                 fin.push(Finished {
                     end_lsn: placed[0].lsn,
-                    cells: std::mem::take(&mut self.cells),
+                    cells: std::mem::take(&mut self.b.cells),
                     end: placed[0].cell,
-                    targets: std::mem::take(&mut self.targets),
+                    targets: std::mem::take(&mut self.b.targets),
                 });
             }
         }
         pool.log.unreserve(self.reserved);
-        for &(off, size) in &self.freed {
+        for &(off, size) in &self.b.freed {
             pool.alloc.release(off, size);
         }
         if pool.policy == Policy::NoForce && pool.log.fill() > pool.checkpoint_fill {
@@ -457,10 +489,10 @@ impl<'p> Tx<'p> {
     /// Rolls the transaction back (REWIND §4.4).
     pub(crate) fn rollback(mut self) -> Result<(), Error> {
         // Pending Batch writes were never logged nor applied.
-        self.pending.clear();
+        self.b.pending.clear();
         let pool = self.pool;
         let d = &pool.dom;
-        if self.undo.is_empty() {
+        if self.b.undo.is_empty() {
             return Ok(());
         }
         let mut drafts = vec![Draft {
@@ -473,7 +505,7 @@ impl<'p> Tx<'p> {
             new: &[],
         }];
         // Old values are read back from the records themselves.
-        let undo = std::mem::take(&mut self.undo);
+        let undo = std::mem::take(&mut self.b.undo);
         let mut olds: Vec<(u64, Vec<u8>)> = Vec::new();
         for u in undo.iter().rev() {
             if let Undo::Update { rec_off, .. } = *u {
@@ -536,19 +568,18 @@ impl<'p> Tx<'p> {
         match pool.policy {
             Policy::Force => {
                 // END's first fence persists the flushed undo stores.
-                pool.log.append(d, &[end], true, &mut placed)?;
-                pool.log.release(d, &self.cells, Some(placed[0].cell))?;
+                pool.log.append_end(d, &end, Some(&self.b.cells), &mut placed)?;
             }
             Policy::NoForce => {
                 let mut fin = pool.finished.lock();
-                pool.log.append(d, &[end], true, &mut placed)?;
-                let mut targets = std::mem::take(&mut self.targets);
+                pool.log.append_end(d, &end, None, &mut placed)?;
+                let mut targets = std::mem::take(&mut self.b.targets);
                 for (t, old) in &olds {
                     targets.push((*t, old.len() as u64));
                 }
                 fin.push(Finished {
                     end_lsn: placed[0].lsn,
-                    cells: std::mem::take(&mut self.cells),
+                    cells: std::mem::take(&mut self.b.cells),
                     end: placed[0].cell,
                     targets,
                 });
