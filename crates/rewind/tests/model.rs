@@ -128,6 +128,24 @@ fn same(a: &Model, b: &Model) -> bool {
     a.slots == b.slots && a.big == b.big && strip(a) == strip(b)
 }
 
+fn diff(got: &Model, want: &Model) -> String {
+    let mut out = String::new();
+    for (i, (g, w)) in got.slots.iter().zip(&want.slots).enumerate() {
+        if g != w {
+            out += &format!("slot {i}: got {g}, want {w}\n");
+        }
+    }
+    for (i, (g, w)) in got.objs.iter().zip(&want.objs).enumerate() {
+        if (g.size, g.fill) != (w.size, w.fill) {
+            out += &format!("obj {i}: got {g:?}, want {w:?}\n");
+        }
+    }
+    if let Some(i) = (0..BIG).find(|&i| got.big[i] != want.big[i]) {
+        out += &format!("big differs from byte {i}\n");
+    }
+    out
+}
+
 fn apply(m: &mut Model, o: &Op) {
     match *o {
         Op::Write(s, v) => m.slots[s as usize] = v,
@@ -214,7 +232,7 @@ fn images(pool: &Pool, rng: &mut StdRng) -> Vec<Vec<u8>> {
 fn check_image(img: Vec<u8>, want: &Model, what: &str) {
     let p = Pool::open_image(img, "model").unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
     let got = read_model(&p);
-    assert!(same(&got, want), "{what}: recovered state differs from model ({})", p.recovery_report());
+    assert!(same(&got, want), "{what}: recovered state differs from model ({})\n{}", p.recovery_report(), diff(&got, want));
     // Recovering the recovered image again changes nothing.
     let again = Pool::open_image(p.domain().with_sim(|s| s.image_none_pending()).unwrap(), "model").unwrap();
     assert!(same(&read_model(&again), want), "{what}: second recovery differs");
@@ -310,3 +328,44 @@ model_test!(optimized_force, LogVariant::Optimized, Policy::Force);
 model_test!(optimized_noforce, LogVariant::Optimized, Policy::NoForce);
 model_test!(batch_force, LogVariant::Batch, Policy::Force);
 model_test!(batch_noforce, LogVariant::Batch, Policy::NoForce);
+
+/// Regression (found by this test): a Batch force commit makes END valid
+/// before its last group's stores; recovery redid whatever subset of a
+/// committed transaction's records survived their (unfenced) clearing,
+/// replaying an older value of `objs[1]` without the newer one.
+#[test]
+fn regression_batch_force_partial_clear_is_not_redone() {
+    use Op::*;
+    let progs = vec![
+        TxProg {
+            ops: vec![Alloc(1, 1, 0), Free(1), Write(0, 76742)],
+            end: End::Commit,
+            checkpoint_after: false,
+        },
+        TxProg {
+            ops: vec![
+                Write(38, 8410266870400178945),
+                Poke(11, 130),
+                Poke(10, 125),
+                Big(1366, 391, 192),
+                Write(21, 5563591915556903863),
+                Big(508, 39, 34),
+                Write(38, 14358294536001442776),
+                Poke(12, 131),
+                Free(1),
+                Write(25, 4159451850010762183),
+                Poke(0, 5),
+                Write(7, 9988482862646165906),
+                Write(13, 8001533578584404431),
+                Alloc(4, 388, 202),
+                Write(24, 7397897241392571438),
+                Write(60, 10235441555500556986),
+                Free(13),
+                Write(10, 6475729546981776216),
+            ],
+            end: End::Abort,
+            checkpoint_after: false,
+        },
+    ];
+    run(LogVariant::Batch, Policy::Force, &progs, 8747873640597742499);
+}

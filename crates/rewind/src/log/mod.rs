@@ -300,18 +300,18 @@ impl Log {
 
     /// Appends `drafts` in order and makes them persistent and valid before
     /// returning, so the caller may then perform the in-place stores they
-    /// describe (WAL). Non-compensation records reserve room for their CLRs;
-    /// compensation records (`CLR`, `END`, `ROLLBACK`) may use that reserve.
+    /// describe (WAL). Forward records (UPDATE, ALLOC, DELETE) reserve room
+    /// for their CLRs; the others (CLR, END, ROLLBACK, CHECKPOINT) may use
+    /// that reserve, so a rollback never finds the log full.
     /// Returns the space reserved.
     pub fn append(
         &self,
         d: &Domain,
         drafts: &[Draft<'_>],
-        compensation: bool,
         out: &mut Vec<Placed>,
     ) -> Result<u64, Error> {
         let mut st = self.state.lock();
-        self.append_locked(d, &mut st, drafts, compensation, out)
+        self.append_locked(d, &mut st, drafts, out)
     }
 
     /// Appends a transaction's END record and, under force, clears its other
@@ -327,7 +327,7 @@ impl Log {
         let mut st = self.state.lock();
         let st = &mut *st;
         let first = out.len();
-        self.append_locked(d, st, std::slice::from_ref(end), true, out)?;
+        self.append_locked(d, st, std::slice::from_ref(end), out)?;
         if let Some(cells) = clear {
             self.release_locked(d, st, cells, Some(out[first].cell))?;
         }
@@ -339,25 +339,24 @@ impl Log {
         d: &Domain,
         st: &mut State,
         drafts: &[Draft<'_>],
-        compensation: bool,
         out: &mut Vec<Placed>,
     ) -> Result<u64, Error> {
-        let need: u64 = drafts.iter().map(|x| self.cost(x.size() as u64)).sum();
-        let reserve: u64 = if compensation {
-            0
-        } else {
-            drafts.iter().map(|x| self.clr_cost(x)).sum()
-        };
+        let (mut forward, mut other, mut reserve) = (0, 0, 0);
+        for x in drafts {
+            let c = self.cost(x.size() as u64);
+            match x.kind {
+                Kind::Update | Kind::Alloc | Kind::Delete => {
+                    forward += c;
+                    reserve += self.clr_cost(x);
+                }
+                _ => other += c,
+            }
+        }
         let free = self.available(st);
-        let usable = if compensation {
-            free
-        } else {
-            free.saturating_sub(st.reserved)
-        };
-        if need + reserve > usable {
+        if forward + reserve > free.saturating_sub(st.reserved) || forward + reserve + other > free {
             return Err(Error::LogFull {
-                needed: need + reserve,
-                free: usable,
+                needed: forward + reserve + other,
+                free: free.saturating_sub(st.reserved),
             });
         }
         // END cells deferred by earlier commits may be cleared once any fence

@@ -5,11 +5,13 @@
 //!   0     8  lsn (record id, increasing in log order)
 //!   8     8  transaction id
 //!  16     1  kind (1 UPDATE, 2 CLR, 3 END, 4 DELETE, 5 ALLOC, 6 CHECKPOINT, 7 ROLLBACK)
-//!  17     1  flags (CLR: what it compensates; END: 1 committed, 0 aborted)
+//!  17     1  flags (CLR: what it compensates; END: 1 committed, 0 aborted;
+//!              UPDATE: 0x80 in the commit group)
 //!  18     2  reserved (0)
 //!  20     4  len: payload length of one value
 //!  24     8  target offset in the pool
-//!  32     8  aux: CLR undo-next lsn; ALLOC/DELETE size; CHECKPOINT bound lsn
+//!  32     8  aux: CLR undo-next lsn; ALLOC/DELETE size; CHECKPOINT bound lsn;
+//!              END: records in the commit group
 //!  40     4  CRC-32 of bytes 0..40 and the payload
 //!  44     4  reserved (0)
 //!  48     …  payload: UPDATE old[len] new[len]; CLR value[len]; each padded to 8
@@ -80,6 +82,11 @@ pub mod clr {
 
 /// END flag: the transaction committed.
 pub const END_COMMITTED: u8 = 1;
+
+/// UPDATE flag: the record travelled in its transaction's commit group
+/// (Batch), so its in-place store may follow the commit point; END's aux
+/// holds how many such records the group had.
+pub const IN_COMMIT_GROUP: u8 = 0x80;
 
 /// A record to append (lsn assigned by the log).
 #[derive(Clone, Copy, Debug)]

@@ -45,7 +45,7 @@ impl Pool {
             new: &[],
         };
         let mut placed = Vec::with_capacity(1);
-        self.log.append(d, &[ck], true, &mut placed)?;
+        self.log.append(d, &[ck], &mut placed)?;
         let cells: Vec<_> = done.iter().flat_map(|f| f.cells.iter().copied()).collect();
         self.log.release(d, &cells, None)?;
         // Every other record's gap persistent before any END's.

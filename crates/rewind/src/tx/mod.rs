@@ -33,7 +33,7 @@ use std::str::FromStr;
 use bytemuck::Pod;
 
 use crate::error::Error;
-use crate::log::record::{clr, END_COMMITTED};
+use crate::log::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed};
 use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_OFF, META_ROOT_SIZE};
 use crate::pool::{PPtr, Pool};
@@ -254,6 +254,13 @@ impl<'p> Tx<'p> {
         old.resize(new.len(), 0);
         self.read_bytes(off, &mut old)?;
         let r = if self.pool.log.variant() == LogVariant::Batch {
+            // A full group is logged when the next write arrives, so that a
+            // commit can carry END in the last group.
+            let r = if self.b.pending.len() == LogVariant::GROUP {
+                self.flush_group()
+            } else {
+                Ok(())
+            };
             let at = self.b.pending_bytes.len();
             self.b.pending_bytes.extend_from_slice(&old);
             self.b.pending_bytes.extend_from_slice(new);
@@ -262,11 +269,7 @@ impl<'p> Tx<'p> {
                 at,
                 len: new.len(),
             });
-            if self.b.pending.len() == LogVariant::GROUP {
-                self.flush_group()
-            } else {
-                Ok(())
-            }
+            r
         } else {
             let draft = Draft {
                 tx: self.id,
@@ -277,7 +280,7 @@ impl<'p> Tx<'p> {
                 old: &old,
                 new,
             };
-            self.append(&[draft], false)
+            self.append(&[draft])
                 .and_then(|_| self.apply_update(off, new))
         };
         self.b.old_buf = old;
@@ -285,12 +288,12 @@ impl<'p> Tx<'p> {
     }
 
     /// Appends drafts, remembering their cells and undo information.
-    fn append(&mut self, drafts: &[Draft<'_>], compensation: bool) -> Result<(), Error> {
+    fn append(&mut self, drafts: &[Draft<'_>]) -> Result<(), Error> {
         self.b.placed.clear();
         self.reserved += self
             .pool
             .log
-            .append(&self.pool.dom, drafts, compensation, &mut self.b.placed)?;
+            .append(&self.pool.dom, drafts, &mut self.b.placed)?;
         for (d, p) in drafts.iter().zip(&self.b.placed) {
             self.b.cells.push(p.cell);
             let undo = match d.kind {
@@ -332,6 +335,13 @@ impl<'p> Tx<'p> {
         if self.b.pending.is_empty() {
             return Ok(());
         }
+        self.log_group(false).map(|_| ())
+    }
+
+    /// Logs the pending group — with `commit`, the END record too, in the
+    /// same group, so the group's index update is the commit point — then
+    /// performs the group's in-place stores. Returns END's placement.
+    fn log_group(&mut self, commit: bool) -> Result<Option<Placed>, Error> {
         let pending = std::mem::take(&mut self.b.pending);
         let bytes = std::mem::take(&mut self.b.pending_bytes);
         let empty = Draft {
@@ -343,14 +353,29 @@ impl<'p> Tx<'p> {
             old: &[],
             new: &[],
         };
-        let mut drafts = [empty; LogVariant::GROUP];
+        let mut drafts = [empty; LogVariant::GROUP + 1];
         for (d, p) in drafts.iter_mut().zip(&pending) {
             d.target = p.target;
             d.old = &bytes[p.at..p.at + p.len];
             d.new = &bytes[p.at + p.len..p.at + 2 * p.len];
         }
-        let r = self.append(&drafts[..pending.len()], false);
+        let mut n = pending.len();
+        if commit {
+            for d in &mut drafts[..n] {
+                d.flags = IN_COMMIT_GROUP;
+            }
+            drafts[n].kind = Kind::End;
+            drafts[n].flags = END_COMMITTED;
+            drafts[n].aux = n as u64;
+            n += 1;
+        }
+        let mut r = self.append(&drafts[..n]).map(|_| None);
         if r.is_ok() {
+            if commit {
+                // END is not one of the records cleared with the others.
+                self.b.cells.pop();
+                r = Ok(self.b.placed.last().copied());
+            }
             for p in &pending {
                 self.apply_update(p.target, &bytes[p.at + p.len..p.at + 2 * p.len])?;
             }
@@ -390,7 +415,7 @@ impl<'p> Tx<'p> {
             old: &[],
             new: &[],
         };
-        if let Err(e) = self.append(&[draft], false) {
+        if let Err(e) = self.append(&[draft]) {
             pool.alloc.release(off, bsize);
             return Err(e);
         }
@@ -417,7 +442,7 @@ impl<'p> Tx<'p> {
             old: &[],
             new: &[],
         };
-        self.append(&[draft], false)?;
+        self.append(&[draft])?;
         pool.alloc.mark(&pool.dom, off, size, false)?;
         self.b.targets.push(pool.alloc.mark_range(off, size));
         self.b.fresh.retain(|&(s, _)| s != off);
@@ -442,11 +467,56 @@ impl<'p> Tx<'p> {
 
     /// Makes the transaction durable (the END record is the commit point).
     pub(crate) fn commit(mut self) -> Result<(), Error> {
-        self.flush_group()?;
         let pool = self.pool;
-        if self.b.cells.is_empty() {
+        if self.b.cells.is_empty() && self.b.pending.is_empty() {
             return Ok(()); // read-only
         }
+        if pool.log.variant() == LogVariant::Batch {
+            self.commit_batch()?;
+        } else {
+            self.commit_end()?;
+        }
+        pool.log.unreserve(self.reserved);
+        for &(off, size) in &self.b.freed {
+            pool.alloc.release(off, size);
+        }
+        if pool.policy == Policy::NoForce && pool.log.fill() > pool.checkpoint_fill {
+            pool.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Batch commit: END travels in the last group. Its index update is the
+    /// commit point; the group's in-place stores follow it, so recovery
+    /// redoes a committed transaction whose records are still in the log
+    /// (both policies). Under force the stores are flushed and fenced before
+    /// the records are cleared, END last.
+    fn commit_batch(&mut self) -> Result<(), Error> {
+        let pool = self.pool;
+        // No-force: END and its registration atomic with respect to a
+        // checkpoint's bound, and registered only once its stores are made.
+        let fin = (pool.policy == Policy::NoForce).then(|| pool.finished.lock());
+        let end = self.log_group(true)?.expect("END was appended");
+        match fin {
+            None => {
+                // The stores persistent before their records are cleared.
+                pool.dom.fence()?;
+                pool.log.release(&pool.dom, &self.b.cells, Some(end.cell))?;
+            }
+            Some(mut fin) => fin.push(Finished {
+                end_lsn: end.lsn,
+                cells: std::mem::take(&mut self.b.cells),
+                end: end.cell,
+                targets: std::mem::take(&mut self.b.targets),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Simple and Optimized commit: every in-place store is already made
+    /// (and under force flushed); END is appended after them.
+    fn commit_end(&mut self) -> Result<(), Error> {
+        let pool = self.pool;
         let end = Draft {
             tx: self.id,
             kind: Kind::End,
@@ -475,13 +545,6 @@ impl<'p> Tx<'p> {
                     targets: std::mem::take(&mut self.b.targets),
                 });
             }
-        }
-        pool.log.unreserve(self.reserved);
-        for &(off, size) in &self.b.freed {
-            pool.alloc.release(off, size);
-        }
-        if pool.policy == Policy::NoForce && pool.log.fill() > pool.checkpoint_fill {
-            pool.checkpoint()?;
         }
         Ok(())
     }
@@ -543,7 +606,7 @@ impl<'p> Tx<'p> {
         }
         // Every CLR persistent before any undo is applied; a crash in
         // between is repaired by recovery redoing the CLRs.
-        self.append(&drafts, true)?;
+        self.append(&drafts)?;
         for draft in &drafts[1..] {
             match draft.flags {
                 // Bitmap bytes are shared with concurrent transactions: change

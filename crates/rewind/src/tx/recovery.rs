@@ -12,7 +12,7 @@ use std::fmt;
 
 use crate::alloc;
 use crate::error::Error;
-use crate::log::record::{self, clr, END_COMMITTED};
+use crate::log::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{Draft, Kind, Log, Record, Scanned};
 use crate::persist::Domain;
 use crate::pool::layout::Layout;
@@ -192,9 +192,28 @@ pub(crate) fn recover(
             .is_some_and(|(&off, &(size, lsn))| r.target < off + size && lsn > r.lsn)
     };
 
+    // A Batch commit makes END valid before its last group's stores. The
+    // group is redone under force only while every record of it is still
+    // in the log: its records are cleared after those stores are durable,
+    // so a missing one proves they are (and redoing a subset could replay
+    // an old value without the newer one that superseded it).
+    let mut group: HashMap<u64, u64> = HashMap::new();
+    let mut group_end: HashMap<u64, u64> = HashMap::new();
+    for s in records {
+        let r = &s.rec;
+        if r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 {
+            *group.entry(r.tx).or_default() += 1;
+        }
+        if r.kind == Kind::End && r.flags == END_COMMITTED {
+            group_end.insert(r.tx, r.aux);
+        }
+    }
+    let whole_group = |tx: u64| group_end.get(&tx).is_some_and(|&n| n > 0 && group.get(&tx) == Some(&n));
+
     // Redo. No-force repeats history, except for transactions a checkpoint
-    // already made durable in place. Force only redoes the CLRs of
-    // interrupted rollbacks (a crash between a CLR and its store).
+    // already made durable in place. Force redoes whole Batch commit groups
+    // (above) and the CLRs of interrupted rollbacks (a crash between a CLR
+    // and its store).
     for s in records {
         let r = &s.rec;
         if r.kind == Kind::Checkpoint {
@@ -207,7 +226,10 @@ pub(crate) fn recover(
         let (status, end) = table[&r.tx];
         let needed = match policy {
             Policy::NoForce => !(matches!(status, Status::Committed | Status::Aborted) && end <= bound),
-            Policy::Force => r.kind == Kind::Clr && loser(r.tx),
+            Policy::Force => {
+                (r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 && whole_group(r.tx))
+                    || (r.kind == Kind::Clr && loser(r.tx))
+            }
         };
         if needed && redo(d, l, r)? {
             report.redone += 1;
@@ -235,7 +257,7 @@ pub(crate) fn recover(
                 old: &[],
                 new: &[],
             };
-            log.append(d, &[rb], true, &mut placed)?;
+            log.append(d, &[rb], &mut placed)?;
         }
         if !losers.contains(&r.tx) {
             losers.push(r.tx);
@@ -265,7 +287,7 @@ pub(crate) fn recover(
                     new: bytes,
                 };
                 // The CLR persistent before its undo is applied.
-                log.append(d, &[c], true, &mut placed)?;
+                log.append(d, &[c], &mut placed)?;
                 apply_clr(d, l, what, r.target, bytes)?;
                 report.undone += 1;
             }
@@ -285,7 +307,7 @@ pub(crate) fn recover(
             old: &[],
             new: &[],
         };
-        log.append(d, &[end], true, &mut placed)?;
+        log.append(d, &[end], &mut placed)?;
     }
     report.rolled_back = losers.len() as u64;
     // Everything redone or undone is flushed; persistent before the log goes.
