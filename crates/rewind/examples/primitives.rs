@@ -14,7 +14,10 @@ fn time(name: &str, n: u64, mut f: impl FnMut(u64)) {
     for i in 0..n {
         f(i);
     }
-    println!("{name:<44} {:>8.1} ns", t.elapsed().as_nanos() as f64 / n as f64);
+    println!(
+        "{name:<44} {:>8.1} ns",
+        t.elapsed().as_nanos() as f64 / n as f64
+    );
 }
 
 fn main() -> Result<(), rewind::Error> {
@@ -54,7 +57,8 @@ fn main() -> Result<(), rewind::Error> {
         d.fence().unwrap();
     });
     time("nt 8 x 64 B (sequential) + fence", n, |i| {
-        d.store_nt(line(i, 0) / 4096 * 4096, &[i as u8; 512]).unwrap();
+        d.store_nt(line(i, 0) / 4096 * 4096, &[i as u8; 512])
+            .unwrap();
         d.fence().unwrap();
     });
     time("nt 8 B to same line x8 + fence", n, |i| {

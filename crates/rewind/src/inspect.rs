@@ -41,19 +41,32 @@ impl fmt::Display for PoolInfo {
         let uuid: String = h.uuid.iter().map(|b| format!("{b:02x}")).collect();
         writeln!(f, "layout name    {}", h.layout_name)?;
         writeln!(f, "uuid           {uuid}")?;
-        writeln!(f, "pool size      {} bytes (file {})", l.pool_size, self.file_len)?;
+        writeln!(
+            f,
+            "pool size      {} bytes (file {})",
+            l.pool_size, self.file_len
+        )?;
         writeln!(f, "log            {} / {}", h.variant, h.policy)?;
         writeln!(
             f,
             "log region     {:#x}: {} blocks of {} bytes, {} cells each; {} in use, {} records",
-            l.log_off, l.log_blocks, l.log_block_size, l.bucket_cells, self.log_blocks_used, self.log_records
+            l.log_off,
+            l.log_blocks,
+            l.log_block_size,
+            l.bucket_cells,
+            self.log_blocks_used,
+            self.log_records
         )?;
         writeln!(
             f,
             "heap           {:#x}: {} chunks of 256 KiB",
             l.heap_off, l.heap_chunks
         )?;
-        write!(f, "root object    {:#x} ({} bytes)", self.root.0, self.root.1)
+        write!(
+            f,
+            "root object    {:#x} ({} bytes)",
+            self.root.0, self.root.1
+        )
     }
 }
 
@@ -99,7 +112,11 @@ fn scan(header: &Header, bytes: &[u8]) -> Result<(Vec<Scanned>, u64, bool), Erro
     let dom = Domain::sim_from_image(bytes[..header.layout.pool_size as usize].to_vec());
     let opened = Log::open(&dom, &header.layout, header.variant)?;
     let blocks = opened.log.stats().blocks_used;
-    Ok((opened.records, blocks, opened.repair.append || opened.repair.remove))
+    Ok((
+        opened.records,
+        blocks,
+        opened.repair.append || opened.repair.remove,
+    ))
 }
 
 fn word(bytes: &[u8], off: u64) -> u64 {
@@ -127,7 +144,8 @@ pub fn check(path: &Path) -> Result<CheckReport, Error> {
     match scan(&header, &bytes) {
         Ok((records, _, repaired)) => {
             if repaired {
-                r.notes.push("an interrupted log operation will be redone at open".into());
+                r.notes
+                    .push("an interrupted log operation will be redone at open".into());
             }
             if !records.is_empty() {
                 r.notes.push(format!(

@@ -39,12 +39,12 @@ pub mod persist;
 pub mod pool;
 pub mod tx;
 
+pub use alloc::AllocStats;
 /// Re-exported so `Pod`/`Zeroable` derives can name it; a crate deriving
 /// them needs `bytemuck = { version = "1", features = ["derive"] }` itself,
 /// because the derive macros refer to `::bytemuck`.
 pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
-pub use alloc::AllocStats;
 pub use error::{Error, Result};
 pub use log::LogVariant;
 pub use persist::{Backend, Counters};

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rewind::{Backend, Error, OpenOptions, Pool, PoolConfig, PPtr};
+use rewind::{Backend, Error, OpenOptions, PPtr, Pool, PoolConfig};
 
 fn make(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("good.pool");
@@ -74,7 +74,10 @@ fn shorter_than_a_header_and_empty() {
     for n in [0usize, 7, 100, 4095] {
         let p = variant(dir.path(), &format!("s{n}.pool"), |b| b.truncate(n));
         let e = open(&p).err().unwrap();
-        assert!(matches!(e, Error::Truncated { .. } | Error::NotAPool { .. }), "{n}: {e}");
+        assert!(
+            matches!(e, Error::Truncated { .. } | Error::NotAPool { .. }),
+            "{n}: {e}"
+        );
     }
 }
 
@@ -87,7 +90,9 @@ fn every_header_byte_flip_is_detected() {
         b[i] ^= 0x04;
         let p = dir.path().join("flip.pool");
         std::fs::write(&p, &b).unwrap();
-        let e = open(&p).err().unwrap_or_else(|| panic!("flip at {i} opened"));
+        let e = open(&p)
+            .err()
+            .unwrap_or_else(|| panic!("flip at {i} opened"));
         assert!(
             matches!(e, Error::ChecksumMismatch { .. } | Error::NotAPool { .. }),
             "flip at {i}: {e}"
@@ -109,7 +114,9 @@ fn foreign_file() {
 fn wrong_layout_name() {
     let dir = tempfile::tempdir().unwrap();
     let p = make_once(dir.path());
-    let e = Pool::open(&p, "other", &OpenOptions::default()).err().unwrap();
+    let e = Pool::open(&p, "other", &OpenOptions::default())
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::LayoutMismatch { .. }), "{e}");
 }
 
@@ -117,13 +124,19 @@ fn wrong_layout_name() {
 fn create_refuses_existing_file_and_bad_config() {
     let dir = tempfile::tempdir().unwrap();
     let p = make_once(dir.path());
-    let e = Pool::create(&p, "bad-files", 4 << 20, &PoolConfig::default()).err().unwrap();
+    let e = Pool::create(&p, "bad-files", 4 << 20, &PoolConfig::default())
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::Io { .. }), "{e}");
     let q = dir.path().join("tiny.pool");
-    let e = Pool::create(&q, "x", 4096, &PoolConfig::default()).err().unwrap();
+    let e = Pool::create(&q, "x", 4096, &PoolConfig::default())
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
     assert!(!q.exists(), "a refused create leaves no file");
-    let e = Pool::create(&q, "", 4 << 20, &PoolConfig::default()).err().unwrap();
+    let e = Pool::create(&q, "", 4 << 20, &PoolConfig::default())
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
 }
 
@@ -152,7 +165,16 @@ fn damaged_log_record_is_detected() {
     b[rec + 50] ^= 0xff;
     std::fs::write(&path, &b).unwrap();
     let e = open(&path).err().unwrap();
-    assert!(matches!(e, Error::ChecksumMismatch { what: "log record", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::ChecksumMismatch {
+                what: "log record",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let report = rewind::inspect::check(&path).unwrap();
     assert!(!report.is_ok(), "{report}");
 }
@@ -167,9 +189,15 @@ fn writes_outside_the_heap_are_refused() {
             .unwrap();
         assert!(matches!(e, Error::NotInHeap { .. }), "{off}: {e}");
     }
-    let e = pool.transaction(|tx| tx.free(PPtr::<u64>::from_offset(12345))).err().unwrap();
+    let e = pool
+        .transaction(|tx| tx.free(PPtr::<u64>::from_offset(12345)))
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::InvalidFree { .. }), "{e}");
-    let e = pool.transaction(|tx| tx.read_bytes(u64::MAX - 1, &mut [0; 4])).err().unwrap();
+    let e = pool
+        .transaction(|tx| tx.read_bytes(u64::MAX - 1, &mut [0; 4]))
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::OutOfBounds { .. }), "{e}");
 }
 
@@ -189,9 +217,14 @@ fn out_of_memory_and_log_full_are_errors() {
         ..PoolConfig::default()
     };
     let pool = Pool::create_sim("x", 4 << 20, &cfg).unwrap();
-    let e = pool.transaction(|tx| tx.alloc_bytes(1 << 30)).err().unwrap();
+    let e = pool
+        .transaction(|tx| tx.alloc_bytes(1 << 30))
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
-    let arr = pool.transaction(|tx| tx.alloc_array::<u64>(20_000)).unwrap();
+    let arr = pool
+        .transaction(|tx| tx.alloc_array::<u64>(20_000))
+        .unwrap();
     let e = pool
         .transaction(|tx| {
             for i in 0..20_000 {

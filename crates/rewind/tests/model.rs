@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use rewind::{Backend, LogVariant, Policy, Pool, PoolConfig, PPtr, Pod, Zeroable};
+use rewind::{Backend, LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
 
 const SLOTS: u64 = 64;
 const OBJS: u64 = 16;
@@ -99,8 +99,12 @@ fn cfg(v: LogVariant, p: Policy) -> PoolConfig {
 
 fn read_model(pool: &Pool) -> Model {
     let root: Root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
-    let slots = (0..SLOTS).map(|i| pool.read(root.slots.at(i)).unwrap()).collect();
-    let objs: Vec<Obj> = (0..OBJS).map(|i| pool.read(root.objs.at(i)).unwrap()).collect();
+    let slots = (0..SLOTS)
+        .map(|i| pool.read(root.slots.at(i)).unwrap())
+        .collect();
+    let objs: Vec<Obj> = (0..OBJS)
+        .map(|i| pool.read(root.objs.at(i)).unwrap())
+        .collect();
     let mut big = vec![0u8; BIG];
     pool.read_bytes(root.big.offset(), &mut big).unwrap();
     for o in &objs {
@@ -114,7 +118,11 @@ fn read_model(pool: &Pool) -> Model {
         }
     }
     // No two live objects overlap (no double allocation).
-    let mut live: Vec<(u64, u64)> = objs.iter().filter(|o| o.ptr != 0).map(|o| (o.ptr, o.size)).collect();
+    let mut live: Vec<(u64, u64)> = objs
+        .iter()
+        .filter(|o| o.ptr != 0)
+        .map(|o| (o.ptr, o.size))
+        .collect();
     live.sort();
     for w in live.windows(2) {
         assert!(w[0].0 + w[0].1 <= w[1].0, "objects overlap: {w:?}");
@@ -124,7 +132,8 @@ fn read_model(pool: &Pool) -> Model {
 
 /// Compares everything but object addresses, which the model cannot know.
 fn same(a: &Model, b: &Model) -> bool {
-    let strip = |m: &Model| -> Vec<(u64, u64)> { m.objs.iter().map(|o| (o.size, o.fill)).collect() };
+    let strip =
+        |m: &Model| -> Vec<(u64, u64)> { m.objs.iter().map(|o| (o.size, o.fill)).collect() };
     a.slots == b.slots && a.big == b.big && strip(a) == strip(b)
 }
 
@@ -230,12 +239,25 @@ fn images(pool: &Pool, rng: &mut StdRng) -> Vec<Vec<u8>> {
 }
 
 fn check_image(img: Vec<u8>, want: &Model, what: &str) {
-    let p = Pool::open_image(img, "model").unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+    let p =
+        Pool::open_image(img, "model").unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
     let got = read_model(&p);
-    assert!(same(&got, want), "{what}: recovered state differs from model ({})\n{}", p.recovery_report(), diff(&got, want));
+    assert!(
+        same(&got, want),
+        "{what}: recovered state differs from model ({})\n{}",
+        p.recovery_report(),
+        diff(&got, want)
+    );
     // Recovering the recovered image again changes nothing.
-    let again = Pool::open_image(p.domain().with_sim(|s| s.image_none_pending()).unwrap(), "model").unwrap();
-    assert!(same(&read_model(&again), want), "{what}: second recovery differs");
+    let again = Pool::open_image(
+        p.domain().with_sim(|s| s.image_none_pending()).unwrap(),
+        "model",
+    )
+    .unwrap();
+    assert!(
+        same(&read_model(&again), want),
+        "{what}: second recovery differs"
+    );
 }
 
 fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
@@ -286,7 +308,11 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
             other => panic!("unexpected outcome {:?}", other.0),
         }
         let now = read_model(&pool);
-        assert!(same(&now, &model), "tx {t} ({:?}): live state differs from model", prog.end);
+        assert!(
+            same(&now, &model),
+            "tx {t} ({:?}): live state differs from model",
+            prog.end
+        );
         for img in seen.into_inner() {
             check_image(img, &pre, &format!("{v}/{p} crash inside tx {t}"));
         }
@@ -307,7 +333,11 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
     .unwrap();
     let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
     let reopened = Pool::open_image(img, "model").unwrap();
-    assert_eq!(reopened.alloc_stats(), baseline, "{v}/{p}: heap leaked or double-freed");
+    assert_eq!(
+        reopened.alloc_stats(),
+        baseline,
+        "{v}/{p}: heap leaked or double-freed"
+    );
 }
 
 macro_rules! model_test {
@@ -367,5 +397,10 @@ fn regression_batch_force_partial_clear_is_not_redone() {
             checkpoint_after: false,
         },
     ];
-    run(LogVariant::Batch, Policy::Force, &progs, 8747873640597742499);
+    run(
+        LogVariant::Batch,
+        Policy::Force,
+        &progs,
+        8747873640597742499,
+    );
 }

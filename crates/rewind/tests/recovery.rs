@@ -10,7 +10,7 @@
 //! (recovery is idempotent under crashes).
 
 use rewind::persist::Domain;
-use rewind::{AllocStats, Backend, LogVariant, Policy, Pool, PoolConfig, PPtr, Pod, Zeroable};
+use rewind::{AllocStats, Backend, LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
 
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq)]
 #[repr(C)]
@@ -46,7 +46,13 @@ fn state(pool: &Pool) -> State {
     let obj_bytes = root
         .objs
         .iter()
-        .map(|&o| if o == 0 { 0 } else { pool.read(PPtr::<u64>::from_offset(o)).unwrap() })
+        .map(|&o| {
+            if o == 0 {
+                0
+            } else {
+                pool.read(PPtr::<u64>::from_offset(o)).unwrap()
+            }
+        })
         .collect();
     let mut blob = vec![0; BLOB];
     pool.read_bytes(root.blob.offset(), &mut blob).unwrap();
@@ -147,7 +153,11 @@ fn crash_recovery(img: &[u8], want: &State, what: &str) -> u64 {
         let _pool = Pool::open_domain(dom, "rec").unwrap();
         let images = _pool.domain().with_sim_mut(|s| s.take_captured()).unwrap();
         for i2 in images {
-            assert_eq!(&recover(i2), want, "{what}: recovery crashed at its fence {k}");
+            assert_eq!(
+                &recover(i2),
+                want,
+                "{what}: recovery crashed at its fence {k}"
+            );
             checked += 1;
         }
     }

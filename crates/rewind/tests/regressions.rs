@@ -1,6 +1,6 @@
 //! Bugs found once, kept as named tests.
 
-use rewind::{Backend, LogVariant, Policy, Pool, PoolConfig, PPtr, Pod, Zeroable};
+use rewind::{Backend, LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -49,10 +49,19 @@ fn noforce_redo_does_not_clobber_a_reallocated_block() {
                 })
                 .unwrap();
             assert_eq!(a, b, "the freed block is reused");
-            for img in pool.domain().with_sim(|s| vec![s.image_none_pending(), s.image_all_pending()]).unwrap() {
+            for img in pool
+                .domain()
+                .with_sim(|s| vec![s.image_none_pending(), s.image_all_pending()])
+                .unwrap()
+            {
                 let p2 = Pool::open_image(img, "regress").unwrap();
                 let r = p2.read(p2.root::<Root>().unwrap().unwrap()).unwrap();
-                assert_eq!(p2.read(r.p).unwrap(), 2, "{log}/{policy}: {}", p2.recovery_report());
+                assert_eq!(
+                    p2.read(r.p).unwrap(),
+                    2,
+                    "{log}/{policy}: {}",
+                    p2.recovery_report()
+                );
             }
         }
     }
@@ -82,7 +91,11 @@ fn clean_close_leaves_an_empty_log() {
             let info = rewind::inspect::info(&path).unwrap();
             assert_eq!(info.log_records, 0, "{log}/{policy}");
             let pool = Pool::open(&path, "regress", &rewind::OpenOptions::default()).unwrap();
-            assert_eq!(pool.read(pool.root::<[u64; 4]>().unwrap().unwrap()).unwrap(), [4; 4]);
+            assert_eq!(
+                pool.read(pool.root::<[u64; 4]>().unwrap().unwrap())
+                    .unwrap(),
+                [4; 4]
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Every log variant × policy: commit, abort, panic, reopen after a crash.
 
-use rewind::{Backend, LogVariant, Policy, Pool, PoolConfig, PPtr};
+use rewind::{Backend, LogVariant, PPtr, Policy, Pool, PoolConfig};
 
 fn cfg(log: LogVariant, policy: Policy) -> PoolConfig {
     PoolConfig {
@@ -54,7 +54,11 @@ fn commit_abort_and_crash_every_config() {
         assert!(r.is_err());
         for i in 0..100 {
             let want = if i < 20 { 4000 + i } else { i };
-            assert_eq!(pool.read(arr.at(i)).unwrap(), want, "{v}/{p} after abort, i={i}");
+            assert_eq!(
+                pool.read(arr.at(i)).unwrap(),
+                want,
+                "{v}/{p} after abort, i={i}"
+            );
         }
         // An in-flight one, then a crash losing every unflushed store.
         let image = std::cell::RefCell::new(None);
@@ -62,7 +66,9 @@ fn commit_abort_and_crash_every_config() {
             for i in 0..50 {
                 tx.write(arr.at(i), &9999)?;
             }
-            *image.borrow_mut() = pool.domain().with_sim(|s| (s.image_none_pending(), s.image_all_pending()));
+            *image.borrow_mut() = pool
+                .domain()
+                .with_sim(|s| (s.image_none_pending(), s.image_all_pending()));
             Err::<(), _>(rewind::Error::TxMisuse("crash"))
         });
         let (none, all) = image.into_inner().unwrap();
@@ -70,7 +76,12 @@ fn commit_abort_and_crash_every_config() {
             let p2 = Pool::open_image(img, "smoke").unwrap();
             for i in 0..100 {
                 let want = if i < 20 { 4000 + i } else { i };
-                assert_eq!(p2.read(arr.at(i)).unwrap(), want, "{v}/{p} after crash, i={i}: {}", p2.recovery_report());
+                assert_eq!(
+                    p2.read(arr.at(i)).unwrap(),
+                    want,
+                    "{v}/{p} after crash, i={i}: {}",
+                    p2.recovery_report()
+                );
             }
         }
     }

@@ -5,7 +5,7 @@
 //! Regression: rollback once changed allocator bitmap bytes without the
 //! allocator latch, losing a concurrent transaction's bit (InvalidFree).
 
-use rewind::{Backend, LogVariant, Policy, Pool, PoolConfig, PPtr};
+use rewind::{Backend, LogVariant, PPtr, Policy, Pool, PoolConfig};
 
 #[test]
 fn concurrent_transactions_every_config() {
@@ -46,7 +46,9 @@ fn concurrent_transactions_every_config() {
             });
             let last = (0..TXS).rev().find(|i| i % 7 != 3).unwrap();
             let want: Vec<u64> = (0..THREADS * 8).map(|j| last * 100 + j % 8).collect();
-            let got: Vec<u64> = (0..THREADS * 8).map(|j| pool.read(arr.at(j)).unwrap()).collect();
+            let got: Vec<u64> = (0..THREADS * 8)
+                .map(|j| pool.read(arr.at(j)).unwrap())
+                .collect();
             assert_eq!(got, want, "{v}/{p}");
             // Both crash images must rebuild the same allocator state: no block
             // leaked or doubly allocated in one of them.
@@ -57,11 +59,17 @@ fn concurrent_transactions_every_config() {
                 .unwrap()
             {
                 let p2 = Pool::open_image(img, "threads").unwrap();
-                let got: Vec<u64> = (0..THREADS * 8).map(|j| p2.read(arr.at(j)).unwrap()).collect();
+                let got: Vec<u64> = (0..THREADS * 8)
+                    .map(|j| p2.read(arr.at(j)).unwrap())
+                    .collect();
                 assert_eq!(got, want, "{v}/{p} after crash");
                 let s2 = p2.alloc_stats();
                 assert_eq!(*stats.get_or_insert(s2), s2, "{v}/{p} allocator differs");
-                assert_eq!(s2.free_chunks, s2.total_chunks - 1, "{v}/{p}: only the array's chunk is in use");
+                assert_eq!(
+                    s2.free_chunks,
+                    s2.total_chunks - 1,
+                    "{v}/{p}: only the array's chunk is in use"
+                );
             }
         }
     }

@@ -176,7 +176,10 @@ impl Allocator {
         match class_of(size) {
             Some(class) => {
                 if st.free[class].is_empty() {
-                    let chunk = st.free_chunks.pop_first().ok_or(Error::OutOfMemory { requested: size })?;
+                    let chunk = st
+                        .free_chunks
+                        .pop_first()
+                        .ok_or(Error::OutOfMemory { requested: size })?;
                     // Format: empty bitmap, then the descriptor, durable before
                     // any ALLOC record can name a block of the chunk.
                     d.store(self.bitmap(chunk), &[0u8; BITMAP_BYTES as usize])?;
@@ -194,7 +197,8 @@ impl Allocator {
             }
             None => {
                 let n = size.div_ceil(CHUNK);
-                let start = find_run(&st.free_chunks, n).ok_or(Error::OutOfMemory { requested: size })?;
+                let start =
+                    find_run(&st.free_chunks, n).ok_or(Error::OutOfMemory { requested: size })?;
                 for c in start..start + n {
                     st.free_chunks.remove(&c);
                 }

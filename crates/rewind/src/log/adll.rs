@@ -41,16 +41,16 @@ pub fn append(d: &Domain, n: u64) -> Result<(), Error> {
     d.store_nt_u64(n + PREV, tail)?; // line 2: n.prior = tail
     d.store_nt_u64(n + NEXT, 0)?;
     d.store_nt_u64(LAST_TAIL, tail)?; // line 4
-    // The node and lastTail must be persistent before toAppend names them.
+                                      // The node and lastTail must be persistent before toAppend names them.
     d.fence()?;
     d.store_nt_u64(TO_APPEND, n)?; // line 5: the critical update
-    // toAppend persistent before the links change: recovery can redo them.
+                                   // toAppend persistent before the links change: recovery can redo them.
     d.fence()?;
     link(d, n, tail)?; // lines 6-8
-    // The links persistent before toAppend is cleared.
+                       // The links persistent before toAppend is cleared.
     d.fence()?;
     d.store_nt_u64(TO_APPEND, 0)?; // line 10
-    // Cleared before the next operation, or its recovery would redo this one.
+                                   // Cleared before the next operation, or its recovery would redo this one.
     d.fence()
 }
 
@@ -104,7 +104,10 @@ pub fn recover(d: &Domain, l: &Layout) -> Result<Repair, Error> {
     let mut r = Repair::default();
     let check = |off: u64, what| {
         if off != 0 && !l.is_block(off) {
-            Err(Error::LogCorrupt { offset: off, reason: what })
+            Err(Error::LogCorrupt {
+                offset: off,
+                reason: what,
+            })
         } else {
             Ok(())
         }

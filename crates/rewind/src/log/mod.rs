@@ -353,7 +353,8 @@ impl Log {
             }
         }
         let free = self.available(st);
-        if forward + reserve > free.saturating_sub(st.reserved) || forward + reserve + other > free {
+        if forward + reserve > free.saturating_sub(st.reserved) || forward + reserve + other > free
+        {
             return Err(Error::LogFull {
                 needed: forward + reserve + other,
                 free: free.saturating_sub(st.reserved),
@@ -444,7 +445,13 @@ impl Log {
 
     /// The tail bucket if it has room for a record of `size` bytes, else a
     /// new bucket appended to the list.
-    fn room(&self, d: &Domain, st: &mut State, size: u64, ends: &mut Vec<CellRef>) -> Result<u64, Error> {
+    fn room(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        size: u64,
+        ends: &mut Vec<CellRef>,
+    ) -> Result<u64, Error> {
         if let Some(&tail) = st.order.last() {
             let b = &st.buckets[&tail];
             if (b.next_cell as u64) < self.layout.bucket_cells
@@ -496,12 +503,23 @@ impl Log {
     /// Clears records: their cells become gaps now; `end`, the END record,
     /// is cleared only after a later fence, so that a crash can never leave
     /// an END gone while its transaction's other records remain.
-    pub fn release(&self, d: &Domain, cells: &[CellRef], end: Option<CellRef>) -> Result<(), Error> {
+    pub fn release(
+        &self,
+        d: &Domain,
+        cells: &[CellRef],
+        end: Option<CellRef>,
+    ) -> Result<(), Error> {
         let mut st = self.state.lock();
         self.release_locked(d, &mut st, cells, end)
     }
 
-    fn release_locked(&self, d: &Domain, st: &mut State, cells: &[CellRef], end: Option<CellRef>) -> Result<(), Error> {
+    fn release_locked(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        cells: &[CellRef],
+        end: Option<CellRef>,
+    ) -> Result<(), Error> {
         gap_cells(d, &mut st.words, &mut st.sorted, cells)?;
         for c in cells {
             if let Some(b) = st.buckets.get_mut(&c.block) {
@@ -595,7 +613,12 @@ fn store_cells(d: &Domain, words: &mut Vec<u8>, cells: &[(CellRef, u64)]) -> Res
 }
 
 /// Marks cells as gaps, coalescing adjacent ones.
-fn gap_cells(d: &Domain, words: &mut Vec<u8>, sorted: &mut Vec<(CellRef, u64)>, cells: &[CellRef]) -> Result<(), Error> {
+fn gap_cells(
+    d: &Domain,
+    words: &mut Vec<u8>,
+    sorted: &mut Vec<(CellRef, u64)>,
+    cells: &[CellRef],
+) -> Result<(), Error> {
     sorted.clear();
     sorted.extend(cells.iter().map(|&c| (c, GAP)));
     sorted.sort_unstable_by_key(|(c, _)| (c.block, c.idx));
@@ -632,7 +655,11 @@ fn scan(d: &Domain, l: &Layout, variant: LogVariant) -> Result<ScanResult, Error
             body_used: l.body_start(),
         };
         for idx in 0..limit {
-            let v = u64::from_le_bytes(cells[idx as usize * 8..idx as usize * 8 + 8].try_into().expect("8"));
+            let v = u64::from_le_bytes(
+                cells[idx as usize * 8..idx as usize * 8 + 8]
+                    .try_into()
+                    .expect("8"),
+            );
             if v == 0 {
                 continue;
             }

@@ -238,7 +238,10 @@ mod tests {
         assert_eq!(b.len(), d.size());
         let r = decode(&b, 0).unwrap();
         assert_eq!((r.lsn, r.tx, r.kind, r.target), (42, 7, Kind::Update, 4096));
-        assert_eq!((r.old.as_slice(), r.new.as_slice()), (&[1, 2, 3][..], &[4, 5, 6][..]));
+        assert_eq!(
+            (r.old.as_slice(), r.new.as_slice()),
+            (&[1, 2, 3][..], &[4, 5, 6][..])
+        );
     }
 
     #[test]

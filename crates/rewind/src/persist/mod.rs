@@ -134,7 +134,10 @@ impl AtomicCounters {
     }
 
     fn sum(&self, f: impl Fn(&Slot) -> &AtomicU64) -> u64 {
-        self.slots.iter().map(|s| f(s).load(Ordering::Relaxed)).sum()
+        self.slots
+            .iter()
+            .map(|s| f(s).load(Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -298,7 +301,10 @@ impl Domain {
     /// next fence.
     pub fn store_nt(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check(off, bytes.len())?;
-        bump(&self.counters.slot().nt_lines, lines_of(off, bytes.len() as u64));
+        bump(
+            &self.counters.slot().nt_lines,
+            lines_of(off, bytes.len() as u64),
+        );
         match &self.kind {
             Kind::Pmem { instr } => {
                 self.map.write_nt(off as usize, bytes, *instr);

@@ -191,7 +191,11 @@ mod tests {
         assert_eq!(s.image_none_pending()[8], 0);
         assert_eq!(s.image_all_pending()[8], 1);
         s.fence();
-        assert_eq!(s.image_none_pending()[8], 0, "fence without flush persists nothing");
+        assert_eq!(
+            s.image_none_pending()[8],
+            0,
+            "fence without flush persists nothing"
+        );
         s.flush(8, 8);
         s.fence();
         assert_eq!(s.image_none_pending()[8], 1);

@@ -176,24 +176,37 @@ impl Header {
 /// The checksum guards against damage, but a header written by a buggy or
 /// hostile tool could still be inconsistent: check the geometry itself.
 fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
-    let bad = |field, value, reason| Err(Error::BadHeader {
-        field,
-        value,
-        reason,
-    });
+    let bad = |field, value, reason| {
+        Err(Error::BadHeader {
+            field,
+            value,
+            reason,
+        })
+    };
     if l.bucket_cells == 0 || l.bucket_cells > 1 << 20 {
         return bad("bucket cells", l.bucket_cells, "expected 1..=1048576");
     }
     if (variant == LogVariant::Simple) != (l.bucket_cells == 1) {
-        return bad("bucket cells", l.bucket_cells, "simple log has 1 cell per node");
+        return bad(
+            "bucket cells",
+            l.bucket_cells,
+            "simple log has 1 cell per node",
+        );
     }
     if l.log_block_size != Layout::block_size_for(l.bucket_cells) {
-        return bad("log block size", l.log_block_size, "does not match bucket cells");
+        return bad(
+            "log block size",
+            l.log_block_size,
+            "does not match bucket cells",
+        );
     }
     if l.alloc_off != META_END {
         return bad("allocator offset", l.alloc_off, "expected 8192");
     }
-    let chunk_meta_end = l.heap_chunks.checked_mul(8).and_then(|x| x.checked_add(l.alloc_off));
+    let chunk_meta_end = l
+        .heap_chunks
+        .checked_mul(8)
+        .and_then(|x| x.checked_add(l.alloc_off));
     match chunk_meta_end {
         Some(e) if e <= l.bitmap_off => {}
         _ => return bad("bitmap offset", l.bitmap_off, "overlaps chunk descriptors"),
@@ -223,6 +236,10 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
         .and_then(|x| x.checked_add(l.heap_off));
     match heap_end {
         Some(e) if e <= l.pool_size && l.heap_chunks > 0 => Ok(()),
-        _ => bad("heap chunks", l.heap_chunks, "heap does not fit in the pool"),
+        _ => bad(
+            "heap chunks",
+            l.heap_chunks,
+            "heap does not fit in the pool",
+        ),
     }
 }

@@ -136,7 +136,12 @@ mod tests {
 
     #[test]
     fn plan_fits_and_does_not_overlap() {
-        for &(size, cells) in &[(MIN_POOL, 1), (64 << 20, 1000), (8 << 20, 100), (1 << 30, 1000)] {
+        for &(size, cells) in &[
+            (MIN_POOL, 1),
+            (64 << 20, 1000),
+            (8 << 20, 100),
+            (1 << 30, 1000),
+        ] {
             let l = Layout::plan(size, size / 8, cells).expect("plan");
             assert!(l.bitmap_off + l.heap_chunks * BITMAP_BYTES <= l.log_off);
             assert!(l.log_end() <= l.heap_off);

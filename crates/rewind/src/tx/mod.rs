@@ -397,7 +397,9 @@ impl<'p> Tx<'p> {
     pub fn alloc_array<T: Pod>(&mut self, n: u64) -> Result<PPtr<T>, Error> {
         let size = (std::mem::size_of::<T>() as u64)
             .checked_mul(n)
-            .ok_or(Error::OutOfMemory { requested: u64::MAX })?;
+            .ok_or(Error::OutOfMemory {
+                requested: u64::MAX,
+            })?;
         Ok(PPtr::from_offset(self.alloc_bytes(size)?))
     }
 
@@ -531,7 +533,8 @@ impl<'p> Tx<'p> {
         match pool.policy {
             Policy::Force => {
                 // The END append's first fence persists every flushed store.
-                pool.log.append_end(&pool.dom, &end, Some(&self.b.cells), &mut placed)?;
+                pool.log
+                    .append_end(&pool.dom, &end, Some(&self.b.cells), &mut placed)?;
             }
             Policy::NoForce => {
                 // END and its registration are atomic with respect to a
@@ -600,7 +603,9 @@ impl<'p> Tx<'p> {
                     }
                 }
                 Undo::Alloc { lsn, off, .. } => clr_draft(self.id, clr::FREE, off, lsn, &sizes[i]),
-                Undo::Delete { lsn, off, .. } => clr_draft(self.id, clr::ALLOCATED, off, lsn, &sizes[i]),
+                Undo::Delete { lsn, off, .. } => {
+                    clr_draft(self.id, clr::ALLOCATED, off, lsn, &sizes[i])
+                }
             };
             drafts.push(draft);
         }
@@ -613,9 +618,12 @@ impl<'p> Tx<'p> {
                 // them under the allocator's latch.
                 clr::FREE | clr::ALLOCATED => {
                     let size = u64::from_le_bytes(draft.new.try_into().expect("8-byte size"));
-                    pool.alloc.mark(d, draft.target, size, draft.flags == clr::ALLOCATED)?;
+                    pool.alloc
+                        .mark(d, draft.target, size, draft.flags == clr::ALLOCATED)?;
                 }
-                _ => recovery::apply_clr(d, &pool.hdr.layout, draft.flags, draft.target, draft.new)?,
+                _ => {
+                    recovery::apply_clr(d, &pool.hdr.layout, draft.flags, draft.target, draft.new)?
+                }
             }
         }
         let end = Draft {
@@ -631,7 +639,8 @@ impl<'p> Tx<'p> {
         match pool.policy {
             Policy::Force => {
                 // END's first fence persists the flushed undo stores.
-                pool.log.append_end(d, &end, Some(&self.b.cells), &mut placed)?;
+                pool.log
+                    .append_end(d, &end, Some(&self.b.cells), &mut placed)?;
             }
             Policy::NoForce => {
                 let mut fin = pool.finished.lock();

@@ -85,7 +85,13 @@ fn size_word(bytes: &[u8], at: u64) -> Result<u64, Error> {
 
 /// Applies a CLR's compensation and flushes it. Allocator bits are changed
 /// without the allocator's latch: only for recovery, which runs alone.
-pub(crate) fn apply_clr(d: &Domain, l: &Layout, what: u8, target: u64, bytes: &[u8]) -> Result<(), Error> {
+pub(crate) fn apply_clr(
+    d: &Domain,
+    l: &Layout,
+    what: u8,
+    target: u64,
+    bytes: &[u8],
+) -> Result<(), Error> {
     match what {
         clr::BYTES => {
             d.store(target, bytes)?;
@@ -121,8 +127,10 @@ fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
         Kind::Alloc | Kind::Delete => r.aux,
         _ => return Ok(()),
     };
-    let meta = r.target >= crate::pool::layout::META_ROOT_OFF && r.target + len <= crate::pool::layout::META_ROOT_SIZE + 8;
-    let heap = r.target >= l.heap_off && r.target.checked_add(len).is_some_and(|e| e <= l.heap_end());
+    let meta = r.target >= crate::pool::layout::META_ROOT_OFF
+        && r.target + len <= crate::pool::layout::META_ROOT_SIZE + 8;
+    let heap =
+        r.target >= l.heap_off && r.target.checked_add(len).is_some_and(|e| e <= l.heap_end());
     if meta || heap {
         Ok(())
     } else {
@@ -208,7 +216,11 @@ pub(crate) fn recover(
             group_end.insert(r.tx, r.aux);
         }
     }
-    let whole_group = |tx: u64| group_end.get(&tx).is_some_and(|&n| n > 0 && group.get(&tx) == Some(&n));
+    let whole_group = |tx: u64| {
+        group_end
+            .get(&tx)
+            .is_some_and(|&n| n > 0 && group.get(&tx) == Some(&n))
+    };
 
     // Redo. No-force repeats history, except for transactions a checkpoint
     // already made durable in place. Force redoes whole Batch commit groups
@@ -225,7 +237,9 @@ pub(crate) fn recover(
         }
         let (status, end) = table[&r.tx];
         let needed = match policy {
-            Policy::NoForce => !(matches!(status, Status::Committed | Status::Aborted) && end <= bound),
+            Policy::NoForce => {
+                !(matches!(status, Status::Committed | Status::Aborted) && end <= bound)
+            }
             Policy::Force => {
                 (r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 && whole_group(r.tx))
                     || (r.kind == Kind::Clr && loser(r.tx))
