@@ -250,10 +250,7 @@ impl<'p> Tx<'p> {
     }
 
     fn write_piece(&mut self, off: u64, new: &[u8]) -> Result<(), Error> {
-        let mut old = std::mem::take(&mut self.b.old_buf);
-        old.resize(new.len(), 0);
-        self.read_bytes(off, &mut old)?;
-        let r = if self.pool.log.variant() == LogVariant::Batch {
+        if self.pool.log.variant() == LogVariant::Batch {
             // A full group is logged when the next write arrives, so that a
             // commit can carry END in the last group.
             let r = if self.b.pending.len() == LogVariant::GROUP {
@@ -261,16 +258,20 @@ impl<'p> Tx<'p> {
             } else {
                 Ok(())
             };
+            // The old value is read when the group is logged (see log_group).
             let at = self.b.pending_bytes.len();
-            self.b.pending_bytes.extend_from_slice(&old);
+            self.b.pending_bytes.resize(at + new.len(), 0);
             self.b.pending_bytes.extend_from_slice(new);
             self.b.pending.push(Pending {
                 target: off,
                 at,
                 len: new.len(),
             });
-            r
-        } else {
+            return r;
+        }
+        let mut old = std::mem::take(&mut self.b.old_buf);
+        old.resize(new.len(), 0);
+        let r = self.pool.dom.read(off, &mut old).and_then(|_| {
             let draft = Draft {
                 tx: self.id,
                 kind: Kind::Update,
@@ -281,8 +282,8 @@ impl<'p> Tx<'p> {
                 new,
             };
             self.append(&[draft])
-                .and_then(|_| self.apply_update(off, new))
-        };
+        });
+        let r = r.and_then(|_| self.apply_update(off, new));
         self.b.old_buf = old;
         r
     }
@@ -343,7 +344,22 @@ impl<'p> Tx<'p> {
     /// performs the group's in-place stores. Returns END's placement.
     fn log_group(&mut self, commit: bool) -> Result<Option<Placed>, Error> {
         let pending = std::mem::take(&mut self.b.pending);
-        let bytes = std::mem::take(&mut self.b.pending_bytes);
+        let mut bytes = std::mem::take(&mut self.b.pending_bytes);
+        // Old values, read together so their cache misses overlap, then
+        // overlaid with the earlier writes of the group to the same bytes.
+        for p in &pending {
+            self.pool.dom.read(p.target, &mut bytes[p.at..p.at + p.len])?;
+        }
+        for i in 1..pending.len() {
+            let p = pending[i];
+            for q in &pending[..i] {
+                let (s, e) = (p.target.max(q.target), (p.target + p.len as u64).min(q.target + q.len as u64));
+                if s < e {
+                    let (from, to) = (q.at + q.len + (s - q.target) as usize, p.at + (s - p.target) as usize);
+                    bytes.copy_within(from..from + (e - s) as usize, to);
+                }
+            }
+        }
         let empty = Draft {
             tx: self.id,
             kind: Kind::Update,
