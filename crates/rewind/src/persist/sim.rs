@@ -73,9 +73,9 @@ impl SimState {
                 bytes: [0; 8],
                 mask: 0,
             };
-            for k in 0..n {
-                unit.bytes[start + k] = bytes[i + k];
-                unit.mask |= 1 << (start + k);
+            unit.bytes[start..start + n].copy_from_slice(&bytes[i..i + n]);
+            for k in start..start + n {
+                unit.mask |= 1 << k;
             }
             let line = self.lines.entry(base / LINE).or_default();
             line.stores.push(unit);

@@ -348,14 +348,22 @@ impl<'p> Tx<'p> {
         // Old values, read together so their cache misses overlap, then
         // overlaid with the earlier writes of the group to the same bytes.
         for p in &pending {
-            self.pool.dom.read(p.target, &mut bytes[p.at..p.at + p.len])?;
+            self.pool
+                .dom
+                .read(p.target, &mut bytes[p.at..p.at + p.len])?;
         }
         for i in 1..pending.len() {
             let p = pending[i];
             for q in &pending[..i] {
-                let (s, e) = (p.target.max(q.target), (p.target + p.len as u64).min(q.target + q.len as u64));
+                let (s, e) = (
+                    p.target.max(q.target),
+                    (p.target + p.len as u64).min(q.target + q.len as u64),
+                );
                 if s < e {
-                    let (from, to) = (q.at + q.len + (s - q.target) as usize, p.at + (s - p.target) as usize);
+                    let (from, to) = (
+                        q.at + q.len + (s - q.target) as usize,
+                        p.at + (s - p.target) as usize,
+                    );
                     bytes.copy_within(from..from + (e - s) as usize, to);
                 }
             }
