@@ -201,7 +201,6 @@ struct State {
     buckets: Buckets,
     free: Vec<u64>,
     next_lsn: u64,
-    deferred_ends: Vec<CellRef>,
     reserved: u64,
     scratch: Vec<u8>,
     batch_index: Vec<(u64, u32)>,
@@ -263,7 +262,6 @@ impl Log {
                 buckets,
                 free,
                 next_lsn,
-                deferred_ends: Vec::new(),
                 reserved: 0,
                 scratch: Vec::with_capacity(1024),
                 batch_index: Vec::new(),
@@ -314,9 +312,9 @@ impl Log {
         self.append_locked(d, &mut st, drafts, out)
     }
 
-    /// Appends a transaction's END record and, under force, clears its other
-    /// records (`cells`) in the same critical section; END itself is cleared
-    /// after a later fence (see [`release`](Self::release)).
+    /// Appends a transaction's END record and, under force, clears its
+    /// records (`cells`, then END: see [`release`](Self::release)) in the
+    /// same critical section.
     pub fn append_end(
         &self,
         d: &Domain,
@@ -360,14 +358,11 @@ impl Log {
                 free: free.saturating_sub(st.reserved),
             });
         }
-        // END cells deferred by earlier commits may be cleared once any fence
-        // has followed their transactions' other gaps (END records last).
-        let mut ends = std::mem::take(&mut st.deferred_ends);
         st.batch_index.clear();
         st.batch_cells.clear();
         for draft in drafts {
             let size = draft.size() as u64;
-            let block = self.room(d, st, size, &mut ends)?;
+            let block = self.room(d, st, size)?;
             let lsn = st.next_lsn;
             st.next_lsn += 1;
             draft.encode(lsn, &mut st.scratch);
@@ -385,7 +380,6 @@ impl Log {
                 LogVariant::Simple | LogVariant::Optimized => {
                     // The body persistent before the cell points at it.
                     d.fence()?;
-                    self.clear_ends(d, st, &mut ends)?;
                     d.store_nt_u64(cell.off(), rec_off)?;
                     // The cell persistent before the caller's in-place store.
                     d.fence()?;
@@ -405,31 +399,14 @@ impl Log {
             // Bodies and cells of the group persistent before the index
             // makes them valid.
             d.fence()?;
-            self.clear_ends(d, st, &mut ends)?;
             for &(block, n) in &st.batch_index {
                 d.store_nt_u64(block + INDEX, n as u64)?;
             }
             // The index persistent before the caller's in-place stores.
             d.fence()?;
         }
-        // Nothing appended and no fence: the ENDs wait for the next append.
-        st.deferred_ends.append(&mut ends);
         st.reserved += reserve;
         Ok(reserve)
-    }
-
-    fn clear_ends(&self, d: &Domain, st: &mut State, ends: &mut Vec<CellRef>) -> Result<(), Error> {
-        if ends.is_empty() {
-            return Ok(());
-        }
-        gap_cells(d, &mut st.words, &mut st.sorted, ends)?;
-        for c in ends.drain(..) {
-            if let Some(b) = st.buckets.get_mut(&c.block) {
-                b.live -= 1;
-            }
-            self.maybe_remove(d, st, c.block)?;
-        }
-        Ok(())
     }
 
     /// Bytes of log space left (free blocks plus the tail's room).
@@ -445,13 +422,7 @@ impl Log {
 
     /// The tail bucket if it has room for a record of `size` bytes, else a
     /// new bucket appended to the list.
-    fn room(
-        &self,
-        d: &Domain,
-        st: &mut State,
-        size: u64,
-        ends: &mut Vec<CellRef>,
-    ) -> Result<u64, Error> {
+    fn room(&self, d: &Domain, st: &mut State, size: u64) -> Result<u64, Error> {
         if let Some(&tail) = st.order.last() {
             let b = &st.buckets[&tail];
             if (b.next_cell as u64) < self.layout.bucket_cells
@@ -469,7 +440,6 @@ impl Log {
         d.store_nt(block + CELLS, &zeros)?;
         d.store_nt_u64(block + INDEX, 0)?;
         adll::append(d, block)?;
-        self.clear_ends(d, st, ends)?;
         st.buckets.insert(
             block,
             Bucket {
@@ -500,9 +470,12 @@ impl Log {
         Ok(())
     }
 
-    /// Clears records: their cells become gaps now; `end`, the END record,
-    /// is cleared only after a later fence, so that a crash can never leave
-    /// an END gone while its transaction's other records remain.
+    /// Clears records: their cells become gaps. `end`, the END record, is
+    /// cleared only after a fence has made the other gaps persistent, so a
+    /// crash never leaves an END gone while its transaction's other records
+    /// remain (which would make a finished transaction look unfinished).
+    /// The fence is this thread's: a fence orders only the stores of the
+    /// thread that issues it.
     pub fn release(
         &self,
         d: &Domain,
@@ -526,25 +499,17 @@ impl Log {
                 b.live -= 1;
             }
         }
-        for c in cells {
+        if let Some(e) = end {
+            d.fence()?;
+            gap_cells(d, &mut st.words, &mut st.sorted, &[e])?;
+            if let Some(b) = st.buckets.get_mut(&e.block) {
+                b.live -= 1;
+            }
+        }
+        for c in cells.iter().chain(end.as_ref()) {
             self.maybe_remove(d, st, c.block)?;
         }
-        st.deferred_ends.extend(end);
         Ok(())
-    }
-
-    /// Clears the END records still waiting for a fence (at close).
-    pub fn settle(&self, d: &Domain) -> Result<(), Error> {
-        let mut st = self.state.lock();
-        let st = &mut *st;
-        if st.deferred_ends.is_empty() {
-            return Ok(());
-        }
-        let mut ends = std::mem::take(&mut st.deferred_ends);
-        // The other records' gaps persistent before the ENDs'.
-        d.fence()?;
-        self.clear_ends(d, st, &mut ends)?;
-        d.fence()
     }
 
     /// Returns reserved rollback space once a transaction has ended.
@@ -564,7 +529,6 @@ impl Log {
             st.buckets.remove(&block);
             st.free.push(block);
         }
-        st.deferred_ends.clear();
         st.reserved = 0;
         Ok(())
     }

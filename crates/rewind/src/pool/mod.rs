@@ -339,15 +339,13 @@ pub fn read_header(path: &Path) -> Result<Header, Error> {
 }
 
 impl Drop for Pool {
-    /// A clean close leaves an empty log: no-force work is checkpointed, and
-    /// force's last END record cleared. Errors are ignored: whatever is left
-    /// is recovered at the next open.
+    /// A clean close leaves an empty log: no-force work is checkpointed
+    /// (force clears records at commit). Errors are ignored: whatever is
+    /// left is recovered at the next open.
     fn drop(&mut self) {
-        let _ = match self.policy {
-            Policy::NoForce => self.checkpoint(),
-            Policy::Force => Ok(()),
-        };
-        let _ = self.log.settle(&self.dom);
+        if self.policy == Policy::NoForce {
+            let _ = self.checkpoint();
+        }
     }
 }
 
