@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 use parking_lot::Mutex;
 
 use crate::error::Error;
-use crate::persist::Domain;
+use crate::persist::{sites, Domain};
 use crate::pool::layout::{Layout, BITMAP_BYTES, CHUNK, MIN_CLASS};
 
 /// Number of small size classes: 64 B .. 64 KiB.
@@ -128,7 +128,7 @@ impl Allocator {
                     d.read(a.bitmap(c), &mut bits)?;
                     if bits.iter().all(|&b| b == 0) {
                         d.store_u64(a.desc_off(c), 0)?;
-                        d.flush(a.desc_off(c), 8)?;
+                        d.flush_at(a.desc_off(c), 8, sites::ALLOC_OPEN_RESET_FLUSH)?;
                         reset = true;
                         st.free_chunks.insert(c);
                     } else {
@@ -155,7 +155,7 @@ impl Allocator {
         if reset {
             // Resets are only an optimisation; ordering them is not needed
             // for safety, but leave the media tidy.
-            d.fence()?;
+            d.fence_at(sites::ALLOC_OPEN_RESET_FENCE)?;
         }
         drop(st);
         Ok(a)
@@ -183,10 +183,10 @@ impl Allocator {
                     // Format: empty bitmap, then the descriptor, durable before
                     // any ALLOC record can name a block of the chunk.
                     d.store(self.bitmap(chunk), &[0u8; BITMAP_BYTES as usize])?;
-                    d.flush(self.bitmap(chunk), BITMAP_BYTES)?;
+                    d.flush_at(self.bitmap(chunk), BITMAP_BYTES, sites::ALLOC_FORMAT_BITMAP)?;
                     d.store_u64(self.desc_off(chunk), desc(SMALL, class as u64))?;
-                    d.flush(self.desc_off(chunk), 8)?;
-                    d.fence()?;
+                    d.flush_at(self.desc_off(chunk), 8, sites::ALLOC_FORMAT_DESC)?;
+                    d.fence_at(sites::ALLOC_FORMAT_FENCE)?;
                     let bs = MIN_CLASS << class;
                     for slot in (0..CHUNK / bs).rev() {
                         st.free[class].push(self.chunk_start(chunk) + slot * bs);
@@ -290,7 +290,7 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 b[0] & !(1 << (slot % 8))
             };
             d.store(byte_off, &[nb])?;
-            d.flush(byte_off, 1)
+            d.flush_at(byte_off, 1, sites::ALLOC_MARK_BIT)
         }
         _ => {
             let n = size / CHUNK;
@@ -309,7 +309,7 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 };
                 d.store_u64(desc_off(l, chunk + k), v)?;
             }
-            d.flush(desc_off(l, chunk), n * 8)
+            d.flush_at(desc_off(l, chunk), n * 8, sites::ALLOC_MARK_RUN)
         }
     }
 }

@@ -15,7 +15,7 @@
 //! never changes (`lastTail`, the node's own `prev`/`next`).
 
 use crate::error::Error;
-use crate::persist::Domain;
+use crate::persist::{sites, Domain};
 use crate::pool::layout::{Layout, META_ADLL};
 
 const HEAD: u64 = META_ADLL;
@@ -42,16 +42,16 @@ pub fn append(d: &Domain, n: u64) -> Result<(), Error> {
     d.store_nt_u64(n + NEXT, 0)?;
     d.store_nt_u64(LAST_TAIL, tail)?; // line 4
                                       // The node and lastTail must be persistent before toAppend names them.
-    d.fence()?;
+    d.fence_at(sites::ADLL_APPEND_NODE)?;
     d.store_nt_u64(TO_APPEND, n)?; // line 5: the critical update
                                    // toAppend persistent before the links change: recovery can redo them.
-    d.fence()?;
+    d.fence_at(sites::ADLL_APPEND_TO_APPEND)?;
     link(d, n, tail)?; // lines 6-8
                        // The links persistent before toAppend is cleared.
-    d.fence()?;
+    d.fence_at(sites::ADLL_APPEND_LINKS)?;
     d.store_nt_u64(TO_APPEND, 0)?; // line 10
                                    // Cleared before the next operation, or its recovery would redo this one.
-    d.fence()
+    d.fence_at(sites::ADLL_APPEND_CLEAR)
 }
 
 fn link(d: &Domain, n: u64, last_tail: u64) -> Result<(), Error> {
@@ -67,12 +67,12 @@ fn link(d: &Domain, n: u64, last_tail: u64) -> Result<(), Error> {
 pub fn remove(d: &Domain, n: u64) -> Result<(), Error> {
     d.store_nt_u64(TO_REMOVE, n)?;
     // toRemove persistent before the links change.
-    d.fence()?;
+    d.fence_at(sites::ADLL_REMOVE_TO_REMOVE)?;
     unlink(d, n)?;
-    d.fence()?;
+    d.fence_at(sites::ADLL_REMOVE_LINKS)?;
     d.store_nt_u64(TO_REMOVE, 0)?;
     // Cleared before the node can be reused.
-    d.fence()
+    d.fence_at(sites::ADLL_REMOVE_CLEAR)
 }
 
 fn unlink(d: &Domain, n: u64) -> Result<(), Error> {
@@ -121,9 +121,9 @@ pub fn recover(d: &Domain, l: &Layout) -> Result<Repair, Error> {
         let last_tail = d.read_u64(LAST_TAIL)?;
         check(last_tail, "ADLL lastTail is not a log block")?;
         link(d, n, last_tail)?;
-        d.fence()?;
+        d.fence_at(sites::ADLL_RECOVER_APPEND_LINKS)?;
         d.store_nt_u64(TO_APPEND, 0)?;
-        d.fence()?;
+        d.fence_at(sites::ADLL_RECOVER_APPEND_CLEAR)?;
         r.append = true;
     }
     let n = d.read_u64(TO_REMOVE)?;
@@ -133,9 +133,9 @@ pub fn recover(d: &Domain, l: &Layout) -> Result<Repair, Error> {
             check(d.read_u64(n + w)?, "ADLL node link is not a log block")?;
         }
         unlink(d, n)?;
-        d.fence()?;
+        d.fence_at(sites::ADLL_RECOVER_REMOVE_LINKS)?;
         d.store_nt_u64(TO_REMOVE, 0)?;
-        d.fence()?;
+        d.fence_at(sites::ADLL_RECOVER_REMOVE_CLEAR)?;
         r.remove = true;
     }
     Ok(r)

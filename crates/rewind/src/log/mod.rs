@@ -29,7 +29,7 @@ use std::str::FromStr;
 use parking_lot::Mutex;
 
 use crate::error::Error;
-use crate::persist::Domain;
+use crate::persist::{sites, Domain};
 use crate::pool::layout::Layout;
 pub use record::{Draft, Kind, Record};
 
@@ -379,10 +379,10 @@ impl Log {
             match self.variant {
                 LogVariant::Simple | LogVariant::Optimized => {
                     // The body persistent before the cell points at it.
-                    d.fence()?;
+                    d.fence_at(sites::LOG_RECORD_BODY)?;
                     d.store_nt_u64(cell.off(), rec_off)?;
                     // The cell persistent before the caller's in-place store.
-                    d.fence()?;
+                    d.fence_at(sites::LOG_RECORD_CELL)?;
                 }
                 LogVariant::Batch => {
                     st.batch_cells.push((cell, rec_off));
@@ -398,12 +398,12 @@ impl Log {
             store_cells(d, &mut st.words, &st.batch_cells)?;
             // Bodies and cells of the group persistent before the index
             // makes them valid.
-            d.fence()?;
+            d.fence_at(sites::LOG_GROUP_BODY)?;
             for &(block, n) in &st.batch_index {
                 d.store_nt_u64(block + INDEX, n as u64)?;
             }
             // The index persistent before the caller's in-place stores.
-            d.fence()?;
+            d.fence_at(sites::LOG_GROUP_INDEX)?;
         }
         st.reserved += reserve;
         Ok(reserve)
@@ -500,7 +500,7 @@ impl Log {
             }
         }
         if let Some(e) = end {
-            d.fence()?;
+            d.fence_at(sites::LOG_RELEASE_END)?;
             gap_cells(d, &mut st.words, &mut st.sorted, &[e])?;
             if let Some(b) = st.buckets.get_mut(&e.block) {
                 b.live -= 1;

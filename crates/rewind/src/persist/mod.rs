@@ -25,6 +25,7 @@
 mod mapping;
 mod pmem;
 pub mod sim;
+pub mod sites;
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -36,6 +37,7 @@ use crate::error::Error;
 use mapping::Mapping;
 pub use pmem::FlushInstr;
 use sim::SimState;
+pub use sites::Site;
 
 /// Size of a cache line, the unit of flushing and of crash atomicity tracking.
 pub const LINE: u64 = 64;
@@ -153,6 +155,7 @@ pub struct Domain {
     kind: Kind,
     counters: AtomicCounters,
     latency_ns: u64,
+    mutation: Option<Site>,
 }
 
 fn lines_of(off: u64, len: u64) -> u64 {
@@ -207,6 +210,7 @@ impl Domain {
             kind: Kind::Sim(Box::new(Mutex::new(state))),
             counters: AtomicCounters::default(),
             latency_ns: 0,
+            mutation: None,
         }
     }
 
@@ -225,6 +229,7 @@ impl Domain {
             kind,
             counters: AtomicCounters::default(),
             latency_ns: 0,
+            mutation: None,
         }
     }
 
@@ -327,9 +332,23 @@ impl Domain {
         self.store_nt(off, &v.to_le_bytes())
     }
 
+    /// Disables the flush or fence at `site` (crash-test mutations): the
+    /// operation becomes a no-op, as if the line were never written.
+    pub fn set_mutation(&mut self, site: Option<Site>) {
+        self.mutation = site;
+    }
+
     /// Starts writing back every line of `[off, off+len)`; the write-back is
     /// guaranteed complete at the next fence.
     pub fn flush(&self, off: u64, len: u64) -> Result<(), Error> {
+        self.flush_at(off, len, sites::USER)
+    }
+
+    /// [`flush`](Self::flush), naming the engine's ordering point.
+    pub fn flush_at(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
+        if self.mutation == Some(site) {
+            return Ok(());
+        }
         if len == 0 {
             return Ok(());
         }
@@ -352,8 +371,17 @@ impl Domain {
         Ok(())
     }
 
-    /// Orders and completes every earlier flush and non-temporal store.
+    /// Orders and completes every earlier flush and non-temporal store of
+    /// the calling thread.
     pub fn fence(&self) -> Result<(), Error> {
+        self.fence_at(sites::USER)
+    }
+
+    /// [`fence`](Self::fence), naming the engine's ordering point.
+    pub fn fence_at(&self, site: Site) -> Result<(), Error> {
+        if self.mutation == Some(site) {
+            return Ok(());
+        }
         bump(&self.counters.slot().fences, 1);
         match &self.kind {
             Kind::Pmem { .. } => self.map.sfence(),

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use crate::alloc::{AllocStats, Allocator};
 use crate::error::Error;
 use crate::log::{Log, LogStats, LogVariant};
-use crate::persist::{Backend, Counters, Domain};
+use crate::persist::{sites, Backend, Counters, Domain};
 use crate::tx::{recovery, Finished, Policy, RecoveryReport, Tx};
 use header::{Header, MAX_LAYOUT};
 use layout::{Layout, HEADER_SIZE, META_ROOT_OFF, META_ROOT_SIZE, MIN_POOL};
@@ -323,9 +323,9 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
     let page = hdr.encode();
     dom.store(0, &page)?;
-    dom.flush(0, page.len() as u64)?;
+    dom.flush_at(0, page.len() as u64, sites::POOL_HEADER_FLUSH)?;
     // The header persistent before the pool is used.
-    dom.fence()
+    dom.fence_at(sites::POOL_HEADER_FENCE)
 }
 
 /// Reads and verifies the header of a pool file without mapping it.

@@ -15,6 +15,7 @@
 //! only has the deferred END records to clear, which the next append does.
 
 use crate::error::Error;
+use crate::persist::sites;
 use crate::log::{Draft, Kind};
 use crate::pool::Pool;
 
@@ -30,11 +31,11 @@ impl Pool {
         let d = &self.dom;
         for f in &done {
             for &(off, len) in &f.targets {
-                d.flush(off, len)?;
+                d.flush_at(off, len, sites::CHECKPOINT_FLUSH)?;
             }
         }
         // Their stores persistent before CHECKPOINT says so.
-        d.fence()?;
+        d.fence_at(sites::CHECKPOINT_FLUSHED)?;
         let ck = Draft {
             tx: 0,
             kind: Kind::Checkpoint,
@@ -49,11 +50,11 @@ impl Pool {
         let cells: Vec<_> = done.iter().flat_map(|f| f.cells.iter().copied()).collect();
         self.log.release(d, &cells, None)?;
         // Every other record's gap persistent before any END's.
-        d.fence()?;
+        d.fence_at(sites::CHECKPOINT_GAPS)?;
         let ends: Vec<_> = done.iter().map(|f| f.end).collect();
         self.log.release(d, &ends, None)?;
         // The ENDs' gaps persistent before the CHECKPOINT's.
-        d.fence()?;
+        d.fence_at(sites::CHECKPOINT_ENDS)?;
         self.log.release(d, &[placed[0].cell], None)
     }
 }

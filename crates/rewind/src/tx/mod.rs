@@ -33,6 +33,7 @@ use std::str::FromStr;
 use bytemuck::Pod;
 
 use crate::error::Error;
+use crate::persist::sites;
 use crate::log::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed};
 use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_OFF, META_ROOT_SIZE};
@@ -241,7 +242,7 @@ impl<'p> Tx<'p> {
             // record frees it); flushed now so commit's fence covers it.
             let d = &self.pool.dom;
             d.store(off, bytes)?;
-            return d.flush(off, bytes.len() as u64);
+            return d.flush_at(off, bytes.len() as u64, sites::TX_FRESH_FLUSH);
         }
         for (i, piece) in bytes.chunks(MAX_RECORD_DATA as usize).enumerate() {
             self.write_piece(off + (i as u64) * MAX_RECORD_DATA, piece)?;
@@ -326,7 +327,7 @@ impl<'p> Tx<'p> {
         self.b.targets.push((off, new.len() as u64));
         if self.pool.policy == Policy::Force {
             // Under force, commit's fence must find every store flushed.
-            d.flush(off, new.len() as u64)?;
+            d.flush_at(off, new.len() as u64, sites::TX_STORE_FLUSH)?;
         }
         Ok(())
     }
@@ -526,7 +527,7 @@ impl<'p> Tx<'p> {
         match fin {
             None => {
                 // The stores persistent before their records are cleared.
-                pool.dom.fence()?;
+                pool.dom.fence_at(sites::TX_COMMIT_STORES)?;
                 pool.log.release(&pool.dom, &self.b.cells, Some(end.cell))?;
             }
             Some(mut fin) => fin.push(Finished {
@@ -712,5 +713,5 @@ fn zero(pool: &Pool, off: u64, size: u64) -> Result<(), Error> {
         pool.dom.store(off + done, &Z[..n as usize])?;
         done += n;
     }
-    pool.dom.flush(off, size)
+    pool.dom.flush_at(off, size, sites::TX_ZERO_FLUSH)
 }

@@ -14,7 +14,7 @@ use crate::alloc;
 use crate::error::Error;
 use crate::log::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{Draft, Kind, Log, Record, Scanned};
-use crate::persist::Domain;
+use crate::persist::{sites, Domain};
 use crate::pool::layout::Layout;
 use crate::tx::Policy;
 
@@ -95,7 +95,7 @@ pub(crate) fn apply_clr(
     match what {
         clr::BYTES => {
             d.store(target, bytes)?;
-            d.flush(target, bytes.len() as u64)
+            d.flush_at(target, bytes.len() as u64, sites::UNDO_FLUSH)
         }
         clr::FREE => alloc::mark(d, l, target, size_word(bytes, target)?, false),
         clr::ALLOCATED => alloc::mark(d, l, target, size_word(bytes, target)?, true),
@@ -111,7 +111,7 @@ fn redo(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
     match r.kind {
         Kind::Update => {
             d.store(r.target, &r.new)?;
-            d.flush(r.target, r.new.len() as u64)?;
+            d.flush_at(r.target, r.new.len() as u64, sites::RECOVERY_REDO_FLUSH)?;
         }
         Kind::Clr => apply_clr(d, l, r.flags, r.target, &r.new)?,
         Kind::Alloc => alloc::mark(d, l, r.target, r.aux, true)?,
@@ -325,7 +325,7 @@ pub(crate) fn recover(
     }
     report.rolled_back = losers.len() as u64;
     // Everything redone or undone is flushed; persistent before the log goes.
-    d.fence()?;
+    d.fence_at(sites::RECOVERY_APPLIED)?;
     log.clear_all(d)?;
     Ok(report)
 }

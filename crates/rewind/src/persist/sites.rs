@@ -1,0 +1,92 @@
+//! Named ordering points. Every flush and fence the engine issues names its
+//! site, so the crash explorer can disable one (a *mutation*) and show that
+//! it then finds violations: proof that the harness can fail, and that each
+//! ordering point is needed. A site whose removal cannot break consistency
+//! says why (`redundant`).
+
+/// An ordering point in the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site(pub &'static str);
+
+/// One entry of the registry.
+#[derive(Clone, Copy, Debug)]
+pub struct SiteInfo {
+    /// The site.
+    pub site: Site,
+    /// What must be persistent before the next step.
+    pub what: &'static str,
+    /// Why disabling it cannot break consistency, when that is so.
+    pub redundant: Option<&'static str>,
+}
+
+macro_rules! sites {
+    ($( $id:ident = $name:literal : $what:literal $(, redundant: $why:literal)? ;)*) => {
+        $(
+            #[doc = $what]
+            pub const $id: Site = Site($name);
+        )*
+        /// Every site, in the order of the write path.
+        pub const ALL: &[SiteInfo] = &[
+            $( SiteInfo { site: $id, what: $what, redundant: sites!(@why $($why)?) }, )*
+        ];
+    };
+    (@why) => { None };
+    (@why $why:literal) => { Some($why) };
+}
+
+sites! {
+    USER = "user": "a fence or flush issued through the public Domain API, outside the engine",
+        redundant: "not an engine ordering point";
+    POOL_HEADER_FLUSH = "pool.header.flush": "the header written back at create",
+        redundant: "creation is not crash-atomic (as in libpmemobj): a file whose header never persisted is refused by open with a typed error; exploration starts from a created pool";
+    POOL_HEADER_FENCE = "pool.header.fence": "the header persistent before the pool is used",
+        redundant: "creation is not crash-atomic (see pool.header.flush)";
+    ADLL_APPEND_NODE = "adll.append.node": "new node (prev, next, zeroed cells) and lastTail persistent before toAppend names the node";
+    ADLL_APPEND_TO_APPEND = "adll.append.to_append": "toAppend persistent before the links change, so recovery can redo them";
+    ADLL_APPEND_LINKS = "adll.append.links": "head/tail/next links persistent before toAppend is cleared";
+    ADLL_APPEND_CLEAR = "adll.append.clear": "toAppend = 0 persistent before the next list operation",
+        redundant: "toAppend shares a cache line with lastTail and toRemove, which the next list operation stores before its own fence: per-line program order persists the clear first, and redoing a completed append is idempotent";
+    ADLL_REMOVE_TO_REMOVE = "adll.remove.to_remove": "toRemove persistent before the links change";
+    ADLL_REMOVE_LINKS = "adll.remove.links": "unlinked neighbours persistent before toRemove is cleared";
+    ADLL_REMOVE_CLEAR = "adll.remove.clear": "toRemove = 0 persistent before the node can be reused",
+        redundant: "reusing the node starts with lastTail and toAppend, stored in toRemove's cache line before a fence: per-line program order persists the clear first";
+    ADLL_RECOVER_APPEND_LINKS = "adll.recover.append.links": "recovery: redone append links persistent before toAppend is cleared";
+    ADLL_RECOVER_APPEND_CLEAR = "adll.recover.append.clear": "recovery: toAppend = 0 persistent",
+        redundant: "as adll.append.clear";
+    ADLL_RECOVER_REMOVE_LINKS = "adll.recover.remove.links": "recovery: redone unlink persistent before toRemove is cleared";
+    ADLL_RECOVER_REMOVE_CLEAR = "adll.recover.remove.clear": "recovery: toRemove = 0 persistent",
+        redundant: "as adll.remove.clear";
+    LOG_RECORD_BODY = "log.record.body": "Simple/Optimized: a record's body persistent before its cell points at it";
+    LOG_RECORD_CELL = "log.record.cell": "Simple/Optimized: the cell persistent before the in-place store it covers (WAL)";
+    LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid";
+    LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)";
+    LOG_RELEASE_END = "log.release.end": "a transaction's cleared records persistent before its END is cleared";
+    ALLOC_OPEN_RESET_FLUSH = "alloc.open.reset.flush": "an empty class chunk reset to free at open",
+        redundant: "the reset is an optimisation: either descriptor is consistent with an empty bitmap";
+    ALLOC_OPEN_RESET_FENCE = "alloc.open.reset.fence": "the resets persistent",
+        redundant: "as alloc.open.reset.flush";
+    ALLOC_FORMAT_BITMAP = "alloc.format.bitmap": "a chunk's cleared bitmap written back when it takes a size class";
+    ALLOC_FORMAT_DESC = "alloc.format.desc": "a chunk's class descriptor written back";
+    ALLOC_FORMAT_FENCE = "alloc.format.fence": "bitmap and descriptor persistent before an ALLOC record can name a block of the chunk";
+    ALLOC_MARK_BIT = "alloc.mark.bit": "a block's bitmap bit written back when it is allocated or freed";
+    ALLOC_MARK_RUN = "alloc.mark.run": "a large run's descriptors written back when it is allocated or freed";
+    TX_FRESH_FLUSH = "tx.fresh.flush": "a write into memory this transaction allocated written back (no record covers it)";
+    TX_ZERO_FLUSH = "tx.zero.flush": "a new allocation's zeroing written back";
+    TX_STORE_FLUSH = "tx.store.flush": "force: an in-place store written back, so commit's fence makes it durable";
+    TX_COMMIT_STORES = "tx.commit.stores": "Batch force: the last group's in-place stores persistent before its records are cleared";
+    UNDO_FLUSH = "undo.flush": "a compensation (rollback or recovery undo) written back before END";
+    CHECKPOINT_FLUSH = "checkpoint.flush": "a finished transaction's changes written back by a checkpoint";
+    CHECKPOINT_FLUSHED = "checkpoint.flushed": "those changes persistent before the CHECKPOINT record",
+        redundant: "the CHECKPOINT record's own append fences (body before cell, or group before index) complete the flushes before the record can be valid";
+    CHECKPOINT_GAPS = "checkpoint.gaps": "checkpointed records cleared persistently before their END records";
+    CHECKPOINT_ENDS = "checkpoint.ends": "END records cleared persistently before the CHECKPOINT record",
+        redundant: "once every other record of those transactions is gone, their END records are inert: nothing to redo or undo";
+    RECOVERY_REDO_FLUSH = "recovery.redo.flush": "a redone record's effect written back before the log is cleared";
+    RECOVERY_APPLIED = "recovery.applied": "everything redone and undone persistent before the log is cleared",
+        redundant: "the first ADLL removal's fence (adll.remove.to_remove) completes these flushes before any record leaves the log";
+}
+
+/// Looks a site up by name.
+pub fn find(name: &str) -> Option<&'static SiteInfo> {
+    ALL.iter().find(|s| s.site.0 == name)
+}
