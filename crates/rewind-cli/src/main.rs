@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod crashtest;
 mod demo;
 mod error;
 mod inspect;
@@ -44,6 +45,9 @@ enum Command {
     DemoChild(demo::ChildArgs),
     /// Run a benchmark (`overhead`) or `all`; writes DIR/NAME.json, .csv and .svg.
     Bench(bench::BenchArgs),
+    /// Explore crash states of every log variant and policy; ends with
+    /// `crash states: N checked, V violations`.
+    Crashtest(crashtest::CrashtestArgs),
     /// Print a pool's header and layout.
     Info {
         /// The pool file.
@@ -74,6 +78,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Demo(args) => demo::run(&args),
         Command::DemoChild(args) => demo::child(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Crashtest(args) => crashtest::run(&args),
         Command::Info { pool } => inspect::info(&pool),
         Command::Check { pool } => inspect::check(&pool),
         Command::Recover { pool, layout } => inspect::recover(&pool, layout.as_deref()),

@@ -140,8 +140,19 @@ pub fn info(path: &Path) -> Result<PoolInfo, Error> {
 /// `Err` when the header itself cannot be read.
 pub fn check(path: &Path) -> Result<CheckReport, Error> {
     let (header, bytes) = load(path)?;
+    Ok(check_bytes(&header, &bytes))
+}
+
+/// [`check`] on a pool image in memory (a crash image, say).
+pub fn check_image(image: &[u8]) -> Result<CheckReport, Error> {
+    let path = Path::new("<image>");
+    let header = Header::decode(path, image, image.len() as u64)?;
+    Ok(check_bytes(&header, image))
+}
+
+fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
     let mut r = CheckReport::default();
-    match scan(&header, &bytes) {
+    match scan(header, bytes) {
         Ok((records, _, repaired)) => {
             if repaired {
                 r.notes
@@ -157,32 +168,53 @@ pub fn check(path: &Path) -> Result<CheckReport, Error> {
         Err(e) => r.problems.push(format!("log: {e}")),
     }
     if !r.is_ok() {
-        return Ok(r);
+        return r;
     }
     let image = bytes[..header.layout.pool_size as usize].to_vec();
     match Pool::open_image(image, &header.layout_name) {
-        Ok(pool) => {
-            let (root, size) = (word(&bytes, META_ROOT_OFF), word(&bytes, META_ROOT_SIZE));
-            let after = pool.domain().read_u64(META_ROOT_OFF).unwrap_or(root);
-            if after != 0 {
-                let rsize = pool.domain().read_u64(META_ROOT_SIZE).unwrap_or(size);
-                match alloc::allocated_size(pool.domain(), pool.layout(), after) {
-                    Ok(b) if b >= rsize => {}
-                    Ok(b) => r.problems.push(format!(
-                        "root object at {after:#x} is {rsize} bytes but its block is only {b}"
-                    )),
-                    Err(e) => r.problems.push(format!("root object at {after:#x}: {e}")),
-                }
-            }
-            let s = pool.alloc_stats();
-            r.notes.push(format!(
-                "heap: {} of {} chunks free",
-                s.free_chunks, s.total_chunks
-            ));
-        }
+        Ok(pool) => check_open(&pool, &mut r),
         Err(e) => r.problems.push(format!("recovery would fail: {e}")),
     }
-    Ok(r)
+    r
+}
+
+/// Checks an open (so recovered) pool: its log list, its root object and
+/// its allocator metadata. The crash explorer runs it on every image it
+/// recovers.
+pub fn check_pool(pool: &Pool) -> CheckReport {
+    let mut r = CheckReport::default();
+    if let Err(e) = crate::log::adll::walk(pool.domain(), pool.layout()) {
+        r.problems.push(format!("log: {e}"));
+    }
+    check_open(pool, &mut r);
+    r
+}
+
+fn check_open(pool: &Pool, r: &mut CheckReport) {
+    let d = pool.domain();
+    let root = d.read_u64(META_ROOT_OFF).unwrap_or(0);
+    if root != 0 {
+        let rsize = d.read_u64(META_ROOT_SIZE).unwrap_or(0);
+        match alloc::allocated_size(d, pool.layout(), root) {
+            Ok(b) if b >= rsize => {}
+            Ok(b) => r.problems.push(format!(
+                "root object at {root:#x} is {rsize} bytes but its block is only {b}"
+            )),
+            Err(e) => r.problems.push(format!("root object at {root:#x}: {e}")),
+        }
+    }
+    match alloc::allocated_blocks(d, pool.layout()) {
+        Ok(blocks) => {
+            let s = pool.alloc_stats();
+            r.notes.push(format!(
+                "heap: {} blocks allocated; {} of {} chunks free",
+                blocks.len(),
+                s.free_chunks,
+                s.total_chunks
+            ));
+        }
+        Err(e) => r.problems.push(format!("heap: {e}")),
+    }
 }
 
 /// One line per log record, in log order.

@@ -32,6 +32,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod alloc;
+pub mod crashtest;
 pub mod error;
 pub mod inspect;
 pub mod log;

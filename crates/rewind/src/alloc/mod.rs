@@ -358,6 +358,42 @@ pub fn allocated_size(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
     }
 }
 
+/// Every allocated block, `(offset, block size)`, in address order, read
+/// from the media state (descriptors and bitmaps).
+pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error> {
+    let mut out = Vec::new();
+    let mut bits = vec![0u8; BITMAP_BYTES as usize];
+    let mut c = 0;
+    while c < l.heap_chunks {
+        let v = d.read_u64(desc_off(l, c))?;
+        let (kind, low) = (v >> KIND_SHIFT, v & ((1 << KIND_SHIFT) - 1));
+        match kind {
+            SMALL if (low as usize) < CLASSES => {
+                d.read(bitmap(l, c), &mut bits)?;
+                let size = MIN_CLASS << low;
+                for slot in 0..CHUNK / size {
+                    if bits[(slot / 8) as usize] & (1 << (slot % 8)) != 0 {
+                        out.push((chunk_start(l, c) + slot * size, size));
+                    }
+                }
+                c += 1;
+            }
+            LARGE if low >= 1 && c + low <= l.heap_chunks => {
+                out.push((chunk_start(l, c), low * CHUNK));
+                c += low;
+            }
+            FREE => c += 1,
+            _ => {
+                return Err(Error::HeapCorrupt {
+                    offset: desc_off(l, c),
+                    reason: "invalid chunk descriptor",
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn find_run(free: &BTreeSet<u64>, n: u64) -> Option<u64> {
     let (mut start, mut len, mut prev) = (0, 0, None);
     for &c in free {

@@ -399,7 +399,13 @@ impl Log {
             // Bodies and cells of the group persistent before the index
             // makes them valid.
             d.fence_at(sites::LOG_GROUP_BODY)?;
-            for &(block, n) in &st.batch_index {
+            for (i, &(block, n)) in st.batch_index.iter().enumerate() {
+                if i > 0 {
+                    // A group spanning buckets becomes valid in log order: a
+                    // crash may leave a prefix of it, never a later part alone
+                    // (an END without its records, a CLR without the earlier ones).
+                    d.fence_at(sites::LOG_GROUP_SPAN)?;
+                }
                 d.store_nt_u64(block + INDEX, n as u64)?;
             }
             // The index persistent before the caller's in-place stores.

@@ -21,6 +21,42 @@ enum Backing {
     Owned(#[allow(dead_code)] Box<[u8]>),
 }
 
+/// A read-only view of a mapping's bytes for the simulator, which reads the
+/// live contents to build crash images. Valid while its Mapping lives (the
+/// Domain owns both and drops the simulator first).
+#[derive(Clone, Copy)]
+pub(super) struct View {
+    base: *const u8,
+    len: usize,
+}
+
+// SAFETY: a View only reads through raw-pointer copies (see Mapping) and is
+// used under the simulator's lock, while the Mapping that owns the bytes lives.
+unsafe impl Send for View {}
+
+impl View {
+    /// A copy of the bytes.
+    pub(super) fn copy(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        // SAFETY: `base..base+len` is the live mapping (see the type's doc);
+        // `v` is a fresh allocation of `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.base, v.as_mut_ptr(), self.len) };
+        v
+    }
+
+    /// The 8 bytes at `off` (8-aligned, inside the view).
+    pub(super) fn word(&self, off: u64) -> [u8; 8] {
+        assert!(
+            off as usize + 8 <= self.len,
+            "simulated store outside the region"
+        );
+        let mut w = [0u8; 8];
+        // SAFETY: bounds asserted above; `w` is a local buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off as usize), w.as_mut_ptr(), 8) };
+        w
+    }
+}
+
 pub(super) struct Mapping {
     base: *mut u8,
     len: usize,
@@ -62,6 +98,13 @@ impl Mapping {
 
     pub(super) fn len(&self) -> usize {
         self.len
+    }
+
+    pub(super) fn view(&self) -> View {
+        View {
+            base: self.base,
+            len: self.len,
+        }
     }
 
     pub(super) fn read(&self, off: usize, buf: &mut [u8]) {

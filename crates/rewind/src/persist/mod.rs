@@ -151,8 +151,10 @@ enum Kind {
 
 /// A persistence domain over one contiguous region (a pool).
 pub struct Domain {
-    map: Mapping,
+    // Declared before `map`, so the simulator (which views the mapping) is
+    // dropped first.
     kind: Kind,
+    map: Mapping,
     counters: AtomicCounters,
     latency_ns: u64,
     mutation: Option<Site>,
@@ -204,9 +206,10 @@ impl Domain {
 
     /// A simulated domain whose persisted (and live) contents are `image`.
     pub fn sim_from_image(image: Vec<u8>) -> Domain {
-        let state = SimState::new(image.clone());
+        let map = Mapping::owned(image);
+        let state = SimState::new(map.view());
         Domain {
-            map: Mapping::owned(image),
+            map,
             kind: Kind::Sim(Box::new(Mutex::new(state))),
             counters: AtomicCounters::default(),
             latency_ns: 0,
@@ -289,8 +292,9 @@ impl Domain {
         match &self.kind {
             Kind::Sim(sim) => {
                 let mut s = sim.lock();
+                s.record(off, bytes.len(), false);
                 self.map.write(off as usize, bytes);
-                s.store(off, bytes, false);
+                s.stored();
             }
             _ => self.map.write(off as usize, bytes),
         }
@@ -320,8 +324,9 @@ impl Domain {
             }
             Kind::Sim(sim) => {
                 let mut s = sim.lock();
+                s.record(off, bytes.len(), true);
                 self.map.write(off as usize, bytes);
-                s.store(off, bytes, true);
+                s.stored();
             }
         }
         Ok(())

@@ -59,6 +59,7 @@ sites! {
     LOG_RECORD_BODY = "log.record.body": "Simple/Optimized: a record's body persistent before its cell points at it";
     LOG_RECORD_CELL = "log.record.cell": "Simple/Optimized: the cell persistent before the in-place store it covers (WAL)";
     LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid";
+    LOG_GROUP_SPAN = "log.group.span": "Batch: when a group spans two buckets, the earlier bucket's index persistent before the later one's (the group becomes valid in log order)";
     LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)";
     LOG_RELEASE_END = "log.release.end": "a transaction's cleared records persistent before its END is cleared";
     ALLOC_OPEN_RESET_FLUSH = "alloc.open.reset.flush": "an empty class chunk reset to free at open",

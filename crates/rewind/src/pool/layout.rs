@@ -29,7 +29,7 @@ pub const MIN_CLASS: u64 = 64;
 /// Bitmap bytes per chunk (one bit per smallest-class slot).
 pub const BITMAP_BYTES: u64 = CHUNK / MIN_CLASS / 8;
 /// Smallest pool accepted by `create`.
-pub const MIN_POOL: u64 = 2 * 1024 * 1024;
+pub const MIN_POOL: u64 = 1024 * 1024;
 
 /// Geometry of one pool, decoded from (and encoded into) its header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -258,6 +258,11 @@ impl Pool {
         &self.dom
     }
 
+    /// Disables one ordering point of the engine (crash-test mutations).
+    pub fn set_mutation(&mut self, site: Option<crate::persist::Site>) {
+        self.dom.set_mutation(site);
+    }
+
     /// Log usage.
     pub fn log_stats(&self) -> LogStats {
         self.log.stats()
@@ -281,7 +286,7 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         return Err(Error::InvalidConfig {
             what: "pool size",
             value: size.to_string(),
-            expected: "at least 2 MiB",
+            expected: "at least 1 MiB",
         });
     }
     let cells = match cfg.log {

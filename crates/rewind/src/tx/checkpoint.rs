@@ -15,8 +15,8 @@
 //! only has the deferred END records to clear, which the next append does.
 
 use crate::error::Error;
-use crate::persist::sites;
 use crate::log::{Draft, Kind};
+use crate::persist::sites;
 use crate::pool::Pool;
 
 impl Pool {

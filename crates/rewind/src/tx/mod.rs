@@ -33,9 +33,9 @@ use std::str::FromStr;
 use bytemuck::Pod;
 
 use crate::error::Error;
-use crate::persist::sites;
 use crate::log::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed};
+use crate::persist::sites;
 use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_OFF, META_ROOT_SIZE};
 use crate::pool::{PPtr, Pool};
 

@@ -1,0 +1,273 @@
+//! Random transaction programs and the plain model they are checked
+//! against. A program is a list of transactions of writes (single words and
+//! multi-record byte ranges), allocations (only the first and last byte
+//! written, so the zeroing shows), logged writes into existing objects,
+//! frees, aborts and checkpoints; everything is derived from a seed.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::Error;
+use crate::pool::{PPtr, Pool};
+use crate::tx::Tx;
+
+/// Word slots in the root.
+pub const SLOTS: u64 = 24;
+/// Object table entries.
+pub const OBJS: u64 = 6;
+/// Bytes of the byte range.
+pub const BIG: usize = 600;
+
+/// The pool's root object.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+pub struct Root {
+    slots: PPtr<u64>,
+    objs: PPtr<Obj>,
+    big: PPtr<u8>,
+}
+
+/// An object table entry.
+#[derive(Clone, Copy, Pod, Zeroable, Default, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Obj {
+    ptr: u64,
+    size: u64,
+    fill: u64,
+}
+
+/// One operation of a transaction.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    /// `slots[i] = v`.
+    Write(u64, u64),
+    /// `big[at..at+len] = byte` (several records).
+    Big(usize, usize, u8),
+    /// Allocate an object of `size` bytes into entry `k` if it is empty;
+    /// its first and last byte become `fill`.
+    Alloc(u64, u64, u8),
+    /// Free entry `k`'s object.
+    Free(u64),
+    /// Logged write of `fill` into entry `k`'s first and last byte.
+    Poke(u64, u8),
+}
+
+/// One transaction of a program.
+#[derive(Clone, Debug)]
+pub struct TxProg {
+    /// Its operations.
+    pub ops: Vec<Op>,
+    /// Commit (true) or abort.
+    pub commit: bool,
+    /// Run a checkpoint after it.
+    pub checkpoint: bool,
+}
+
+/// A deterministic generator (SplitMix64).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A random program of up to `max_tx` transactions.
+pub fn generate(seed: u64, max_tx: u64) -> Vec<TxProg> {
+    let mut r = Rng::new(seed);
+    (0..1 + r.below(max_tx))
+        .map(|_| {
+            let ops = (0..r.below(14))
+                .map(|_| match r.below(12) {
+                    0..=4 => Op::Write(r.below(SLOTS), r.next()),
+                    5 => {
+                        let at = r.below(BIG as u64 - 1) as usize;
+                        Op::Big(at, 1 + r.below(400) as usize, r.next() as u8)
+                    }
+                    6 | 7 => {
+                        let size = if r.below(10) == 0 {
+                            70_000 + r.below(150_000)
+                        } else {
+                            1 + r.below(300)
+                        };
+                        Op::Alloc(r.below(OBJS), size, 1 + r.below(255) as u8)
+                    }
+                    8 | 9 => Op::Free(r.below(OBJS)),
+                    _ => Op::Poke(r.below(OBJS), 1 + r.below(255) as u8),
+                })
+                .collect();
+            TxProg {
+                ops,
+                commit: r.below(5) != 0,
+                checkpoint: r.below(4) == 0,
+            }
+        })
+        .collect()
+}
+
+/// What a pool holds, as the program sees it (object addresses aside).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Model {
+    /// The word slots.
+    pub slots: Vec<u64>,
+    /// `(size, fill)` of each object entry; (0, 0) when empty.
+    pub objs: Vec<(u64, u64)>,
+    /// The byte range.
+    pub big: Vec<u8>,
+}
+
+impl Model {
+    /// The state right after [`setup`].
+    pub fn initial() -> Model {
+        Model {
+            slots: vec![0; SLOTS as usize],
+            objs: vec![(0, 0); OBJS as usize],
+            big: vec![0; BIG],
+        }
+    }
+
+    /// The state after `op` runs.
+    pub fn apply(&mut self, op: &Op) {
+        match *op {
+            Op::Write(s, v) => self.slots[s as usize] = v,
+            Op::Big(at, n, b) => self.big[at..(at + n).min(BIG)].fill(b),
+            Op::Alloc(k, size, f) => {
+                if self.objs[k as usize].0 == 0 {
+                    self.objs[k as usize] = (size, f as u64);
+                }
+            }
+            Op::Free(k) => self.objs[k as usize] = (0, 0),
+            Op::Poke(k, f) => {
+                if self.objs[k as usize].0 != 0 {
+                    self.objs[k as usize].1 = f as u64;
+                }
+            }
+        }
+    }
+}
+
+/// Creates the root and its arrays.
+pub fn setup(pool: &Pool) -> Result<(), Error> {
+    pool.transaction(|tx| {
+        let r: PPtr<Root> = tx.root()?;
+        let root = Root {
+            slots: tx.alloc_array(SLOTS)?,
+            objs: tx.alloc_array(OBJS)?,
+            big: tx.alloc_array(BIG as u64)?,
+        };
+        tx.write(r, &root)
+    })
+}
+
+fn root(tx: &mut Tx<'_>) -> Result<Root, Error> {
+    let r = tx.root::<Root>()?;
+    tx.read(r)
+}
+
+/// Runs one operation inside a transaction.
+pub fn run_op(tx: &mut Tx<'_>, op: &Op) -> Result<(), Error> {
+    let root = root(tx)?;
+    match *op {
+        Op::Write(s, v) => tx.write(root.slots.at(s), &v),
+        Op::Big(at, n, b) => tx.write_bytes(
+            root.big.offset() + at as u64,
+            &vec![b; (at + n).min(BIG) - at],
+        ),
+        Op::Alloc(k, size, f) => {
+            let slot = root.objs.at(k);
+            if tx.read(slot)?.ptr != 0 {
+                return Ok(());
+            }
+            let p = tx.alloc_bytes(size)?;
+            tx.write_bytes(p, &[f])?;
+            tx.write_bytes(p + size - 1, &[f])?;
+            tx.write(
+                slot,
+                &Obj {
+                    ptr: p,
+                    size,
+                    fill: f as u64,
+                },
+            )
+        }
+        Op::Free(k) => {
+            let slot = root.objs.at(k);
+            let obj = tx.read(slot)?;
+            if obj.ptr != 0 {
+                tx.free(PPtr::<u8>::from_offset(obj.ptr))?;
+                tx.write(slot, &Obj::default())?;
+            }
+            Ok(())
+        }
+        Op::Poke(k, f) => {
+            let slot = root.objs.at(k);
+            let mut obj = tx.read(slot)?;
+            if obj.ptr != 0 {
+                tx.write_bytes(obj.ptr, &[f])?;
+                tx.write_bytes(obj.ptr + obj.size - 1, &[f])?;
+                obj.fill = f as u64;
+                tx.write(slot, &obj)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Reads the model back from a pool, verifying each object's bytes (fill
+/// at both ends, zeros between) and returning the blocks the program can
+/// reach (root, its arrays, live objects) for the allocator check.
+pub fn read(pool: &Pool) -> Result<(Model, Vec<u64>), String> {
+    let e = |e: Error| e.to_string();
+    let rp = pool.root::<Root>().map_err(e)?.ok_or("no root object")?;
+    let root: Root = pool.read(rp).map_err(e)?;
+    let mut m = Model::initial();
+    let mut reach = vec![
+        rp.offset(),
+        root.slots.offset(),
+        root.objs.offset(),
+        root.big.offset(),
+    ];
+    for i in 0..SLOTS {
+        m.slots[i as usize] = pool.read(root.slots.at(i)).map_err(e)?;
+    }
+    pool.read_bytes(root.big.offset(), &mut m.big).map_err(e)?;
+    for k in 0..OBJS {
+        let o: Obj = pool.read(root.objs.at(k)).map_err(e)?;
+        if o.ptr == 0 {
+            continue;
+        }
+        let mut bytes = vec![0u8; o.size as usize];
+        pool.read_bytes(o.ptr, &mut bytes).map_err(e)?;
+        let f = o.fill as u8;
+        let ok = bytes[0] == f
+            && bytes[bytes.len() - 1] == f
+            && bytes[1..bytes.len().saturating_sub(1)]
+                .iter()
+                .all(|&b| b == 0);
+        if !ok {
+            return Err(format!(
+                "object {k} at {:#x}: contents are not fill {f}, zeros, fill {f}",
+                o.ptr
+            ));
+        }
+        m.objs[k as usize] = (o.size, o.fill);
+        reach.push(o.ptr);
+    }
+    reach.sort_unstable();
+    Ok((m, reach))
+}
