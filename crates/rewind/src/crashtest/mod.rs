@@ -40,12 +40,13 @@ use crate::error::Error;
 use crate::log::LogVariant;
 use crate::persist::sim::{Point, SimState};
 use crate::persist::{Backend, Domain, Site};
+use crate::pool::layout::META_ADLL;
 use crate::pool::{Pool, PoolConfig};
 use crate::tx::Policy;
 use program::{Model, Rng, TxProg};
 
 const LAYOUT: &str = "rewind-crashtest";
-const POOL_SIZE: u64 = 1 << 20;
+const POOL_SIZE: u64 = 2 << 20;
 
 /// How to explore one program.
 #[derive(Clone, Copy, Debug)]
@@ -212,6 +213,19 @@ fn check_image(
     Ok((m, pool))
 }
 
+/// Runs a check, turning a panic (a bug in recovery or the checker) into a
+/// reported violation rather than the end of the exploration.
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Err(format!("panic during recovery or checking: {msg}"))
+    })
+}
+
 fn diff(got: &Model, want: &Model) -> String {
     let mut out = Vec::new();
     for (i, (g, w)) in got.slots.iter().zip(&want.slots).enumerate() {
@@ -310,16 +324,29 @@ fn visit(
     sh.last_empty = empty;
     sh.stats.points += 1;
     let imgs = images(sim, cfg, &mut sh.rng);
+    let mut adll_done = false;
     for (label, img) in imgs {
         sh.stats.images += 1;
-        let depth2 = cfg.depth2_every > 0 && sh.stats.images % cfg.depth2_every == 0;
+        // An image that catches an ADLL operation in flight makes recovery
+        // redo it: crash that recovery at every fence. Others: a sample.
+        let word = |off: u64| {
+            u64::from_le_bytes(img[off as usize..off as usize + 8].try_into().expect("8"))
+        };
+        // (One image per crash point is enough: they share the interrupted operation.)
+        let adll_in_flight =
+            !adll_done && (word(META_ADLL + 24) != 0 || word(META_ADLL + 32) != 0);
+        adll_done |= adll_in_flight;
+        let depth2 =
+            adll_in_flight || (cfg.depth2_every > 0 && sh.stats.images % cfg.depth2_every == 0);
         let keep = depth2.then(|| img.clone());
-        let r = check_image(
-            img,
-            &sh.expect.committed,
-            sh.expect.in_flight.as_ref(),
-            cfg.mutation,
-        );
+        let r = guarded(|| {
+            check_image(
+                img,
+                &sh.expect.committed,
+                sh.expect.in_flight.as_ref(),
+                cfg.mutation,
+            )
+        });
         let (model, pool) = match r {
             Ok(ok) => ok,
             Err(message) => {
@@ -329,8 +356,14 @@ fn visit(
         };
         if let Some(img) = keep {
             let fences = pool.domain().with_sim(|s| s.fences()).unwrap_or(0);
-            for _ in 0..cfg.depth2_points.min(fences) {
-                let k = 1 + sh.rng.below(fences);
+            let points: Vec<u64> = if adll_in_flight {
+                (1..=fences.min(6)).collect()
+            } else {
+                (0..cfg.depth2_points.min(fences))
+                    .map(|_| 1 + sh.rng.below(fences))
+                    .collect()
+            };
+            for k in points {
                 let mut dom = Domain::sim_from_image(img.clone());
                 dom.set_mutation(cfg.mutation);
                 dom.with_sim_mut(|s| s.capture_at_fence(k, k ^ seed));
@@ -356,7 +389,7 @@ fn visit(
                 for (i, img2) in inner.into_iter().enumerate() {
                     sh.stats.images += 1;
                     sh.stats.depth2 += 1;
-                    if let Err(m) = check_image(img2, &model, None, cfg.mutation) {
+                    if let Err(m) = guarded(|| check_image(img2, &model, None, cfg.mutation)) {
                         let message = format!("after a crash during recovery: {m}");
                         report(
                             sh,
@@ -481,7 +514,7 @@ pub fn run_program(cfg: &Config, seed: u64, stop: &Arc<AtomicBool>) -> Result<St
         let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(st) = pool.domain().with_sim(|s| s.image_all_pending()) {
             g.stats.images += 1;
-            if let Err(m) = check_image(st, &model, None, cfg.mutation) {
+            if let Err(m) = guarded(|| check_image(st, &model, None, cfg.mutation)) {
                 let text = text.clone();
                 report(
                     &mut g,

@@ -17,13 +17,35 @@ pub const OBJS: u64 = 6;
 /// Bytes of the byte range.
 pub const BIG: usize = 600;
 
-/// The pool's root object.
+/// The pool's root object: one block holding the slots, the object table
+/// and the byte range (so setup takes a single heap chunk).
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
 pub struct Root {
+    slots: [u64; SLOTS as usize],
+    objs: [Obj; OBJS as usize],
+    big: [u8; BIG],
+}
+
+/// Typed pointers into the root block.
+#[derive(Clone, Copy)]
+struct Parts {
+    root: u64,
     slots: PPtr<u64>,
     objs: PPtr<Obj>,
     big: PPtr<u8>,
+}
+
+impl Parts {
+    fn of(root: u64) -> Parts {
+        let objs = root + 8 * SLOTS;
+        Parts {
+            root,
+            slots: PPtr::from_offset(root),
+            objs: PPtr::from_offset(objs),
+            big: PPtr::from_offset(objs + std::mem::size_of::<Obj>() as u64 * OBJS),
+        }
+    }
 }
 
 /// An object table entry.
@@ -161,22 +183,13 @@ impl Model {
     }
 }
 
-/// Creates the root and its arrays.
+/// Creates the root.
 pub fn setup(pool: &Pool) -> Result<(), Error> {
-    pool.transaction(|tx| {
-        let r: PPtr<Root> = tx.root()?;
-        let root = Root {
-            slots: tx.alloc_array(SLOTS)?,
-            objs: tx.alloc_array(OBJS)?,
-            big: tx.alloc_array(BIG as u64)?,
-        };
-        tx.write(r, &root)
-    })
+    pool.transaction(|tx| tx.root::<Root>().map(|_| ()))
 }
 
-fn root(tx: &mut Tx<'_>) -> Result<Root, Error> {
-    let r = tx.root::<Root>()?;
-    tx.read(r)
+fn root(tx: &mut Tx<'_>) -> Result<Parts, Error> {
+    Ok(Parts::of(tx.root::<Root>()?.offset()))
 }
 
 /// Runs one operation inside a transaction.
@@ -230,18 +243,14 @@ pub fn run_op(tx: &mut Tx<'_>, op: &Op) -> Result<(), Error> {
 
 /// Reads the model back from a pool, verifying each object's bytes (fill
 /// at both ends, zeros between) and returning the blocks the program can
-/// reach (root, its arrays, live objects) for the allocator check.
+/// reach (the root and live objects) for the allocator check. A damaged
+/// state is an error, never a panic.
 pub fn read(pool: &Pool) -> Result<(Model, Vec<u64>), String> {
     let e = |e: Error| e.to_string();
     let rp = pool.root::<Root>().map_err(e)?.ok_or("no root object")?;
-    let root: Root = pool.read(rp).map_err(e)?;
+    let root = Parts::of(rp.offset());
     let mut m = Model::initial();
-    let mut reach = vec![
-        rp.offset(),
-        root.slots.offset(),
-        root.objs.offset(),
-        root.big.offset(),
-    ];
+    let mut reach = vec![root.root];
     for i in 0..SLOTS {
         m.slots[i as usize] = pool.read(root.slots.at(i)).map_err(e)?;
     }
@@ -251,13 +260,21 @@ pub fn read(pool: &Pool) -> Result<(Model, Vec<u64>), String> {
         if o.ptr == 0 {
             continue;
         }
+        if o.size == 0 || o.size > pool.layout().pool_size {
+            return Err(format!(
+                "object {k} at {:#x} has an impossible size {}",
+                o.ptr, o.size
+            ));
+        }
         let mut bytes = vec![0u8; o.size as usize];
         pool.read_bytes(o.ptr, &mut bytes).map_err(e)?;
         let f = o.fill as u8;
         let ok = bytes[0] == f
             && bytes[bytes.len() - 1] == f
-            && bytes[1..bytes.len().saturating_sub(1)]
+            && bytes
                 .iter()
+                .skip(1)
+                .take(bytes.len().saturating_sub(2))
                 .all(|&b| b == 0);
         if !ok {
             return Err(format!(
