@@ -29,6 +29,9 @@ pub struct CrashtestArgs {
     /// List the engine's ordering points (mutation sites) and exit.
     #[arg(long)]
     list_mutations: bool,
+    /// Run only the program of this seed (a reproducer), with --config.
+    #[arg(long, value_name = "SEED", requires = "config")]
+    replay: Option<u64>,
     /// Disable one ordering point; succeeds only if violations are found.
     #[arg(long, value_name = "NAME")]
     mutate: Option<String>,
@@ -73,6 +76,23 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
                 "unknown configuration `{c}`: expected <simple|optimized|batch>-<force|no-force>"
             )));
         }
+    }
+    if let Some(seed) = a.replay {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = crashtest::run_program(&opts.configs[0], seed, &stop).map_err(|source| {
+            CliError::Rewind {
+                action: format!("replaying program {seed}"),
+                source,
+            }
+        })?;
+        for v in &st.examples {
+            println!("{v}");
+        }
+        println!(
+            "crash states: {} checked, {} violations",
+            st.images, st.violations
+        );
+        return Ok(());
     }
     println!(
         "crash-state exploration: {} configuration(s), {} thread(s), {} s, seed {}{}",

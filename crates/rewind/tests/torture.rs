@@ -24,8 +24,9 @@
 //! transaction not committed (re-running the aborted ones after it, which
 //! abort again).
 //!
-//! Knobs: `REWIND_TORTURE_CYCLES` (kills, default 250) and
-//! `REWIND_TORTURE_PARENT_SEED` (to replay a failing run; printed on failure).
+//! Knobs: `REWIND_TORTURE_CYCLES` (kills, default 400) and
+//! `REWIND_TORTURE_PARENT_SEED` (the same transactions and kill delays as a
+//! failing run, printed on failure; the instants still vary).
 
 use std::io::{BufRead, BufReader, Write};
 use std::mem::offset_of;
@@ -494,17 +495,15 @@ fn replay(run: &Run, model: &mut Model, seed: u64, t: &mut Tally) -> Option<u64>
     let mut expect = model.next_id; // the next id the child may name
     let mut in_flight = None;
     for (i, &ev) in run.events.iter().enumerate() {
-        assert!(
-            i >= 2 || ev == [Event::Opening, Event::Ready(expect)][i],
-            "lines {:?}",
-            &run.events[..=i]
-        );
+        // `opening`, `ready <next_id>`, then begin/end pairs.
+        let protocol = match i {
+            0 => ev == Event::Opening,
+            1 => ev == Event::Ready(model.next_id),
+            _ => !matches!(ev, Event::Opening | Event::Ready(_)),
+        };
+        assert!(protocol, "unexpected line {ev:?}: {:?}", &run.events[..=i]);
         match ev {
-            Event::Opening => assert_eq!(i, 0, "opening after other lines"),
-            Event::Ready(id) => {
-                assert_eq!(i, 1, "ready not right after opening");
-                assert_eq!(id, model.next_id, "child resumed at the wrong id");
-            }
+            Event::Opening | Event::Ready(_) => {}
             Event::Begin(id) => {
                 assert_eq!(id, expect, "begin out of order");
                 assert!(in_flight.is_none(), "begin inside a transaction");
@@ -550,7 +549,7 @@ fn torture() {
     // A panic anywhere below names the seed that replays the run.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        eprintln!("torture: replay with REWIND_TORTURE_PARENT_SEED={seed}");
+        eprintln!("torture: same transactions with REWIND_TORTURE_PARENT_SEED={seed}");
         hook(info)
     }));
 
@@ -649,7 +648,7 @@ fn torture() {
         secs
     );
     assert!(
-        t.in_flight >= t.kills / 4,
+        t.in_flight >= t.kills / 8,
         "only {} of {} kills landed in a transaction",
         t.in_flight,
         t.kills

@@ -280,6 +280,17 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
     let chunk = chunk_of(l, off)?;
     match class_of(size) {
         Some(class) if size == MIN_CLASS << class => {
+            if allocated {
+                // The block's chunk holds its class. Formatting a chunk is not
+                // logged, so when recovery repeats history (no-force redo), an
+                // earlier large run redone and freed in the same chunk would
+                // otherwise leave it marked free under a later block.
+                let want = desc(SMALL, class as u64);
+                if d.read_u64(desc_off(l, chunk))? != want {
+                    d.store_u64(desc_off(l, chunk), want)?;
+                    d.flush_at(desc_off(l, chunk), 8, sites::ALLOC_MARK_BIT)?;
+                }
+            }
             let slot = (off - chunk_start(l, chunk)) / size;
             let byte_off = bitmap(l, chunk) + slot / 8;
             let mut b = [0u8];

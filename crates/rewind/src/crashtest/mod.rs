@@ -333,8 +333,7 @@ fn visit(
             u64::from_le_bytes(img[off as usize..off as usize + 8].try_into().expect("8"))
         };
         // (One image per crash point is enough: they share the interrupted operation.)
-        let adll_in_flight =
-            !adll_done && (word(META_ADLL + 24) != 0 || word(META_ADLL + 32) != 0);
+        let adll_in_flight = !adll_done && (word(META_ADLL + 24) != 0 || word(META_ADLL + 32) != 0);
         adll_done |= adll_in_flight;
         let depth2 =
             adll_in_flight || (cfg.depth2_every > 0 && sh.stats.images % cfg.depth2_every == 0);
@@ -357,21 +356,40 @@ fn visit(
         if let Some(img) = keep {
             let fences = pool.domain().with_sim(|s| s.fences()).unwrap_or(0);
             let points: Vec<u64> = if adll_in_flight {
-                (1..=fences.min(6)).collect()
+                (1..=fences.min(3)).collect()
             } else {
                 (0..cfg.depth2_points.min(fences))
                     .map(|_| 1 + sh.rng.below(fences))
                     .collect()
             };
             for k in points {
+                // Recovery's own crash images at its fence k, enumerated as
+                // at any other crash point.
                 let mut dom = Domain::sim_from_image(img.clone());
                 dom.set_mutation(cfg.mutation);
-                dom.with_sim_mut(|s| s.capture_at_fence(k, k ^ seed));
+                let got: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+                let c2 = Config {
+                    exhaustive_max: 16,
+                    random_images: 2,
+                    ..*cfg
+                };
+                let (g2, mut r2) = (got.clone(), Rng::new(sh.rng.next()));
+                dom.with_sim_mut(|s| {
+                    s.set_hook(
+                        Box::new(move |sim, p| {
+                            if p == Point::Fence(k) {
+                                *g2.lock().unwrap_or_else(|e| e.into_inner()) =
+                                    images(sim, &c2, &mut r2);
+                            }
+                        }),
+                        0,
+                    )
+                });
                 let inner = match Pool::open_domain(dom, LAYOUT) {
-                    Ok(p) => p
-                        .domain()
-                        .with_sim_mut(|s| s.take_captured())
-                        .unwrap_or_default(),
+                    Ok(p) => {
+                        p.domain().with_sim_mut(|s| s.clear_hook());
+                        std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()))
+                    }
                     Err(e) => {
                         report(
                             sh,
@@ -386,7 +404,7 @@ fn visit(
                         continue;
                     }
                 };
-                for (i, img2) in inner.into_iter().enumerate() {
+                for (i, (_, img2)) in inner.into_iter().enumerate() {
                     sh.stats.images += 1;
                     sh.stats.depth2 += 1;
                     if let Err(m) = guarded(|| check_image(img2, &model, None, cfg.mutation)) {
@@ -548,6 +566,8 @@ pub struct Options {
     pub threads: usize,
     /// Configurations, cycled through.
     pub configs: Vec<Config>,
+    /// Stop at the first violation (mutation runs).
+    pub stop_on_violation: bool,
 }
 
 impl Options {
@@ -566,6 +586,7 @@ impl Options {
             seconds,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             configs,
+            stop_on_violation: mutation.is_some(),
         }
     }
 }
@@ -582,7 +603,8 @@ pub fn explore(opts: &Options, progress: &(dyn Fn(&Stats) + Sync)) -> Result<Sta
         for _ in 0..opts.threads.max(1) {
             s.spawn(|| {
                 // A watchdog per worker: points stop being explored at the deadline.
-                while start.elapsed().as_secs_f64() < opts.seconds {
+                while start.elapsed().as_secs_f64() < opts.seconds && !stop.load(Ordering::Relaxed)
+                {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let cfg = &opts.configs[(i as usize) % opts.configs.len()];
                     let stop_at = opts.seconds;
@@ -604,6 +626,10 @@ pub fn explore(opts: &Options, progress: &(dyn Fn(&Stats) + Sync)) -> Result<Sta
                             let mut t = total.lock().unwrap_or_else(|p| p.into_inner());
                             t.merge(&st);
                             progress(&t);
+                            if opts.stop_on_violation && t.violations > 0 {
+                                stop.store(true, Ordering::Relaxed);
+                                return;
+                            }
                         }
                         Err(e) => {
                             *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);

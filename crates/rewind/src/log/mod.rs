@@ -638,7 +638,11 @@ fn scan(d: &Domain, l: &Layout, variant: LogVariant) -> Result<ScanResult, Error
                 continue;
             }
             let body_end = block + l.log_block_size;
-            if v < block + l.body_start() || v + record::HEADER as u64 > body_end || v % 8 != 0 {
+            if v < block + l.body_start()
+                || v.checked_add(record::HEADER as u64)
+                    .is_none_or(|e| e > body_end)
+                || v % 8 != 0
+            {
                 return Err(Error::LogCorrupt {
                     offset: block + CELLS + idx * 8,
                     reason: "log cell points outside its bucket's body",

@@ -66,9 +66,11 @@ sites! {
         redundant: "the reset is an optimisation: either descriptor is consistent with an empty bitmap";
     ALLOC_OPEN_RESET_FENCE = "alloc.open.reset.fence": "the resets persistent",
         redundant: "as alloc.open.reset.flush";
-    ALLOC_FORMAT_BITMAP = "alloc.format.bitmap": "a chunk's cleared bitmap written back when it takes a size class";
+    ALLOC_FORMAT_BITMAP = "alloc.format.bitmap": "a chunk's cleared bitmap written back when it takes a size class",
+        redundant: "a free chunk's bitmap is already all zero (a class chunk returns to free only when its bitmap is empty), so the clearing changes no persistent byte";
     ALLOC_FORMAT_DESC = "alloc.format.desc": "a chunk's class descriptor written back";
-    ALLOC_FORMAT_FENCE = "alloc.format.fence": "bitmap and descriptor persistent before an ALLOC record can name a block of the chunk";
+    ALLOC_FORMAT_FENCE = "alloc.format.fence": "bitmap and descriptor persistent before an ALLOC record can name a block of the chunk",
+        redundant: "the next step on the same thread appends that ALLOC record, whose own fences complete these flushes before the record can be valid";
     ALLOC_MARK_BIT = "alloc.mark.bit": "a block's bitmap bit written back when it is allocated or freed";
     ALLOC_MARK_RUN = "alloc.mark.run": "a large run's descriptors written back when it is allocated or freed";
     TX_FRESH_FLUSH = "tx.fresh.flush": "a write into memory this transaction allocated written back (no record covers it)";
