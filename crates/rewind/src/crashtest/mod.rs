@@ -555,6 +555,25 @@ pub fn run_program(cfg: &Config, seed: u64, stop: &Arc<AtomicBool>) -> Result<St
     Ok(stats)
 }
 
+/// Whether a configuration's code path reaches an ordering point (the
+/// others cannot show its mutation).
+pub fn reaches(site: Site, v: LogVariant, p: Policy) -> bool {
+    let n = site.0;
+    if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
+        p == Policy::NoForce
+    } else if n.starts_with("log.group.") {
+        v == LogVariant::Batch
+    } else if n.starts_with("log.record.") {
+        v != LogVariant::Batch
+    } else if n == "tx.commit.stores" {
+        v == LogVariant::Batch && p == Policy::Force
+    } else if n == "tx.store.flush" {
+        p == Policy::Force
+    } else {
+        true
+    }
+}
+
 /// Options of [`explore`].
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -571,11 +590,13 @@ pub struct Options {
 }
 
 impl Options {
-    /// Every log variant × policy, with the default settings.
+    /// Every log variant × policy, with the default settings; with a
+    /// mutation, only the configurations whose code path reaches the site.
     pub fn all(seed: u64, seconds: f64, mutation: Option<Site>) -> Options {
         let configs = LogVariant::ALL
             .iter()
             .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
+            .filter(|&(v, p)| mutation.is_none_or(|m| reaches(m, v, p)))
             .map(|(v, p)| Config {
                 mutation,
                 ..Config::new(v, p)

@@ -55,6 +55,8 @@ pub struct Obj {
     ptr: u64,
     size: u64,
     fill: u64,
+    /// Leading bytes holding `fill`; the rest must read zero.
+    extent: u64,
 }
 
 /// One operation of a transaction.
@@ -65,12 +67,14 @@ pub enum Op {
     /// `big[at..at+len] = byte` (several records).
     Big(usize, usize, u8),
     /// Allocate an object of `size` bytes into entry `k` if it is empty;
-    /// its first and last byte become `fill`.
-    Alloc(u64, u64, u8),
+    /// its first `extent` bytes (clamped to the size) become `fill`, the
+    /// rest stays zero: a reused block shows stale bytes if zeroing is lost.
+    Alloc(u64, u64, u8, u64),
     /// Free entry `k`'s object.
     Free(u64),
-    /// Logged write of `fill` into entry `k`'s first and last byte.
-    Poke(u64, u8),
+    /// Logged write of `fill` over entry `k`'s first `extent` bytes
+    /// (clamped), zeroing the rest of the old extent.
+    Poke(u64, u8, u64),
 }
 
 /// One transaction of a program.
@@ -127,10 +131,15 @@ pub fn generate(seed: u64, max_tx: u64) -> Vec<TxProg> {
                         } else {
                             1 + r.below(300)
                         };
-                        Op::Alloc(r.below(OBJS), size, 1 + r.below(255) as u8)
+                        Op::Alloc(
+                            r.below(OBJS),
+                            size,
+                            1 + r.below(255) as u8,
+                            1 + r.below(512),
+                        )
                     }
                     8 | 9 => Op::Free(r.below(OBJS)),
-                    _ => Op::Poke(r.below(OBJS), 1 + r.below(255) as u8),
+                    _ => Op::Poke(r.below(OBJS), 1 + r.below(255) as u8, 1 + r.below(512)),
                 })
                 .collect();
             TxProg {
@@ -147,8 +156,8 @@ pub fn generate(seed: u64, max_tx: u64) -> Vec<TxProg> {
 pub struct Model {
     /// The word slots.
     pub slots: Vec<u64>,
-    /// `(size, fill)` of each object entry; (0, 0) when empty.
-    pub objs: Vec<(u64, u64)>,
+    /// `(size, fill, extent)` of each object entry; zeros when empty.
+    pub objs: Vec<(u64, u64, u64)>,
     /// The byte range.
     pub big: Vec<u8>,
 }
@@ -158,7 +167,7 @@ impl Model {
     pub fn initial() -> Model {
         Model {
             slots: vec![0; SLOTS as usize],
-            objs: vec![(0, 0); OBJS as usize],
+            objs: vec![(0, 0, 0); OBJS as usize],
             big: vec![0; BIG],
         }
     }
@@ -168,15 +177,16 @@ impl Model {
         match *op {
             Op::Write(s, v) => self.slots[s as usize] = v,
             Op::Big(at, n, b) => self.big[at..(at + n).min(BIG)].fill(b),
-            Op::Alloc(k, size, f) => {
+            Op::Alloc(k, size, f, e) => {
                 if self.objs[k as usize].0 == 0 {
-                    self.objs[k as usize] = (size, f as u64);
+                    self.objs[k as usize] = (size, f as u64, e.min(size));
                 }
             }
-            Op::Free(k) => self.objs[k as usize] = (0, 0),
-            Op::Poke(k, f) => {
-                if self.objs[k as usize].0 != 0 {
-                    self.objs[k as usize].1 = f as u64;
+            Op::Free(k) => self.objs[k as usize] = (0, 0, 0),
+            Op::Poke(k, f, e) => {
+                let o = &mut self.objs[k as usize];
+                if o.0 != 0 {
+                    *o = (o.0, f as u64, e.min(o.0));
                 }
             }
         }
@@ -201,20 +211,21 @@ pub fn run_op(tx: &mut Tx<'_>, op: &Op) -> Result<(), Error> {
             root.big.offset() + at as u64,
             &vec![b; (at + n).min(BIG) - at],
         ),
-        Op::Alloc(k, size, f) => {
+        Op::Alloc(k, size, f, e) => {
             let slot = root.objs.at(k);
             if tx.read(slot)?.ptr != 0 {
                 return Ok(());
             }
             let p = tx.alloc_bytes(size)?;
-            tx.write_bytes(p, &[f])?;
-            tx.write_bytes(p + size - 1, &[f])?;
+            let extent = e.min(size);
+            tx.write_bytes(p, &vec![f; extent as usize])?;
             tx.write(
                 slot,
                 &Obj {
                     ptr: p,
                     size,
                     fill: f as u64,
+                    extent,
                 },
             )
         }
@@ -227,13 +238,16 @@ pub fn run_op(tx: &mut Tx<'_>, op: &Op) -> Result<(), Error> {
             }
             Ok(())
         }
-        Op::Poke(k, f) => {
+        Op::Poke(k, f, e) => {
             let slot = root.objs.at(k);
             let mut obj = tx.read(slot)?;
             if obj.ptr != 0 {
-                tx.write_bytes(obj.ptr, &[f])?;
-                tx.write_bytes(obj.ptr + obj.size - 1, &[f])?;
+                let extent = e.min(obj.size);
+                let mut bytes = vec![0; extent.max(obj.extent) as usize];
+                bytes[..extent as usize].fill(f);
+                tx.write_bytes(obj.ptr, &bytes)?;
                 obj.fill = f as u64;
+                obj.extent = extent;
                 tx.write(slot, &obj)?;
             }
             Ok(())
@@ -241,8 +255,8 @@ pub fn run_op(tx: &mut Tx<'_>, op: &Op) -> Result<(), Error> {
     }
 }
 
-/// Reads the model back from a pool, verifying each object's bytes (fill
-/// at both ends, zeros between) and returning the blocks the program can
+/// Reads the model back from a pool, verifying each object's bytes (fill,
+/// then zeros) and returning the blocks the program can
 /// reach (the root and live objects) for the allocator check. A damaged
 /// state is an error, never a panic.
 pub fn read(pool: &Pool) -> Result<(Model, Vec<u64>), String> {
@@ -269,20 +283,15 @@ pub fn read(pool: &Pool) -> Result<(Model, Vec<u64>), String> {
         let mut bytes = vec![0u8; o.size as usize];
         pool.read_bytes(o.ptr, &mut bytes).map_err(e)?;
         let f = o.fill as u8;
-        let ok = bytes[0] == f
-            && bytes[bytes.len() - 1] == f
-            && bytes
-                .iter()
-                .skip(1)
-                .take(bytes.len().saturating_sub(2))
-                .all(|&b| b == 0);
+        let h = o.extent.min(o.size) as usize;
+        let ok = bytes[..h].iter().all(|&b| b == f) && bytes[h..].iter().all(|&b| b == 0);
         if !ok {
             return Err(format!(
-                "object {k} at {:#x}: contents are not fill {f}, zeros, fill {f}",
+                "object {k} at {:#x}: contents are not {h} bytes of fill {f}, then zeros",
                 o.ptr
             ));
         }
-        m.objs[k as usize] = (o.size, o.fill);
+        m.objs[k as usize] = (o.size, o.fill, o.extent);
         reach.push(o.ptr);
     }
     reach.sort_unstable();
