@@ -247,3 +247,53 @@ fn bench_overhead_writes_every_row() {
     let svg = std::fs::read_to_string(out_dir.join("overhead.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
 }
+
+#[test]
+fn crashtest_ends_with_the_count_line() {
+    let out = rewind(&["crashtest", "--seconds", "3", "--threads", "1"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("crash states: ") && last.ends_with(" checked, 0 violations"),
+        "last line: {last}"
+    );
+    let n: u64 = last["crash states: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n > 100, "only {n} crash states in 3 s");
+}
+
+#[test]
+fn crashtest_lists_and_applies_mutations() {
+    let out = rewind(&["crashtest", "--list-mutations"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success());
+    let names: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert!(names.contains(&"log.group.index"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.contains("\tredundant: ")),
+        "{stdout}"
+    );
+    // A needed ordering point, disabled: violations found, exit 0.
+    let out = rewind(&[
+        "crashtest",
+        "--mutate",
+        "log.group.index",
+        "--seconds",
+        "20",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(!stdout.contains(" checked, 0 violations"), "{stdout}");
+    assert!(stdout.contains("violation in batch-"), "{stdout}");
+    let out = rewind(&["crashtest", "--mutate", "no.such.site"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown mutation site"));
+}

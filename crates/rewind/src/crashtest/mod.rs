@@ -245,8 +245,11 @@ fn diff(got: &Model, want: &Model) -> String {
     out.join(", ")
 }
 
+/// Crash images with the label that says which they are.
+type Labelled = Vec<(String, Vec<u8>)>;
+
 /// The images a crash at this point could leave, labelled.
-fn images(sim: &SimState, cfg: &Config, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
+fn images(sim: &SimState, cfg: &Config, rng: &mut Rng) -> Labelled {
     let lines = sim.pending_lines();
     if lines.is_empty() {
         return vec![("durable".into(), sim.image_none_pending())];
@@ -367,13 +370,13 @@ fn visit(
                 // at any other crash point.
                 let mut dom = Domain::sim_from_image(img.clone());
                 dom.set_mutation(cfg.mutation);
-                let got: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+                let got: Arc<Mutex<Labelled>> = Arc::default();
                 let c2 = Config {
                     exhaustive_max: 16,
                     random_images: 2,
                     ..*cfg
                 };
-                let (g2, mut r2) = (got.clone(), Rng::new(sh.rng.next()));
+                let (g2, mut r2) = (got.clone(), Rng::new(sh.rng.next_u64()));
                 dom.with_sim_mut(|s| {
                     s.set_hook(
                         Box::new(move |sim, p| {

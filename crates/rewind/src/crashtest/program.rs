@@ -99,7 +99,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -109,7 +109,7 @@ impl Rng {
 
     /// A number in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
 }
 
@@ -120,10 +120,10 @@ pub fn generate(seed: u64, max_tx: u64) -> Vec<TxProg> {
         .map(|_| {
             let ops = (0..r.below(14))
                 .map(|_| match r.below(12) {
-                    0..=4 => Op::Write(r.below(SLOTS), r.next()),
+                    0..=4 => Op::Write(r.below(SLOTS), r.next_u64()),
                     5 => {
                         let at = r.below(BIG as u64 - 1) as usize;
-                        Op::Big(at, 1 + r.below(400) as usize, r.next() as u8)
+                        Op::Big(at, 1 + r.below(400) as usize, r.next_u64() as u8)
                     }
                     6 | 7 => {
                         let size = if r.below(10) == 0 {
