@@ -476,12 +476,13 @@ impl Log {
         Ok(())
     }
 
-    /// Clears records: their cells become gaps. `end`, the END record, is
-    /// cleared only after a fence has made the other gaps persistent, so a
-    /// crash never leaves an END gone while its transaction's other records
-    /// remain (which would make a finished transaction look unfinished).
-    /// The fence is this thread's: a fence orders only the stores of the
-    /// thread that issues it.
+    /// Clears a finished transaction's records: their cells become gaps,
+    /// in any order and without a fence. Its END record (`end`) is never
+    /// cleared on its own: it stays in place, dead, until its bucket leaves
+    /// the list. So a crash can never leave an END gone while records of its
+    /// transaction remain (which would make it look unfinished); an END
+    /// whose records are gone, wholly or partly, is inert, because the caller
+    /// made the transaction's effects durable before clearing anything.
     pub fn release(
         &self,
         d: &Domain,
@@ -506,8 +507,8 @@ impl Log {
             }
         }
         if let Some(e) = end {
-            d.fence_at(sites::LOG_RELEASE_END)?;
-            gap_cells(d, &mut st.words, &mut st.sorted, &[e])?;
+            // END stays in its cell, dead: it no longer keeps its bucket
+            // alive and vanishes with it (a reused block's cells are zeroed).
             if let Some(b) = st.buckets.get_mut(&e.block) {
                 b.live -= 1;
             }

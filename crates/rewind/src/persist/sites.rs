@@ -61,7 +61,6 @@ sites! {
     LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid";
     LOG_GROUP_SPAN = "log.group.span": "Batch: when a group spans two buckets, the earlier bucket's index persistent before the later one's (the group becomes valid in log order)";
     LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)";
-    LOG_RELEASE_END = "log.release.end": "a transaction's cleared records persistent before its END is cleared";
     ALLOC_OPEN_RESET_FLUSH = "alloc.open.reset.flush": "an empty class chunk reset to free at open",
         redundant: "the reset is an optimisation: either descriptor is consistent with an empty bitmap";
     ALLOC_OPEN_RESET_FENCE = "alloc.open.reset.fence": "the resets persistent",

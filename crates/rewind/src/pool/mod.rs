@@ -84,6 +84,9 @@ pub struct Pool {
     pub(crate) checkpoint_fill: f64,
     next_tx: AtomicU64,
     report: RecoveryReport,
+    /// A commit or rollback failed midway: its records must stay for
+    /// recovery, so close leaves the log alone.
+    unfinished: std::sync::atomic::AtomicBool,
 }
 
 fn check_layout_name(name: &str) -> Result<(), Error> {
@@ -167,6 +170,7 @@ impl Pool {
             checkpoint_fill: 0.5,
             next_tx: AtomicU64::new(max_tx + 1),
             report,
+            unfinished: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -183,16 +187,24 @@ impl Pool {
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
             Ok(Ok(v)) => match tx.commit_or_rollback() {
                 Ok(()) => Ok(v),
-                Err(e) => Err(e.into()),
+                Err(e) => {
+                    self.unfinished.store(true, Ordering::Relaxed);
+                    Err(e.into())
+                }
             },
             Ok(Err(e)) => {
-                tx.rollback()?;
+                if let Err(r) = tx.rollback() {
+                    self.unfinished.store(true, Ordering::Relaxed);
+                    return Err(r.into());
+                }
                 Err(e)
             }
             Err(payload) => {
                 // Roll back before unwinding further; a failure here leaves
                 // the work to recovery at the next open.
-                let _ = tx.rollback();
+                if tx.rollback().is_err() {
+                    self.unfinished.store(true, Ordering::Relaxed);
+                }
                 panic::resume_unwind(payload)
             }
         }
@@ -344,13 +356,20 @@ pub fn read_header(path: &Path) -> Result<Header, Error> {
 }
 
 impl Drop for Pool {
-    /// A clean close leaves an empty log: no-force work is checkpointed
-    /// (force clears records at commit). Errors are ignored: whatever is
-    /// left is recovered at the next open.
+    /// A clean close leaves an empty log: no-force work is checkpointed,
+    /// then every block is removed, oldest first. No transaction runs now,
+    /// so what remains belongs to finished ones (dead END records under
+    /// force), and a crash during the removal leaves a suffix of it, which
+    /// recovery finds finished. Errors are ignored: whatever is left is
+    /// recovered at the next open.
     fn drop(&mut self) {
-        if self.policy == Policy::NoForce {
-            let _ = self.checkpoint();
+        if self.unfinished.load(Ordering::Relaxed) {
+            return;
         }
+        if self.policy == Policy::NoForce && self.checkpoint().is_err() {
+            return;
+        }
+        let _ = self.log.clear_all(&self.dom);
     }
 }
 
