@@ -24,7 +24,7 @@
 //! transaction not committed (re-running the aborted ones after it, which
 //! abort again).
 //!
-//! Knobs: `REWIND_TORTURE_CYCLES` (kills, default 400) and
+//! Knobs: `REWIND_TORTURE_CYCLES` (kills, shared among every log variant × policy, default 402) and
 //! `REWIND_TORTURE_PARENT_SEED` (the same transactions and kill delays as a
 //! failing run, printed on failure; the instants still vary).
 
@@ -37,7 +37,9 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{AllocStats, Error, OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
+use rewind::{
+    AllocStats, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
+};
 
 const LAYOUT: &str = "torture";
 const POOL_SIZE: u64 = 8 << 20;
@@ -538,22 +540,69 @@ fn torture() {
     };
     let cycles: u64 = std::env::var("REWIND_TORTURE_CYCLES")
         .map(|s| s.parse().expect("REWIND_TORTURE_CYCLES"))
-        .unwrap_or(400);
+        .unwrap_or(402);
     let started = Instant::now();
-    let path = pool_dir().join(format!(
-        "rewind-torture-{}-{seed:016x}.pool",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let _cleanup = RemoveOnDrop(path.clone());
     // A panic anywhere below names the seed that replays the run.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         eprintln!("torture: same transactions with REWIND_TORTURE_PARENT_SEED={seed}");
         hook(info)
     }));
+    // The kills are shared among every log variant × policy.
+    let configs: Vec<(LogVariant, Policy)> = LogVariant::ALL
+        .iter()
+        .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
+        .collect();
+    let mut t = Tally::default();
+    for (i, &(log, policy)) in configs.iter().enumerate() {
+        let n =
+            cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
+        let cfg = PoolConfig {
+            log,
+            policy,
+            ..PoolConfig::default()
+        };
+        torture_config(&cfg, n, seed.wrapping_add(i as u64), &mut t);
+    }
 
-    let pool = Pool::create(&path, LAYOUT, POOL_SIZE, &PoolConfig::default()).unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "torture: {} kills over {} configurations ({} in a transaction, {} while opening (recovering) the pool), {} in-flight transactions found applied whole, {} recoveries rolled \
+         back, {} transactions committed, {} aborted on purpose, {} checks, {:.1} s (seed {seed})",
+        t.kills,
+        configs.len(),
+        t.in_flight,
+        t.during_open,
+        t.in_flight_applied,
+        t.recoveries_rolling_back,
+        t.committed,
+        t.aborted,
+        t.checks,
+        secs
+    );
+    assert!(
+        t.in_flight >= t.kills / 8,
+        "only {} of {} kills landed in a transaction",
+        t.in_flight,
+        t.kills
+    );
+    if t.kills >= 100 {
+        assert!(
+            t.during_open > 0,
+            "no kill landed while the child was opening"
+        );
+    }
+}
+
+/// `cycles` kills on a fresh pool of configuration `cfg`.
+fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, t: &mut Tally) {
+    let path = pool_dir().join(format!(
+        "rewind-torture-{}-{seed:016x}.pool",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let _cleanup = RemoveOnDrop(path.clone());
+    let pool = Pool::create(&path, LAYOUT, POOL_SIZE, cfg).unwrap();
     pool.transaction(|tx| {
         let r: PPtr<Root> = tx.root()?;
         tx.write(next_id(r), &1)
@@ -564,13 +613,12 @@ fn torture() {
 
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut model = Model::new();
-    let mut t = Tally::default();
     let mut open_time = Duration::from_micros(500);
     for cycle in 0..cycles {
         let run = run_child(&path, seed, &mut rng, &mut open_time);
         t.kills += 1;
         t.during_open += run.killed_opening() as u64;
-        let in_flight = replay(&run, &mut model, seed, &mut t);
+        let in_flight = replay(&run, &mut model, seed, t);
         if in_flight.is_some() {
             t.in_flight += 1;
         }
@@ -602,8 +650,10 @@ fn torture() {
                     t.committed += 1;
                 }
                 _ => panic!(
-                    "cycle {cycle}: recovered state is neither the committed one nor it plus \
+                    "{}-{} cycle {cycle}: recovered state is neither the committed one nor it plus \
                      transaction {in_flight:?} ({}):\n{}",
+                    cfg.log,
+                    cfg.policy,
                     pool.recovery_report(),
                     got.diff(&model)
                 ),
@@ -631,32 +681,9 @@ fn torture() {
     let report = rewind::inspect::check(&path).unwrap();
     assert!(report.is_ok(), "final check: {report}");
     let after = open(&path).alloc_stats();
-    assert_eq!(after, baseline, "heap leaked or double-freed");
-
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "torture: {} kills ({} in a transaction, {} while opening (recovering) the pool), {} in-flight transactions found applied whole, {} recoveries rolled \
-         back, {} transactions committed, {} aborted on purpose, {} checks, {:.1} s (seed {seed})",
-        t.kills,
-        t.in_flight,
-        t.during_open,
-        t.in_flight_applied,
-        t.recoveries_rolling_back,
-        t.committed,
-        t.aborted,
-        t.checks,
-        secs
+    assert_eq!(
+        after, baseline,
+        "{}-{}: heap leaked or double-freed",
+        cfg.log, cfg.policy
     );
-    assert!(
-        t.in_flight >= t.kills / 8,
-        "only {} of {} kills landed in a transaction",
-        t.in_flight,
-        t.kills
-    );
-    if t.kills >= 100 {
-        assert!(
-            t.during_open > 0,
-            "no kill landed while the child was opening"
-        );
-    }
 }
