@@ -143,13 +143,6 @@ pub fn check(path: &Path) -> Result<CheckReport, Error> {
     Ok(check_bytes(&header, &bytes))
 }
 
-/// [`check`] on a pool image in memory (a crash image, say).
-pub fn check_image(image: &[u8]) -> Result<CheckReport, Error> {
-    let path = Path::new("<image>");
-    let header = Header::decode(path, image, image.len() as u64)?;
-    Ok(check_bytes(&header, image))
-}
-
 fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
     let mut r = CheckReport::default();
     match scan(header, bytes) {

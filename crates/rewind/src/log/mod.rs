@@ -555,11 +555,6 @@ impl Log {
         let st = self.state.lock();
         st.order.len() as f64 / self.layout.log_blocks as f64
     }
-
-    /// The lsn the next record will get.
-    pub fn next_lsn(&self) -> u64 {
-        self.state.lock().next_lsn
-    }
 }
 
 /// Writes cell values, one non-temporal store per run of adjacent cells:

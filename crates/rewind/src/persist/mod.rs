@@ -437,13 +437,6 @@ impl Domain {
             _ => None,
         }
     }
-
-    /// A copy of the live contents (what loads see now).
-    pub fn snapshot(&self) -> Vec<u8> {
-        let mut v = vec![0; self.map.len()];
-        self.map.read(0, &mut v);
-        v
-    }
 }
 
 fn spin_ns(ns: u64) {

@@ -9,7 +9,7 @@ pub mod layout;
 mod pptr;
 
 use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytemuck::Pod;
@@ -185,7 +185,9 @@ impl Pool {
         let id = self.next_tx.fetch_add(1, Ordering::Relaxed);
         let mut tx = Tx::new(self, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
-            Ok(Ok(v)) => match tx.commit_or_rollback() {
+            // A commit that fails before its END is persistent has not
+            // committed: recovery at the next open rolls it back.
+            Ok(Ok(v)) => match tx.commit() {
                 Ok(()) => Ok(v),
                 Err(e) => {
                     self.unfinished.store(true, Ordering::Relaxed);
@@ -373,19 +375,8 @@ impl Drop for Pool {
     }
 }
 
-impl Tx<'_> {
-    fn commit_or_rollback(self) -> Result<(), Error> {
-        // A failed commit before its END is persistent has not committed:
-        // recovery at the next open rolls it back.
-        self.commit()
-    }
-}
-
 #[allow(dead_code)]
 fn _assert_send_sync() {
     fn f<T: Send + Sync>() {}
     f::<Pool>();
 }
-
-#[allow(dead_code)]
-type _Unused = PathBuf;
