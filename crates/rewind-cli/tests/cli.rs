@@ -297,3 +297,35 @@ fn crashtest_lists_and_applies_mutations() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("unknown mutation site"));
 }
+
+#[test]
+fn inspecting_a_pool_in_use_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.pool");
+    small_pool(&path);
+    let held = Pool::open(&path, "cli-test", &rewind::OpenOptions::default()).unwrap();
+    for cmd in ["info", "check", "dump-log", "recover"] {
+        let out = rewind(&[cmd, path.to_str().unwrap()]);
+        assert_clean_failure(&out, &["in use"]);
+    }
+    drop(held);
+    assert!(rewind(&["check", path.to_str().unwrap()]).status.success());
+}
+
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    if !Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("mkfifo not available: skipped");
+        return;
+    }
+    for cmd in ["info", "check", "dump-log", "recover"] {
+        let out = rewind(&[cmd, fifo.to_str().unwrap()]);
+        assert_clean_failure(&out, &["fifo"]);
+    }
+}

@@ -16,6 +16,23 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Another handle (this process or another) has the pool open. A pool
+    /// has one opener at a time; inspection waits for none and says so.
+    #[error(
+        "{path}: the pool is in use by another opener (in this or another process); close it first"
+    )]
+    PoolInUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The path names something other than a regular file.
+    #[error("{path}: is {kind}, not a pool file")]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is ("a FIFO", "a directory", ...).
+        kind: &'static str,
+    },
     /// The file is shorter than a pool header, or than the size its header records.
     #[error("{path}: file is {found} bytes but {expected} bytes are needed ({what}); the pool is truncated or not a pool")]
     Truncated {

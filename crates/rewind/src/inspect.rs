@@ -10,7 +10,7 @@ use crate::log::{Log, Scanned};
 use crate::persist::Domain;
 use crate::pool::header::Header;
 use crate::pool::layout::{META_ROOT_OFF, META_ROOT_SIZE};
-use crate::pool::{read_header, Pool};
+use crate::pool::{read_file, Pool};
 
 /// What `info` shows.
 #[derive(Clone, Debug)]
@@ -103,9 +103,7 @@ impl fmt::Display for CheckReport {
 }
 
 fn load(path: &Path) -> Result<(Header, Vec<u8>), Error> {
-    let header = read_header(path)?;
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    Ok((header, bytes))
+    read_file(path)
 }
 
 fn scan(header: &Header, bytes: &[u8]) -> Result<(Vec<Scanned>, u64, bool), Error> {

@@ -159,7 +159,7 @@ fn damaged_log_record_is_detected() {
     let log_off = pool.layout().log_off;
     let body = pool.layout().body_start();
     // A crash, not a clean close (which would checkpoint the log away).
-    std::mem::forget(pool);
+    pool.crash();
     let mut b = std::fs::read(&path).unwrap();
     let rec = (log_off + body) as usize;
     b[rec + 50] ^= 0xff;

@@ -158,6 +158,9 @@ pub struct Domain {
     counters: AtomicCounters,
     latency_ns: u64,
     mutation: Option<Site>,
+    /// The file behind a file-backed domain, kept open so the pool's
+    /// advisory lock lives as long as the mapping.
+    _file: Option<std::fs::File>,
 }
 
 fn lines_of(off: u64, len: u64) -> u64 {
@@ -168,11 +171,10 @@ fn lines_of(off: u64, len: u64) -> u64 {
 }
 
 impl Domain {
-    /// Creates a new file of `len` bytes (it must not exist) and maps it.
+    /// Creates a new file of `len` bytes (it must not exist) and maps it:
+    /// a raw persistence domain over a plain file, for baselines that
+    /// measure durable stores without a log. Not a pool.
     pub fn create_file(path: &Path, len: u64, backend: Backend) -> Result<Domain, Error> {
-        if backend == Backend::Sim {
-            return Ok(Domain::sim(len as usize));
-        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -180,23 +182,25 @@ impl Domain {
             .open(path)
             .map_err(|e| Error::io(path, e))?;
         file.set_len(len).map_err(|e| Error::io(path, e))?;
-        let map = Mapping::map_file(&file).map_err(|e| Error::io(path, e))?;
-        Ok(Domain::with(map, backend))
+        Domain::map(path, file, backend)
     }
 
-    /// Maps an existing file read-write.
-    pub fn open_file(path: &Path, backend: Backend) -> Result<Domain, Error> {
+    /// Maps an open read-write file, keeping it (and any lock on it) open
+    /// for the domain's lifetime. `Sim` is refused: a simulated domain
+    /// keeps nothing in the file.
+    pub fn map(path: &Path, file: std::fs::File, backend: Backend) -> Result<Domain, Error> {
         if backend == Backend::Sim {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            return Ok(Domain::sim_from_image(bytes));
+            return Err(Error::InvalidConfig {
+                what: "backend",
+                value: "sim".into(),
+                expected:
+                    "pmem or msync for a file (sim keeps its pool in memory: use Pool::create_sim)",
+            });
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
         let map = Mapping::map_file(&file).map_err(|e| Error::io(path, e))?;
-        Ok(Domain::with(map, backend))
+        let mut d = Domain::with(map, backend);
+        d._file = Some(file);
+        Ok(d)
     }
 
     /// A simulated domain of `len` zero bytes.
@@ -214,6 +218,7 @@ impl Domain {
             counters: AtomicCounters::default(),
             latency_ns: 0,
             mutation: None,
+            _file: None,
         }
     }
 
@@ -233,6 +238,7 @@ impl Domain {
             counters: AtomicCounters::default(),
             latency_ns: 0,
             mutation: None,
+            _file: None,
         }
     }
 

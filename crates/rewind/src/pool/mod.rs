@@ -4,6 +4,7 @@
 //! page, the allocator's metadata, the log and the heap (`layout`). Reads are
 //! copies out of the mapping; writes go through a [`Tx`].
 
+mod file;
 pub mod header;
 pub mod layout;
 mod pptr;
@@ -104,9 +105,21 @@ impl Pool {
     /// Creates a pool file of `size` bytes; the file must not exist.
     pub fn create(path: &Path, layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
         let hdr = plan(layout, size, cfg)?;
-        let mut dom = Domain::create_file(path, size, cfg.backend)?;
-        dom.set_write_latency_ns(cfg.write_latency_ns);
-        let r = write_header(&dom, &hdr).and_then(|_| Pool::start(dom, path, layout));
+        if cfg.backend == Backend::Sim {
+            // Refused before the file exists: a simulated domain keeps
+            // nothing in a file.
+            return Err(Error::InvalidConfig {
+                what: "backend",
+                value: "sim".into(),
+                expected: "pmem or msync for a file pool (Pool::create_sim makes a simulated one)",
+            });
+        }
+        let f = file::create(path, size)?;
+        let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
+            dom.set_write_latency_ns(cfg.write_latency_ns);
+            write_header(&dom, &hdr)?;
+            Pool::start(dom, path, layout)
+        });
         if r.is_err() {
             let _ = std::fs::remove_file(path);
         }
@@ -124,8 +137,11 @@ impl Pool {
     /// Opens a pool file, verifying its header and running recovery.
     pub fn open(path: &Path, layout: &str, opts: &OpenOptions) -> Result<Pool, Error> {
         check_layout_name(layout)?;
-        read_header(path)?;
-        let mut dom = Domain::open_file(path, opts.backend)?;
+        let (f, len) = file::open(path, file::Access::Exclusive)?;
+        // The header verified before the file is mapped: a truncated or
+        // foreign file is a typed error, not a failed mmap.
+        Header::decode(path, &file::read_prefix(path, &f, HEADER_SIZE)?, len)?;
+        let mut dom = Domain::map(path, f, opts.backend)?;
         dom.set_write_latency_ns(opts.write_latency_ns);
         Pool::start(dom, path, layout)
     }
@@ -210,6 +226,14 @@ impl Pool {
                 panic::resume_unwind(payload)
             }
         }
+    }
+
+    /// Drops the handle as a crash would: no checkpoint and no log
+    /// clearing, so the next open runs recovery. The file and its lock are
+    /// released (unlike `std::mem::forget`, which would keep the pool in use).
+    #[cfg(feature = "testing")]
+    pub fn crash(self) {
+        self.unfinished.store(true, Ordering::Relaxed);
     }
 
     /// Reads a value (the committed state, plus any in-flight stores of
@@ -347,14 +371,13 @@ fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
     dom.fence_at(sites::POOL_HEADER_FENCE)
 }
 
-/// Reads and verifies the header of a pool file without mapping it.
-pub fn read_header(path: &Path) -> Result<Header, Error> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
-    let mut page = vec![0u8; HEADER_SIZE.min(len) as usize];
-    f.read_exact(&mut page).map_err(|e| Error::io(path, e))?;
-    Header::decode(path, &page, len)
+/// Reads a pool file for inspection, under a shared lock (so never while
+/// a `Pool` has it open): its verified header and every byte.
+pub fn read_file(path: &Path) -> Result<(Header, Vec<u8>), Error> {
+    let (f, len) = file::open(path, file::Access::Shared)?;
+    let header = Header::decode(path, &file::read_prefix(path, &f, HEADER_SIZE)?, len)?;
+    let bytes = file::read_prefix(path, &f, len)?;
+    Ok((header, bytes))
 }
 
 impl Drop for Pool {

@@ -37,14 +37,46 @@ impl<T> PPtr<T> {
         self.off == 0
     }
 
-    /// The `i`-th element of an array starting here.
+    /// The `i`-th element of an array starting here. An index whose offset
+    /// does not fit in 64 bits gives a pointer past every pool (offset
+    /// `u64::MAX`), which every access rejects with a typed error: the
+    /// arithmetic never wraps around to a valid-looking address.
     pub const fn at(self, i: u64) -> PPtr<T> {
-        PPtr::from_offset(self.off + i * std::mem::size_of::<T>() as u64)
+        match self.checked_at(i) {
+            Some(p) => p,
+            None => PPtr::from_offset(u64::MAX),
+        }
+    }
+
+    /// The `i`-th element of an array starting here, or `None` when its
+    /// offset overflows.
+    pub const fn checked_at(self, i: u64) -> Option<PPtr<T>> {
+        match i.checked_mul(std::mem::size_of::<T>() as u64) {
+            Some(d) => match self.off.checked_add(d) {
+                Some(off) => Some(PPtr::from_offset(off)),
+                None => None,
+            },
+            None => None,
+        }
     }
 
     /// The same offset, viewed as another type.
     pub const fn cast<U>(self) -> PPtr<U> {
         PPtr::from_offset(self.off)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PPtr;
+
+    #[test]
+    fn at_never_wraps() {
+        let p = PPtr::<u64>::from_offset(4096);
+        assert_eq!(p.at(3).offset(), 4096 + 24);
+        assert_eq!(p.checked_at(u64::MAX / 4), None);
+        assert_eq!(p.at(u64::MAX / 4).offset(), u64::MAX);
+        assert_eq!(PPtr::<u8>::from_offset(u64::MAX).checked_at(1), None);
     }
 }
 

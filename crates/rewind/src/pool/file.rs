@@ -1,0 +1,121 @@
+//! Opening a pool file: only regular files, never blocking, and one opener
+//! at a time.
+//!
+//! A pool is guarded by an advisory lock on its file (`flock`, through the
+//! standard library's `File::try_lock`) held for the pool's lifetime: an
+//! exclusive lock by [`Pool`](super::Pool), a shared one by the read-only
+//! inspection functions. A second opener, in this process or another, gets
+//! [`Error::PoolInUse`] at once instead of running recovery on a live pool.
+//! The lock is advisory: a program that writes the file without taking it
+//! (a plain `dd`) is not stopped.
+//!
+//! The path is checked with `stat` before it is opened, so a FIFO, a device,
+//! a socket or a directory is refused with [`Error::NotAFile`] instead of
+//! blocking in `open` or reading a device.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::error::Error;
+
+/// How a pool file is opened.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Read-write, exclusive lock (a `Pool`).
+    Exclusive,
+    /// Read-only, shared lock (inspection).
+    Shared,
+}
+
+fn kind_of(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn require_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), Error> {
+    if meta.file_type().is_file() {
+        Ok(())
+    } else {
+        Err(Error::NotAFile {
+            path: path.to_path_buf(),
+            kind: kind_of(meta.file_type()),
+        })
+    }
+}
+
+fn lock(path: &Path, file: &File, access: Access) -> Result<(), Error> {
+    let r = match access {
+        Access::Exclusive => file.try_lock(),
+        Access::Shared => file.try_lock_shared(),
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::PoolInUse {
+            path: path.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
+}
+
+/// Opens an existing pool file, refusing anything but a regular file, and
+/// locks it. Returns the file and its length.
+pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    require_regular(path, &meta)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(access == Access::Exclusive)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    // The path may have been replaced between stat and open: check the
+    // file actually opened.
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    require_regular(path, &meta)?;
+    lock(path, &file, access)?;
+    Ok((file, meta.len()))
+}
+
+/// Creates a new pool file of `len` bytes (it must not exist) and locks it.
+pub(crate) fn create(path: &Path, len: u64) -> Result<File, Error> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    lock(path, &file, Access::Exclusive)?;
+    file.set_len(len).map_err(|e| Error::io(path, e))?;
+    Ok(file)
+}
+
+/// Reads up to `n` bytes from the start of `file` (fewer at its end).
+pub(crate) fn read_prefix(path: &Path, file: &File, n: u64) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    let mut at = 0u64;
+    let mut chunk = vec![0u8; (n.min(1 << 20)) as usize];
+    while at < n {
+        let want = ((n - at) as usize).min(chunk.len());
+        let got = file
+            .read_at(&mut chunk[..want], at)
+            .map_err(|e| Error::io(path, e))?;
+        if got == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..got]);
+        at += got as u64;
+    }
+    Ok(buf)
+}

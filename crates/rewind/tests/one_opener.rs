@@ -1,0 +1,144 @@
+//! One opener at a time, and only regular files: a second open of a pool in
+//! use, and an open of a FIFO, a directory or a device, are typed errors
+//! returned at once.
+
+use std::path::Path;
+use std::process::Command;
+
+use rewind::{Backend, Error, OpenOptions, Pool, PoolConfig};
+
+fn create(path: &Path) -> Pool {
+    let cfg = PoolConfig {
+        backend: Backend::Msync,
+        ..PoolConfig::default()
+    };
+    let pool = Pool::create(path, "opener", 4 << 20, &cfg).unwrap();
+    pool.transaction(|tx| {
+        let r = tx.root::<u64>()?;
+        tx.write(r, &42)
+    })
+    .unwrap();
+    pool
+}
+
+fn open(path: &Path) -> Result<Pool, Error> {
+    Pool::open(path, "opener", &OpenOptions::default())
+}
+
+#[test]
+fn second_open_in_this_process_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let pool = create(&path);
+    let e = open(&path).err().expect("second open must fail");
+    assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
+    assert!(e.to_string().contains("in use"), "{e}");
+    // Inspection refuses a live pool too, instead of reading it.
+    let e = rewind::inspect::check(&path)
+        .err()
+        .expect("check must refuse");
+    assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
+    // The first opener is untouched.
+    let r = pool.root::<u64>().unwrap().unwrap();
+    assert_eq!(pool.read(r).unwrap(), 42);
+    pool.transaction(|tx| tx.write(r, &43)).unwrap();
+    drop(pool);
+    // Closed: the next opener gets it, and sees the last commit.
+    let pool = open(&path).unwrap();
+    assert_eq!(pool.read(r).unwrap(), 43);
+}
+
+#[test]
+fn second_open_from_another_process_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    drop(create(&path));
+    // `flock` (util-linux) holds the same kind of lock a Pool takes, from
+    // another process; skip where the tool is missing.
+    let Ok(mut child) = Command::new("flock")
+        .args([
+            "--exclusive",
+            "--no-fork",
+            path.to_str().unwrap(),
+            "sleep",
+            "30",
+        ])
+        .spawn()
+    else {
+        eprintln!("flock(1) not installed: skipped");
+        return;
+    };
+    // Wait (by polling the lock itself, not the clock) until the child holds it.
+    let mut e = None;
+    for _ in 0..10_000 {
+        match open(&path) {
+            Err(err @ Error::PoolInUse { .. }) => {
+                e = Some(err);
+                break;
+            }
+            Ok(p) => drop(p),
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let e = e.expect("the other process's lock was never seen");
+    assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
+    // Once it is gone the pool opens.
+    let pool = open(&path).unwrap();
+    assert_eq!(pool.read(pool.root::<u64>().unwrap().unwrap()).unwrap(), 42);
+}
+
+#[test]
+fn special_files_are_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = open(&fifo).err().expect("a FIFO is not a pool");
+        assert!(matches!(e, Error::NotAFile { kind: "a FIFO", .. }), "{e}");
+        let e = rewind::inspect::info(&fifo)
+            .err()
+            .expect("a FIFO is not a pool");
+        assert!(matches!(e, Error::NotAFile { .. }), "{e}");
+    }
+    let e = open(dir.path()).err().expect("a directory is not a pool");
+    assert!(
+        matches!(
+            e,
+            Error::NotAFile {
+                kind: "a directory",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = open(Path::new("/dev/null"))
+        .err()
+        .expect("a device is not a pool");
+    assert!(matches!(e, Error::NotAFile { .. }), "{e}");
+}
+
+#[test]
+fn sim_backend_for_a_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.pool");
+    let cfg = PoolConfig {
+        backend: Backend::Sim,
+        ..PoolConfig::default()
+    };
+    let e = Pool::create(&path, "opener", 4 << 20, &cfg).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidConfig {
+                what: "backend",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(!path.exists(), "no file is left behind");
+}
