@@ -2,9 +2,11 @@
 //! that helps, how to fix it. Bad input never panics.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// Everything that can go wrong in `rewind`.
-#[derive(Debug, thiserror::Error)]
+/// Everything that can go wrong in `rewind`. `Clone`, so a doomed
+/// transaction can hand the error that doomed it to its commit.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system call on the pool file failed.
@@ -14,7 +16,7 @@ pub enum Error {
         path: PathBuf,
         /// The OS error.
         #[source]
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
     /// Another handle (this process or another) has the pool open. A pool
     /// has one opener at a time; inspection waits for none and says so.
@@ -171,6 +173,14 @@ pub enum Error {
         /// Requested size.
         expected: u64,
     },
+    /// An earlier commit or rollback failed midway (an I/O error, say), so
+    /// this handle no longer knows the pool's state. Close it and reopen
+    /// the pool: recovery finishes or undoes that transaction.
+    #[error("the pool handle is poisoned: a commit or rollback failed midway ({cause}); close and reopen the pool to recover it")]
+    Poisoned {
+        /// What failed.
+        cause: String,
+    },
     /// A transaction was used after it ended, or nested illegally.
     #[error("transaction misuse: {0}")]
     TxMisuse(&'static str),
@@ -180,7 +190,7 @@ impl Error {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
         Error::Io {
             path: path.to_path_buf(),
-            source,
+            source: Arc::new(source),
         }
     }
 }

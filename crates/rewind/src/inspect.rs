@@ -174,7 +174,7 @@ fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
 /// recovers.
 pub fn check_pool(pool: &Pool) -> CheckReport {
     let mut r = CheckReport::default();
-    if let Err(e) = crate::log::adll::walk(pool.domain(), pool.layout()) {
+    if let Err(e) = pool.log.check_list(pool.domain()) {
         r.problems.push(format!("log: {e}"));
     }
     check_open(pool, &mut r);

@@ -7,6 +7,15 @@ use std::process::Command;
 
 use rewind::{Backend, Error, OpenOptions, Pool, PoolConfig};
 
+/// A child process forked by one test holds, until it execs, every file
+/// this process has open: a pool just dropped by another test would look
+/// in use for that moment. The tests of this file take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn create(path: &Path) -> Pool {
     let cfg = PoolConfig {
         backend: Backend::Msync,
@@ -27,6 +36,7 @@ fn open(path: &Path) -> Result<Pool, Error> {
 
 #[test]
 fn second_open_in_this_process_is_refused() {
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     let pool = create(&path);
@@ -50,6 +60,7 @@ fn second_open_in_this_process_is_refused() {
 
 #[test]
 fn second_open_from_another_process_is_refused() {
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     drop(create(&path));
@@ -93,6 +104,7 @@ fn second_open_from_another_process_is_refused() {
 
 #[test]
 fn special_files_are_refused_without_blocking() {
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
     let made = Command::new("mkfifo").arg(&fifo).status();

@@ -11,7 +11,15 @@
 //!   1         small class chunk  class index (block = 64 << class)
 //!   2         large run head     run length in chunks
 //!   3         large run continuation
+//!   4         log chunk          (0): blocks that extend the log
 //! ```
+//!
+//! The log grows by taking whole chunks from the heap ([`Allocator::reserve_log_chunk`])
+//! and gives them back when all their blocks are free again. A log chunk
+//! is marked with one 8-byte descriptor store, so it is never half
+//! formatted; one whose blocks are all out of the log list (a crash between
+//! marking it and linking a block, or a log cleared by recovery) is freed
+//! at open.
 //!
 //! Allocation state changes are logged by the transaction as ALLOC and
 //! DELETE records and applied with [`Allocator::mark`], which is idempotent,
@@ -41,6 +49,7 @@ const FREE: u64 = 0;
 const SMALL: u64 = 1;
 const LARGE: u64 = 2;
 const CONT: u64 = 3;
+const LOG: u64 = 4;
 
 fn desc(kind: u64, low: u64) -> u64 {
     kind << KIND_SHIFT | low
@@ -149,6 +158,8 @@ impl Allocator {
                     }
                     c += low;
                 }
+                // Owned by the log (which freed the empty ones before this).
+                LOG if low == 0 => c += 1,
                 _ => return Err(corrupt("invalid chunk descriptor")),
             }
         }
@@ -205,6 +216,32 @@ impl Allocator {
                 Ok((self.chunk_start(start), n * CHUNK))
             }
         }
+    }
+
+    /// Takes a free chunk for the log and marks it as a log chunk on media,
+    /// persistently: its blocks back reservations that recovery counts on.
+    /// Returns its offset.
+    pub fn reserve_log_chunk(&self, d: &Domain) -> Result<u64, Error> {
+        let mut st = self.state.lock();
+        // The highest free chunk: user data grows from the bottom.
+        let chunk = st
+            .free_chunks
+            .pop_last()
+            .ok_or(Error::OutOfMemory { requested: CHUNK })?;
+        d.store_u64(self.desc_off(chunk), desc(LOG, 0))?;
+        d.flush_at(self.desc_off(chunk), 8, sites::ALLOC_LOG_GROW)?;
+        d.fence_at(sites::ALLOC_LOG_GROW_FENCE)?;
+        Ok(self.chunk_start(chunk))
+    }
+
+    /// Gives a log chunk none of whose blocks is in the log list back to
+    /// the heap.
+    pub fn release_log_chunk(&self, d: &Domain, off: u64) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        let chunk = free_log_chunk(d, &self.l, off)?;
+        d.fence_at(sites::ALLOC_LOG_SHRINK_FENCE)?;
+        st.free_chunks.insert(chunk);
+        Ok(())
     }
 
     /// Returns blocks that were reserved but never became (or are no
@@ -272,6 +309,32 @@ fn chunk_of(l: &Layout, off: u64) -> Result<u64, Error> {
         });
     }
     Ok((off - l.heap_off) / CHUNK)
+}
+
+/// The offsets of the chunks the log owns, in address order.
+pub fn log_chunks(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
+    let mut out = Vec::new();
+    for c in 0..l.heap_chunks {
+        if d.read_u64(desc_off(l, c))? == desc(LOG, 0) {
+            out.push(chunk_start(l, c));
+        }
+    }
+    Ok(out)
+}
+
+/// Marks the log chunk at `off` free on media (written back, not fenced);
+/// returns its index. Used by the allocator and, before it exists, at open.
+pub fn free_log_chunk(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
+    let chunk = (off - l.heap_off) / CHUNK;
+    if d.read_u64(desc_off(l, chunk))? != desc(LOG, 0) {
+        return Err(Error::HeapCorrupt {
+            offset: desc_off(l, chunk),
+            reason: "log chunk released twice",
+        });
+    }
+    d.store_u64(desc_off(l, chunk), desc(FREE, 0))?;
+    d.flush_at(desc_off(l, chunk), 8, sites::ALLOC_LOG_SHRINK)?;
+    Ok(chunk)
 }
 
 /// [`Allocator::mark`] without the volatile state, for recovery (which runs
@@ -393,7 +456,7 @@ pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error
                 out.push((chunk_start(l, c), low * CHUNK));
                 c += low;
             }
-            FREE => c += 1,
+            FREE | LOG => c += 1,
             _ => {
                 return Err(Error::HeapCorrupt {
                     offset: desc_off(l, c),

@@ -14,9 +14,10 @@
 //! during recovery is harmless: the redo reads only words the operation
 //! never changes (`lastTail`, the node's own `prev`/`next`).
 
+use super::blocks::Blocks;
 use crate::error::Error;
 use crate::persist::{sites, Domain};
-use crate::pool::layout::{Layout, META_ADLL};
+use crate::pool::layout::META_ADLL;
 
 const HEAD: u64 = META_ADLL;
 const TAIL: u64 = META_ADLL + 8;
@@ -100,7 +101,7 @@ pub struct Repair {
 }
 
 /// Redoes the operation a crash interrupted, if any (§3.2 "ADLL recovery").
-pub fn recover(d: &Domain, l: &Layout) -> Result<Repair, Error> {
+pub fn recover(d: &Domain, l: &Blocks) -> Result<Repair, Error> {
     let mut r = Repair::default();
     let check = |off: u64, what| {
         if off != 0 && !l.is_block(off) {
@@ -143,7 +144,7 @@ pub fn recover(d: &Domain, l: &Layout) -> Result<Repair, Error> {
 
 /// The nodes from head to tail, checking that links are blocks, that
 /// `prev` mirrors `next`, and that the walk ends (no cycle).
-pub fn walk(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
+pub fn walk(d: &Domain, l: &Blocks) -> Result<Vec<u64>, Error> {
     let (head, tail) = ends(d)?;
     let mut out = Vec::new();
     let (mut prev, mut cur) = (0u64, head);
@@ -161,7 +162,7 @@ pub fn walk(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
             });
         }
         out.push(cur);
-        if out.len() as u64 > l.log_blocks {
+        if out.len() as u64 > l.count() {
             return Err(Error::LogCorrupt {
                 offset: cur,
                 reason: "ADLL has a cycle",

@@ -16,21 +16,41 @@
 //! that are not in the list are free; the free set is rebuilt at open, so
 //! the log needs no allocator of its own on media.
 //!
+//! **Space.** The log starts with the blocks of its region (the configured
+//! log size) and grows by whole heap chunks taken through the allocator
+//! ([`blocks`]); a chunk whose blocks are all free again goes back to the
+//! heap. Every forward record (UPDATE, ALLOC, DELETE) reserves, when it is
+//! logged, the space of the compensation record its rollback would write,
+//! and a transaction's first one also reserves its ROLLBACK and END (as
+//! ARIES does); the log keeps one CHECKPOINT's worth besides. Those records
+//! are charged to the reservation, so rollback, recovery (which only writes
+//! such records for the transactions it rolls back) and checkpoints never
+//! need space they cannot get. Space is counted conservatively: a block is
+//! worth what any sequence of records is sure to fit in it, whatever the
+//! mix of sizes, so an append whose cost is within the count never fails.
+//! When the heap has no chunk left, a forward append fails with
+//! [`Error::LogFull`] and nothing is written.
+//!
 //! All appends and removals hold one latch (`State`); per-thread lanes
 //! (MARS' distributed log) can be added later as several `Log`s over
 //! disjoint block sets merged by lsn at recovery.
 
 pub mod adll;
+pub mod blocks;
 pub mod record;
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+use crate::alloc::{self, Allocator};
 use crate::error::Error;
 use crate::persist::{sites, Domain};
-use crate::pool::layout::Layout;
+use crate::pool::layout::{Layout, MAX_RECORD_DATA, RECORD_HEADER};
+use blocks::Blocks;
 pub use record::{Draft, Kind, Record};
 
 /// The log structure, fixed at pool creation.
@@ -144,64 +164,60 @@ struct Bucket {
     body_used: u64,
 }
 
-/// Volatile bucket state, indexed by block number (a map keyed by block
-/// offset, without hashing on the append path).
-struct Buckets {
-    log_off: u64,
-    block_size: u64,
-    v: Vec<Option<Bucket>>,
-}
+/// Volatile bucket state by block offset. Block offsets are distinct
+/// multiples of 64, so a multiplicative hash is enough (no SipHash on the
+/// append path).
+#[derive(Default)]
+struct OffsetHasher(u64);
 
-impl Buckets {
-    fn new(l: &Layout) -> Buckets {
-        Buckets {
-            log_off: l.log_off,
-            block_size: l.log_block_size,
-            v: vec![None; l.log_blocks as usize],
+impl std::hash::Hasher for OffsetHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
     }
-
-    fn idx(&self, block: u64) -> usize {
-        ((block - self.log_off) / self.block_size) as usize
-    }
-
-    fn get(&self, block: &u64) -> Option<&Bucket> {
-        self.v[self.idx(*block)].as_ref()
-    }
-
-    fn get_mut(&mut self, block: &u64) -> Option<&mut Bucket> {
-        let i = self.idx(*block);
-        self.v[i].as_mut()
-    }
-
-    fn insert(&mut self, block: u64, b: Bucket) {
-        let i = self.idx(block);
-        self.v[i] = Some(b);
-    }
-
-    fn remove(&mut self, block: &u64) {
-        let i = self.idx(*block);
-        self.v[i] = None;
-    }
-
-    fn values(&self) -> impl Iterator<Item = &Bucket> {
-        self.v.iter().flatten()
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
-impl std::ops::Index<&u64> for Buckets {
-    type Output = Bucket;
-    fn index(&self, block: &u64) -> &Bucket {
-        self.get(block).expect("bucket is tracked")
+type Buckets = HashMap<u64, Bucket, std::hash::BuildHasherDefault<OffsetHasher>>;
+
+/// Log space a transaction holds for the records its end may need: the
+/// compensation records of its forward records, its ROLLBACK and its END.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Reservation {
+    /// Bytes held (in the log's cost units).
+    pub bytes: u64,
+    /// ROLLBACK and END are reserved (at the first forward record).
+    started: bool,
+}
+
+impl Reservation {
+    /// No reservation: recovery's records, which fit by construction.
+    pub fn none() -> Reservation {
+        Reservation {
+            bytes: 0,
+            started: true,
+        }
     }
 }
 
 struct State {
     order: Vec<u64>,
     buckets: Buckets,
-    free: Vec<u64>,
+    blocks: Blocks,
+    /// Blocks not in the list, lowest first: region blocks before heap
+    /// chunks, so chunks empty out and can go back.
+    free: BTreeSet<u64>,
     next_lsn: u64,
+    /// Space held by reservations, the checkpoint's included.
     reserved: u64,
+    /// The checkpoint's reservation is held.
+    checkpoint_held: bool,
     scratch: Vec<u8>,
     batch_index: Vec<(u64, u32)>,
     batch_cells: Vec<(CellRef, u64)>,
@@ -226,8 +242,16 @@ pub struct Log {
     layout: Layout,
     /// Space a record costs at least: its share of a block's body.
     per_cell: u64,
+    /// Space a free block is sure to hold.
+    block_usable: u64,
     state: Mutex<State>,
+    /// The heap the log grows into; unset during recovery (which never
+    /// needs to grow).
+    heap: OnceLock<Arc<Allocator>>,
 }
+
+/// The largest record: header plus old and new values of the longest piece.
+const MAX_RECORD: u64 = RECORD_HEADER + 2 * MAX_RECORD_DATA;
 
 /// What [`Log::open`] found.
 pub struct Opened {
@@ -243,26 +267,32 @@ impl Log {
     /// Recovers the list structure, then scans every bucket (REWIND §4.5,
     /// "we must first recover the log itself").
     pub fn open(d: &Domain, layout: &Layout, variant: LogVariant) -> Result<Opened, Error> {
-        let repair = adll::recover(d, layout)?;
-        let (order, buckets, records) = scan(d, layout, variant)?;
+        let blocks = Blocks::new(layout, alloc::log_chunks(d, layout)?);
+        let repair = adll::recover(d, &blocks)?;
+        let (order, buckets, records) = scan(d, layout, &blocks, variant)?;
         let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
-        let free = (0..layout.log_blocks)
-            .rev()
-            .map(|i| layout.log_off + i * layout.log_block_size)
+        let free = blocks
+            .all()
+            .into_iter()
             .filter(|b| !in_list.contains(b))
             .collect();
         let next_lsn = records.last().map_or(1, |s| s.rec.lsn + 1);
         let body = layout.log_block_size - layout.body_start();
-        let log = Log {
+        let per_cell = (body / layout.bucket_cells).max(1);
+        let mut log = Log {
             variant,
             layout: *layout,
-            per_cell: (body / layout.bucket_cells).max(1),
+            per_cell,
+            block_usable: usable(layout.bucket_cells, per_cell, layout.bucket_cells, body),
+            heap: OnceLock::new(),
             state: Mutex::new(State {
                 order,
                 buckets,
+                blocks,
                 free,
                 next_lsn,
                 reserved: 0,
+                checkpoint_held: false,
                 scratch: Vec::with_capacity(1024),
                 batch_index: Vec::new(),
                 batch_cells: Vec::new(),
@@ -270,11 +300,35 @@ impl Log {
                 words: Vec::new(),
             }),
         };
+        log.drop_empty_buckets(d)?;
         Ok(Opened {
             log,
             records,
             repair,
         })
+    }
+
+    /// Takes out of the list every bucket that holds no valid record: the
+    /// buckets of a group a crash left invalid (Batch), the empty tail.
+    /// The space of records that never became valid is then free again,
+    /// so recovery has at least the space its reservations counted on: the
+    /// list is a prefix of the crashed one minus empty buckets, and its tail
+    /// is rebuilt from the valid records only.
+    fn drop_empty_buckets(&mut self, d: &Domain) -> Result<(), Error> {
+        let st = self.state.get_mut();
+        let empty: Vec<u64> = st
+            .order
+            .iter()
+            .copied()
+            .filter(|b| st.buckets.get(b).is_some_and(|x| x.live == 0))
+            .collect();
+        for block in empty {
+            adll::remove(d, block)?;
+            st.buckets.remove(&block);
+            st.order.retain(|&x| x != block);
+            st.free.insert(block);
+        }
+        Ok(())
     }
 
     /// The variant.
@@ -286,30 +340,43 @@ impl Log {
         size.max(self.per_cell)
     }
 
-    /// Log space a rollback of this record needs (its CLR).
+    /// Log space a rollback of this record needs (its CLR: the old bytes
+    /// of an UPDATE, the block size of an ALLOC or DELETE).
     pub fn clr_cost(&self, d: &Draft) -> u64 {
         match d.kind {
-            Kind::Update | Kind::Alloc | Kind::Delete => {
-                self.cost((record::HEADER + d.new.len().div_ceil(8) * 8) as u64)
-            }
+            Kind::Update => self.cost((record::HEADER + d.new.len().div_ceil(8) * 8) as u64),
+            Kind::Alloc | Kind::Delete => self.cost(record::HEADER as u64 + 8),
             _ => 0,
         }
     }
 
+    /// Space of a record without payload (ROLLBACK, END, CHECKPOINT).
+    fn bare_cost(&self) -> u64 {
+        self.cost(record::HEADER as u64)
+    }
+
+    /// Lets the log grow into the heap (after recovery).
+    pub fn attach_heap(&self, heap: Arc<Allocator>) {
+        let _ = self.heap.set(heap);
+    }
+
     /// Appends `drafts` in order and makes them persistent and valid before
     /// returning, so the caller may then perform the in-place stores they
-    /// describe (WAL). Forward records (UPDATE, ALLOC, DELETE) reserve room
-    /// for their CLRs; the others (CLR, END, ROLLBACK, CHECKPOINT) may use
-    /// that reserve, so a rollback never finds the log full.
-    /// Returns the space reserved.
+    /// describe (WAL). Forward records (UPDATE, ALLOC, DELETE) add to `res`
+    /// the space of their CLRs (and, for a transaction's first, its
+    /// ROLLBACK and END); the others (CLR, END, ROLLBACK, CHECKPOINT) are
+    /// paid from `res`, so a rollback never finds the log full. The log
+    /// grows into the heap when it must; when it cannot, nothing is written
+    /// and the error is [`Error::LogFull`].
     pub fn append(
         &self,
         d: &Domain,
         drafts: &[Draft<'_>],
         out: &mut Vec<Placed>,
-    ) -> Result<u64, Error> {
+        res: &mut Reservation,
+    ) -> Result<(), Error> {
         let mut st = self.state.lock();
-        self.append_locked(d, &mut st, drafts, out)
+        self.append_locked(d, &mut st, drafts, out, res)
     }
 
     /// Appends a transaction's END record and, under force, clears its
@@ -321,11 +388,12 @@ impl Log {
         end: &Draft<'_>,
         clear: Option<&[CellRef]>,
         out: &mut Vec<Placed>,
+        res: &mut Reservation,
     ) -> Result<(), Error> {
         let mut st = self.state.lock();
         let st = &mut *st;
         let first = out.len();
-        self.append_locked(d, st, std::slice::from_ref(end), out)?;
+        self.append_locked(d, st, std::slice::from_ref(end), out, res)?;
         if let Some(cells) = clear {
             self.release_locked(d, st, cells, Some(out[first].cell))?;
         }
@@ -338,7 +406,8 @@ impl Log {
         st: &mut State,
         drafts: &[Draft<'_>],
         out: &mut Vec<Placed>,
-    ) -> Result<u64, Error> {
+        res: &mut Reservation,
+    ) -> Result<(), Error> {
         let (mut forward, mut other, mut reserve) = (0, 0, 0);
         for x in drafts {
             let c = self.cost(x.size() as u64);
@@ -350,13 +419,32 @@ impl Log {
                 _ => other += c,
             }
         }
-        let free = self.available(st);
-        if forward + reserve > free.saturating_sub(st.reserved) || forward + reserve + other > free
-        {
-            return Err(Error::LogFull {
-                needed: forward + reserve + other,
-                free: free.saturating_sub(st.reserved),
-            });
+        let mut held = 0;
+        if forward > 0 {
+            if !res.started {
+                reserve += 2 * self.bare_cost();
+            }
+            if !st.checkpoint_held {
+                held = self.bare_cost();
+            }
+        }
+        let paid = other.min(res.bytes);
+        let needed = forward + reserve + held + (other - paid);
+        // Reserved space not this append's to use.
+        let others = st.reserved - paid;
+        while self.available(st).saturating_sub(others) < needed {
+            if !self.grow(d, st)? {
+                return Err(Error::LogFull {
+                    needed,
+                    free: self.available(st).saturating_sub(others),
+                });
+            }
+        }
+        res.bytes -= paid;
+        st.reserved -= paid;
+        if forward > 0 {
+            res.started = true;
+            st.checkpoint_held = true;
         }
         st.batch_index.clear();
         st.batch_cells.clear();
@@ -411,19 +499,110 @@ impl Log {
             // The index persistent before the caller's in-place stores.
             d.fence_at(sites::LOG_GROUP_INDEX)?;
         }
-        st.reserved += reserve;
-        Ok(reserve)
+        st.reserved += reserve + held;
+        res.bytes += reserve;
+        Ok(())
     }
 
-    /// Bytes of log space left (free blocks plus the tail's room).
+    /// Log space sure to be there: what any sequence of records costing
+    /// this much fits in (free blocks plus the tail's room). An append
+    /// lowers it by at most its cost, whichever block its records land in.
     fn available(&self, st: &State) -> u64 {
-        let cap = self.layout.log_block_size - self.layout.body_start();
         let tail = st.order.last().map_or(0, |t| {
             let b = &st.buckets[t];
-            let cells = (self.layout.bucket_cells - b.next_cell as u64) * self.per_cell;
-            cells.min(self.layout.log_block_size - b.body_used)
+            usable(
+                self.layout.bucket_cells,
+                self.per_cell,
+                self.layout.bucket_cells - b.next_cell as u64,
+                self.layout.log_block_size - b.body_used,
+            )
         });
-        st.free.len() as u64 * cap + tail
+        st.free.len() as u64 * self.block_usable + tail
+    }
+
+    /// Takes a chunk from the heap and adds its blocks to the free set.
+    /// `false` when the heap has none (or the log is not attached to it).
+    fn grow(&self, d: &Domain, st: &mut State) -> Result<bool, Error> {
+        let Some(heap) = self.heap.get() else {
+            return Ok(false);
+        };
+        if Blocks::per_chunk(&self.layout) == 0 {
+            return Ok(false);
+        }
+        let chunk = match heap.reserve_log_chunk(d) {
+            Ok(c) => c,
+            Err(Error::OutOfMemory { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        st.blocks.add_chunk(chunk);
+        st.free.extend(st.blocks.chunk_blocks(chunk));
+        Ok(true)
+    }
+
+    /// Gives `block`'s heap chunk back when all its blocks are free and the
+    /// log keeps enough space for every reservation without it.
+    fn maybe_shrink(&self, d: &Domain, st: &mut State, block: u64) -> Result<(), Error> {
+        let (Some(heap), Some(chunk)) = (self.heap.get(), st.blocks.chunk_of(block)) else {
+            return Ok(());
+        };
+        let n = Blocks::per_chunk(&self.layout);
+        if !st.blocks.chunk_blocks(chunk).all(|b| st.free.contains(&b))
+            || self.available(st) < st.reserved + n * self.block_usable
+        {
+            return Ok(());
+        }
+        for b in st.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
+            st.free.remove(&b);
+        }
+        st.blocks.remove_chunk(chunk);
+        heap.release_log_chunk(d, chunk)
+    }
+
+    /// Gives every log chunk back to the heap (an empty log: after
+    /// recovery, at a clean close). Before the allocator exists (at open)
+    /// the descriptors are freed directly.
+    pub fn release_chunks(&self, d: &Domain) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        if !st.order.is_empty() {
+            return Ok(());
+        }
+        let chunks: Vec<u64> = st.blocks.chunks().collect();
+        for chunk in chunks {
+            for b in st.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
+                st.free.remove(&b);
+            }
+            st.blocks.remove_chunk(chunk);
+            match self.heap.get() {
+                Some(heap) => heap.release_log_chunk(d, chunk)?,
+                None => {
+                    alloc::free_log_chunk(d, &self.layout, chunk)?;
+                }
+            }
+        }
+        // The freed descriptors persistent (a crash before leaves chunks
+        // the next open frees again).
+        d.fence_at(sites::ALLOC_LOG_SHRINK_FENCE)
+    }
+
+    /// Walks the list, checking every link (`rewind check`).
+    pub fn check_list(&self, d: &Domain) -> Result<Vec<u64>, Error> {
+        let st = self.state.lock();
+        adll::walk(d, &st.blocks)
+    }
+
+    /// Takes the checkpoint's reservation for its CHECKPOINT record.
+    pub fn take_checkpoint_reservation(&self) -> Reservation {
+        let mut st = self.state.lock();
+        let bytes = if st.checkpoint_held {
+            st.checkpoint_held = false;
+            self.bare_cost()
+        } else {
+            0
+        };
+        Reservation {
+            bytes,
+            started: true,
+        }
     }
 
     /// The tail bucket if it has room for a record of `size` bytes, else a
@@ -437,7 +616,7 @@ impl Log {
                 return Ok(tail);
             }
         }
-        let block = st.free.pop().ok_or(Error::LogFull {
+        let block = st.free.pop_first().ok_or(Error::LogFull {
             needed: size,
             free: 0,
         })?;
@@ -471,7 +650,8 @@ impl Log {
             adll::remove(d, block)?;
             st.buckets.remove(&block);
             st.order.retain(|&x| x != block);
-            st.free.push(block);
+            st.free.insert(block);
+            self.maybe_shrink(d, st, block)?;
         }
         Ok(())
     }
@@ -519,10 +699,17 @@ impl Log {
         Ok(())
     }
 
-    /// Returns reserved rollback space once a transaction has ended.
-    pub fn unreserve(&self, bytes: u64) {
+    /// Returns what is left of a reservation once its transaction ended,
+    /// and gives back the heap chunks the log no longer needs.
+    pub fn unreserve(&self, d: &Domain, res: &mut Reservation) -> Result<(), Error> {
         let mut st = self.state.lock();
-        st.reserved = st.reserved.saturating_sub(bytes);
+        st.reserved -= res.bytes;
+        res.bytes = 0;
+        let chunks: Vec<u64> = st.blocks.chunks().collect();
+        for chunk in chunks {
+            self.maybe_shrink(d, &mut st, chunk)?;
+        }
+        Ok(())
     }
 
     /// Removes every block, oldest first (recovery, after all records are
@@ -531,12 +718,12 @@ impl Log {
     pub fn clear_all(&self, d: &Domain) -> Result<(), Error> {
         let mut st = self.state.lock();
         let st = &mut *st;
-        for block in std::mem::take(&mut st.order) {
+        while let Some(&block) = st.order.first() {
             adll::remove(d, block)?;
             st.buckets.remove(&block);
-            st.free.push(block);
+            st.order.remove(0);
+            st.free.insert(block);
         }
-        st.reserved = 0;
         Ok(())
     }
 
@@ -545,7 +732,7 @@ impl Log {
         let st = self.state.lock();
         LogStats {
             blocks_used: st.order.len() as u64,
-            blocks_total: self.layout.log_blocks,
+            blocks_total: st.blocks.count(),
             live_records: st.buckets.values().map(|b| b.live as u64).sum(),
         }
     }
@@ -553,7 +740,23 @@ impl Log {
     /// Fraction of blocks in use.
     pub fn fill(&self) -> f64 {
         let st = self.state.lock();
-        st.order.len() as f64 / self.layout.log_blocks as f64
+        st.order.len() as f64 / st.blocks.count() as f64
+    }
+}
+
+/// The space a block with `cells` of its `cells_total` cells and `body`
+/// bytes of body left is sure to hold, in cost units (a record costs its
+/// size, at least `per_cell`). A record that does not fit leaves the block
+/// with no cell or with less than [`MAX_RECORD`] of body, both of which
+/// count 0 here; so appends lower the total by at most their cost.
+fn usable(cells_total: u64, per_cell: u64, cells: u64, body: u64) -> u64 {
+    if cells == 0 {
+        0
+    } else if cells_total == 1 {
+        // Simple: one record per node, whatever its size.
+        per_cell
+    } else {
+        (cells * per_cell).min(body.saturating_sub(MAX_RECORD))
     }
 }
 
@@ -594,9 +797,9 @@ fn gap_cells(
 type ScanResult = (Vec<u64>, Buckets, Vec<Scanned>);
 
 /// Walks the list and reads every valid record, verifying each checksum.
-fn scan(d: &Domain, l: &Layout, variant: LogVariant) -> Result<ScanResult, Error> {
-    let order = adll::walk(d, l)?;
-    let mut buckets = Buckets::new(l);
+fn scan(d: &Domain, l: &Layout, blocks: &Blocks, variant: LogVariant) -> Result<ScanResult, Error> {
+    let order = adll::walk(d, blocks)?;
+    let mut buckets = Buckets::default();
     let mut records: Vec<Scanned> = Vec::new();
     let mut cells = vec![0u8; (l.bucket_cells * 8) as usize];
     let mut buf = Vec::new();

@@ -72,6 +72,12 @@ sites! {
         redundant: "the next step on the same thread appends that ALLOC record, whose own fences complete these flushes before the record can be valid";
     ALLOC_MARK_BIT = "alloc.mark.bit": "a block's bitmap bit written back when it is allocated or freed";
     ALLOC_MARK_RUN = "alloc.mark.run": "a large run's descriptors written back when it is allocated or freed";
+    ALLOC_LOG_GROW = "alloc.log.grow": "a chunk's descriptor marked as a log chunk written back";
+    ALLOC_LOG_GROW_FENCE = "alloc.log.grow.fence": "the log chunk persistent before its blocks count as log space (recovery's reservations rely on them, and a list node in an unmarked chunk is corruption)";
+    ALLOC_LOG_SHRINK = "alloc.log.shrink": "a log chunk's descriptor marked free written back when the log gives it back",
+        redundant: "a log chunk with no block in the list is freed at the next open anyway, and any reuse of the chunk writes and fences its descriptor before it holds data";
+    ALLOC_LOG_SHRINK_FENCE = "alloc.log.shrink.fence": "the freed descriptor persistent",
+        redundant: "as alloc.log.shrink";
     TX_FRESH_FLUSH = "tx.fresh.flush": "a write into memory this transaction allocated written back (no record covers it)";
     TX_ZERO_FLUSH = "tx.zero.flush": "a new allocation's zeroing written back";
     TX_STORE_FLUSH = "tx.store.flush": "force: an in-place store written back, so commit's fence makes it durable";

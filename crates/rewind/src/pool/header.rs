@@ -32,8 +32,9 @@ use crate::tx::Policy;
 
 /// Pool magic.
 pub const MAGIC: [u8; 8] = *b"REWINDPL";
-/// Format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// Format version this build writes and reads. 2: the log grows into heap
+/// chunks (descriptor kind 4), buckets of at most 2048 cells.
+pub const VERSION: u32 = 2;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 const CRC_OFF: usize = 168;
@@ -183,8 +184,8 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
             reason,
         })
     };
-    if l.bucket_cells == 0 || l.bucket_cells > 1 << 20 {
-        return bad("bucket cells", l.bucket_cells, "expected 1..=1048576");
+    if l.bucket_cells == 0 || l.bucket_cells > super::MAX_BUCKET_CELLS {
+        return bad("bucket cells", l.bucket_cells, "expected 1..=2048");
     }
     if (variant == LogVariant::Simple) != (l.bucket_cells == 1) {
         return bad(

@@ -80,19 +80,22 @@ impl Layout {
     }
 
     /// Plans a pool of `size` bytes with a log of about `log_size` bytes.
+    /// `None` when they do not fit (checked arithmetic: any sizes a caller
+    /// passes give an answer, never an overflow).
     pub fn plan(size: u64, log_size: u64, cells: u64) -> Option<Layout> {
         let block = Layout::block_size_for(cells);
         let log_blocks = (log_size / block).max(4);
+        let log_bytes = log_blocks.checked_mul(block)?;
         let alloc_off = META_END;
         // Find the largest chunk count that fits, accounting for its metadata.
-        let fixed = alloc_off + log_blocks * block;
+        let fixed = alloc_off.checked_add(log_bytes)?.checked_add(8192)?;
         let per_chunk = CHUNK + 8 + BITMAP_BYTES;
-        let mut chunks = size.checked_sub(fixed + 8192)? / per_chunk;
+        let mut chunks = size.checked_sub(fixed)? / per_chunk;
         loop {
             let bitmap_off = alloc_off + round_up(chunks * 8, 64);
             let log_off = round_up(bitmap_off + chunks * BITMAP_BYTES, 4096);
-            let heap_off = round_up(log_off + log_blocks * block, 4096);
-            if heap_off + chunks * CHUNK <= size {
+            let heap_off = round_up(log_off.checked_add(log_bytes)?, 4096);
+            if heap_off.checked_add(chunks * CHUNK)? <= size {
                 if chunks == 0 {
                     return None;
                 }
@@ -147,6 +150,18 @@ mod tests {
             assert!(l.log_end() <= l.heap_off);
             assert!(l.heap_end() <= size);
             assert!(l.heap_chunks >= 1);
+        }
+    }
+
+    #[test]
+    fn huge_log_sizes_have_no_plan_and_no_overflow() {
+        for cells in [1, 16, 1000] {
+            assert!(Layout::plan(64 << 20, u64::MAX, cells).is_none());
+            for (size, log) in [(u64::MAX, u64::MAX / 2), (u64::MAX, u64::MAX - 1)] {
+                if let Some(l) = Layout::plan(size, log, cells) {
+                    assert!(l.log_end() <= l.heap_off && l.heap_end() <= size);
+                }
+            }
         }
     }
 

@@ -12,6 +12,7 @@ mod pptr;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytemuck::Pod;
 use parking_lot::Mutex;
@@ -78,16 +79,16 @@ pub struct Pool {
     pub(crate) dom: Domain,
     pub(crate) hdr: Header,
     pub(crate) log: Log,
-    pub(crate) alloc: Allocator,
+    pub(crate) alloc: Arc<Allocator>,
     pub(crate) policy: Policy,
     pub(crate) finished: Mutex<Vec<Finished>>,
     pub(crate) checkpoint_lock: Mutex<()>,
     pub(crate) checkpoint_fill: f64,
     next_tx: AtomicU64,
     report: RecoveryReport,
-    /// A commit or rollback failed midway: its records must stay for
-    /// recovery, so close leaves the log alone.
-    unfinished: std::sync::atomic::AtomicBool,
+    /// Why the handle is poisoned: a commit or rollback failed midway, so
+    /// its records must stay for recovery and close leaves the log alone.
+    poisoned: OnceLock<String>,
 }
 
 fn check_layout_name(name: &str) -> Result<(), Error> {
@@ -173,7 +174,10 @@ impl Pool {
         let opened = Log::open(&dom, &l, hdr.variant)?;
         let mut report = recovery::recover(&dom, &l, &opened.log, &opened.records, hdr.policy)?;
         report.adll_repaired = opened.repair.append || opened.repair.remove;
-        let alloc = Allocator::open(&dom, &l)?;
+        // Recovery emptied the log: the chunks it grew into go back first.
+        opened.log.release_chunks(&dom)?;
+        let alloc = Arc::new(Allocator::open(&dom, &l)?);
+        opened.log.attach_heap(alloc.clone());
         let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
         Ok(Pool {
             policy: hdr.policy,
@@ -186,7 +190,7 @@ impl Pool {
             checkpoint_fill: 0.5,
             next_tx: AtomicU64::new(max_tx + 1),
             report,
-            unfinished: std::sync::atomic::AtomicBool::new(false),
+            poisoned: OnceLock::new(),
         })
     }
 
@@ -198,31 +202,19 @@ impl Pool {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
+        self.usable()?;
         let id = self.next_tx.fetch_add(1, Ordering::Relaxed);
         let mut tx = Tx::new(self, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
-            // A commit that fails before its END is persistent has not
-            // committed: recovery at the next open rolls it back.
-            Ok(Ok(v)) => match tx.commit() {
-                Ok(()) => Ok(v),
-                Err(e) => {
-                    self.unfinished.store(true, Ordering::Relaxed);
-                    Err(e.into())
-                }
-            },
+            Ok(Ok(v)) => tx.finish().map(|()| v).map_err(E::from),
             Ok(Err(e)) => {
-                if let Err(r) = tx.rollback() {
-                    self.unfinished.store(true, Ordering::Relaxed);
-                    return Err(r.into());
-                }
+                tx.abort()?;
                 Err(e)
             }
             Err(payload) => {
-                // Roll back before unwinding further; a failure here leaves
-                // the work to recovery at the next open.
-                if tx.rollback().is_err() {
-                    self.unfinished.store(true, Ordering::Relaxed);
-                }
+                // Roll back before unwinding further; a failure poisons the
+                // handle and leaves the work to recovery at the next open.
+                let _ = tx.abort();
                 panic::resume_unwind(payload)
             }
         }
@@ -233,12 +225,28 @@ impl Pool {
     /// released (unlike `std::mem::forget`, which would keep the pool in use).
     #[cfg(feature = "testing")]
     pub fn crash(self) {
-        self.unfinished.store(true, Ordering::Relaxed);
+        let _ = self.poisoned.set("simulated crash".into());
+    }
+
+    /// Poisons the handle after a commit or rollback failed midway.
+    pub(crate) fn poison(&self, cause: &Error) {
+        let _ = self.poisoned.set(cause.to_string());
+    }
+
+    /// `Err(Poisoned)` once the handle is poisoned.
+    pub(crate) fn usable(&self) -> Result<(), Error> {
+        match self.poisoned.get() {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Reads a value (the committed state, plus any in-flight stores of
     /// concurrent transactions the program did not isolate).
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<T, Error> {
+        self.usable()?;
         let mut v = T::zeroed();
         self.dom.read(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
@@ -246,11 +254,13 @@ impl Pool {
 
     /// Reads bytes at a pool offset.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
+        self.usable()?;
         self.dom.read(off, buf)
     }
 
     /// The root object, if one was created (see [`Tx::root`]).
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
+        self.usable()?;
         let off = self.dom.read_u64(META_ROOT_OFF)?;
         if off == 0 {
             return Ok(None);
@@ -318,6 +328,10 @@ impl Pool {
     }
 }
 
+/// Most cells per bucket: a bucket (64 + 8 + 96 bytes a cell) must fit in
+/// one heap chunk, the unit the log grows by.
+pub const MAX_BUCKET_CELLS: u64 = 2048;
+
 fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
     check_layout_name(layout)?;
     if size < MIN_POOL {
@@ -331,11 +345,12 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         LogVariant::Simple => 1,
         _ => cfg.bucket_cells as u64,
     };
-    if !(8..=65536).contains(&cells) && cfg.log != LogVariant::Simple {
+    // A bucket fits in one heap chunk, the unit the log grows by.
+    if !(8..=MAX_BUCKET_CELLS).contains(&cells) && cfg.log != LogVariant::Simple {
         return Err(Error::InvalidConfig {
             what: "bucket cells",
             value: cells.to_string(),
-            expected: "8 to 65536",
+            expected: "8 to 2048",
         });
     }
     let log_size = cfg.log_size.unwrap_or(size / 8);
@@ -388,13 +403,15 @@ impl Drop for Pool {
     /// recovery finds finished. Errors are ignored: whatever is left is
     /// recovered at the next open.
     fn drop(&mut self) {
-        if self.unfinished.load(Ordering::Relaxed) {
+        if self.poisoned.get().is_some() {
             return;
         }
         if self.policy == Policy::NoForce && self.checkpoint().is_err() {
             return;
         }
-        let _ = self.log.clear_all(&self.dom);
+        if self.log.clear_all(&self.dom).is_ok() {
+            let _ = self.log.release_chunks(&self.dom);
+        }
     }
 }
 

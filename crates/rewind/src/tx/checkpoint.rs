@@ -23,6 +23,7 @@ impl Pool {
     /// Makes the work of every finished transaction durable in place and
     /// clears its log records.
     pub fn checkpoint(&self) -> Result<(), Error> {
+        self.usable()?;
         let _one = self.checkpoint_lock.lock();
         let done = std::mem::take(&mut *self.finished.lock());
         let Some(bound) = done.iter().map(|f| f.end_lsn).max() else {
@@ -46,7 +47,13 @@ impl Pool {
             new: &[],
         };
         let mut placed = Vec::with_capacity(1);
-        self.log.append(d, &[ck], &mut placed)?;
+        // Paid from the space the log holds for one checkpoint, so a full
+        // log can always be checkpointed.
+        let mut res = self.log.take_checkpoint_reservation();
+        let r = self.log.append(d, &[ck], &mut placed, &mut res);
+        let u = self.log.unreserve(d, &mut res);
+        r?;
+        u?;
         let cells: Vec<_> = done.iter().flat_map(|f| f.cells.iter().copied()).collect();
         self.log.release(d, &cells, None)?;
         // Every other record's gap persistent before any END's.

@@ -18,7 +18,23 @@
 //! after the group's single fence; [`Tx::read`] sees the pending values.
 //!
 //! Rollback writes a ROLLBACK record, then a CLR before each undo, then END,
-//! so a crash during rollback resumes it (§4.4).
+//! so a crash during rollback resumes it (§4.4). Their log space is
+//! reserved as the transaction logs (see `log`), so rollback never fails
+//! for want of log space.
+//!
+//! **Doomed transactions.** A call that fails after it may have changed
+//! something (the log could not grow because the heap is full, an I/O
+//! error) dooms the transaction: later writes return the same error, and
+//! whatever the closure returns, the transaction rolls back and
+//! [`Pool::transaction`] returns that error. Calls refused before they
+//! change anything (a write outside the heap, a bad free, an allocation
+//! the heap cannot satisfy) do not doom it; the closure may carry on.
+//!
+//! **A commit that fails** for want of log space rolls back. One that fails
+//! otherwise (an I/O error in a fence, say) may have reached its commit
+//! point, so it cannot be rolled back: the pool handle is poisoned (every
+//! later call returns [`Error::Poisoned`]) and reopening the pool lets
+//! recovery finish or undo the transaction.
 //!
 //! Isolation of user data between concurrent transactions is the program's
 //! (REWIND §4.7): two transactions writing the same bytes at once must be
@@ -34,7 +50,7 @@ use bytemuck::Pod;
 
 use crate::error::Error;
 use crate::log::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
-use crate::log::{CellRef, Draft, Kind, LogVariant, Placed};
+use crate::log::{CellRef, Draft, Kind, LogVariant, Placed, Reservation};
 use crate::persist::sites;
 use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_OFF, META_ROOT_SIZE};
 use crate::pool::{PPtr, Pool};
@@ -161,7 +177,26 @@ pub struct Tx<'p> {
     pool: &'p Pool,
     id: u64,
     b: Buffers,
-    reserved: u64,
+    res: Reservation,
+    /// The error that doomed the transaction.
+    doomed: Option<Error>,
+    /// Appending the commit group or END: a full log must not trigger a
+    /// checkpoint (which waits for the lock commit holds).
+    committing: bool,
+}
+
+/// Whether an error leaves the transaction usable: only those raised by
+/// checks made before anything was changed.
+fn dooms(e: &Error) -> bool {
+    !matches!(
+        e,
+        Error::NotInHeap { .. }
+            | Error::InvalidFree { .. }
+            | Error::RootMismatch { .. }
+            | Error::InvalidConfig { .. }
+            | Error::OutOfBounds { .. }
+            | Error::OutOfMemory { .. }
+    )
 }
 
 impl Drop for Tx<'_> {
@@ -183,7 +218,27 @@ impl<'p> Tx<'p> {
             pool,
             id,
             b,
-            reserved: 0,
+            res: Reservation::default(),
+            doomed: None,
+            committing: false,
+        }
+    }
+
+    /// Records the error that dooms the transaction, if it does.
+    fn check<T>(&mut self, r: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &r {
+            if dooms(e) && self.doomed.is_none() {
+                self.doomed = Some(e.clone());
+            }
+        }
+        r
+    }
+
+    /// The doom error, if the transaction is doomed.
+    fn live(&self) -> Result<(), Error> {
+        match &self.doomed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
         }
     }
 
@@ -232,7 +287,9 @@ impl<'p> Tx<'p> {
                 heap_end: l.heap_end(),
             });
         }
-        self.write_logged(off, bytes)
+        self.live()?;
+        let r = self.write_logged(off, bytes);
+        self.check(r)
     }
 
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
@@ -292,10 +349,22 @@ impl<'p> Tx<'p> {
     /// Appends drafts, remembering their cells and undo information.
     fn append(&mut self, drafts: &[Draft<'_>]) -> Result<(), Error> {
         self.b.placed.clear();
-        self.reserved += self
-            .pool
+        let pool = self.pool;
+        let mut r = pool
             .log
-            .append(&self.pool.dom, drafts, &mut self.b.placed)?;
+            .append(&pool.dom, drafts, &mut self.b.placed, &mut self.res);
+        if matches!(r, Err(Error::LogFull { .. }))
+            && pool.policy == Policy::NoForce
+            && !self.committing
+        {
+            // The log may be full of finished transactions' records: a
+            // checkpoint clears them (nothing was written by the failure).
+            pool.checkpoint()?;
+            r = pool
+                .log
+                .append(&pool.dom, drafts, &mut self.b.placed, &mut self.res);
+        }
+        r?;
         for (d, p) in drafts.iter().zip(&self.b.placed) {
             self.b.cells.push(p.cell);
             let undo = match d.kind {
@@ -430,6 +499,12 @@ impl<'p> Tx<'p> {
 
     /// Allocates `size` zeroed bytes; returns the pool offset.
     pub fn alloc_bytes(&mut self, size: u64) -> Result<u64, Error> {
+        self.live()?;
+        let r = self.alloc_logged(size);
+        self.check(r)
+    }
+
+    fn alloc_logged(&mut self, size: u64) -> Result<u64, Error> {
         self.flush_group()?;
         let pool = self.pool;
         let (off, bsize) = pool.alloc.reserve(&pool.dom, size)?;
@@ -456,10 +531,16 @@ impl<'p> Tx<'p> {
     /// Frees a block allocated earlier (by this or a committed transaction).
     /// The block becomes reusable when this transaction commits.
     pub fn free<T>(&mut self, p: PPtr<T>) -> Result<(), Error> {
-        self.flush_group()?;
+        self.live()?;
+        let r = self.free_logged(p.offset());
+        self.check(r)
+    }
+
+    fn free_logged(&mut self, off: u64) -> Result<(), Error> {
         let pool = self.pool;
-        let off = p.offset();
+        // Checked before anything is logged, so a bad free does not doom.
         let size = pool.alloc.allocated_size(&pool.dom, off)?;
+        self.flush_group()?;
         let draft = Draft {
             tx: self.id,
             kind: Kind::Delete,
@@ -488,29 +569,65 @@ impl<'p> Tx<'p> {
         words[..8].copy_from_slice(&off.to_le_bytes());
         words[8..].copy_from_slice(&size.to_le_bytes());
         debug_assert_eq!(META_ROOT_SIZE, META_ROOT_OFF + 8);
-        self.write_logged(META_ROOT_OFF, &words)?;
+        let r = self.write_logged(META_ROOT_OFF, &words);
+        self.check(r)?;
         Ok(PPtr::from_offset(off))
     }
 
-    /// Makes the transaction durable (the END record is the commit point).
-    pub(crate) fn commit(mut self) -> Result<(), Error> {
+    /// Ends a transaction whose closure returned `Ok`: commits it (the END
+    /// record is the commit point), or rolls it back when it is doomed or
+    /// its commit found no log space, returning that error.
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
+        if let Some(e) = self.doomed.take() {
+            self.abort()?;
+            return Err(e);
+        }
         let pool = self.pool;
         if self.b.cells.is_empty() && self.b.pending.is_empty() {
             return Ok(()); // read-only
         }
-        if pool.log.variant() == LogVariant::Batch {
-            self.commit_batch()?;
+        self.committing = true;
+        let r = if pool.log.variant() == LogVariant::Batch {
+            self.commit_batch()
         } else {
-            self.commit_end()?;
+            self.commit_end()
+        };
+        self.committing = false;
+        if let Err(e) = r {
+            if matches!(e, Error::LogFull { .. }) {
+                // Refused before anything of the commit was written.
+                self.abort()?;
+            } else {
+                // Perhaps past the commit point: recovery decides.
+                pool.poison(&e);
+            }
+            return Err(e);
         }
-        pool.log.unreserve(self.reserved);
+        if let Err(e) = pool.log.unreserve(&pool.dom, &mut self.res) {
+            // Committed; only giving a chunk back failed.
+            pool.poison(&e);
+        }
         for &(off, size) in &self.b.freed {
             pool.alloc.release(off, size);
         }
         if pool.policy == Policy::NoForce && pool.log.fill() > pool.checkpoint_fill {
-            pool.checkpoint()?;
+            // The transaction is durable whatever happens here; a failed
+            // checkpoint leaves the log to recovery.
+            if let Err(e) = pool.checkpoint() {
+                pool.poison(&e);
+            }
         }
         Ok(())
+    }
+
+    /// Rolls the transaction back; a failure poisons the pool (recovery at
+    /// the next open finishes the rollback).
+    pub(crate) fn abort(mut self) -> Result<(), Error> {
+        let r = self.rollback();
+        if let Err(e) = &r {
+            self.pool.poison(e);
+        }
+        r
     }
 
     /// Batch commit: END travels in the last group. Its index update is the
@@ -558,14 +675,20 @@ impl<'p> Tx<'p> {
         match pool.policy {
             Policy::Force => {
                 // The END append's first fence persists every flushed store.
-                pool.log
-                    .append_end(&pool.dom, &end, Some(&self.b.cells), &mut placed)?;
+                pool.log.append_end(
+                    &pool.dom,
+                    &end,
+                    Some(&self.b.cells),
+                    &mut placed,
+                    &mut self.res,
+                )?;
             }
             Policy::NoForce => {
                 // END and its registration are atomic with respect to a
                 // checkpoint's choice of bound.
                 let mut fin = pool.finished.lock();
-                pool.log.append_end(&pool.dom, &end, None, &mut placed)?;
+                pool.log
+                    .append_end(&pool.dom, &end, None, &mut placed, &mut self.res)?;
                 fin.push(Finished {
                     end_lsn: placed[0].lsn,
                     cells: std::mem::take(&mut self.b.cells),
@@ -578,7 +701,7 @@ impl<'p> Tx<'p> {
     }
 
     /// Rolls the transaction back (REWIND §4.4).
-    pub(crate) fn rollback(mut self) -> Result<(), Error> {
+    fn rollback(&mut self) -> Result<(), Error> {
         // Pending Batch writes were never logged nor applied.
         self.b.pending.clear();
         let pool = self.pool;
@@ -665,11 +788,12 @@ impl<'p> Tx<'p> {
             Policy::Force => {
                 // END's first fence persists the flushed undo stores.
                 pool.log
-                    .append_end(d, &end, Some(&self.b.cells), &mut placed)?;
+                    .append_end(d, &end, Some(&self.b.cells), &mut placed, &mut self.res)?;
             }
             Policy::NoForce => {
                 let mut fin = pool.finished.lock();
-                pool.log.append_end(d, &end, None, &mut placed)?;
+                pool.log
+                    .append_end(d, &end, None, &mut placed, &mut self.res)?;
                 let mut targets = std::mem::take(&mut self.b.targets);
                 for (t, old) in &olds {
                     targets.push((*t, old.len() as u64));
@@ -682,7 +806,7 @@ impl<'p> Tx<'p> {
                 });
             }
         }
-        pool.log.unreserve(self.reserved);
+        pool.log.unreserve(d, &mut self.res)?;
         // Blocks this transaction allocated are free again on media.
         for u in &undo {
             if let Undo::Alloc { off, size, .. } = *u {

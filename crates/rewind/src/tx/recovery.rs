@@ -13,7 +13,7 @@ use std::fmt;
 use crate::alloc;
 use crate::error::Error;
 use crate::log::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
-use crate::log::{Draft, Kind, Log, Record, Scanned};
+use crate::log::{Draft, Kind, Log, Record, Reservation, Scanned};
 use crate::persist::{sites, Domain};
 use crate::pool::layout::Layout;
 use crate::tx::Policy;
@@ -271,7 +271,7 @@ pub(crate) fn recover(
                 old: &[],
                 new: &[],
             };
-            log.append(d, &[rb], &mut placed)?;
+            log.append(d, &[rb], &mut placed, &mut Reservation::none())?;
         }
         if !losers.contains(&r.tx) {
             losers.push(r.tx);
@@ -301,7 +301,7 @@ pub(crate) fn recover(
                     new: bytes,
                 };
                 // The CLR persistent before its undo is applied.
-                log.append(d, &[c], &mut placed)?;
+                log.append(d, &[c], &mut placed, &mut Reservation::none())?;
                 apply_clr(d, l, what, r.target, bytes)?;
                 report.undone += 1;
             }
@@ -321,7 +321,7 @@ pub(crate) fn recover(
             old: &[],
             new: &[],
         };
-        log.append(d, &[end], &mut placed)?;
+        log.append(d, &[end], &mut placed, &mut Reservation::none())?;
     }
     report.rolled_back = losers.len() as u64;
     // Everything redone or undone is flushed; persistent before the log goes.
