@@ -121,8 +121,9 @@ pub enum Error {
         /// Bytes asked for.
         requested: u64,
     },
-    /// The log region has no room for more records.
-    #[error("log full: {needed} more bytes of log needed, {free} free (commit smaller transactions or create the pool with a larger log)")]
+    /// The log has no room for the records and cannot grow: the heap has
+    /// no free chunk left. The transaction is rolled back.
+    #[error("log full: {needed} more bytes of log needed, {free} free, and the heap has no free chunk to grow the log into (commit smaller transactions, free memory, or create a larger pool)")]
     LogFull {
         /// Bytes needed.
         needed: u64,

@@ -158,6 +158,8 @@ pub struct Domain {
     counters: AtomicCounters,
     latency_ns: u64,
     mutation: Option<Site>,
+    /// Fault injection (tests): fences after this many more fail.
+    failing: AtomicU64,
     /// The file behind a file-backed domain, kept open so the pool's
     /// advisory lock lives as long as the mapping.
     _file: Option<std::fs::File>,
@@ -218,6 +220,7 @@ impl Domain {
             counters: AtomicCounters::default(),
             latency_ns: 0,
             mutation: None,
+            failing: AtomicU64::new(u64::MAX),
             _file: None,
         }
     }
@@ -238,6 +241,7 @@ impl Domain {
             counters: AtomicCounters::default(),
             latency_ns: 0,
             mutation: None,
+            failing: AtomicU64::new(u64::MAX),
             _file: None,
         }
     }
@@ -393,6 +397,15 @@ impl Domain {
         if self.mutation == Some(site) {
             return Ok(());
         }
+        if self.failing.load(Ordering::Relaxed) != u64::MAX
+            && self.failing.fetch_sub(1, Ordering::Relaxed) == 0
+        {
+            self.failing.store(0, Ordering::Relaxed);
+            return Err(Error::io(
+                Path::new("<injected fault>"),
+                std::io::Error::other("injected fence failure"),
+            ));
+        }
         bump(&self.counters.slot().fences, 1);
         match &self.kind {
             Kind::Pmem { .. } => self.map.sfence(),
@@ -417,6 +430,14 @@ impl Domain {
             Kind::Sim(sim) => sim.lock().fence(),
         }
         Ok(())
+    }
+
+    /// Fault injection for tests: after `n` more successful fences, every
+    /// fence fails with an I/O error (as an `msync` failure would) and does
+    /// nothing.
+    #[cfg(feature = "testing")]
+    pub fn fail_fences_after(&self, n: u64) {
+        self.failing.store(n, Ordering::Relaxed);
     }
 
     /// The counters so far.
