@@ -1,18 +1,17 @@
-//! The persistent allocator (DESIGN §4, REWIND §4.3).
+//! The persistent allocator (REWIND §4.3).
 //!
-//! The heap is cut into 256 KiB chunks. A chunk descriptor (one u64 per
-//! chunk) says what the chunk holds; a bitmap per chunk (one bit per 64-byte
-//! slot) says which blocks of a small-class chunk are allocated. The media
-//! state is the truth; the free lists are volatile and rebuilt at open.
+//! The heap is cut into 256 KiB chunks. The chunk table ([`table`]) says
+//! what each chunk holds (free, a small size class, a large run, log
+//! blocks); a bitmap per chunk (one bit per 64-byte slot) says which blocks
+//! of a small-class chunk are allocated. Both carry checks, so damaged
+//! metadata is found at open, not trusted. The media state is the truth;
+//! the free lists are volatile and rebuilt at open.
 //!
-//! ```text
-//! descriptor  bits 56..64 kind   low bits
-//!   0         free
-//!   1         small class chunk  class index (block = 64 << class)
-//!   2         large run head     run length in chunks
-//!   3         large run continuation
-//!   4         log chunk          (0): blocks that extend the log
-//! ```
+//! Allocation state changes are logged by the transaction as ALLOC and
+//! DELETE records and applied with [`Allocator::mark`], which is idempotent,
+//! so recovery can redo or undo them any number of times. Formatting a free
+//! chunk for a class is not logged: it is made durable at once and never
+//! undone; a class chunk found empty at open goes back to free.
 //!
 //! The log grows by taking whole chunks from the heap ([`Allocator::reserve_log_chunk`])
 //! and gives them back when all their blocks are free again. A log chunk
@@ -21,15 +20,11 @@
 //! marking it and linking a block, or a log cleared by recovery) is freed
 //! at open.
 //!
-//! Allocation state changes are logged by the transaction as ALLOC and
-//! DELETE records and applied with [`Allocator::mark`], which is idempotent,
-//! so recovery can redo or undo them any number of times. Formatting a free
-//! chunk for a class is not logged: it is made durable at once and never
-//! undone; a class chunk found empty at open goes back to free.
-//!
 //! Blocks freed by a transaction are handed back to the free lists only
 //! after it commits ([`Allocator::release`]), and blocks allocated by an
 //! aborted one after its rollback, so no block has two owners.
+
+pub(crate) mod table;
 
 use std::collections::BTreeSet;
 
@@ -38,22 +33,12 @@ use parking_lot::Mutex;
 use crate::error::Error;
 use crate::persist::{sites, Domain};
 use crate::pool::layout::{Layout, BITMAP_BYTES, CHUNK, MIN_CLASS};
+use table::{bitmap_off, chunk_start, desc_off, parity_off, ChunkKind};
 
 /// Number of small size classes: 64 B .. 64 KiB.
 pub const CLASSES: usize = 11;
 /// Largest small class.
 pub const MAX_SMALL: u64 = MIN_CLASS << (CLASSES - 1);
-
-const KIND_SHIFT: u32 = 56;
-const FREE: u64 = 0;
-const SMALL: u64 = 1;
-const LARGE: u64 = 2;
-const CONT: u64 = 3;
-const LOG: u64 = 4;
-
-fn desc(kind: u64, low: u64) -> u64 {
-    kind << KIND_SHIFT | low
-}
 
 /// Size class for `size` bytes, or `None` for a large allocation.
 pub fn class_of(size: u64) -> Option<usize> {
@@ -95,18 +80,6 @@ pub struct Allocator {
 }
 
 impl Allocator {
-    fn desc_off(&self, chunk: u64) -> u64 {
-        desc_off(&self.l, chunk)
-    }
-
-    fn bitmap(&self, chunk: u64) -> u64 {
-        bitmap(&self.l, chunk)
-    }
-
-    fn chunk_start(&self, chunk: u64) -> u64 {
-        chunk_start(&self.l, chunk)
-    }
-
     /// Rebuilds the free lists from the media state, after recovery. Empty
     /// class chunks return to free. Inconsistent descriptors are errors.
     pub fn open(d: &Domain, l: &Layout) -> Result<Allocator, Error> {
@@ -117,49 +90,53 @@ impl Allocator {
                 free_chunks: BTreeSet::new(),
             }),
         };
+        table::verify_padding(d, l)?;
         let mut st = a.state.lock();
         let mut bits = vec![0u8; BITMAP_BYTES as usize];
         let mut c = 0;
         let mut reset = false;
         while c < l.heap_chunks {
-            let v = d.read_u64(a.desc_off(c))?;
-            let (kind, low) = (v >> KIND_SHIFT, v & ((1 << KIND_SHIFT) - 1));
+            let (kind, low) = table::read(d, l, c)?;
+            table::verify_bitmap(d, l, c, kind, &mut bits)?;
             let corrupt = |reason| Error::HeapCorrupt {
-                offset: a.desc_off(c),
+                offset: desc_off(l, c),
                 reason,
             };
             match kind {
-                FREE if low == 0 => {
+                ChunkKind::Free if low == 0 => {
                     st.free_chunks.insert(c);
                     c += 1;
                 }
-                SMALL if (low as usize) < CLASSES => {
-                    d.read(a.bitmap(c), &mut bits)?;
+                ChunkKind::Small if (low as usize) < CLASSES => {
                     if bits.iter().all(|&b| b == 0) {
-                        d.store_u64(a.desc_off(c), 0)?;
-                        d.flush_at(a.desc_off(c), 8, sites::ALLOC_OPEN_RESET_FLUSH)?;
+                        table::write(d, l, c, ChunkKind::Free, 0)?;
+                        d.flush_at(desc_off(l, c), 8, sites::ALLOC_OPEN_RESET_FLUSH)?;
                         reset = true;
                         st.free_chunks.insert(c);
                     } else {
                         let size = MIN_CLASS << low;
                         for slot in (0..CHUNK / size).rev() {
                             if bits[(slot / 8) as usize] & (1 << (slot % 8)) == 0 {
-                                st.free[low as usize].push(a.chunk_start(c) + slot * size);
+                                st.free[low as usize].push(chunk_start(l, c) + slot * size);
                             }
+                        }
+                        if bits_past_slots(&bits, CHUNK / size) {
+                            return Err(corrupt("bitmap bits set past the class's last block"));
                         }
                     }
                     c += 1;
                 }
-                LARGE if low >= 1 && c + low <= l.heap_chunks => {
+                ChunkKind::Large if low >= 1 && c + low <= l.heap_chunks => {
                     for k in 1..low {
-                        if d.read_u64(a.desc_off(c + k))? != desc(CONT, 0) {
+                        if table::read(d, l, c + k)? != (ChunkKind::Cont, 0) {
                             return Err(corrupt("large run continuation descriptor missing"));
                         }
+                        table::verify_bitmap(d, l, c + k, ChunkKind::Cont, &mut bits)?;
                     }
                     c += low;
                 }
                 // Owned by the log (which freed the empty ones before this).
-                LOG if low == 0 => c += 1,
+                ChunkKind::Log if low == 0 => c += 1,
                 _ => return Err(corrupt("invalid chunk descriptor")),
             }
         }
@@ -193,14 +170,20 @@ impl Allocator {
                         .ok_or(Error::OutOfMemory { requested: size })?;
                     // Format: empty bitmap, then the descriptor, durable before
                     // any ALLOC record can name a block of the chunk.
-                    d.store(self.bitmap(chunk), &[0u8; BITMAP_BYTES as usize])?;
-                    d.flush_at(self.bitmap(chunk), BITMAP_BYTES, sites::ALLOC_FORMAT_BITMAP)?;
-                    d.store_u64(self.desc_off(chunk), desc(SMALL, class as u64))?;
-                    d.flush_at(self.desc_off(chunk), 8, sites::ALLOC_FORMAT_DESC)?;
+                    let l = &self.l;
+                    d.store(bitmap_off(l, chunk), &[0u8; BITMAP_BYTES as usize])?;
+                    d.flush_at(
+                        bitmap_off(l, chunk),
+                        BITMAP_BYTES,
+                        sites::ALLOC_FORMAT_BITMAP,
+                    )?;
+                    d.store_u64(parity_off(l, chunk), 0)?;
+                    table::write(d, l, chunk, ChunkKind::Small, class as u64)?;
+                    d.flush_at(desc_off(l, chunk), 16, sites::ALLOC_FORMAT_DESC)?;
                     d.fence_at(sites::ALLOC_FORMAT_FENCE)?;
                     let bs = MIN_CLASS << class;
                     for slot in (0..CHUNK / bs).rev() {
-                        st.free[class].push(self.chunk_start(chunk) + slot * bs);
+                        st.free[class].push(chunk_start(l, chunk) + slot * bs);
                     }
                 }
                 let off = st.free[class].pop().expect("refilled above");
@@ -213,7 +196,7 @@ impl Allocator {
                 for c in start..start + n {
                     st.free_chunks.remove(&c);
                 }
-                Ok((self.chunk_start(start), n * CHUNK))
+                Ok((chunk_start(&self.l, start), n * CHUNK))
             }
         }
     }
@@ -228,10 +211,10 @@ impl Allocator {
             .free_chunks
             .pop_last()
             .ok_or(Error::OutOfMemory { requested: CHUNK })?;
-        d.store_u64(self.desc_off(chunk), desc(LOG, 0))?;
-        d.flush_at(self.desc_off(chunk), 8, sites::ALLOC_LOG_GROW)?;
+        table::write(d, &self.l, chunk, ChunkKind::Log, 0)?;
+        d.flush_at(desc_off(&self.l, chunk), 8, sites::ALLOC_LOG_GROW)?;
         d.fence_at(sites::ALLOC_LOG_GROW_FENCE)?;
-        Ok(self.chunk_start(chunk))
+        Ok(chunk_start(&self.l, chunk))
     }
 
     /// Gives a log chunk none of whose blocks is in the log list back to
@@ -270,7 +253,7 @@ impl Allocator {
 
     /// The media bytes [`mark`](Self::mark) changes for this block, so a
     /// checkpoint can flush them.
-    pub fn mark_range(&self, off: u64, size: u64) -> (u64, u64) {
+    pub fn mark_range(&self, off: u64, size: u64) -> [(u64, u64); 2] {
         mark_range(&self.l, off, size)
     }
 
@@ -289,16 +272,9 @@ impl Allocator {
     }
 }
 
-fn desc_off(l: &Layout, chunk: u64) -> u64 {
-    l.alloc_off + chunk * 8
-}
-
-fn bitmap(l: &Layout, chunk: u64) -> u64 {
-    l.bitmap_off + chunk * BITMAP_BYTES
-}
-
-fn chunk_start(l: &Layout, chunk: u64) -> u64 {
-    l.heap_off + chunk * CHUNK
+/// True when a bitmap has a bit set at or past slot `slots`.
+fn bits_past_slots(bits: &[u8], slots: u64) -> bool {
+    (slots..BITMAP_BYTES * 8).any(|s| bits[(s / 8) as usize] & (1 << (s % 8)) != 0)
 }
 
 fn chunk_of(l: &Layout, off: u64) -> Result<u64, Error> {
@@ -315,7 +291,7 @@ fn chunk_of(l: &Layout, off: u64) -> Result<u64, Error> {
 pub fn log_chunks(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
     let mut out = Vec::new();
     for c in 0..l.heap_chunks {
-        if d.read_u64(desc_off(l, c))? == desc(LOG, 0) {
+        if table::read(d, l, c)?.0 == ChunkKind::Log {
             out.push(chunk_start(l, c));
         }
     }
@@ -326,13 +302,13 @@ pub fn log_chunks(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
 /// returns its index. Used by the allocator and, before it exists, at open.
 pub fn free_log_chunk(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
     let chunk = (off - l.heap_off) / CHUNK;
-    if d.read_u64(desc_off(l, chunk))? != desc(LOG, 0) {
+    if table::read(d, l, chunk)? != (ChunkKind::Log, 0) {
         return Err(Error::HeapCorrupt {
             offset: desc_off(l, chunk),
             reason: "log chunk released twice",
         });
     }
-    d.store_u64(desc_off(l, chunk), desc(FREE, 0))?;
+    table::write(d, l, chunk, ChunkKind::Free, 0)?;
     d.flush_at(desc_off(l, chunk), 8, sites::ALLOC_LOG_SHRINK)?;
     Ok(chunk)
 }
@@ -348,23 +324,13 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 // logged, so when recovery repeats history (no-force redo), an
                 // earlier large run redone and freed in the same chunk would
                 // otherwise leave it marked free under a later block.
-                let want = desc(SMALL, class as u64);
-                if d.read_u64(desc_off(l, chunk))? != want {
-                    d.store_u64(desc_off(l, chunk), want)?;
+                if table::read(d, l, chunk)? != (ChunkKind::Small, class as u64) {
+                    table::write(d, l, chunk, ChunkKind::Small, class as u64)?;
                     d.flush_at(desc_off(l, chunk), 8, sites::ALLOC_MARK_BIT)?;
                 }
             }
             let slot = (off - chunk_start(l, chunk)) / size;
-            let byte_off = bitmap(l, chunk) + slot / 8;
-            let mut b = [0u8];
-            d.read(byte_off, &mut b)?;
-            let nb = if allocated {
-                b[0] | 1 << (slot % 8)
-            } else {
-                b[0] & !(1 << (slot % 8))
-            };
-            d.store(byte_off, &[nb])?;
-            d.flush_at(byte_off, 1, sites::ALLOC_MARK_BIT)
+            table::set_bit(d, l, chunk, slot, allocated)
         }
         _ => {
             let n = size / CHUNK;
@@ -376,42 +342,50 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 });
             }
             for k in 0..n {
-                let v = match (allocated, k) {
-                    (false, _) => 0,
-                    (true, 0) => desc(LARGE, n),
-                    (true, _) => desc(CONT, 0),
+                let (kind, v) = match (allocated, k) {
+                    (false, _) => (ChunkKind::Free, 0),
+                    (true, 0) => (ChunkKind::Large, n),
+                    (true, _) => (ChunkKind::Cont, 0),
                 };
-                d.store_u64(desc_off(l, chunk + k), v)?;
+                table::write(d, l, chunk + k, kind, v)?;
             }
-            d.flush_at(desc_off(l, chunk), n * 8, sites::ALLOC_MARK_RUN)
+            d.flush_at(desc_off(l, chunk), n * 16, sites::ALLOC_MARK_RUN)
         }
     }
 }
 
-/// The media bytes [`mark`] changes for this block.
-pub fn mark_range(l: &Layout, off: u64, size: u64) -> (u64, u64) {
+/// The media bytes [`mark`] changes for this block: the bitmap byte and
+/// its parity word, or the run's descriptors.
+pub fn mark_range(l: &Layout, off: u64, size: u64) -> [(u64, u64); 2] {
     let chunk = (off - l.heap_off) / CHUNK;
     match class_of(size) {
         Some(class) if size == MIN_CLASS << class => {
             let slot = (off - chunk_start(l, chunk)) / size;
-            (bitmap(l, chunk) + slot / 8, 1)
+            [
+                (bitmap_off(l, chunk) + slot / 8, 1),
+                (desc_off(l, chunk), 16),
+            ]
         }
-        _ => (desc_off(l, chunk), size / CHUNK * 8),
+        _ => [(desc_off(l, chunk), size / CHUNK * 16), (0, 0)],
     }
+}
+
+/// Recomputes the bitmap parity of the chunk holding `off` (recovery).
+pub fn repair_parity(d: &Domain, l: &Layout, off: u64) -> Result<(), Error> {
+    table::repair_parity(d, l, chunk_of(l, off)?)
 }
 
 /// If `off` is the start of an allocated block, its block size.
 pub fn allocated_size(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
     let chunk = chunk_of(l, off)?;
-    let v = d.read_u64(desc_off(l, chunk))?;
-    let (kind, low) = (v >> KIND_SHIFT, v & ((1 << KIND_SHIFT) - 1));
+    let (kind, low) = table::read(d, l, chunk)?;
     let start = chunk_start(l, chunk);
     let not_allocated = Error::InvalidFree {
         offset: off,
         reason: "block is not allocated",
     };
     match kind {
-        SMALL if (low as usize) < CLASSES => {
+        ChunkKind::Small if (low as usize) < CLASSES => {
             let size = MIN_CLASS << low;
             if (off - start) % size != 0 {
                 return Err(Error::InvalidFree {
@@ -421,13 +395,13 @@ pub fn allocated_size(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
             }
             let slot = (off - start) / size;
             let mut b = [0u8];
-            d.read(bitmap(l, chunk) + slot / 8, &mut b)?;
+            d.read(bitmap_off(l, chunk) + slot / 8, &mut b)?;
             if b[0] & (1 << (slot % 8)) == 0 {
                 return Err(not_allocated);
             }
             Ok(size)
         }
-        LARGE if off == start => Ok(low * CHUNK),
+        ChunkKind::Large if off == start => Ok(low * CHUNK),
         _ => Err(not_allocated),
     }
 }
@@ -439,11 +413,10 @@ pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error
     let mut bits = vec![0u8; BITMAP_BYTES as usize];
     let mut c = 0;
     while c < l.heap_chunks {
-        let v = d.read_u64(desc_off(l, c))?;
-        let (kind, low) = (v >> KIND_SHIFT, v & ((1 << KIND_SHIFT) - 1));
+        let (kind, low) = table::read(d, l, c)?;
+        table::verify_bitmap(d, l, c, kind, &mut bits)?;
         match kind {
-            SMALL if (low as usize) < CLASSES => {
-                d.read(bitmap(l, c), &mut bits)?;
+            ChunkKind::Small if (low as usize) < CLASSES => {
                 let size = MIN_CLASS << low;
                 for slot in 0..CHUNK / size {
                     if bits[(slot / 8) as usize] & (1 << (slot % 8)) != 0 {
@@ -452,11 +425,11 @@ pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error
                 }
                 c += 1;
             }
-            LARGE if low >= 1 && c + low <= l.heap_chunks => {
+            ChunkKind::Large if low >= 1 && c + low <= l.heap_chunks => {
                 out.push((chunk_start(l, c), low * CHUNK));
                 c += low;
             }
-            FREE | LOG => c += 1,
+            ChunkKind::Free | ChunkKind::Log => c += 1,
             _ => {
                 return Err(Error::HeapCorrupt {
                     offset: desc_off(l, c),

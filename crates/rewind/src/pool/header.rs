@@ -206,7 +206,7 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
     }
     let chunk_meta_end = l
         .heap_chunks
-        .checked_mul(8)
+        .checked_mul(super::layout::DESC_BYTES)
         .and_then(|x| x.checked_add(l.alloc_off));
     match chunk_meta_end {
         Some(e) if e <= l.bitmap_off => {}

@@ -26,6 +26,8 @@ pub const META_END: u64 = META_OFF + 4096;
 pub const CHUNK: u64 = 256 * 1024;
 /// Smallest allocation class (one cache line, so user objects never share lines).
 pub const MIN_CLASS: u64 = 64;
+/// Bytes of a chunk table entry: descriptor and bitmap parity.
+pub const DESC_BYTES: u64 = 16;
 /// Bitmap bytes per chunk (one bit per smallest-class slot).
 pub const BITMAP_BYTES: u64 = CHUNK / MIN_CLASS / 8;
 /// Smallest pool accepted by `create`.
@@ -89,10 +91,10 @@ impl Layout {
         let alloc_off = META_END;
         // Find the largest chunk count that fits, accounting for its metadata.
         let fixed = alloc_off.checked_add(log_bytes)?.checked_add(8192)?;
-        let per_chunk = CHUNK + 8 + BITMAP_BYTES;
+        let per_chunk = CHUNK + DESC_BYTES + BITMAP_BYTES;
         let mut chunks = size.checked_sub(fixed)? / per_chunk;
         loop {
-            let bitmap_off = alloc_off + round_up(chunks * 8, 64);
+            let bitmap_off = alloc_off + round_up(chunks * DESC_BYTES, 64);
             let log_off = round_up(bitmap_off + chunks * BITMAP_BYTES, 4096);
             let heap_off = round_up(log_off.checked_add(log_bytes)?, 4096);
             if heap_off.checked_add(chunks * CHUNK)? <= size {

@@ -523,7 +523,7 @@ impl<'p> Tx<'p> {
         }
         self.b.fresh.push((off, bsize));
         pool.alloc.mark(&pool.dom, off, bsize, true)?;
-        self.b.targets.push(pool.alloc.mark_range(off, bsize));
+        self.b.targets.extend(pool.alloc.mark_range(off, bsize));
         zero(pool, off, size)?;
         Ok(off)
     }
@@ -552,7 +552,7 @@ impl<'p> Tx<'p> {
         };
         self.append(&[draft])?;
         pool.alloc.mark(&pool.dom, off, size, false)?;
-        self.b.targets.push(pool.alloc.mark_range(off, size));
+        self.b.targets.extend(pool.alloc.mark_range(off, size));
         self.b.fresh.retain(|&(s, _)| s != off);
         self.b.freed.push((off, size));
         Ok(())

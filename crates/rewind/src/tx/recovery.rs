@@ -324,6 +324,17 @@ pub(crate) fn recover(
         log.append(d, &[end], &mut placed, &mut Reservation::none())?;
     }
     report.rolled_back = losers.len() as u64;
+    // A crash may have persisted a bitmap bit without its parity word, or
+    // the reverse, only for blocks that log records name: their bits are
+    // right now, so their chunks' parity is recomputed from them.
+    for s in records {
+        let r = &s.rec;
+        let names_block = matches!(r.kind, Kind::Alloc | Kind::Delete)
+            || (r.kind == Kind::Clr && r.flags != clr::BYTES);
+        if names_block {
+            alloc::repair_parity(d, l, r.target)?;
+        }
+    }
     // Everything redone or undone is flushed; persistent before the log goes.
     d.fence_at(sites::RECOVERY_APPLIED)?;
     log.clear_all(d)?;
