@@ -138,6 +138,14 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
+    /// The meta page (root object words, reserved bytes) is damaged.
+    #[error("meta page corrupt at offset {offset}: {reason}")]
+    MetaCorrupt {
+        /// Where.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// Allocator metadata is inconsistent.
     #[error("heap metadata corrupt at offset {offset}: {reason}")]
     HeapCorrupt {

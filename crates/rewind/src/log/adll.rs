@@ -1,18 +1,28 @@
 //! The Atomic Doubly-Linked List (REWIND §3.2, Algorithm 1).
 //!
 //! The list links log blocks (one record per node in the Simple log, a
-//! bucket of cells in the Optimized and Batch logs). Its state is five
-//! words in one cache line of the meta page:
+//! bucket of cells in the Optimized and Batch logs). Its state is one cache
+//! line of the meta page:
 //!
 //! ```text
-//! META_ADLL +0 head   +8 tail   +16 lastTail   +24 toAppend   +32 toRemove
+//! META_ADLL +0 head  +8 tail  +16 (zero)  +24 toAppend  +32 toRemove
+//!           +40 toAppend check  +48 toRemove check  +56 (zero)
 //! ```
 //!
-//! A node's first two words are `prev` and `next`. Every write is a
-//! non-temporal store; `toAppend` / `toRemove` name the operation in flight,
-//! so recovery redoes only that one, and redoing it again after a crash
-//! during recovery is harmless: the redo reads only words the operation
-//! never changes (`lastTail`, the node's own `prev`/`next`).
+//! A node's header holds `prev` (+0), `next` (+8) and a `linked` word
+//! (+16): `n ^ LINKED` while the node is in the list, 0 otherwise. Every
+//! write is a non-temporal store; `toAppend` / `toRemove` name the
+//! operation in flight, so recovery redoes only that one, and redoing it
+//! again after a crash during recovery is harmless: the redo reads only
+//! words the operation never changes (the node's own `prev` and `next`).
+//! Algorithm 1's `lastTail` is the appended node's `prev`, so it is not
+//! stored twice.
+//!
+//! The list carries its own checks, so damage is found, not followed: a
+//! check word (`n ^ CHECK`) is made persistent before `toAppend` /
+//! `toRemove` names `n`, and cleared after the name is; every link must be
+//! a log block; every list node must be marked linked and every other
+//! block not.
 
 use super::blocks::Blocks;
 use crate::error::Error;
@@ -21,14 +31,28 @@ use crate::pool::layout::META_ADLL;
 
 const HEAD: u64 = META_ADLL;
 const TAIL: u64 = META_ADLL + 8;
-const LAST_TAIL: u64 = META_ADLL + 16;
+/// Zero: Algorithm 1's `lastTail` word, not stored (see the module doc).
+const UNUSED_A: u64 = META_ADLL + 16;
 const TO_APPEND: u64 = META_ADLL + 24;
 const TO_REMOVE: u64 = META_ADLL + 32;
+const APPEND_CHECK: u64 = META_ADLL + 40;
+const REMOVE_CHECK: u64 = META_ADLL + 48;
+const UNUSED_B: u64 = META_ADLL + 56;
 
 /// Offset of a node's `prev` word.
 pub const PREV: u64 = 0;
 /// Offset of a node's `next` word.
 pub const NEXT: u64 = 8;
+/// Offset of a node's `linked` word.
+pub const LINKED: u64 = 16;
+
+const LINKED_MARK: u64 = 0x4c49_4e4b_4544_0000; // "LINKED"
+const CHECK_MARK: u64 = 0xa5c3_96e1_7b5d_2f48;
+
+/// The `linked` word of node `n` in the list.
+fn linked(n: u64) -> u64 {
+    n ^ LINKED_MARK
+}
 
 /// The list's head and tail as stored.
 pub fn ends(d: &Domain) -> Result<(u64, u64), Error> {
@@ -39,10 +63,10 @@ pub fn ends(d: &Domain) -> Result<(u64, u64), Error> {
 /// non-temporal stores but not yet fenced (Algorithm 1).
 pub fn append(d: &Domain, n: u64) -> Result<(), Error> {
     let tail = d.read_u64(TAIL)?;
-    d.store_nt_u64(n + PREV, tail)?; // line 2: n.prior = tail
+    d.store_nt_u64(n + PREV, tail)?; // line 2: n.prior = tail (and lastTail)
     d.store_nt_u64(n + NEXT, 0)?;
-    d.store_nt_u64(LAST_TAIL, tail)?; // line 4
-                                      // The node and lastTail must be persistent before toAppend names them.
+    d.store_nt_u64(APPEND_CHECK, n ^ CHECK_MARK)?;
+    // The node and the check word persistent before toAppend names it.
     d.fence_at(sites::ADLL_APPEND_NODE)?;
     d.store_nt_u64(TO_APPEND, n)?; // line 5: the critical update
                                    // toAppend persistent before the links change: recovery can redo them.
@@ -52,10 +76,13 @@ pub fn append(d: &Domain, n: u64) -> Result<(), Error> {
     d.fence_at(sites::ADLL_APPEND_LINKS)?;
     d.store_nt_u64(TO_APPEND, 0)?; // line 10
                                    // Cleared before the next operation, or its recovery would redo this one.
-    d.fence_at(sites::ADLL_APPEND_CLEAR)
+    d.fence_at(sites::ADLL_APPEND_CLEAR)?;
+    // Only after toAppend = 0 is persistent (persisted by a later fence).
+    d.store_nt_u64(APPEND_CHECK, 0)
 }
 
 fn link(d: &Domain, n: u64, last_tail: u64) -> Result<(), Error> {
+    d.store_nt_u64(n + LINKED, linked(n))?;
     if last_tail == 0 {
         d.store_nt_u64(HEAD, n)?;
     } else {
@@ -66,6 +93,9 @@ fn link(d: &Domain, n: u64, last_tail: u64) -> Result<(), Error> {
 
 /// Removes node `n` from the list.
 pub fn remove(d: &Domain, n: u64) -> Result<(), Error> {
+    d.store_nt_u64(REMOVE_CHECK, n ^ CHECK_MARK)?;
+    // The check word persistent before toRemove names the node.
+    d.fence_at(sites::ADLL_REMOVE_CHECK)?;
     d.store_nt_u64(TO_REMOVE, n)?;
     // toRemove persistent before the links change.
     d.fence_at(sites::ADLL_REMOVE_TO_REMOVE)?;
@@ -73,12 +103,14 @@ pub fn remove(d: &Domain, n: u64) -> Result<(), Error> {
     d.fence_at(sites::ADLL_REMOVE_LINKS)?;
     d.store_nt_u64(TO_REMOVE, 0)?;
     // Cleared before the node can be reused.
-    d.fence_at(sites::ADLL_REMOVE_CLEAR)
+    d.fence_at(sites::ADLL_REMOVE_CLEAR)?;
+    d.store_nt_u64(REMOVE_CHECK, 0)
 }
 
 fn unlink(d: &Domain, n: u64) -> Result<(), Error> {
     let prev = d.read_u64(n + PREV)?;
     let next = d.read_u64(n + NEXT)?;
+    d.store_nt_u64(n + LINKED, 0)?;
     if prev == 0 {
         d.store_nt_u64(HEAD, next)?;
     } else {
@@ -100,15 +132,14 @@ pub struct Repair {
     pub remove: bool,
 }
 
-/// Redoes the operation a crash interrupted, if any (§3.2 "ADLL recovery").
+/// Checks the list's words, then redoes the operation a crash
+/// interrupted, if any (§3.2 "ADLL recovery").
 pub fn recover(d: &Domain, l: &Blocks) -> Result<Repair, Error> {
     let mut r = Repair::default();
+    let corrupt = |offset, reason| Error::LogCorrupt { offset, reason };
     let check = |off: u64, what| {
         if off != 0 && !l.is_block(off) {
-            Err(Error::LogCorrupt {
-                offset: off,
-                reason: what,
-            })
+            Err(corrupt(off, what))
         } else {
             Ok(())
         }
@@ -116,20 +147,54 @@ pub fn recover(d: &Domain, l: &Blocks) -> Result<Repair, Error> {
     let (head, tail) = ends(d)?;
     check(head, "ADLL head is not a log block")?;
     check(tail, "ADLL tail is not a log block")?;
+    for w in [UNUSED_A, UNUSED_B] {
+        if d.read_u64(w)? != 0 {
+            return Err(corrupt(
+                w,
+                "an unused ADLL word is not zero (damaged meta page)",
+            ));
+        }
+    }
+    // An operation word names a block, with its check word set; an idle
+    // one is 0, with a check word of 0 or of the last operation (a crash
+    // between clearing the two).
+    for (word, check_word, what) in [
+        (
+            TO_APPEND,
+            APPEND_CHECK,
+            "ADLL toAppend does not match its check word (damaged meta page)",
+        ),
+        (
+            TO_REMOVE,
+            REMOVE_CHECK,
+            "ADLL toRemove does not match its check word (damaged meta page)",
+        ),
+    ] {
+        let (n, c) = (d.read_u64(word)?, d.read_u64(check_word)?);
+        let ok = if n != 0 {
+            c == n ^ CHECK_MARK && l.is_block(n)
+        } else {
+            // A crash just after the operation word was cleared leaves the
+            // last operation's check (whose block may have left the log).
+            c == 0 || l.plausible(c ^ CHECK_MARK)
+        };
+        if !ok {
+            return Err(corrupt(word, what));
+        }
+    }
     let n = d.read_u64(TO_APPEND)?;
     if n != 0 {
-        check(n, "ADLL toAppend is not a log block")?;
-        let last_tail = d.read_u64(LAST_TAIL)?;
-        check(last_tail, "ADLL lastTail is not a log block")?;
+        let last_tail = d.read_u64(n + PREV)?;
+        check(last_tail, "ADLL appended node's prev is not a log block")?;
         link(d, n, last_tail)?;
         d.fence_at(sites::ADLL_RECOVER_APPEND_LINKS)?;
         d.store_nt_u64(TO_APPEND, 0)?;
         d.fence_at(sites::ADLL_RECOVER_APPEND_CLEAR)?;
+        d.store_nt_u64(APPEND_CHECK, 0)?;
         r.append = true;
     }
     let n = d.read_u64(TO_REMOVE)?;
     if n != 0 {
-        check(n, "ADLL toRemove is not a log block")?;
         for w in [PREV, NEXT] {
             check(d.read_u64(n + w)?, "ADLL node link is not a log block")?;
         }
@@ -137,6 +202,7 @@ pub fn recover(d: &Domain, l: &Blocks) -> Result<Repair, Error> {
         d.fence_at(sites::ADLL_RECOVER_REMOVE_LINKS)?;
         d.store_nt_u64(TO_REMOVE, 0)?;
         d.fence_at(sites::ADLL_RECOVER_REMOVE_CLEAR)?;
+        d.store_nt_u64(REMOVE_CHECK, 0)?;
         r.remove = true;
     }
     Ok(r)
@@ -161,6 +227,12 @@ pub fn walk(d: &Domain, l: &Blocks) -> Result<Vec<u64>, Error> {
                 reason: "ADLL node's prev does not match its predecessor",
             });
         }
+        if d.read_u64(cur + LINKED)? != linked(cur) {
+            return Err(Error::LogCorrupt {
+                offset: cur + LINKED,
+                reason: "ADLL node in the list is not marked linked (damaged)",
+            });
+        }
         out.push(cur);
         if out.len() as u64 > l.count() {
             return Err(Error::LogCorrupt {
@@ -178,4 +250,20 @@ pub fn walk(d: &Domain, l: &Blocks) -> Result<Vec<u64>, Error> {
         });
     }
     Ok(out)
+}
+
+/// Checks that no block outside the list (`order`) is marked linked: a
+/// list whose head, tail or links were damaged would otherwise silently
+/// drop the records of the nodes it no longer reaches.
+pub fn check_unlinked(d: &Domain, l: &Blocks, order: &[u64]) -> Result<(), Error> {
+    let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
+    for b in l.all() {
+        if !in_list.contains(&b) && d.read_u64(b + LINKED)? == linked(b) {
+            return Err(Error::LogCorrupt {
+                offset: b + LINKED,
+                reason: "log block marked linked is not reachable from the list (damaged list)",
+            });
+        }
+    }
+    Ok(())
 }

@@ -46,6 +46,12 @@ impl Blocks {
             && within / self.layout.log_block_size < Blocks::per_chunk(&self.layout)
     }
 
+    /// True if `off` could be a log block of this pool now or earlier: a
+    /// 64-byte aligned offset in the log region or the heap.
+    pub fn plausible(&self, off: u64) -> bool {
+        off % 64 == 0 && off >= self.layout.log_off && off < self.layout.heap_end()
+    }
+
     /// The log chunk holding `block`, if it is not in the fixed region.
     pub fn chunk_of(&self, block: u64) -> Option<u64> {
         if self.layout.is_block(block) {

@@ -270,6 +270,7 @@ impl Log {
         let blocks = Blocks::new(layout, alloc::log_chunks(d, layout)?);
         let repair = adll::recover(d, &blocks)?;
         let (order, buckets, records) = scan(d, layout, &blocks, variant)?;
+        adll::check_unlinked(d, &blocks, &order)?;
         let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
         let free = blocks
             .all()

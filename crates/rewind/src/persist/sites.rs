@@ -41,15 +41,16 @@ sites! {
         redundant: "creation is not crash-atomic (as in libpmemobj): a file whose header never persisted is refused by open with a typed error; exploration starts from a created pool";
     POOL_HEADER_FENCE = "pool.header.fence": "the header persistent before the pool is used",
         redundant: "creation is not crash-atomic (see pool.header.flush)";
-    ADLL_APPEND_NODE = "adll.append.node": "new node (prev, next, zeroed cells) and lastTail persistent before toAppend names the node";
+    ADLL_APPEND_NODE = "adll.append.node": "new node (prev, next, zeroed cells) and the toAppend check word persistent before toAppend names the node";
     ADLL_APPEND_TO_APPEND = "adll.append.to_append": "toAppend persistent before the links change, so recovery can redo them";
     ADLL_APPEND_LINKS = "adll.append.links": "head/tail/next links persistent before toAppend is cleared";
     ADLL_APPEND_CLEAR = "adll.append.clear": "toAppend = 0 persistent before the next list operation",
-        redundant: "toAppend shares a cache line with lastTail and toRemove, which the next list operation stores before its own fence: per-line program order persists the clear first, and redoing a completed append is idempotent";
+        redundant: "toAppend shares a cache line with the check words, which the next list operation stores before its own fence: per-line program order persists the clear first, and redoing a completed append is idempotent";
+    ADLL_REMOVE_CHECK = "adll.remove.check": "the toRemove check word persistent before toRemove names the node (else recovery finds toRemove unchecked and refuses the pool)";
     ADLL_REMOVE_TO_REMOVE = "adll.remove.to_remove": "toRemove persistent before the links change";
     ADLL_REMOVE_LINKS = "adll.remove.links": "unlinked neighbours persistent before toRemove is cleared";
     ADLL_REMOVE_CLEAR = "adll.remove.clear": "toRemove = 0 persistent before the node can be reused",
-        redundant: "reusing the node starts with lastTail and toAppend, stored in toRemove's cache line before a fence: per-line program order persists the clear first";
+        redundant: "reusing the node starts with the toAppend check word, stored in toRemove's cache line before a fence: per-line program order persists the clear first";
     ADLL_RECOVER_APPEND_LINKS = "adll.recover.append.links": "recovery: redone append links persistent before toAppend is cleared";
     ADLL_RECOVER_APPEND_CLEAR = "adll.recover.append.clear": "recovery: toAppend = 0 persistent",
         redundant: "as adll.append.clear";
@@ -67,7 +68,8 @@ sites! {
         redundant: "as alloc.open.reset.flush";
     ALLOC_FORMAT_BITMAP = "alloc.format.bitmap": "a chunk's cleared bitmap written back when it takes a size class",
         redundant: "a free chunk's bitmap is already all zero (a class chunk returns to free only when its bitmap is empty), so the clearing changes no persistent byte";
-    ALLOC_FORMAT_DESC = "alloc.format.desc": "a chunk's class descriptor written back";
+    ALLOC_FORMAT_DESC = "alloc.format.desc": "a chunk's class descriptor written back",
+        redundant: "the descriptor shares its cache line with the chunk's parity word, which the mark of the first block allocated there writes back before that allocation can commit; and recovery's redo of an ALLOC rewrites the descriptor";
     ALLOC_FORMAT_FENCE = "alloc.format.fence": "bitmap and descriptor persistent before an ALLOC record can name a block of the chunk",
         redundant: "the next step on the same thread appends that ALLOC record, whose own fences complete these flushes before the record can be valid";
     ALLOC_MARK_BIT = "alloc.mark.bit": "a block's bitmap bit written back when it is allocated or freed";

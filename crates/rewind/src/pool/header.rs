@@ -156,6 +156,17 @@ impl Header {
             bucket_cells: cells,
         };
         validate(&layout, variant)?;
+        // Not covered by the CRC: must be zero.
+        if let Some(i) = b[CRC_OFF + 4..HEADER_SIZE as usize]
+            .iter()
+            .position(|&x| x != 0)
+        {
+            return Err(Error::BadHeader {
+                field: "reserved bytes",
+                value: (CRC_OFF + 4 + i) as u64,
+                reason: "the header page past the checksum must be zero",
+            });
+        }
         if layout.pool_size > file_len {
             return Err(Error::Truncated {
                 path: path.to_path_buf(),
@@ -236,11 +247,27 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
         .checked_mul(CHUNK)
         .and_then(|x| x.checked_add(l.heap_off));
     match heap_end {
-        Some(e) if e <= l.pool_size && l.heap_chunks > 0 => Ok(()),
-        _ => bad(
+        Some(e) if e <= l.pool_size && l.heap_chunks > 0 => {}
+        _ => {
+            return bad(
+                "heap chunks",
+                l.heap_chunks,
+                "heap does not fit in the pool",
+            )
+        }
+    }
+    // The geometry is a function of size, log blocks and cells: a header
+    // edited with a recomputed checksum (a smaller heap, say) shows here.
+    let planned = l
+        .log_blocks
+        .checked_mul(l.log_block_size)
+        .and_then(|log| Layout::plan(l.pool_size, log, l.bucket_cells));
+    if planned != Some(*l) {
+        return bad(
             "heap chunks",
             l.heap_chunks,
-            "heap does not fit in the pool",
-        ),
+            "the regions are not the ones create lays out for this pool size and log",
+        );
     }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! 0        4 KiB   header (immutable after create, CRC-32C protected)
-//! 4 KiB    4 KiB   meta: mutable words (root object, ADLL variables)
+//! 4 KiB    4 KiB   meta: mutable words (root object, ADLL variables), the rest zero
 //! 8 KiB    ...     allocator: chunk descriptors, then one bitmap per chunk
 //! ...      ...     log: fixed-size blocks (ADLL nodes / buckets)
 //! ...      ...     heap: 256 KiB chunks
@@ -17,6 +17,10 @@ pub const META_OFF: u64 = 4096;
 pub const META_ROOT_OFF: u64 = META_OFF;
 /// Meta: size of the root object.
 pub const META_ROOT_SIZE: u64 = META_OFF + 8;
+/// Meta: root check word, `offset ^ size` (0 with no root).
+pub const META_ROOT_CHECK: u64 = META_OFF + 16;
+/// Meta: end of the root words.
+pub const META_ROOT_END: u64 = META_OFF + 24;
 /// Meta: the ADLL variables, one cache line (see `log::adll`).
 pub const META_ADLL: u64 = META_OFF + 64;
 /// First byte after the meta page.

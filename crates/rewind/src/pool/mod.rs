@@ -23,7 +23,10 @@ use crate::log::{Log, LogStats, LogVariant};
 use crate::persist::{sites, Backend, Counters, Domain};
 use crate::tx::{recovery, Finished, Policy, RecoveryReport, Tx};
 use header::{Header, MAX_LAYOUT};
-use layout::{Layout, HEADER_SIZE, META_ROOT_OFF, META_ROOT_SIZE, MIN_POOL};
+use layout::{
+    Layout, HEADER_SIZE, META_ADLL, META_END, META_OFF, META_ROOT_CHECK, META_ROOT_END,
+    META_ROOT_OFF, META_ROOT_SIZE, MIN_POOL,
+};
 pub use pptr::PPtr;
 
 /// How to create a pool.
@@ -177,6 +180,7 @@ impl Pool {
         // Recovery emptied the log: the chunks it grew into go back first.
         opened.log.release_chunks(&dom)?;
         let alloc = Arc::new(Allocator::open(&dom, &l)?);
+        check_meta(&dom, &l)?;
         opened.log.attach_heap(alloc.clone());
         let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
         Ok(Pool {
@@ -261,11 +265,10 @@ impl Pool {
     /// The root object, if one was created (see [`Tx::root`]).
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
         self.usable()?;
-        let off = self.dom.read_u64(META_ROOT_OFF)?;
+        let (off, size) = root_words(&self.dom)?;
         if off == 0 {
             return Ok(None);
         }
-        let size = self.dom.read_u64(META_ROOT_SIZE)?;
         let want = std::mem::size_of::<T>() as u64;
         if size != want {
             return Err(Error::RootMismatch {
@@ -376,6 +379,56 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         policy: cfg.policy,
         layout: l,
     })
+}
+
+/// The root object's offset and size, verified against their check word.
+pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
+    let (off, size) = (d.read_u64(META_ROOT_OFF)?, d.read_u64(META_ROOT_SIZE)?);
+    if d.read_u64(META_ROOT_CHECK)? != off ^ size {
+        return Err(Error::MetaCorrupt {
+            offset: META_ROOT_OFF,
+            reason: "root object words do not match their check word",
+        });
+    }
+    Ok((off, size))
+}
+
+/// Checks the meta page after recovery: reserved bytes zero, and a root
+/// object (if any) that is an allocated block of its recorded size.
+fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
+    let mut page = vec![0u8; (META_END - META_OFF) as usize];
+    d.read(META_OFF, &mut page)?;
+    let reserved = (META_ROOT_END..META_ADLL).chain(META_ADLL + 64..META_END);
+    for off in reserved {
+        if page[(off - META_OFF) as usize] != 0 {
+            return Err(Error::MetaCorrupt {
+                offset: off,
+                reason: "a reserved byte of the meta page is not zero",
+            });
+        }
+    }
+    let (off, size) = root_words(d)?;
+    let bad = |reason| {
+        Err(Error::MetaCorrupt {
+            offset: META_ROOT_OFF,
+            reason,
+        })
+    };
+    if off == 0 {
+        return if size == 0 {
+            Ok(())
+        } else {
+            bad("root size recorded without a root object")
+        };
+    }
+    if off < l.heap_off || off >= l.heap_end() {
+        return bad("root object is outside the heap");
+    }
+    match crate::alloc::allocated_size(d, l, off) {
+        Ok(b) if b == crate::alloc::block_size(size.max(1)) => Ok(()),
+        Ok(_) => bad("root object's block is not the size recorded for it"),
+        Err(_) => bad("root object is not an allocated block"),
+    }
 }
 
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {

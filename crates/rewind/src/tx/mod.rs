@@ -52,7 +52,7 @@ use crate::error::Error;
 use crate::log::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed, Reservation};
 use crate::persist::sites;
-use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_OFF, META_ROOT_SIZE};
+use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
 use crate::pool::{PPtr, Pool};
 
 pub use recovery::RecoveryReport;
@@ -539,6 +539,12 @@ impl<'p> Tx<'p> {
     fn free_logged(&mut self, off: u64) -> Result<(), Error> {
         let pool = self.pool;
         // Checked before anything is logged, so a bad free does not doom.
+        if off != 0 && crate::pool::root_words(&pool.dom)?.0 == off {
+            return Err(Error::InvalidFree {
+                offset: off,
+                reason: "the root object cannot be freed",
+            });
+        }
         let size = pool.alloc.allocated_size(&pool.dom, off)?;
         self.flush_group()?;
         let draft = Draft {
@@ -565,10 +571,11 @@ impl<'p> Tx<'p> {
             return Ok(p);
         }
         let off = self.alloc_bytes(size.max(1))?;
-        let mut words = [0u8; 16];
+        let mut words = [0u8; 24];
         words[..8].copy_from_slice(&off.to_le_bytes());
-        words[8..].copy_from_slice(&size.to_le_bytes());
-        debug_assert_eq!(META_ROOT_SIZE, META_ROOT_OFF + 8);
+        words[8..16].copy_from_slice(&size.to_le_bytes());
+        words[16..].copy_from_slice(&(off ^ size).to_le_bytes());
+        debug_assert_eq!(META_ROOT_END, META_ROOT_OFF + 24);
         let r = self.write_logged(META_ROOT_OFF, &words);
         self.check(r)?;
         Ok(PPtr::from_offset(off))

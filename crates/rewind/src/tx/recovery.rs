@@ -128,7 +128,9 @@ fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
         _ => return Ok(()),
     };
     let meta = r.target >= crate::pool::layout::META_ROOT_OFF
-        && r.target + len <= crate::pool::layout::META_ROOT_SIZE + 8;
+        && r.target
+            .checked_add(len)
+            .is_some_and(|e| e <= crate::pool::layout::META_ROOT_END);
     let heap =
         r.target >= l.heap_off && r.target.checked_add(len).is_some_and(|e| e <= l.heap_end());
     if meta || heap {
