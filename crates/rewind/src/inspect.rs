@@ -141,6 +141,13 @@ pub fn check(path: &Path) -> Result<CheckReport, Error> {
     Ok(check_bytes(&header, &bytes))
 }
 
+/// [`check`] on a pool image in memory (a copy of a pool file's bytes).
+pub fn check_image(bytes: &[u8]) -> Result<CheckReport, Error> {
+    let page = &bytes[..bytes.len().min(crate::pool::layout::HEADER_SIZE as usize)];
+    let header = Header::decode(Path::new("<image>"), page, bytes.len() as u64)?;
+    Ok(check_bytes(&header, bytes))
+}
+
 fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
     let mut r = CheckReport::default();
     match scan(header, bytes) {

@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::persist::{sites, Domain};
-use crate::pool::layout::{Layout, BITMAP_BYTES, CHUNK, MIN_CLASS};
+use crate::pool::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES, MIN_CLASS};
 use table::{bitmap_off, chunk_start, desc_off, parity_off, ChunkKind};
 
 /// Number of small size classes: 64 B .. 64 KiB.
@@ -177,9 +177,9 @@ impl Allocator {
                         BITMAP_BYTES,
                         sites::ALLOC_FORMAT_BITMAP,
                     )?;
-                    d.store_u64(parity_off(l, chunk), 0)?;
+                    d.store(parity_off(l, chunk), &[0u8; 24])?;
                     table::write(d, l, chunk, ChunkKind::Small, class as u64)?;
-                    d.flush_at(desc_off(l, chunk), 16, sites::ALLOC_FORMAT_DESC)?;
+                    d.flush_at(desc_off(l, chunk), DESC_BYTES, sites::ALLOC_FORMAT_DESC)?;
                     d.fence_at(sites::ALLOC_FORMAT_FENCE)?;
                     let bs = MIN_CLASS << class;
                     for slot in (0..CHUNK / bs).rev() {
@@ -349,7 +349,7 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 };
                 table::write(d, l, chunk + k, kind, v)?;
             }
-            d.flush_at(desc_off(l, chunk), n * 16, sites::ALLOC_MARK_RUN)
+            d.flush_at(desc_off(l, chunk), n * DESC_BYTES, sites::ALLOC_MARK_RUN)
         }
     }
 }
@@ -363,16 +363,30 @@ pub fn mark_range(l: &Layout, off: u64, size: u64) -> [(u64, u64); 2] {
             let slot = (off - chunk_start(l, chunk)) / size;
             [
                 (bitmap_off(l, chunk) + slot / 8, 1),
-                (desc_off(l, chunk), 16),
+                (desc_off(l, chunk), DESC_BYTES),
             ]
         }
-        _ => [(desc_off(l, chunk), size / CHUNK * 16), (0, 0)],
+        _ => [(desc_off(l, chunk), size / CHUNK * DESC_BYTES), (0, 0)],
     }
 }
 
-/// Recomputes the bitmap parity of the chunk holding `off` (recovery).
-pub fn repair_parity(d: &Domain, l: &Layout, off: u64) -> Result<(), Error> {
-    table::repair_parity(d, l, chunk_of(l, off)?)
+/// The chunk holding block `off` of `size` bytes, and the positions its
+/// bit occupies in the chunk's two bitmap parities (none for a large run).
+pub fn parity_position(l: &Layout, off: u64, size: u64) -> Result<(u64, (u64, u64)), Error> {
+    let chunk = chunk_of(l, off)?;
+    Ok(match class_of(size) {
+        Some(class) if size == MIN_CLASS << class => {
+            let slot = (off - chunk_start(l, chunk)) / size;
+            (chunk, table::positions(slot))
+        }
+        _ => (chunk, (0, 0)),
+    })
+}
+
+/// Recomputes chunk `chunk`'s bitmap parities (recovery); only the
+/// positions in `named` may have been torn by a crash.
+pub fn repair_parity(d: &Domain, l: &Layout, chunk: u64, named: (u64, u64)) -> Result<(), Error> {
+    table::repair_parity(d, l, chunk, named)
 }
 
 /// If `off` is the start of an allocated block, its block size.

@@ -2,8 +2,10 @@
 //! chunk. Every byte is checked before it is trusted.
 //!
 //! ```text
-//! entry +0  descriptor  byte 7 kind, byte 6 check, bytes 0..6 value
-//!       +8  bitmap parity: XOR of the chunk's 64 bitmap words
+//! entry +0   descriptor  byte 7 kind, byte 6 check, bytes 0..6 value
+//!       +8   bitmap parity: XOR of the chunk's 64 bitmap words
+//!       +16  rotated parity: XOR of word i rotated left by i
+//!       +24  zero
 //! ```
 //!
 //! The check byte makes the XOR of the descriptor's eight bytes zero, so a
@@ -11,13 +13,16 @@
 //! chunk) is valid, so a new pool needs no formatting. A descriptor is
 //! written with one aligned 8-byte store, so a crash never tears it.
 //!
-//! The parity word changes with every bitmap word (`parity ^= old ^ new`),
+//! The parity words change with every bitmap word (`parity ^= old ^ new`),
 //! again so that any one changed byte of a bitmap or of its parity shows.
-//! A bit and its parity are two stores in different cache lines, so a
-//! crash can persist one without the other; but a bit changes only under
-//! an ALLOC, DELETE or CLR record that stays in the log until both are
-//! persistent, and recovery recomputes the parity of every chunk such a
-//! record names ([`repair_parity`]).
+//! A bit and its parity are stores in different cache lines, so a crash can
+//! persist one without the other; but a bit changes only under an ALLOC,
+//! DELETE or CLR record that stays in the log until both are persistent,
+//! and recovery rewrites every bit such a record names and then recomputes
+//! the parity ([`repair_parity`]). It accepts a disagreement only at the
+//! positions those bits occupy in both parities, so damage elsewhere in
+//! the chunk still shows (the rotated parity tells apart bits at the same
+//! position of different words).
 
 use crate::error::Error;
 use crate::persist::{sites, Domain};
@@ -95,6 +100,11 @@ pub(crate) fn parity_off(l: &Layout, c: u64) -> u64 {
     desc_off(l, c) + 8
 }
 
+/// Offset of chunk `c`'s rotated bitmap parity word.
+pub(crate) fn parity2_off(l: &Layout, c: u64) -> u64 {
+    desc_off(l, c) + 16
+}
+
 /// Offset of chunk `c`'s bitmap.
 pub(crate) fn bitmap_off(l: &Layout, c: u64) -> u64 {
     l.bitmap_off + c * BITMAP_BYTES
@@ -125,11 +135,28 @@ pub(crate) fn write(
     d.store_u64(desc_off(l, c), encode(kind, value))
 }
 
-/// XOR of the 64 words of a bitmap.
-pub(crate) fn parity_of(bits: &[u8]) -> u64 {
-    bits.chunks_exact(8).fold(0, |a, w| {
-        a ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
-    })
+/// The two parities of a bitmap: the XOR of its 64 words, and the XOR of
+/// word `i` rotated left by `i`.
+pub(crate) fn parity_of(bits: &[u8]) -> (u64, u64) {
+    bits.chunks_exact(8)
+        .enumerate()
+        .fold((0, 0), |(a, b), (i, w)| {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            (a ^ w, b ^ w.rotate_left(i as u32))
+        })
+}
+
+/// The parity positions of bitmap slot `slot`: its bit in each parity.
+pub(crate) fn positions(slot: u64) -> (u64, u64) {
+    let bit = 1u64 << (slot % 64);
+    (bit, bit.rotate_left((slot / 64) as u32))
+}
+
+fn stored_parity(d: &Domain, l: &Layout, c: u64) -> Result<(u64, u64), Error> {
+    Ok((
+        d.read_u64(parity_off(l, c))?,
+        d.read_u64(parity2_off(l, c))?,
+    ))
 }
 
 /// Verifies chunk `c`'s bitmap against its parity; for a chunk that holds
@@ -142,7 +169,7 @@ pub(crate) fn verify_bitmap(
     bits: &mut [u8],
 ) -> Result<(), Error> {
     d.read(bitmap_off(l, c), bits)?;
-    if d.read_u64(parity_off(l, c))? != parity_of(bits) {
+    if d.read_u64(desc_off(l, c) + 24)? != 0 || stored_parity(d, l, c)? != parity_of(bits) {
         return Err(Error::HeapCorrupt {
             offset: bitmap_off(l, c),
             reason: "allocator bitmap does not match its parity word (damaged)",
@@ -173,20 +200,38 @@ pub(crate) fn set_bit(d: &Domain, l: &Layout, c: u64, slot: u64, on: bool) -> Re
     let byte_off = bitmap_off(l, c) + slot / 8;
     d.store(byte_off, &[(new >> (slot / 8 % 8 * 8)) as u8])?;
     d.flush_at(byte_off, 1, sites::ALLOC_MARK_BIT)?;
-    let p = d.read_u64(parity_off(l, c))? ^ old ^ new;
-    d.store_u64(parity_off(l, c), p)?;
-    d.flush_at(parity_off(l, c), 8, sites::ALLOC_MARK_BIT)
+    let (p, q) = stored_parity(d, l, c)?;
+    let delta = old ^ new;
+    d.store_u64(parity_off(l, c), p ^ delta)?;
+    d.store_u64(parity2_off(l, c), q ^ delta.rotate_left((slot / 64) as u32))?;
+    d.flush_at(parity_off(l, c), 16, sites::ALLOC_MARK_BIT)
 }
 
 /// Recomputes chunk `c`'s parity from its bitmap (recovery, after the
-/// bits named by log records are redone or undone), written back.
-pub(crate) fn repair_parity(d: &Domain, l: &Layout, c: u64) -> Result<(), Error> {
+/// bits named by log records are redone or undone), written back. Only
+/// the bit positions in `named` (bit `slot % 64` of each slot a record
+/// names) may disagree: a crash can tear a bit from its parity only there,
+/// so any other disagreement is damage.
+pub(crate) fn repair_parity(
+    d: &Domain,
+    l: &Layout,
+    c: u64,
+    named: (u64, u64),
+) -> Result<(), Error> {
     let mut bits = vec![0u8; BITMAP_BYTES as usize];
     d.read(bitmap_off(l, c), &mut bits)?;
-    let p = parity_of(&bits);
-    if d.read_u64(parity_off(l, c))? != p {
+    let (p, q) = parity_of(&bits);
+    let (sp, sq) = stored_parity(d, l, c)?;
+    if (sp ^ p) & !named.0 != 0 || (sq ^ q) & !named.1 != 0 {
+        return Err(Error::HeapCorrupt {
+            offset: bitmap_off(l, c),
+            reason: "allocator bitmap does not match its parity word (damaged)",
+        });
+    }
+    if (sp, sq) != (p, q) {
         d.store_u64(parity_off(l, c), p)?;
-        d.flush_at(parity_off(l, c), 8, sites::RECOVERY_REDO_FLUSH)?;
+        d.store_u64(parity2_off(l, c), q)?;
+        d.flush_at(parity_off(l, c), 16, sites::RECOVERY_REDO_FLUSH)?;
     }
     Ok(())
 }

@@ -30,8 +30,8 @@ pub const META_END: u64 = META_OFF + 4096;
 pub const CHUNK: u64 = 256 * 1024;
 /// Smallest allocation class (one cache line, so user objects never share lines).
 pub const MIN_CLASS: u64 = 64;
-/// Bytes of a chunk table entry: descriptor and bitmap parity.
-pub const DESC_BYTES: u64 = 16;
+/// Bytes of a chunk table entry: descriptor, two bitmap parities, zero.
+pub const DESC_BYTES: u64 = 32;
 /// Bitmap bytes per chunk (one bit per smallest-class slot).
 pub const BITMAP_BYTES: u64 = CHUNK / MIN_CLASS / 8;
 /// Smallest pool accepted by `create`.

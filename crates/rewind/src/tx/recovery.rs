@@ -106,6 +106,19 @@ pub(crate) fn apply_clr(
     }
 }
 
+/// Notes the allocation bit a redone or undone record rewrote.
+fn name_block(l: &Layout, r: &Record, named: &mut BTreeMap<u64, (u64, u64)>) -> Result<(), Error> {
+    let size = match r.kind {
+        Kind::Alloc | Kind::Delete => r.aux,
+        Kind::Clr if r.flags != clr::BYTES => size_word(&r.new, r.target)?,
+        _ => return Ok(()),
+    };
+    let (chunk, (p, q)) = alloc::parity_position(l, r.target, size)?;
+    let e = named.entry(chunk).or_default();
+    *e = (e.0 | p, e.1 | q);
+    Ok(())
+}
+
 /// Redoes a record (repeating history), flushing what it changes.
 fn redo(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
     match r.kind {
@@ -224,6 +237,10 @@ pub(crate) fn recover(
             .is_some_and(|&n| n > 0 && group.get(&tx) == Some(&n))
     };
 
+    // Blocks whose allocation bits recovery rewrites, by chunk: only their
+    // bitmap parity may have been torn by the crash (see alloc::table).
+    let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+
     // Redo. No-force repeats history, except for transactions a checkpoint
     // already made durable in place. Force redoes whole Batch commit groups
     // (above) and the CLRs of interrupted rollbacks (a crash between a CLR
@@ -249,6 +266,7 @@ pub(crate) fn recover(
         };
         if needed && redo(d, l, r)? {
             report.redone += 1;
+            name_block(l, r, &mut named)?;
         }
     }
 
@@ -306,9 +324,17 @@ pub(crate) fn recover(
                 log.append(d, &[c], &mut placed, &mut Reservation::none())?;
                 apply_clr(d, l, what, r.target, bytes)?;
                 report.undone += 1;
+                name_block(l, r, &mut named)?;
             }
             _ => {}
         }
+    }
+    // A crash may have persisted a bitmap bit without its parity words, or
+    // the reverse, only for blocks of records redone or undone above: their
+    // bits are right now, so their chunks' parity is recomputed from them,
+    // before any END can make those records' transactions finished.
+    for (chunk, positions) in named {
+        alloc::repair_parity(d, l, chunk, positions)?;
     }
     // END for every rolled-back transaction; the append's first fence makes
     // every undo store persistent before the END can be.
@@ -326,17 +352,6 @@ pub(crate) fn recover(
         log.append(d, &[end], &mut placed, &mut Reservation::none())?;
     }
     report.rolled_back = losers.len() as u64;
-    // A crash may have persisted a bitmap bit without its parity word, or
-    // the reverse, only for blocks that log records name: their bits are
-    // right now, so their chunks' parity is recomputed from them.
-    for s in records {
-        let r = &s.rec;
-        let names_block = matches!(r.kind, Kind::Alloc | Kind::Delete)
-            || (r.kind == Kind::Clr && r.flags != clr::BYTES);
-        if names_block {
-            alloc::repair_parity(d, l, r.target)?;
-        }
-    }
     // Everything redone or undone is flushed; persistent before the log goes.
     d.fence_at(sites::RECOVERY_APPLIED)?;
     log.clear_all(d)?;
