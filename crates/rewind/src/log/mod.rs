@@ -218,6 +218,9 @@ struct State {
     reserved: u64,
     /// The checkpoint's reservation is held.
     checkpoint_held: bool,
+    /// Batch: cells cleared since the last group append, with the thread
+    /// that cleared them (see `append_locked`).
+    unfenced_clears: Vec<(u64, CellRef)>,
     scratch: Vec<u8>,
     batch_index: Vec<(u64, u32)>,
     batch_cells: Vec<(CellRef, u64)>,
@@ -294,6 +297,7 @@ impl Log {
                 next_lsn,
                 reserved: 0,
                 checkpoint_held: false,
+                unfenced_clears: Vec::new(),
                 scratch: Vec::with_capacity(1024),
                 batch_index: Vec::new(),
                 batch_cells: Vec::new(),
@@ -484,6 +488,22 @@ impl Log {
             out.push(Placed { lsn, cell, rec_off });
         }
         if self.variant == LogVariant::Batch && !drafts.is_empty() {
+            // A fence persists only its own thread's stores. Another
+            // thread's clears of a committed group, not yet fenced, would
+            // let recovery redo that group over the stores this group (and
+            // this thread's transaction) makes next: store them again, so
+            // this fence makes them persistent first.
+            let me = thread_tag();
+            let theirs: Vec<CellRef> = st
+                .unfenced_clears
+                .iter()
+                .filter(|(t, _)| *t != me)
+                .map(|&(_, c)| c)
+                .collect();
+            if !theirs.is_empty() {
+                gap_cells(d, &mut st.words, &mut st.sorted, &theirs)?;
+            }
+            st.unfenced_clears.clear();
             store_cells(d, &mut st.words, &st.batch_cells)?;
             // Bodies and cells of the group persistent before the index
             // makes them valid.
@@ -652,6 +672,7 @@ impl Log {
             st.buckets.remove(&block);
             st.order.retain(|&x| x != block);
             st.free.insert(block);
+            st.unfenced_clears.retain(|(_, c)| c.block != block);
             self.maybe_shrink(d, st, block)?;
         }
         Ok(())
@@ -682,6 +703,10 @@ impl Log {
         end: Option<CellRef>,
     ) -> Result<(), Error> {
         gap_cells(d, &mut st.words, &mut st.sorted, cells)?;
+        if self.variant == LogVariant::Batch {
+            let me = thread_tag();
+            st.unfenced_clears.extend(cells.iter().map(|&c| (me, c)));
+        }
         for c in cells {
             if let Some(b) = st.buckets.get_mut(&c.block) {
                 b.live -= 1;
@@ -725,6 +750,7 @@ impl Log {
             st.order.remove(0);
             st.free.insert(block);
         }
+        st.unfenced_clears.clear();
         Ok(())
     }
 
@@ -743,6 +769,16 @@ impl Log {
         let st = self.state.lock();
         st.order.len() as f64 / st.blocks.count() as f64
     }
+}
+
+/// A small number naming the calling thread (cheaper than `ThreadId`).
+fn thread_tag() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TAG: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TAG.with(|t| *t)
 }
 
 /// The space a block with `cells` of its `cells_total` cells and `body`
