@@ -16,7 +16,9 @@
 //!   `fence` makes them durable with `msync(MS_SYNC)`.
 //! * **Sim** — a simulated domain in ordinary memory (see [`sim`]) that keeps,
 //!   per 64-byte line, the persisted contents apart from the stores not yet
-//!   guaranteed persistent, and builds the images a power failure could leave.
+//!   guaranteed persistent (a flush is completed only by a fence of the
+//!   thread that issued it), and builds the images a power failure could
+//!   leave. Its operations are scheduling points ([`Domain::set_schedule`]).
 //!
 //! Counters of fences, flushed lines and lines written by non-temporal stores
 //! are kept for every backend; they are the noise-free numbers the benchmarks
