@@ -154,6 +154,10 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     }
     let two = stats.two_thread;
     println!(
+        "  two-thread programs: {} crash points with both threads inside a transaction",
+        two.overlapping
+    );
+    println!(
         "two-thread: {} programs, {} images, {} violations",
         two.programs, two.images, two.violations
     );

@@ -64,11 +64,22 @@ fn the_unmutated_engine_has_no_violations() {
     let stats = explore(&opts, &|_| {}).expect("exploration runs");
     let two = stats.two_thread;
     println!(
-        "{} programs, {} crash images, {} violations; two-thread: {} programs, {} images, {} violations",
-        stats.programs, stats.images, stats.violations, two.programs, two.images, two.violations
+        "{} programs, {} crash images, {} violations; two-thread: {} programs, {} images, \
+         {} violations, {} crash points inside transactions of both threads",
+        stats.programs,
+        stats.images,
+        stats.violations,
+        two.programs,
+        two.images,
+        two.violations,
+        two.overlapping
     );
     assert_eq!(stats.programs, opts.configs.len() as u64);
     assert!(two.programs > 0, "no two-thread program ran");
+    assert!(
+        two.overlapping > 0,
+        "the two threads' transactions never overlapped"
+    );
     assert_eq!(stats.violations, 0, "{:#?}", stats.examples);
 }
 

@@ -22,6 +22,8 @@ pub(super) struct Expect {
     /// Per thread, the operations of its transaction in flight, if it is
     /// meant to commit.
     pub(super) in_flight: Vec<Option<Vec<Op>>>,
+    /// Per thread, whether it is inside a transaction (committing or not).
+    pub(super) busy: Vec<bool>,
 }
 
 impl Expect {
@@ -29,6 +31,7 @@ impl Expect {
         Expect {
             committed: Model::initial(),
             in_flight: vec![None; threads],
+            busy: vec![false; threads],
         }
     }
 
@@ -232,6 +235,9 @@ pub(super) fn visit(
     }
     sh.last_empty = empty;
     sh.stats.points += 1;
+    if sh.expect.busy.len() > 1 && sh.expect.busy.iter().all(|&b| b) {
+        sh.stats.two_thread.overlapping += 1;
+    }
     let imgs = images(sim, cfg, &mut sh.rng);
     let allowed = sh.expect.allowed();
     let mut adll_done = false;

@@ -195,6 +195,8 @@ pub struct Tally {
     pub images: u64,
     /// Violations found.
     pub violations: u64,
+    /// Crash points at which both threads were inside a transaction.
+    pub overlapping: u64,
 }
 
 /// What exploration found.
@@ -232,6 +234,7 @@ impl Stats {
         self.two_thread.programs += o.two_thread.programs;
         self.two_thread.images += o.two_thread.images;
         self.two_thread.violations += o.two_thread.violations;
+        self.two_thread.overlapping += o.two_thread.overlapping;
         for v in &o.examples {
             if self.examples.len() < 5 {
                 self.examples.push(v.clone());
@@ -348,8 +351,8 @@ pub fn explore(opts: &Options, progress: &(dyn Fn(&Stats) + Sync)) -> Result<Sta
         failure: None,
     });
     let changed = Condvar::new();
-    // Stops the programs above `cut` (all of them: u64::MAX is never a
-    // program index, so `cut` = 0 with `all`).
+    // Stops the running programs above `cut` (with `all`, every one) and
+    // keeps any later one from starting.
     let stop_above = |cut: u64, all: bool| {
         cutoff.fetch_min(cut, Ordering::Relaxed);
         for (&i, flag) in running.lock().unwrap_or_else(|p| p.into_inner()).iter() {

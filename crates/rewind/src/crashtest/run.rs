@@ -17,9 +17,9 @@ use super::sched::Turnstile;
 use super::{Config, Stats, Tally, LAYOUT, POOL_SIZE};
 
 /// A free scheduling point of a two-thread program passes the turn with
-/// probability 1 / this: often enough that transactions of the two threads
-/// overlap in most programs, rarely enough that each gets several ordering
-/// points done in a row.
+/// probability 1 / this: often enough that the two threads' transactions
+/// overlap (see [`Tally::overlapping`]), rarely enough that each gets
+/// several ordering points done in a row.
 const SWITCH_ONE_IN: u64 = 6;
 
 thread_local! {
@@ -100,6 +100,7 @@ pub fn run_program(
             programs: 1,
             images: stats.images,
             violations: stats.violations,
+            ..stats.two_thread
         };
     }
     Ok(stats)
@@ -127,7 +128,11 @@ fn run_thread(
         if let (Some(ts), Some(n)) = (ts, tx.after) {
             ts.wait_for(t, n);
         }
-        lock(shared).expect.in_flight[t] = tx.commit.then(|| tx.ops.clone());
+        {
+            let mut g = lock(shared);
+            g.expect.in_flight[t] = tx.commit.then(|| tx.ops.clone());
+            g.expect.busy[t] = true;
+        }
         let r = pool.transaction(|x| {
             for op in &tx.ops {
                 point();
@@ -145,6 +150,7 @@ fn run_thread(
                 tx.ops.iter().for_each(|op| g.expect.committed.apply(op));
             }
             g.expect.in_flight[t] = None;
+            g.expect.busy[t] = false;
         }
         if let Some(ts) = ts {
             ts.returned(t);
