@@ -155,10 +155,10 @@ impl SimState {
         }
     }
 
-    /// The calling thread's marks, created on first use.
-    fn my_marks(&mut self) -> &mut BTreeMap<u64, u64> {
+    /// Where the calling thread's marks are, created on first use.
+    fn my_marks(&mut self) -> usize {
         let t = thread_index();
-        let i = match self.marks.iter().position(|m| m.thread == t) {
+        match self.marks.iter().position(|m| m.thread == t) {
             Some(i) => i,
             None => {
                 self.marks.push(Marks {
@@ -167,15 +167,14 @@ impl SimState {
                 });
                 self.marks.len() - 1
             }
-        };
-        &mut self.marks[i].lines
+        }
     }
 
     /// Line `l`'s units so far are written back at the calling thread's
     /// next fence.
     fn mark(&mut self, l: u64) {
-        let seq = self.seq;
-        self.my_marks().insert(l, seq);
+        let i = self.my_marks();
+        self.marks[i].lines.insert(l, self.seq);
     }
 
     /// The store recorded last is now in the live memory.
@@ -198,9 +197,9 @@ impl SimState {
     /// fence. Lines with nothing pending need no mark.
     pub(super) fn flush(&mut self, off: u64, len: u64) {
         let (first, last) = (off / LINE, (off + len - 1) / LINE);
-        let dirty: Vec<u64> = self.lines.range(first..=last).map(|(l, _)| *l).collect();
-        for l in dirty {
-            self.mark(l);
+        let i = self.my_marks();
+        for l in self.lines.range(first..=last).map(|(l, _)| *l) {
+            self.marks[i].lines.insert(l, self.seq);
         }
     }
 
