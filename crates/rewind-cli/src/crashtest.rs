@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use rewind::crashtest::{self, Options};
+use rewind::crashtest::{self, Budget, Config, Options};
 use rewind::persist::sites;
 
 use crate::error::CliError;
@@ -14,16 +14,20 @@ use crate::error::CliError;
 /// Arguments of `rewind crashtest`.
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Time budget in seconds.
-    #[arg(long, default_value_t = 60.0)]
-    seconds: f64,
+    /// Time budget in seconds (default 60 unless --budget is given).
+    #[arg(long, conflicts_with = "budget")]
+    seconds: Option<f64>,
+    /// Count budget: crash images to check (the same result on any machine).
+    #[arg(long, value_name = "IMAGES")]
+    budget: Option<u64>,
     /// First program seed (program i uses seed + i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Only this configuration, e.g. `batch-force`.
+    /// Only this configuration, e.g. `batch-force`, `batch-force-2t`,
+    /// `batch-force-2t-handoff`.
     #[arg(long)]
     config: Option<String>,
     /// List the engine's ordering points (mutation sites) and exit.
@@ -47,12 +51,16 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    if !(a.seconds > 0.0 && a.seconds.is_finite()) {
-        return Err(CliError::Usage(format!(
-            "--seconds must be positive, got {}",
-            a.seconds
-        )));
-    }
+    let budget = match (a.seconds, a.budget) {
+        (_, Some(0)) => return Err(CliError::Usage("--budget must be positive".into())),
+        (_, Some(n)) => Budget::Images(n),
+        (Some(s), None) if !(s > 0.0 && s.is_finite()) => {
+            return Err(CliError::Usage(format!(
+                "--seconds must be positive, got {s}"
+            )))
+        }
+        (s, None) => Budget::Seconds(s.unwrap_or(60.0)),
+    };
     let mutation = match &a.mutate {
         None => None,
         Some(name) => Some(
@@ -65,26 +73,28 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
                 .site,
         ),
     };
-    let mut opts = Options::all(a.seed, a.seconds, mutation);
+    let mut opts = Options::all(a.seed, budget, mutation);
     if let Some(t) = a.threads {
         opts.threads = t.max(1);
     }
     if let Some(c) = &a.config {
-        opts.configs.retain(|x| &x.name() == c);
-        if opts.configs.is_empty() {
-            return Err(CliError::Usage(format!(
-                "unknown configuration `{c}`: expected <simple|optimized|batch>-<force|no-force>"
-            )));
-        }
+        let cfg = Config::parse(c).ok_or_else(|| {
+            CliError::Usage(format!(
+                "unknown configuration `{c}`: expected <simple|optimized|batch>-<force|no-force>, \
+                 optionally followed by -2t or -2t-handoff"
+            ))
+        })?;
+        opts.configs = vec![Config { mutation, ..cfg }];
     }
     if let Some(seed) = a.replay {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let st = crashtest::run_program(&opts.configs[0], seed, &stop).map_err(|source| {
-            CliError::Rewind {
-                action: format!("replaying program {seed}"),
-                source,
-            }
-        })?;
+        let st =
+            crashtest::run_program(&opts.configs[0], seed, &stop, false).map_err(|source| {
+                CliError::Rewind {
+                    action: format!("replaying program {seed}"),
+                    source,
+                }
+            })?;
         for v in &st.examples {
             println!("{v}");
         }
@@ -94,11 +104,15 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         );
         return Ok(());
     }
+    let limit = match budget {
+        Budget::Seconds(s) => format!("{s} s"),
+        Budget::Images(n) => format!("{n} images"),
+        Budget::Programs(n) => format!("{n} programs"),
+    };
     println!(
-        "crash-state exploration: {} configuration(s), {} thread(s), {} s, seed {}{}",
+        "crash-state exploration: {} configuration(s), {} worker(s), {limit}, seed {}{}",
         opts.configs.len(),
         opts.threads,
-        a.seconds,
         a.seed,
         mutation.map_or(String::new(), |m| format!(", mutation {}", m.0))
     );
@@ -134,6 +148,18 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         stats.points,
         stats.depth2,
         start.elapsed().as_secs_f64()
+    );
+    if let Some(d) = stats.detected_at {
+        println!("  first violation after {d} images");
+    }
+    let two = stats.two_thread;
+    println!(
+        "  two-thread programs: {} crash points with both threads inside a transaction",
+        two.overlapping
+    );
+    println!(
+        "two-thread: {} programs, {} images, {} violations",
+        two.programs, two.images, two.violations
     );
     println!(
         "crash states: {} checked, {} violations",

@@ -250,7 +250,16 @@ fn bench_overhead_writes_every_row() {
 
 #[test]
 fn crashtest_ends_with_the_count_line() {
-    let out = rewind(&["crashtest", "--seconds", "3", "--threads", "1"]);
+    let args = [
+        "crashtest",
+        "--budget",
+        "300",
+        "--threads",
+        "1",
+        "--config",
+        "batch-no-force-2t",
+    ];
+    let out = rewind(&args);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     let last = stdout.lines().last().unwrap_or_default();
@@ -264,7 +273,20 @@ fn crashtest_ends_with_the_count_line() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(n > 100, "only {n} crash states in 3 s");
+    assert!(n >= 300, "only {n} crash states for a budget of 300");
+    // Two-thread programs are counted apart; a count budget repeats exactly.
+    let two = stdout
+        .lines()
+        .find(|l| l.starts_with("two-thread: "))
+        .unwrap_or_default();
+    assert!(
+        two.ends_with(&format!(" {n} images, 0 violations")),
+        "{two}"
+    );
+    assert_eq!(text(&rewind(&args).stdout).lines().last(), Some(last));
+    // Exactly one budget.
+    let out = rewind(&["crashtest", "--budget", "10", "--seconds", "1"]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
@@ -286,8 +308,8 @@ fn crashtest_lists_and_applies_mutations() {
         "crashtest",
         "--mutate",
         "log.group.index",
-        "--seconds",
-        "20",
+        "--budget",
+        "2000",
     ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");

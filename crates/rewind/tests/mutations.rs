@@ -1,45 +1,116 @@
 //! Proof that the crash explorer can fail: with any one non-redundant
-//! ordering point of the engine disabled, exploration must report
-//! violations within 30 seconds (it stops at the first). Redundant sites
-//! carry their reason in `persist/sites.rs`.
+//! ordering point of the engine disabled, exploration must report a
+//! violation within a fixed budget of crash images (it stops at the first).
+//! The budget is a count, not a time: programs, crash points and images are
+//! drawn from fixed seeds, so the outcome is the same on any machine, loaded
+//! or not. Redundant sites carry their reason in `persist/sites.rs`.
+//!
+//! Each site is explored in the configurations and program shapes aimed at
+//! it (`crashtest::aim`). With seed 1 the most any site needs is 2,761
+//! images (`checkpoint.gaps`; the table is in `docs/testing.md`); the budget
+//! is about three times that.
 
-use std::time::Instant;
-
-use rewind::crashtest::{explore, Options};
+use rewind::crashtest::{explore, Budget, Options, KNOWN_VIOLATIONS};
 use rewind::persist::sites;
+
+/// Crash images each mutation may take to be detected.
+const BUDGET: u64 = 9_000;
+
+/// Programs of the unmutated engine explored: one per configuration
+/// (variant × policy, one thread and two), of at most this many transactions
+/// (per thread).
+const UNMUTATED_TX: u64 = 4;
 
 #[test]
 fn every_non_redundant_ordering_point_is_needed() {
     let mut missed = Vec::new();
-    let mut total = 0.0;
+    let mut worst = (0, "");
     for info in sites::ALL.iter().filter(|s| s.redundant.is_none()) {
-        let start = Instant::now();
         let opts = Options {
             threads: 2,
-            ..Options::all(1, 30.0, Some(info.site))
+            ..Options::all(1, Budget::Images(BUDGET), Some(info.site))
         };
         let stats = explore(&opts, &|_| {}).expect("exploration runs");
-        let secs = start.elapsed().as_secs_f64();
-        total += secs;
-        println!(
-            "{:<28} {:>6} images, {:>4} violations, {secs:5.1} s",
-            info.site.0, stats.images, stats.violations
-        );
-        if stats.violations == 0 {
-            missed.push(info.site.0);
+        match stats.detected_at {
+            Some(n) => {
+                println!("{:<28} detected after {n:>6} images", info.site.0);
+                worst = worst.max((n, info.site.0));
+            }
+            None => {
+                println!(
+                    "{:<28} NOT detected in {} images",
+                    info.site.0, stats.images
+                );
+                missed.push(info.site.0);
+            }
         }
     }
-    println!("all mutation sites: {total:.1} s");
+    println!(
+        "most images to detection: {} ({}); budget {BUDGET}",
+        worst.0, worst.1
+    );
     assert!(missed.is_empty(), "mutations not detected: {missed:?}");
 }
 
 #[test]
 fn the_unmutated_engine_has_no_violations() {
-    let stats = explore(&Options::all(7, 8.0, None), &|_| {}).expect("exploration runs");
+    let mut opts = Options::all(7, Budget::Programs(0), None);
+    opts.threads = 2;
+    opts.budget = Budget::Programs(opts.configs.len() as u64);
+    for c in &mut opts.configs {
+        c.max_tx = c.max_tx.min(UNMUTATED_TX);
+    }
+    assert!(opts.configs.iter().any(|c| c.threads == 2));
+    let stats = explore(&opts, &|_| {}).expect("exploration runs");
+    let two = stats.two_thread;
     println!(
-        "{} programs, {} crash images, {} violations",
-        stats.programs, stats.images, stats.violations
+        "{} programs, {} crash images, {} violations; two-thread: {} programs, {} images, \
+         {} violations, {} crash points inside transactions of both threads",
+        stats.programs,
+        stats.images,
+        stats.violations,
+        two.programs,
+        two.images,
+        two.violations,
+        two.overlapping
     );
-    assert!(stats.images > 1000, "too few images: {}", stats.images);
+    assert_eq!(stats.programs, opts.configs.len() as u64);
+    assert!(two.programs > 0, "no two-thread program ran");
+    assert!(
+        two.overlapping > 0,
+        "the two threads' transactions never overlapped"
+    );
     assert_eq!(stats.violations, 0, "{:#?}", stats.examples);
+}
+
+/// Under Batch force, thread 0 commits a write of a slot and clears its
+/// commit group's records without a fence; thread 1 then commits a newer
+/// write of the same slot and its own clears persist. A crash that keeps
+/// thread 0's clears unpersisted leaves its group whole in the log, and
+/// recovery redoes it over thread 1's value. Found by the explorer (seed 8,
+/// `batch-force-2t-handoff`); see `docs/testing.md`. Ignored until the
+/// engine makes a commit's clears persistent before the commit returns.
+#[test]
+#[ignore = "known violation: Batch force redoes an old commit group over a newer write of another thread"]
+fn batch_force_handoff_has_no_violations() {
+    assert!(KNOWN_VIOLATIONS.contains(&"batch-force-2t-handoff"));
+    let mut opts = Options::all(1, Budget::Images(100_000), None);
+    opts.threads = 2;
+    opts.configs = vec![rewind::crashtest::Config::parse("batch-force-2t-handoff").unwrap()];
+    let stats = explore(&opts, &|_| {}).expect("exploration runs");
+    assert_eq!(stats.violations, 0, "{}", stats.examples[0]);
+}
+
+/// The known violation above, reproduced from its seed: the explorer must
+/// keep finding it until the engine is fixed (then this test fails, and the
+/// ignored one above should pass: drop this one and un-ignore that one).
+#[test]
+fn batch_force_handoff_violation_reproduces_from_its_seed() {
+    let cfg = rewind::crashtest::Config::parse("batch-force-2t-handoff").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = rewind::crashtest::run_program(&cfg, 8, &stop, true).expect("program runs");
+    let v = st.examples.first().expect("the known violation");
+    println!("{v}");
+    assert!(v.message.contains("slot 0 = "), "{v}");
+    assert_eq!(format!("{:?}", v.point), "Fence(80)");
 }

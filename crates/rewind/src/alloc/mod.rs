@@ -261,6 +261,13 @@ impl Allocator {
     pub fn allocated_size(&self, d: &Domain, off: u64) -> Result<u64, Error> {
         allocated_size(d, &self.l, off)
     }
+
+    /// Whether some thread holds the latch (the crash explorer's scheduler
+    /// never makes a thread wait while it holds one).
+    pub(crate) fn latched(&self) -> bool {
+        self.state.is_locked()
+    }
+
     /// Usage figures.
     pub fn stats(&self) -> AllocStats {
         let st = self.state.lock();

@@ -3,6 +3,13 @@
 //! multi-record byte ranges), allocations (only the first and last byte
 //! written, so the zeroing shows), logged writes into existing objects,
 //! frees, aborts and checkpoints; everything is derived from a seed.
+//!
+//! A two-thread program gives each thread its own part of the root (a
+//! [`Part`]) and, in the [`Shape::Handoff`] shape, one slot that passes from
+//! thread 0 to thread 1: thread 1 writes it only after thread 0's last write
+//! of it has committed.
+
+use std::ops::Range;
 
 use bytemuck::{Pod, Zeroable};
 
@@ -86,7 +93,85 @@ pub struct TxProg {
     pub commit: bool,
     /// Run a checkpoint after it.
     pub checkpoint: bool,
+    /// Two threads: starts only once this many transactions of the other
+    /// thread have returned.
+    pub after: Option<usize>,
 }
+
+/// The part of the root a thread's transactions touch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// Word slots.
+    pub slots: Range<u64>,
+    /// Object table entries.
+    pub objs: Range<u64>,
+    /// Bytes of the byte range.
+    pub big: Range<usize>,
+}
+
+impl Part {
+    /// Everything (one thread).
+    pub fn all() -> Part {
+        Part {
+            slots: 0..SLOTS,
+            objs: 0..OBJS,
+            big: 0..BIG,
+        }
+    }
+
+    /// Thread `t`'s half of the root (of two threads).
+    pub fn half(t: usize) -> Part {
+        let h = |n: u64| if t == 0 { 0..n / 2 } else { n / 2..n };
+        let b = h(BIG as u64);
+        Part {
+            slots: h(SLOTS),
+            objs: h(OBJS),
+            big: b.start as usize..b.end as usize,
+        }
+    }
+}
+
+/// What kind of program to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Every kind of operation, at random.
+    Mixed,
+    /// Two threads: slot [`HANDOFF_SLOT`] is written last in thread 0's last
+    /// transaction, then by a transaction of thread 1 that starts only after
+    /// it returned, then by later ones of thread 1.
+    Handoff,
+    /// Allocation churn: mostly allocations (a third of them large runs)
+    /// and frees, so blocks and runs are freed and reused within a few
+    /// transactions, with extents shorter than the block so stale bytes
+    /// show where zeroing is lost.
+    Churn,
+    /// Checkpoints: transactions of several word writes (records that fill
+    /// log cells across cache lines), a checkpoint after every other one.
+    Checkpoints,
+}
+
+impl Shape {
+    /// Every shape.
+    pub const ALL: [Shape; 4] = [
+        Shape::Mixed,
+        Shape::Handoff,
+        Shape::Churn,
+        Shape::Checkpoints,
+    ];
+
+    /// Its name in a configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Mixed => "mixed",
+            Shape::Handoff => "handoff",
+            Shape::Churn => "churn",
+            Shape::Checkpoints => "checkpoints",
+        }
+    }
+}
+
+/// The slot of the [`Shape::Handoff`] programs (in thread 0's part).
+pub const HANDOFF_SLOT: u64 = 0;
 
 /// A deterministic generator (SplitMix64).
 #[derive(Clone, Debug)]
@@ -113,42 +198,132 @@ impl Rng {
     }
 }
 
-/// A random program of up to `max_tx` transactions.
+/// A random program of up to `max_tx` transactions over the whole root.
 pub fn generate(seed: u64, max_tx: u64) -> Vec<TxProg> {
     let mut r = Rng::new(seed);
-    (0..1 + r.below(max_tx))
-        .map(|_| {
-            let ops = (0..r.below(14))
-                .map(|_| match r.below(12) {
-                    0..=4 => Op::Write(r.below(SLOTS), r.next_u64()),
-                    5 => {
-                        let at = r.below(BIG as u64 - 1) as usize;
-                        Op::Big(at, 1 + r.below(400) as usize, r.next_u64() as u8)
-                    }
-                    6 | 7 => {
-                        let size = if r.below(10) == 0 {
-                            70_000 + r.below(150_000)
-                        } else {
-                            1 + r.below(300)
-                        };
-                        Op::Alloc(
-                            r.below(OBJS),
-                            size,
-                            1 + r.below(255) as u8,
-                            1 + r.below(512),
-                        )
-                    }
-                    8 | 9 => Op::Free(r.below(OBJS)),
-                    _ => Op::Poke(r.below(OBJS), 1 + r.below(255) as u8, 1 + r.below(512)),
-                })
-                .collect();
-            TxProg {
-                ops,
-                commit: r.below(5) != 0,
-                checkpoint: r.below(4) == 0,
+    random_txs(&mut r, max_tx, &Part::all(), Shape::Mixed)
+}
+
+/// A program of `threads` (1 or 2) threads: per thread, its transactions.
+pub fn generate_threads(seed: u64, max_tx: u64, threads: usize, shape: Shape) -> Vec<Vec<TxProg>> {
+    let mut r = Rng::new(seed);
+    if threads < 2 {
+        return vec![random_txs(&mut r, max_tx, &Part::all(), shape)];
+    }
+    let mut progs: Vec<Vec<TxProg>> = (0..2)
+        .map(|t| random_txs(&mut r, max_tx, &Part::half(t), shape))
+        .collect();
+    if shape == Shape::Handoff {
+        // Thread 0's last transaction writes the slot last (so it is in the
+        // commit group); thread 1 takes it over once that has returned.
+        let last = progs[0].last_mut().expect("at least one transaction");
+        last.ops.push(Op::Write(HANDOFF_SLOT, r.next_u64()));
+        last.commit = true;
+        let n0 = progs[0].len();
+        let at = r.below(progs[1].len() as u64 + 1) as usize;
+        let mut take = random_tx(&mut r, &Part::half(1));
+        take.ops.push(Op::Write(HANDOFF_SLOT, r.next_u64()));
+        take.commit = r.below(4) != 0;
+        take.after = Some(n0);
+        progs[1].insert(at, take);
+        for t in progs[1][at + 1..].iter_mut() {
+            if r.below(2) == 0 {
+                t.ops.push(Op::Write(HANDOFF_SLOT, r.next_u64()));
             }
+        }
+    }
+    progs
+}
+
+fn random_txs(r: &mut Rng, max_tx: u64, part: &Part, shape: Shape) -> Vec<TxProg> {
+    (0..1 + r.below(max_tx))
+        .map(|_| match shape {
+            Shape::Churn => churn_tx(r, part),
+            Shape::Checkpoints => checkpoint_tx(r, part),
+            Shape::Mixed | Shape::Handoff => random_tx(r, part),
         })
         .collect()
+}
+
+fn checkpoint_tx(r: &mut Rng, part: &Part) -> TxProg {
+    let ops = (0..2 + r.below(7))
+        .map(|_| Op::Write(pick(r, &part.slots), r.next_u64()))
+        .collect();
+    TxProg {
+        ops,
+        commit: r.below(6) != 0,
+        checkpoint: r.below(2) == 0,
+        after: None,
+    }
+}
+
+fn churn_tx(r: &mut Rng, part: &Part) -> TxProg {
+    let ops = (0..1 + r.below(6))
+        .map(|_| {
+            let k = pick(r, &part.objs);
+            match r.below(8) {
+                0..=3 => {
+                    let size = if r.below(3) == 0 {
+                        70_000 + r.below(150_000)
+                    } else {
+                        64 + r.below(448)
+                    };
+                    Op::Alloc(k, size, 1 + r.below(255) as u8, 1 + r.below(size))
+                }
+                4..=6 => Op::Free(k),
+                _ => Op::Poke(k, 1 + r.below(255) as u8, 1 + r.below(512)),
+            }
+        })
+        .collect();
+    TxProg {
+        ops,
+        commit: r.below(6) != 0,
+        checkpoint: r.below(4) == 0,
+        after: None,
+    }
+}
+
+fn pick(r: &mut Rng, range: &Range<u64>) -> u64 {
+    range.start + r.below(range.end - range.start)
+}
+
+fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
+    let ops = (0..r.below(14))
+        .map(|_| match r.below(12) {
+            0..=4 => Op::Write(pick(r, &part.slots), r.next_u64()),
+            5 => {
+                let room = (part.big.end - part.big.start) as u64;
+                let at = part.big.start + r.below(room - 1) as usize;
+                let len = (1 + r.below(400) as usize).min(part.big.end - at);
+                Op::Big(at, len, r.next_u64() as u8)
+            }
+            6 | 7 => {
+                let size = if r.below(10) == 0 {
+                    70_000 + r.below(150_000)
+                } else {
+                    1 + r.below(300)
+                };
+                Op::Alloc(
+                    pick(r, &part.objs),
+                    size,
+                    1 + r.below(255) as u8,
+                    1 + r.below(512),
+                )
+            }
+            8 | 9 => Op::Free(pick(r, &part.objs)),
+            _ => Op::Poke(
+                pick(r, &part.objs),
+                1 + r.below(255) as u8,
+                1 + r.below(512),
+            ),
+        })
+        .collect();
+    TxProg {
+        ops,
+        commit: r.below(5) != 0,
+        checkpoint: r.below(4) == 0,
+        after: None,
+    }
 }
 
 /// What a pool holds, as the program sees it (object addresses aside).

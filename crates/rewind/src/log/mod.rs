@@ -754,6 +754,12 @@ impl Log {
         Ok(())
     }
 
+    /// Whether some thread holds the latch (the crash explorer's scheduler
+    /// never makes a thread wait while it holds one).
+    pub(crate) fn latched(&self) -> bool {
+        self.state.is_locked()
+    }
+
     /// Usage figures.
     pub fn stats(&self) -> LogStats {
         let st = self.state.lock();

@@ -16,7 +16,9 @@
 //!   `fence` makes them durable with `msync(MS_SYNC)`.
 //! * **Sim** — a simulated domain in ordinary memory (see [`sim`]) that keeps,
 //!   per 64-byte line, the persisted contents apart from the stores not yet
-//!   guaranteed persistent, and builds the images a power failure could leave.
+//!   guaranteed persistent (a flush is completed only by a fence of the
+//!   thread that issued it), and builds the images a power failure could
+//!   leave. Its operations are scheduling points ([`Domain::set_schedule`]).
 //!
 //! Counters of fences, flushed lines and lines written by non-temporal stores
 //! are kept for every backend; they are the noise-free numbers the benchmarks
@@ -30,8 +32,9 @@ pub mod sites;
 use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::Error;
 use mapping::Mapping;
@@ -146,7 +149,30 @@ impl AtomicCounters {
 enum Kind {
     Pmem { instr: FlushInstr },
     Msync { dirty: Mutex<Vec<(u64, u64)>> },
-    Sim(Box<Mutex<SimState>>),
+    Sim(Box<Sim>),
+}
+
+/// A callback run by a simulated domain at each store, flush and fence,
+/// before the simulator's lock is taken: a scheduling point where the crash
+/// explorer may block the calling thread to let another one run.
+pub type Schedule = Arc<dyn Fn() + Send + Sync>;
+
+struct Sim {
+    state: Mutex<SimState>,
+    schedule: RwLock<Option<Schedule>>,
+}
+
+impl Sim {
+    /// The scheduling point, then the simulator state.
+    fn lock(&self) -> parking_lot::MutexGuard<'_, SimState> {
+        // Cloned out so the callback runs without this lock held: it may
+        // block, and the thread it waits for may pass here too.
+        let s = self.schedule.read().clone();
+        if let Some(s) = s {
+            s();
+        }
+        self.state.lock()
+    }
 }
 
 /// A persistence domain over one contiguous region (a pool).
@@ -216,7 +242,10 @@ impl Domain {
         let state = SimState::new(map.view());
         Domain {
             map,
-            kind: Kind::Sim(Box::new(Mutex::new(state))),
+            kind: Kind::Sim(Box::new(Sim {
+                state: Mutex::new(state),
+                schedule: RwLock::new(None),
+            })),
             counters: AtomicCounters::default(),
             latency_ns: 0,
             mutation: None,
@@ -452,7 +481,7 @@ impl Domain {
     /// Runs `f` on the simulator state; `None` on other backends.
     pub fn with_sim<R>(&self, f: impl FnOnce(&SimState) -> R) -> Option<R> {
         match &self.kind {
-            Kind::Sim(sim) => Some(f(&sim.lock())),
+            Kind::Sim(sim) => Some(f(&sim.state.lock())),
             _ => None,
         }
     }
@@ -460,8 +489,21 @@ impl Domain {
     /// Runs `f` on the mutable simulator state; `None` on other backends.
     pub fn with_sim_mut<R>(&self, f: impl FnOnce(&mut SimState) -> R) -> Option<R> {
         match &self.kind {
-            Kind::Sim(sim) => Some(f(&mut sim.lock())),
+            Kind::Sim(sim) => Some(f(&mut sim.state.lock())),
             _ => None,
+        }
+    }
+
+    /// Sets (or, with `None`, removes) the callback a simulated domain runs
+    /// at each store, flush and fence before taking its lock. Returns false
+    /// on other backends, which have no scheduling points.
+    pub fn set_schedule(&self, schedule: Option<Schedule>) -> bool {
+        match &self.kind {
+            Kind::Sim(sim) => {
+                *sim.schedule.write() = schedule;
+                true
+            }
+            _ => false,
         }
     }
 }

@@ -1,15 +1,29 @@
-//! The simulated persistence domain (DESIGN §2, x86 rules).
+//! The simulated persistence domain (x86 persistence rules, per thread).
 //!
 //! The simulator keeps the stores that are not yet guaranteed persistent
 //! apart from the persisted image (which is the live memory with those
 //! stores reverted: each pending unit remembers the bytes it overwrote, so
-//! no second copy of the region is kept). Stores are split into aligned 8-byte units,
-//! the unit of store atomicity on x86. Each 64-byte line keeps its pending
-//! units in program order, because a line reaches the persistence domain in
-//! program order: an eviction may write it back at any moment, carrying a
-//! *prefix* of its stores. A flush (`clwb`/`clflushopt`) marks the line's
-//! stores so far as written back at the next fence; a non-temporal store is
-//! pending until the next fence; a fence makes every marked store persistent.
+//! no second copy of the region is kept). Stores are split into aligned
+//! 8-byte units, the unit of store atomicity on x86. Each 64-byte line keeps
+//! its pending units in program order, because a line reaches the
+//! persistence domain in program order: an eviction may write it back at
+//! any moment, carrying a *prefix* of its stores.
+//!
+//! Guarantees are per thread, as on x86, where `sfence` orders and
+//! completes only the calling thread's own `clwb`/`clflushopt` and
+//! non-temporal stores:
+//!
+//! * a flush of a line by thread T marks the line's stores so far — other
+//!   threads' earlier stores included, since `clwb` writes back the whole
+//!   line — as written back at T's next fence;
+//! * a non-temporal store by T writes its line back with it: the line's
+//!   stores up to and including it are persistent after T's next fence;
+//! * a fence by T makes persistent exactly what T marked; what another
+//!   thread flushed waits for that thread's fence.
+//!
+//! Locked instructions (which on x86 also drain a thread's write-combining
+//! buffers) are not modelled as fences: the simulator allows every state
+//! the fences alone allow, a superset of what hardware can leave.
 //!
 //! A power failure at this instant may therefore leave, for each line with
 //! pending stores independently, any prefix of them on top of the persisted
@@ -17,9 +31,20 @@
 //! explorer chooses the prefixes.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::mapping::View;
 use super::LINE;
+
+/// A small number naming the calling thread, unique in the process (the
+/// simulator keys each thread's pending write-backs by it).
+pub fn thread_index() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static INDEX: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i)
+}
 
 /// One aligned 8-byte unit of a store: `mask` bit `i` set means byte `i` of
 /// the unit was written.
@@ -29,13 +54,24 @@ struct Unit {
     /// The word before the store (its masked bytes are what a revert restores).
     old: [u8; 8],
     mask: u8,
+    /// Position in the domain's global store order: a thread's mark on a
+    /// line covers the units below it.
+    seq: u64,
 }
 
 #[derive(Default, Debug)]
 struct Line {
+    /// Pending units, oldest first.
     stores: Vec<Unit>,
-    /// `stores[..flushed]` are guaranteed persistent at the next fence.
-    flushed: usize,
+}
+
+/// The lines one thread flushed (or non-temporally stored to) since its
+/// last fence: line index → the units below this sequence number are
+/// written back at the thread's next fence.
+#[derive(Debug)]
+struct Marks {
+    thread: u64,
+    lines: BTreeMap<u64, u64>,
 }
 
 /// Where a [`Hook`] is called: just before fence number `n` takes effect,
@@ -55,6 +91,10 @@ pub type Hook = Box<dyn FnMut(&SimState, Point) + Send>;
 pub struct SimState {
     live: View,
     lines: BTreeMap<u64, Line>,
+    /// Per thread, what its next fence makes persistent.
+    marks: Vec<Marks>,
+    /// Units recorded so far (the next unit's `seq`).
+    seq: u64,
     fences: u64,
     stores: u64,
     capture: Option<Capture>,
@@ -75,6 +115,8 @@ impl SimState {
         SimState {
             live,
             lines: BTreeMap::new(),
+            marks: Vec::new(),
+            seq: 0,
             fences: 0,
             stores: 0,
             capture: None,
@@ -84,8 +126,8 @@ impl SimState {
         }
     }
 
-    /// Records a store about to be made to the live memory (call before
-    /// writing it, then [`stored`](Self::stored) after).
+    /// Records a store by the calling thread about to be made to the live
+    /// memory (call before writing it, then [`stored`](Self::stored) after).
     pub(super) fn record(&mut self, off: u64, len: usize, nt: bool) {
         let mut i = 0usize;
         while i < len {
@@ -101,15 +143,38 @@ impl SimState {
                 off: base,
                 old: self.live.word(base),
                 mask,
+                seq: self.seq,
             };
-            let line = self.lines.entry(base / LINE).or_default();
-            line.stores.push(unit);
+            self.seq += 1;
+            self.lines.entry(base / LINE).or_default().stores.push(unit);
             if nt {
                 // A non-temporal store to a line writes the line back with it.
-                line.flushed = line.stores.len();
+                self.mark(base / LINE);
             }
             i += n;
         }
+    }
+
+    /// Where the calling thread's marks are, created on first use.
+    fn my_marks(&mut self) -> usize {
+        let t = thread_index();
+        match self.marks.iter().position(|m| m.thread == t) {
+            Some(i) => i,
+            None => {
+                self.marks.push(Marks {
+                    thread: t,
+                    lines: BTreeMap::new(),
+                });
+                self.marks.len() - 1
+            }
+        }
+    }
+
+    /// Line `l`'s units so far are written back at the calling thread's
+    /// next fence.
+    fn mark(&mut self, l: u64) {
+        let i = self.my_marks();
+        self.marks[i].lines.insert(l, self.seq);
     }
 
     /// The store recorded last is now in the live memory.
@@ -127,13 +192,18 @@ impl SimState {
         }
     }
 
+    /// A flush by the calling thread: the pending units of the lines of
+    /// `[off, off+len)` (whoever stored them) are written back at its next
+    /// fence. Lines with nothing pending need no mark.
     pub(super) fn flush(&mut self, off: u64, len: u64) {
         let (first, last) = (off / LINE, (off + len - 1) / LINE);
-        for (_, line) in self.lines.range_mut(first..=last) {
-            line.flushed = line.stores.len();
+        let i = self.my_marks();
+        for l in self.lines.range(first..=last).map(|(l, _)| *l) {
+            self.marks[i].lines.insert(l, self.seq);
         }
     }
 
+    /// A fence by the calling thread: what it marked becomes persistent.
     pub(super) fn fence(&mut self) {
         self.fences += 1;
         self.call_hook(Point::Fence(self.fences));
@@ -149,12 +219,22 @@ impl SimState {
             let random = self.image_with(|_, n| (rand() % (n as u64 + 1)) as usize);
             self.captured = vec![self.image_none_pending(), self.image_all_pending(), random];
         }
-        // The written-back stores are persistent: they leave the pending set.
-        self.lines.retain(|_, line| {
-            line.stores.drain(..line.flushed);
-            line.flushed = 0;
-            !line.stores.is_empty()
-        });
+        let t = thread_index();
+        let Some(i) = self.marks.iter().position(|m| m.thread == t) else {
+            return;
+        };
+        // This thread's written-back units are persistent: they leave the
+        // pending set. Other threads' marks stay until their own fences.
+        for (l, end) in std::mem::take(&mut self.marks[i].lines) {
+            if let Some(line) = self.lines.get_mut(&l) {
+                let k = line.stores.partition_point(|u| u.seq < end);
+                line.stores.drain(..k);
+                if line.stores.is_empty() {
+                    self.lines.remove(&l);
+                }
+            }
+        }
+        self.marks.swap_remove(i);
     }
 
     /// Calls `hook` at every fence (before it takes effect) and after every
@@ -312,5 +392,89 @@ mod tests {
         assert_eq!(&imgs[2][..12], &[1, 1, 1, 1, 2, 2, 2, 2, 5, 5, 5, 5]);
         assert_eq!(&imgs[3][..12], &[1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]);
         assert_eq!(&imgs[4][..12], &[3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]);
+    }
+
+    /// Runs `f` on another thread (a second simulated CPU) and waits for it.
+    fn on_other_thread(f: impl FnOnce() + Send) {
+        std::thread::scope(|s| {
+            s.spawn(f);
+        });
+    }
+
+    #[test]
+    fn a_fence_does_not_persist_another_threads_flush() {
+        let d = Domain::sim(256);
+        on_other_thread(|| {
+            d.store(0, &[1; 8]).unwrap();
+            d.flush(0, 8).unwrap();
+        });
+        d.fence().unwrap();
+        assert_eq!(none(&d)[0], 0, "B's flush waits for B's fence");
+        on_other_thread(|| d.fence().unwrap());
+        assert_eq!(
+            none(&d)[0],
+            0,
+            "a fence on a thread that flushed nothing persists nothing"
+        );
+        on_other_thread(|| {
+            d.flush(0, 8).unwrap();
+            d.fence().unwrap();
+        });
+        assert_eq!(none(&d)[0], 1);
+        assert!(d.with_sim(|s| s.pending_lines()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_fence_does_not_persist_another_threads_nt_store() {
+        let d = Domain::sim(256);
+        let b = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                d.store_nt(64, &[7; 8]).unwrap();
+                b.wait(); // A fences now
+                b.wait();
+                d.fence().unwrap();
+            });
+            b.wait();
+            d.fence().unwrap();
+            assert_eq!(none(&d)[64], 0, "B's nt store waits for B's fence");
+            b.wait();
+        });
+        assert_eq!(none(&d)[64], 7);
+    }
+
+    #[test]
+    fn a_flush_writes_back_other_threads_stores_to_the_line() {
+        let d = Domain::sim(256);
+        on_other_thread(|| d.store(8, &[2; 8]).unwrap());
+        d.store(0, &[1; 8]).unwrap();
+        d.flush(0, 8).unwrap();
+        on_other_thread(|| d.store(16, &[3; 8]).unwrap());
+        d.fence().unwrap();
+        let img = none(&d);
+        assert_eq!(
+            (img[0], img[8]),
+            (1, 2),
+            "clwb wrote back B's earlier store"
+        );
+        assert_eq!(img[16], 0, "B's store after A's flush stays pending");
+        assert_eq!(d.with_sim(|s| s.pending_lines()).unwrap(), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn marks_of_two_threads_on_one_line_persist_their_own_prefixes() {
+        let d = Domain::sim(128);
+        on_other_thread(|| {
+            d.store(0, &[1; 8]).unwrap();
+            d.flush(0, 8).unwrap();
+        });
+        d.store(8, &[2; 8]).unwrap();
+        d.flush(8, 8).unwrap();
+        d.fence().unwrap();
+        // A's flush covered B's earlier unit too: the whole line persisted,
+        // and B's own later fence finds nothing left to do.
+        assert_eq!(&none(&d)[..16], &[[1u8; 8], [2u8; 8]].concat()[..]);
+        on_other_thread(|| d.fence().unwrap());
+        assert!(d.with_sim(|s| s.pending_lines()).unwrap().is_empty());
     }
 }

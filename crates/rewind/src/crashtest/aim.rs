@@ -1,0 +1,73 @@
+//! Which configurations and program shapes can show a mutation: a disabled
+//! ordering point is only exercised by programs whose code path reaches it.
+
+use crate::log::LogVariant;
+use crate::persist::{sites, Site};
+use crate::tx::Policy;
+
+use super::{Config, Shape};
+
+/// Whether a configuration's code path reaches an ordering point (the
+/// others cannot show its mutation).
+pub fn reaches(site: Site, v: LogVariant, p: Policy) -> bool {
+    let n = site.0;
+    if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
+        p == Policy::NoForce
+    } else if n.starts_with("log.group.") {
+        v == LogVariant::Batch
+    } else if n.starts_with("log.record.") {
+        v != LogVariant::Batch
+    } else if n == "tx.commit.stores" {
+        v == LogVariant::Batch && p == Policy::Force
+    } else if n == "tx.store.flush" {
+        p == Policy::Force
+    } else {
+        true
+    }
+}
+
+/// The program shape that exercises a site most: allocation churn for the
+/// allocator's points and the writes into new blocks (a block must be
+/// freed and reused to show lost zeroing); frequent checkpoints of
+/// transactions whose records cross cache lines for the checkpoint's points
+/// and no-force redo; mixed programs otherwise.
+fn shape_for(site: Site) -> Shape {
+    let n = site.0;
+    if n.starts_with("alloc.") || n == "tx.zero.flush" || n == "tx.fresh.flush" {
+        Shape::Churn
+    } else if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
+        Shape::Checkpoints
+    } else {
+        Shape::Mixed
+    }
+}
+
+/// Whether a configuration that reaches `site` can show its mutation. The
+/// Simple log cannot show `checkpoint.gaps`: each record has its own
+/// block, which leaves the list (with the removal's own fences) as soon as
+/// its record is cleared, so the records' gaps are persistent before any
+/// END is cleared even without that fence.
+fn shows(site: Site, v: LogVariant, p: Policy) -> bool {
+    reaches(site, v, p) && !(site == sites::CHECKPOINT_GAPS && v == LogVariant::Simple)
+}
+
+/// The one-thread configurations to explore a mutation of `site` in: every
+/// variant × policy that can show it, with the shape aimed at it, Batch
+/// first, then Optimized, then Simple (fewest crash points per transaction
+/// first, so a program costs the fewest images), force before no-force.
+pub fn aim(site: Site) -> Vec<Config> {
+    let shape = shape_for(site);
+    let mut out = Vec::new();
+    for v in [LogVariant::Batch, LogVariant::Optimized, LogVariant::Simple] {
+        for p in Policy::ALL {
+            if shows(site, v, p) {
+                out.push(Config {
+                    shape,
+                    mutation: Some(site),
+                    ..Config::new(v, p)
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,235 @@
+//! Running one program on a simulated pool whose domain calls the crash
+//! hook ([`check::visit`]) at every crash point: one thread, or two threads
+//! interleaved by a seeded [`Turnstile`].
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::Error;
+use crate::persist::sim::Point;
+use crate::persist::Backend;
+use crate::pool::{Pool, PoolConfig};
+
+use super::check::{self, Shared};
+use super::program::{self, TxProg};
+use super::sched::Turnstile;
+use super::{Config, Stats, Tally, LAYOUT, POOL_SIZE};
+
+/// A free scheduling point of a two-thread program passes the turn with
+/// probability 1 / this: often enough that the two threads' transactions
+/// overlap (see [`Tally::overlapping`]), rarely enough that each gets
+/// several ordering points done in a row.
+const SWITCH_ONE_IN: u64 = 6;
+
+thread_local! {
+    /// Which thread of a two-thread program the calling thread is (none on
+    /// every other thread, whose domain operations are not scheduled).
+    static ROLE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+fn lock(sh: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    sh.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether some thread holds one of the engine's latches.
+fn latched(pool: &Pool) -> bool {
+    pool.log.latched()
+        || pool.alloc.latched()
+        || pool.finished.is_locked()
+        || pool.checkpoint_lock.is_locked()
+}
+
+/// Runs the program of `seed` under `cfg`, visiting every crash point until
+/// `stop` is set (or, with `first_only`, until the first violation).
+pub fn run_program(
+    cfg: &Config,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+    first_only: bool,
+) -> Result<Stats, Error> {
+    let pcfg = PoolConfig {
+        log: cfg.variant,
+        policy: cfg.policy,
+        backend: Backend::Sim,
+        bucket_cells: 16,
+        log_size: Some(128 << 10),
+        ..PoolConfig::default()
+    };
+    let mut pool = Pool::create_sim(LAYOUT, POOL_SIZE, &pcfg)?;
+    program::setup(&pool)?;
+    pool.set_mutation(cfg.mutation);
+    let progs = program::generate_threads(seed, cfg.max_tx, cfg.threads, cfg.shape);
+    let text = if progs.len() == 1 {
+        format!("{:?}", progs[0])
+    } else {
+        format!("thread 0: {:?}; thread 1: {:?}", progs[0], progs[1])
+    };
+    let shared = Arc::new(Mutex::new(Shared::new(seed, progs.len(), first_only)));
+    {
+        let (sh, cfg, text, stop) = (shared.clone(), *cfg, text.clone(), stop.clone());
+        pool.domain().with_sim_mut(|s| {
+            s.set_hook(
+                Box::new(move |sim, at| {
+                    check::visit(sim, at, &cfg, seed, &text, &mut lock(&sh), &stop);
+                }),
+                cfg.store_every,
+            )
+        });
+    }
+    let pool = Arc::new(pool);
+    if progs.len() == 1 {
+        run_thread(&pool, 0, &progs[0], &shared, stop, None)?;
+    } else {
+        run_two(&pool, seed, &progs, &shared, stop, cfg, &text)?;
+    }
+    // The state the program ends in, and a last look at its crash images.
+    pool.domain().with_sim_mut(|s| s.clear_hook());
+    let mut g = lock(&shared);
+    if let Some(st) = pool.domain().with_sim(|s| s.image_all_pending()) {
+        g.stats.images += 1;
+        let want = g.expect.committed.clone();
+        if let Err(m) = check::guarded(|| check::check_image(st, &[want], cfg.mutation)) {
+            let at = Point::Fence(u64::MAX);
+            check::report(&mut g, cfg, seed, at, "final".into(), None, m, &text);
+        }
+    }
+    let mut stats = g.stats.clone();
+    if cfg.threads > 1 {
+        stats.two_thread = Tally {
+            programs: 1,
+            images: stats.images,
+            violations: stats.violations,
+            ..stats.two_thread
+        };
+    }
+    Ok(stats)
+}
+
+/// Runs thread `t`'s transactions, keeping the expectation up to date.
+fn run_thread(
+    pool: &Pool,
+    t: usize,
+    txs: &[TxProg],
+    shared: &Mutex<Shared>,
+    stop: &AtomicBool,
+    ts: Option<&Turnstile>,
+) -> Result<(), Error> {
+    let point = || {
+        if let Some(ts) = ts {
+            ts.point(t, latched(pool));
+        }
+    };
+    for tx in txs {
+        if stop.load(Ordering::Relaxed) || lock(shared).halted() {
+            break;
+        }
+        point();
+        if let (Some(ts), Some(n)) = (ts, tx.after) {
+            ts.wait_for(t, n);
+        }
+        {
+            let mut g = lock(shared);
+            g.expect.in_flight[t] = tx.commit.then(|| tx.ops.clone());
+            g.expect.busy[t] = true;
+        }
+        let r = pool.transaction(|x| {
+            for op in &tx.ops {
+                point();
+                program::run_op(x, op)?;
+            }
+            if tx.commit {
+                Ok(())
+            } else {
+                Err(Error::TxMisuse("aborted by the program"))
+            }
+        });
+        {
+            let mut g = lock(shared);
+            if r.is_ok() {
+                tx.ops.iter().for_each(|op| g.expect.committed.apply(op));
+            }
+            g.expect.in_flight[t] = None;
+            g.expect.busy[t] = false;
+        }
+        if let Some(ts) = ts {
+            ts.returned(t);
+        }
+        if tx.checkpoint {
+            point();
+            pool.checkpoint()?;
+        }
+    }
+    Ok(())
+}
+
+/// Leaves the turnstile however the thread ends, so the other one goes on.
+struct Leave<'a>(&'a Turnstile, usize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        ROLE.with(|r| r.set(None));
+        self.0.leave(self.1);
+    }
+}
+
+/// Runs the two threads of a program, one at a time by the turnstile.
+fn run_two(
+    pool: &Arc<Pool>,
+    seed: u64,
+    progs: &[Vec<TxProg>],
+    shared: &Mutex<Shared>,
+    stop: &AtomicBool,
+    cfg: &Config,
+    text: &str,
+) -> Result<(), Error> {
+    let ts = Arc::new(Turnstile::new(
+        seed ^ 0x7475_726e,
+        (seed >> 7) as usize & 1,
+        SWITCH_ONE_IN,
+    ));
+    {
+        // A scheduling point at each store, flush and fence of the pool's
+        // own domain, on the program's two threads only (crash images are
+        // recovered on other domains, from inside the crash hook).
+        let (ts, weak) = (ts.clone(), Arc::downgrade(pool));
+        pool.domain().set_schedule(Some(Arc::new(move || {
+            if let (Some(t), Some(p)) = (ROLE.with(|r| r.get()), weak.upgrade()) {
+                ts.point(t, latched(&p));
+            }
+        })));
+    }
+    let results: Vec<std::thread::Result<Result<(), Error>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|t| {
+                let (ts, txs) = (&*ts, &progs[t]);
+                s.spawn(move || {
+                    let _leave = Leave(ts, t);
+                    ts.enter(t);
+                    ROLE.with(|r| r.set(Some(t)));
+                    run_thread(pool, t, txs, shared, stop, Some(ts))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    pool.domain().set_schedule(None);
+    for r in results {
+        match r {
+            Ok(r) => r?,
+            Err(p) => {
+                // A panic in the engine while running the program.
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                let mut g = lock(shared);
+                let at = Point::Fence(u64::MAX);
+                let m = format!("panic in a program thread: {msg}");
+                check::report(&mut g, cfg, seed, at, "program".into(), None, m, text);
+            }
+        }
+    }
+    Ok(())
+}
