@@ -26,14 +26,17 @@ pub fn reaches(site: Site, v: LogVariant, p: Policy) -> bool {
     }
 }
 
-/// The program shape that exercises a site most: allocation churn for the
+/// The program shape that exercises a site most: log growth for the log's
+/// chunks; allocation churn for the
 /// allocator's points and the writes into new blocks (a block must be
 /// freed and reused to show lost zeroing); frequent checkpoints of
 /// transactions whose records cross cache lines for the checkpoint's points
 /// and no-force redo; mixed programs otherwise.
 fn shape_for(site: Site) -> Shape {
     let n = site.0;
-    if n.starts_with("alloc.") || n == "tx.zero.flush" || n == "tx.fresh.flush" {
+    if n.starts_with("alloc.log.") {
+        Shape::Grow
+    } else if n.starts_with("alloc.") || n == "tx.zero.flush" || n == "tx.fresh.flush" {
         Shape::Churn
     } else if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
         Shape::Checkpoints

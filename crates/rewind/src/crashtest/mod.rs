@@ -272,8 +272,7 @@ pub struct Options {
 
 impl Options {
     /// Without a mutation: every log variant × policy, with one thread and
-    /// with two (mixed programs, and handoff programs except where a known
-    /// violation is documented: [`KNOWN_VIOLATIONS`]), with the default
+    /// with two (mixed programs, and handoff programs), with the default
     /// settings. With one: the configurations and program shapes aimed at
     /// the site ([`aim`]), stopping at the first violation.
     pub fn all(seed: u64, budget: Budget, mutation: Option<Site>) -> Options {
@@ -285,11 +284,12 @@ impl Options {
                     for p in Policy::ALL {
                         let one = Config::new(v, p);
                         configs.push(one);
+                        configs.push(Config {
+                            shape: Shape::Grow,
+                            ..one
+                        });
                         configs.push(one.two_threads(Shape::Mixed));
-                        let handoff = one.two_threads(Shape::Handoff);
-                        if !KNOWN_VIOLATIONS.contains(&handoff.name().as_str()) {
-                            configs.push(handoff);
-                        }
+                        configs.push(one.two_threads(Shape::Handoff));
                     }
                 }
                 configs
@@ -304,13 +304,6 @@ impl Options {
         }
     }
 }
-
-/// Configurations in which the explorer finds violations of the unmutated
-/// engine, left out of [`Options::all`] until the engine is fixed (see
-/// `docs/testing.md`): under Batch force, recovery can redo a committed
-/// group whose clearing its thread never fenced over a newer value another
-/// thread wrote to the same bytes later.
-pub const KNOWN_VIOLATIONS: &[&str] = &["batch-force-2t-handoff"];
 
 fn lock(m: &Mutex<Fold>) -> std::sync::MutexGuard<'_, Fold> {
     m.lock().unwrap_or_else(|p| p.into_inner())

@@ -148,15 +148,22 @@ pub enum Shape {
     /// Checkpoints: transactions of several word writes (records that fill
     /// log cells across cache lines), a checkpoint after every other one.
     Checkpoints,
+    /// Log growth and exhaustion, run on a pool with the smallest log:
+    /// transactions of 16 to 40 writes, which outgrow it, so the log grows
+    /// into heap chunks and gives them back; some first take most of the
+    /// heap with large objects, so growing fails and the transaction is
+    /// doomed and rolled back.
+    Grow,
 }
 
 impl Shape {
     /// Every shape.
-    pub const ALL: [Shape; 4] = [
+    pub const ALL: [Shape; 5] = [
         Shape::Mixed,
         Shape::Handoff,
         Shape::Churn,
         Shape::Checkpoints,
+        Shape::Grow,
     ];
 
     /// Its name in a configuration name.
@@ -166,6 +173,7 @@ impl Shape {
             Shape::Handoff => "handoff",
             Shape::Churn => "churn",
             Shape::Checkpoints => "checkpoints",
+            Shape::Grow => "grow",
         }
     }
 }
@@ -240,6 +248,7 @@ fn random_txs(r: &mut Rng, max_tx: u64, part: &Part, shape: Shape) -> Vec<TxProg
         .map(|_| match shape {
             Shape::Churn => churn_tx(r, part),
             Shape::Checkpoints => checkpoint_tx(r, part),
+            Shape::Grow => grow_tx(r, part),
             Shape::Mixed | Shape::Handoff => random_tx(r, part),
         })
         .collect()
@@ -253,6 +262,38 @@ fn checkpoint_tx(r: &mut Rng, part: &Part) -> TxProg {
         ops,
         commit: r.below(6) != 0,
         checkpoint: r.below(2) == 0,
+        after: None,
+    }
+}
+
+fn grow_tx(r: &mut Rng, part: &Part) -> TxProg {
+    let mut ops = Vec::new();
+    if r.below(3) == 0 {
+        // Large objects first: the heap has about six chunks, so with two
+        // of these the log's growth may find none left.
+        for _ in 0..1 + r.below(2) {
+            let size = 300_000 + r.below(200_000);
+            ops.push(Op::Alloc(
+                pick(r, &part.objs),
+                size,
+                1 + r.below(255) as u8,
+                64,
+            ));
+        }
+    }
+    for _ in 0..16 + r.below(25) {
+        ops.push(Op::Write(pick(r, &part.slots), r.next_u64()));
+    }
+    if r.below(3) == 0 {
+        let room = (part.big.end - part.big.start) as u64;
+        let at = part.big.start + r.below(room - 1) as usize;
+        let len = (1 + r.below(400) as usize).min(part.big.end - at);
+        ops.push(Op::Big(at, len, r.next_u64() as u8));
+    }
+    TxProg {
+        ops,
+        commit: r.below(5) != 0,
+        checkpoint: r.below(4) == 0,
         after: None,
     }
 }

@@ -14,7 +14,7 @@ use crate::pool::{Pool, PoolConfig};
 use super::check::{self, Shared};
 use super::program::{self, TxProg};
 use super::sched::Turnstile;
-use super::{Config, Stats, Tally, LAYOUT, POOL_SIZE};
+use super::{Config, Shape, Stats, Tally, LAYOUT, POOL_SIZE};
 
 /// A free scheduling point of a two-thread program passes the turn with
 /// probability 1 / this: often enough that the two threads' transactions
@@ -53,7 +53,12 @@ pub fn run_program(
         policy: cfg.policy,
         backend: Backend::Sim,
         bucket_cells: 16,
-        log_size: Some(128 << 10),
+        // The smallest log (four buckets) for growth programs.
+        log_size: Some(if cfg.shape == Shape::Grow {
+            0
+        } else {
+            128 << 10
+        }),
         ..PoolConfig::default()
     };
     let mut pool = Pool::create_sim(LAYOUT, POOL_SIZE, &pcfg)?;

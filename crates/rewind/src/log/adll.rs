@@ -19,10 +19,11 @@
 //! stored twice.
 //!
 //! The list carries its own checks, so damage is found, not followed: a
-//! check word (`n ^ CHECK`) is made persistent before `toAppend` /
-//! `toRemove` names `n`, and cleared after the name is; every link must be
-//! a log block; every list node must be marked linked and every other
-//! block not.
+//! check word (`n ^ CHECK`) is stored before `toAppend` / `toRemove` names
+//! `n` (in the same cache line, which persists in program order; for an
+//! append, before a fence too), and cleared after the name is; every link
+//! must be a log block; every list node must be marked linked and every
+//! other block not.
 
 use super::blocks::Blocks;
 use crate::error::Error;
@@ -93,9 +94,9 @@ fn link(d: &Domain, n: u64, last_tail: u64) -> Result<(), Error> {
 
 /// Removes node `n` from the list.
 pub fn remove(d: &Domain, n: u64) -> Result<(), Error> {
+    // The check word first: it shares toRemove's cache line, which
+    // persists in program order, so toRemove is never persistent without it.
     d.store_nt_u64(REMOVE_CHECK, n ^ CHECK_MARK)?;
-    // The check word persistent before toRemove names the node.
-    d.fence_at(sites::ADLL_REMOVE_CHECK)?;
     d.store_nt_u64(TO_REMOVE, n)?;
     // toRemove persistent before the links change.
     d.fence_at(sites::ADLL_REMOVE_TO_REMOVE)?;

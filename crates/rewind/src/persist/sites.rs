@@ -46,7 +46,6 @@ sites! {
     ADLL_APPEND_LINKS = "adll.append.links": "head/tail/next links persistent before toAppend is cleared";
     ADLL_APPEND_CLEAR = "adll.append.clear": "toAppend = 0 persistent before the next list operation",
         redundant: "toAppend shares a cache line with the check words, which the next list operation stores before its own fence: per-line program order persists the clear first, and redoing a completed append is idempotent";
-    ADLL_REMOVE_CHECK = "adll.remove.check": "the toRemove check word persistent before toRemove names the node (else recovery finds toRemove unchecked and refuses the pool)";
     ADLL_REMOVE_TO_REMOVE = "adll.remove.to_remove": "toRemove persistent before the links change";
     ADLL_REMOVE_LINKS = "adll.remove.links": "unlinked neighbours persistent before toRemove is cleared";
     ADLL_REMOVE_CLEAR = "adll.remove.clear": "toRemove = 0 persistent before the node can be reused",
@@ -75,7 +74,8 @@ sites! {
     ALLOC_MARK_BIT = "alloc.mark.bit": "a block's bitmap bit written back when it is allocated or freed";
     ALLOC_MARK_RUN = "alloc.mark.run": "a large run's descriptors written back when it is allocated or freed";
     ALLOC_LOG_GROW = "alloc.log.grow": "a chunk's descriptor marked as a log chunk written back";
-    ALLOC_LOG_GROW_FENCE = "alloc.log.grow.fence": "the log chunk persistent before its blocks count as log space (recovery's reservations rely on them, and a list node in an unmarked chunk is corruption)";
+    ALLOC_LOG_GROW_FENCE = "alloc.log.grow.fence": "the log chunk persistent before its blocks count as log space (recovery's reservations rely on them, and a list node in an unmarked chunk is corruption)",
+        redundant: "the log grows inside an append, whose own fences (same thread) complete the descriptor's write-back before any record of that append, or any list node in the chunk, can be valid";
     ALLOC_LOG_SHRINK = "alloc.log.shrink": "a log chunk's descriptor marked free written back when the log gives it back",
         redundant: "a log chunk with no block in the list is freed at the next open anyway, and any reuse of the chunk writes and fences its descriptor before it holds data";
     ALLOC_LOG_SHRINK_FENCE = "alloc.log.shrink.fence": "the freed descriptor persistent",
