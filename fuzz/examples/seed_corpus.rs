@@ -13,14 +13,7 @@ use rewind::{Backend, Error, LogVariant, PPtr, Policy, Pool, PoolConfig};
 const SIZES: [u64; 2] = [1 << 20, 2 << 20];
 
 fn pool(log: LogVariant, policy: Policy) -> Pool {
-    let cfg = PoolConfig {
-        log,
-        policy,
-        backend: Backend::Sim,
-        bucket_cells: 8,
-        log_size: Some(128 << 10),
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().log(log).policy(policy).backend(Backend::Sim).bucket_cells(8).log_size(128 << 10);
     SIZES
         .iter()
         .find_map(|&size| Pool::create_sim("fuzz", size, &cfg).ok())

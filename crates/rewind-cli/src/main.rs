@@ -1,4 +1,4 @@
-//! `rewind`: the command-line face of the library (DESIGN.md section 9).
+//! `rewind`: the command-line face of the library (docs/design.md).
 //!
 //! * `demo` — a bank workload in a child process killed mid-transaction,
 //!   recovery, verification against a model, and a throughput table;

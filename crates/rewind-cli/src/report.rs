@@ -1,5 +1,5 @@
 //! Benchmark results: one row per measured number, written as
-//! `DIR/NAME.json` (`{"bench": NAME, "rows": [...]}`, DESIGN.md section 9)
+//! `DIR/NAME.json` (`{"bench": NAME, "rows": [...]}`)
 //! and as `DIR/NAME.csv` with the same rows.
 
 use std::fmt::Write as _;

@@ -2,7 +2,7 @@
 //! Run it twice: the second run opens the pool (recovery first) and
 //! prepends another account.
 
-use rewind::{OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
+use rewind::{PPtr, Pod, Pool, PoolConfig, Zeroable};
 
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
@@ -13,11 +13,8 @@ struct Account {
 
 fn main() -> Result<(), rewind::Error> {
     let path = std::env::temp_dir().join("accounts.pool");
-    let pool = if path.exists() {
-        Pool::open(&path, "accounts", &OpenOptions::default())? // runs recovery first
-    } else {
-        Pool::create(&path, "accounts", 64 << 20, &PoolConfig::default())?
-    };
+    // Opens (running recovery first) or creates a 64 MiB pool.
+    let pool = Pool::open_or_create(&path, "accounts", 64 << 20, &PoolConfig::default())?;
     pool.transaction(|tx| {
         let head: PPtr<PPtr<Account>> = tx.root()?; // zeroed on first use
         let a = tx.alloc::<Account>()?; // undone if we abort
@@ -32,5 +29,5 @@ fn main() -> Result<(), rewind::Error> {
         p = pool.read(p)?.next;
     }
     println!("{} holds {n} account(s)", path.display());
-    Ok(())
+    pool.close() // or drop it; close reports errors
 }

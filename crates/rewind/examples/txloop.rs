@@ -12,11 +12,7 @@ fn main() -> Result<(), rewind::Error> {
     let k: u64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(8);
     let n: u64 = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let path = std::path::Path::new("/dev/shm").join(format!("txloop-{}.pool", std::process::id()));
-    let cfg = PoolConfig {
-        log: variant,
-        policy,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().log(variant).policy(policy);
     let pool = Pool::create(&path, "txloop", 64 << 20, &cfg)?;
     let _ = std::fs::remove_file(&path);
     const M: u64 = 1 << 20;

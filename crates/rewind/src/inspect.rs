@@ -14,6 +14,7 @@ use crate::pool::{read_file, Pool};
 
 /// What `info` shows.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PoolInfo {
     /// The verified header.
     pub header: Header,
@@ -72,6 +73,7 @@ impl fmt::Display for PoolInfo {
 
 /// What `check` found.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct CheckReport {
     /// Inconsistencies; empty means the pool is consistent.
     pub problems: Vec<String>,
@@ -169,7 +171,7 @@ fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
         return r;
     }
     let image = bytes[..header.layout.pool_size as usize].to_vec();
-    match Pool::open_image(image, &header.layout_name) {
+    match Pool::from_image(image, &header.layout_name) {
         Ok(pool) => check_open(&pool, &mut r),
         Err(e) => r.problems.push(format!("recovery would fail: {e}")),
     }
@@ -181,7 +183,7 @@ fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
 /// recovers.
 pub fn check_pool(pool: &Pool) -> CheckReport {
     let mut r = CheckReport::default();
-    if let Err(e) = pool.log.check_list(pool.domain()) {
+    if let Err(e) = pool.log.check_list(&pool.dom) {
         r.problems.push(format!("log: {e}"));
     }
     check_open(pool, &mut r);
@@ -189,11 +191,12 @@ pub fn check_pool(pool: &Pool) -> CheckReport {
 }
 
 fn check_open(pool: &Pool, r: &mut CheckReport) {
-    let d = pool.domain();
+    let d = &pool.dom;
+    let l = &pool.hdr.layout;
     let root = d.read_u64(META_ROOT_OFF).unwrap_or(0);
     if root != 0 {
         let rsize = d.read_u64(META_ROOT_SIZE).unwrap_or(0);
-        match alloc::allocated_size(d, pool.layout(), root) {
+        match alloc::allocated_size(d, l, root) {
             Ok(b) if b >= rsize => {}
             Ok(b) => r.problems.push(format!(
                 "root object at {root:#x} is {rsize} bytes but its block is only {b}"
@@ -201,7 +204,7 @@ fn check_open(pool: &Pool, r: &mut CheckReport) {
             Err(e) => r.problems.push(format!("root object at {root:#x}: {e}")),
         }
     }
-    match alloc::allocated_blocks(d, pool.layout()) {
+    match alloc::allocated_blocks(d, l) {
         Ok(blocks) => {
             let s = pool.alloc_stats();
             r.notes.push(format!(

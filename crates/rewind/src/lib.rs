@@ -8,14 +8,14 @@
 //! transaction whose commit returned is there whole, every other one is gone.
 //!
 //! ```
-//! use rewind::{Pool, PoolConfig, Backend, PPtr, Pod, Zeroable};
+//! use rewind::{Pool, PoolConfig, PPtr, Pod, Zeroable};
 //!
 //! #[derive(Clone, Copy, Pod, Zeroable)]
 //! #[repr(C)]
 //! struct Counter { hits: u64 }
 //!
-//! let cfg = PoolConfig { backend: Backend::Sim, ..PoolConfig::default() };
-//! let pool = Pool::create_sim("counter", 8 << 20, &cfg)?;
+//! let dir = tempfile::tempdir().unwrap();
+//! let pool = Pool::create(dir.path().join("counter.pool"), "counter", 8 << 20, &PoolConfig::default())?;
 //! pool.transaction(|tx| {
 //!     let root: PPtr<Counter> = tx.root()?;
 //!     let c = tx.read(root)?;
@@ -23,22 +23,43 @@
 //! })?;
 //! let root = pool.root::<Counter>()?.expect("created above");
 //! assert_eq!(pool.read(root)?.hits, 1);
+//! pool.close()?;
 //! # Ok::<(), rewind::Error>(())
 //! ```
 //!
-//! Layers, each calling only the one below (see `docs/architecture.md`):
-//! [`tx`] → [`log`] and [`alloc`] → [`pool`] → [`persist`].
+//! The public surface is what a program needs: [`Pool`], [`Tx`], [`PPtr`],
+//! the configuration types, [`Error`], and [`inspect`] (what `rewind info`
+//! and `rewind check` use). The engine's layers (see `docs/design.md`) are
+//! private; the crash explorer, the simulated domain and the mutation hooks
+//! are compiled in only with the `testing` feature, for rewind's own tests
+//! and command-line tool.
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "testing")]
 pub mod alloc;
+#[cfg(not(feature = "testing"))]
+mod alloc;
+#[cfg(feature = "testing")]
 pub mod crashtest;
-pub mod error;
+mod error;
 pub mod inspect;
+#[cfg(feature = "testing")]
 pub mod log;
+#[cfg(not(feature = "testing"))]
+mod log;
+#[cfg(feature = "testing")]
 pub mod persist;
+// The simulator's crash hooks, the raw domain and the ordering-point
+// registry serve the testing feature's explorer and benchmarks.
+#[cfg(not(feature = "testing"))]
+#[allow(dead_code)]
+mod persist;
+#[cfg(feature = "testing")]
 pub mod pool;
-pub mod tx;
+#[cfg(not(feature = "testing"))]
+mod pool;
+mod tx;
 
 pub use alloc::AllocStats;
 /// Re-exported so `Pod`/`Zeroable` derives can name it; a crate deriving
@@ -47,7 +68,7 @@ pub use alloc::AllocStats;
 pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
 pub use error::{Error, Result};
-pub use log::LogVariant;
+pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};
 pub use tx::{Policy, RecoveryReport, Tx};

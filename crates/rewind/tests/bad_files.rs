@@ -6,10 +6,7 @@ use rewind::{Backend, Error, OpenOptions, PPtr, Pool, PoolConfig};
 
 fn make(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("good.pool");
-    let cfg = PoolConfig {
-        backend: Backend::Msync,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().backend(Backend::Msync);
     let pool = Pool::create(&path, "bad-files", 4 << 20, &cfg).unwrap();
     pool.transaction(|tx| {
         let r: PPtr<[u64; 4]> = tx.root()?;
@@ -144,11 +141,9 @@ fn create_refuses_existing_file_and_bad_config() {
 fn damaged_log_record_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.pool");
-    let cfg = PoolConfig {
-        backend: Backend::Msync,
-        policy: rewind::Policy::NoForce,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default()
+        .backend(Backend::Msync)
+        .policy(rewind::Policy::NoForce);
     let pool = Pool::create(&path, "bad-files", 4 << 20, &cfg).unwrap();
     pool.transaction(|tx| {
         let r: PPtr<[u64; 4]> = tx.root()?;
@@ -212,10 +207,7 @@ fn double_free_is_refused() {
 
 #[test]
 fn out_of_memory_and_log_full_are_errors() {
-    let cfg = PoolConfig {
-        log_size: Some(64 << 10),
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().log_size(64 << 10);
     let pool = Pool::create_sim("x", 4 << 20, &cfg).unwrap();
     let e = pool
         .transaction(|tx| tx.alloc_bytes(1 << 30))

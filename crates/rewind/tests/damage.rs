@@ -53,14 +53,12 @@ struct Image {
 }
 
 fn cfg(log: LogVariant, policy: Policy, cells: u32) -> PoolConfig {
-    PoolConfig {
-        log,
-        policy,
-        backend: Backend::Sim,
-        bucket_cells: cells,
-        log_size: Some(256 << 10),
-        ..PoolConfig::default()
-    }
+    PoolConfig::default()
+        .log(log)
+        .policy(policy)
+        .backend(Backend::Sim)
+        .bucket_cells(cells)
+        .log_size(256 << 10)
 }
 
 /// Commits a setup transaction, then `rounds` of updates, allocations and

@@ -9,13 +9,11 @@ use rewind::{Backend, Error, LogVariant, PPtr, Policy, Pool, PoolConfig};
 const LAYOUT: &str = "failed-commit";
 
 fn pool(v: LogVariant, p: Policy) -> (Pool, PPtr<u64>) {
-    let cfg = PoolConfig {
-        log: v,
-        policy: p,
-        backend: Backend::Sim,
-        bucket_cells: 16,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default()
+        .log(v)
+        .policy(p)
+        .backend(Backend::Sim)
+        .bucket_cells(16);
     let pool = Pool::create_sim(LAYOUT, 2 << 20, &cfg).unwrap();
     let arr = pool
         .transaction(|tx| {

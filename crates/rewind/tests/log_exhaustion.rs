@@ -24,14 +24,12 @@ fn configs() -> Vec<(LogVariant, Policy)> {
 /// A simulated pool with a tiny log (four buckets of 16 cells) and an
 /// array of `WORDS` words as its root.
 fn pool(v: LogVariant, p: Policy, size: u64) -> (Pool, PPtr<u64>) {
-    let cfg = PoolConfig {
-        log: v,
-        policy: p,
-        backend: Backend::Sim,
-        bucket_cells: 16,
-        log_size: Some(4096),
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default()
+        .log(v)
+        .policy(p)
+        .backend(Backend::Sim)
+        .bucket_cells(16)
+        .log_size(4096);
     let pool = Pool::create_sim(LAYOUT, size, &cfg).unwrap();
     let arr = pool
         .transaction(|tx| tx.root::<[u64; WORDS as usize]>())

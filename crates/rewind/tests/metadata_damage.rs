@@ -22,13 +22,11 @@ const LAYOUT: &str = "metadata-damage";
 /// and a freed block; with `in_flight`, the image is taken inside a
 /// transaction that allocated, freed and wrote.
 fn image(v: LogVariant, in_flight: bool) -> (Vec<u8>, Vec<(u64, u64, &'static str)>) {
-    let cfg = PoolConfig {
-        log: v,
-        policy: Policy::NoForce,
-        backend: Backend::Sim,
-        bucket_cells: 16,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default()
+        .log(v)
+        .policy(Policy::NoForce)
+        .backend(Backend::Sim)
+        .bucket_cells(16);
     let pool = Pool::create_sim(LAYOUT, 2 << 20, &cfg).unwrap();
     let root = pool
         .transaction(|tx| tx.root::<[u64; 8]>())
@@ -66,13 +64,11 @@ fn image(v: LogVariant, in_flight: bool) -> (Vec<u8>, Vec<(u64, u64, &'static st
 }
 
 fn image_after_close(v: LogVariant) -> (Vec<u8>, Vec<(u64, u64, &'static str)>) {
-    let cfg = PoolConfig {
-        log: v,
-        policy: Policy::NoForce,
-        backend: Backend::Sim,
-        bucket_cells: 16,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default()
+        .log(v)
+        .policy(Policy::NoForce)
+        .backend(Backend::Sim)
+        .bucket_cells(16);
     let pool = Pool::create_sim(LAYOUT, 2 << 20, &cfg).unwrap();
     let root = pool
         .transaction(|tx| tx.root::<[u64; 8]>())

@@ -87,14 +87,12 @@ fn tx_prog() -> impl Strategy<Value = TxProg> {
 }
 
 fn cfg(v: LogVariant, p: Policy) -> PoolConfig {
-    PoolConfig {
-        log: v,
-        policy: p,
-        backend: Backend::Sim,
-        bucket_cells: 16,
-        log_size: Some(1 << 20),
-        ..PoolConfig::default()
-    }
+    PoolConfig::default()
+        .log(v)
+        .policy(p)
+        .backend(Backend::Sim)
+        .bucket_cells(16)
+        .log_size(1 << 20)
 }
 
 fn read_model(pool: &Pool) -> Model {

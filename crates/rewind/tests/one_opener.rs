@@ -17,10 +17,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn create(path: &Path) -> Pool {
-    let cfg = PoolConfig {
-        backend: Backend::Msync,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().backend(Backend::Msync);
     let pool = Pool::create(path, "opener", 4 << 20, &cfg).unwrap();
     pool.transaction(|tx| {
         let r = tx.root::<u64>()?;
@@ -137,10 +134,7 @@ fn special_files_are_refused_without_blocking() {
 fn sim_backend_for_a_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sim.pool");
-    let cfg = PoolConfig {
-        backend: Backend::Sim,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().backend(Backend::Sim);
     let e = Pool::create(&path, "opener", 4 << 20, &cfg).err().unwrap();
     assert!(
         matches!(

@@ -31,14 +31,12 @@ struct State {
 const BLOB: usize = 700;
 
 fn cfg(v: LogVariant, p: Policy) -> PoolConfig {
-    PoolConfig {
-        log: v,
-        policy: p,
-        backend: Backend::Sim,
-        bucket_cells: 8,
-        log_size: Some(256 << 10),
-        ..PoolConfig::default()
-    }
+    PoolConfig::default()
+        .log(v)
+        .policy(p)
+        .backend(Backend::Sim)
+        .bucket_cells(8)
+        .log_size(256 << 10)
 }
 
 fn state(pool: &Pool) -> State {

@@ -9,12 +9,10 @@ struct Root {
 }
 
 fn cfg(log: LogVariant, policy: Policy) -> PoolConfig {
-    PoolConfig {
-        log,
-        policy,
-        backend: Backend::Sim,
-        ..PoolConfig::default()
-    }
+    PoolConfig::default()
+        .log(log)
+        .policy(policy)
+        .backend(Backend::Sim)
 }
 
 /// No-force recovery redid an old committed UPDATE of a block that was
@@ -75,10 +73,7 @@ fn clean_close_leaves_an_empty_log() {
     for log in LogVariant::ALL {
         for policy in Policy::ALL {
             let path = dir.path().join(format!("{log}-{policy}.pool"));
-            let c = PoolConfig {
-                backend: Backend::Pmem,
-                ..cfg(log, policy)
-            };
+            let c = cfg(log, policy).backend(Backend::Pmem);
             let pool = Pool::create(&path, "regress", 4 << 20, &c).unwrap();
             for i in 0..5u64 {
                 pool.transaction(|tx| {

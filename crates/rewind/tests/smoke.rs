@@ -3,13 +3,11 @@
 use rewind::{Backend, LogVariant, PPtr, Policy, Pool, PoolConfig};
 
 fn cfg(log: LogVariant, policy: Policy) -> PoolConfig {
-    PoolConfig {
-        log,
-        policy,
-        backend: Backend::Sim,
-        bucket_cells: 64,
-        ..PoolConfig::default()
-    }
+    PoolConfig::default()
+        .log(log)
+        .policy(policy)
+        .backend(Backend::Sim)
+        .bucket_cells(64)
 }
 
 fn all() -> Vec<(LogVariant, Policy)> {

@@ -13,13 +13,11 @@ fn concurrent_transactions_every_config() {
     const TXS: u64 = 150;
     for v in LogVariant::ALL {
         for p in Policy::ALL {
-            let cfg = PoolConfig {
-                log: v,
-                policy: p,
-                backend: Backend::Sim,
-                bucket_cells: 32,
-                ..PoolConfig::default()
-            };
+            let cfg = PoolConfig::default()
+                .log(v)
+                .policy(p)
+                .backend(Backend::Sim)
+                .bucket_cells(32);
             let pool = Pool::create_sim("threads", 8 << 20, &cfg).unwrap();
             let arr: PPtr<u64> = pool.transaction(|tx| tx.alloc_array(THREADS * 8)).unwrap();
             std::thread::scope(|s| {

@@ -557,11 +557,7 @@ fn torture() {
     for (i, &(log, policy)) in configs.iter().enumerate() {
         let n =
             cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
-        let cfg = PoolConfig {
-            log,
-            policy,
-            ..PoolConfig::default()
-        };
+        let cfg = PoolConfig::default().log(log).policy(policy);
         torture_config(&cfg, n, seed.wrapping_add(i as u64), &mut t);
     }
 

@@ -1,4 +1,4 @@
-//! `rewind bench NAME|all`: the papers' experiments (DESIGN.md section 8).
+//! `rewind bench NAME|all`: the papers' experiments.
 //!
 //! Each benchmark measures rewind and the non-recoverable baselines in the
 //! same run and reports ratios beside times, with the counters that do not

@@ -85,12 +85,10 @@ fn subjects(dir: &Path, m: u64) -> Result<Vec<Subject>, CliError> {
             let _ = std::fs::remove_file(&path);
             // Data plus headroom for the allocator and the log (pool/8 by default).
             let size = (m * 8 * 4).max(64 << 20);
-            let cfg = PoolConfig {
-                log: variant,
-                policy,
-                backend: Backend::Pmem,
-                ..PoolConfig::default()
-            };
+            let cfg = PoolConfig::default()
+                .log(variant)
+                .policy(policy)
+                .backend(Backend::Pmem);
             let pool = Pool::create(&path, LAYOUT, size, &cfg)
                 .map_err(CliError::rewind(format!("creating {}", path.display())))?;
             let data = pool
@@ -270,11 +268,7 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
 }
 
 fn add(a: Counters, b: Counters) -> Counters {
-    Counters {
-        fences: a.fences + b.fences,
-        flushed_lines: a.flushed_lines + b.flushed_lines,
-        nt_lines: a.nt_lines + b.nt_lines,
-    }
+    a + b
 }
 
 fn median(times: &mut [Duration]) -> Duration {

@@ -74,11 +74,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
 
     println!("[1/4] create the pool and the bank");
     remove_old_pool(&path, args.pool.is_none())?;
-    let cfg = PoolConfig {
-        log: args.log,
-        policy: args.policy,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default().log(args.log).policy(args.policy);
     create_bank(&path, &cfg)?;
     println!(
         "      {} MiB pool, {} log, {} policy; {ACCOUNTS} accounts x {INITIAL_BALANCE} in one transaction: ok",

@@ -96,12 +96,10 @@ const SEED: u64 = 7;
 fn rewind_row(dir: &Path, variant: LogVariant, policy: Policy, tx: u64) -> Result<Row, CliError> {
     let config = format!("{variant}-{policy}");
     let path = dir.join(format!("{config}.pool"));
-    let cfg = PoolConfig {
-        log: variant,
-        policy,
-        backend: Backend::Pmem,
-        ..PoolConfig::default()
-    };
+    let cfg = PoolConfig::default()
+        .log(variant)
+        .policy(policy)
+        .backend(Backend::Pmem);
     let pool = Pool::create(&path, LAYOUT, 16 << 20, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
     let root = bank::init(&pool).map_err(CliError::rewind("initialising the bank"))?;

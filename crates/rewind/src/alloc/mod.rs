@@ -64,6 +64,7 @@ struct State {
 
 /// Usage figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AllocStats {
     /// Chunks not in use.
     pub free_chunks: u64,
@@ -264,6 +265,7 @@ impl Allocator {
 
     /// Whether some thread holds the latch (the crash explorer's scheduler
     /// never makes a thread wait while it holds one).
+    #[cfg(feature = "testing")]
     pub(crate) fn latched(&self) -> bool {
         self.state.is_locked()
     }

@@ -55,6 +55,7 @@ pub use record::{Draft, Kind, Record};
 
 /// The log structure, fixed at pool creation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LogVariant {
     /// The plain ADLL: one node per record.
     Simple,
@@ -86,7 +87,7 @@ impl LogVariant {
     }
 
     /// Records a Batch group holds before one fence: a line of cells.
-    pub const GROUP: usize = 8;
+    pub(crate) const GROUP: usize = 8;
 }
 
 impl fmt::Display for LogVariant {
@@ -230,6 +231,7 @@ struct State {
 
 /// Usage figures.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct LogStats {
     /// Blocks in the list.
     pub blocks_used: u64,
@@ -756,6 +758,7 @@ impl Log {
 
     /// Whether some thread holds the latch (the crash explorer's scheduler
     /// never makes a thread wait while it holds one).
+    #[cfg(feature = "testing")]
     pub(crate) fn latched(&self) -> bool {
         self.state.is_locked()
     }

@@ -46,7 +46,17 @@ pub use sites::Site;
 pub const LINE: u64 = 64;
 
 /// Which persistence backend a pool runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// * `Pmem`: cache-line write-back and fence instructions on the mapped
+///   file. Survives process crashes on any file, and power failure on
+///   DAX-mapped persistent memory. The fastest.
+/// * `Msync`: `msync(MS_SYNC)` of the written ranges at every fence.
+///   Survives power failure on any filesystem (a disk or SSD), at the cost
+///   of a system call per fence.
+/// * `Sim`: a simulated domain in memory, for rewind's own crash tests;
+///   refused for a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Backend {
     /// Cache-line flush and fence instructions on a mapped file.
     Pmem,
@@ -54,6 +64,25 @@ pub enum Backend {
     Msync,
     /// Simulated persistence domain in memory (tests, crash exploration).
     Sim,
+}
+
+impl Backend {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Backend::Pmem => 1,
+            Backend::Msync => 2,
+            Backend::Sim => 3,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<Backend> {
+        Some(match c {
+            1 => Backend::Pmem,
+            2 => Backend::Msync,
+            3 => Backend::Sim,
+            _ => return None,
+        })
+    }
 }
 
 impl std::str::FromStr for Backend {
@@ -74,6 +103,7 @@ impl std::str::FromStr for Backend {
 
 /// A snapshot of a domain's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Fences (`sfence`, or `msync` rounds on Msync).
     pub fences: u64,
@@ -81,6 +111,17 @@ pub struct Counters {
     pub flushed_lines: u64,
     /// Cache lines written by non-temporal stores.
     pub nt_lines: u64,
+}
+
+impl std::ops::Add for Counters {
+    type Output = Counters;
+    fn add(self, o: Counters) -> Counters {
+        Counters {
+            fences: self.fences + o.fences,
+            flushed_lines: self.flushed_lines + o.flushed_lines,
+            nt_lines: self.nt_lines + o.nt_lines,
+        }
+    }
 }
 
 impl Counters {
@@ -221,8 +262,7 @@ impl Domain {
             return Err(Error::InvalidConfig {
                 what: "backend",
                 value: "sim".into(),
-                expected:
-                    "pmem or msync for a file (sim keeps its pool in memory: use Pool::create_sim)",
+                expected: "pmem or msync for a file (sim keeps its pool in memory)",
             });
         }
         let map = Mapping::map_file(&file).map_err(|e| Error::io(path, e))?;

@@ -11,7 +11,8 @@
 //!  88    16  uuid
 //! 104     1  log variant (1 simple, 2 optimized, 3 batch)
 //! 105     1  policy (1 force, 2 no-force)
-//! 106     2  reserved (0)
+//! 106     1  backend created with (1 pmem, 2 msync, 3 sim)
+//! 107     1  reserved (0)
 //! 108     4  bucket cells
 //! 112     8  log block size
 //! 120     8  allocator offset
@@ -28,12 +29,13 @@ use std::path::Path;
 use super::layout::{Layout, CHUNK, HEADER_SIZE, META_END};
 use crate::error::Error;
 use crate::log::LogVariant;
+use crate::persist::Backend;
 use crate::tx::Policy;
 
 /// Pool magic.
 pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// Format version this build writes and reads. 2: the log grows into heap
-/// chunks (descriptor kind 4), buckets of at most 2048 cells.
+/// chunks, checked allocator and list metadata, the backend recorded.
 pub const VERSION: u32 = 2;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
@@ -50,6 +52,8 @@ pub struct Header {
     pub variant: LogVariant,
     /// Commit policy fixed at create.
     pub policy: Policy,
+    /// Backend given at create: the default at open.
+    pub backend: Backend,
     /// Region geometry.
     pub layout: Layout,
 }
@@ -74,6 +78,7 @@ impl Header {
         b[88..104].copy_from_slice(&self.uuid);
         b[104] = self.variant.code();
         b[105] = self.policy.code();
+        b[106] = self.backend.code();
         b[108..112].copy_from_slice(&(l.bucket_cells as u32).to_le_bytes());
         put(&mut b, 112, l.log_block_size);
         put(&mut b, 120, l.alloc_off);
@@ -143,6 +148,18 @@ impl Header {
             value: b[105] as u64,
             reason: "expected 1 or 2",
         })?;
+        let backend = Backend::from_code(b[106]).ok_or(Error::BadHeader {
+            field: "backend",
+            value: b[106] as u64,
+            reason: "expected 1, 2 or 3",
+        })?;
+        if b[107] != 0 {
+            return Err(Error::BadHeader {
+                field: "reserved byte",
+                value: b[107] as u64,
+                reason: "expected 0",
+            });
+        }
         let cells = u32::from_le_bytes(b[108..112].try_into().expect("4 bytes")) as u64;
         let layout = Layout {
             pool_size: get(b, 80),
@@ -180,6 +197,7 @@ impl Header {
             uuid: b[88..104].try_into().expect("16 bytes"),
             variant,
             policy,
+            backend,
             layout,
         })
     }

@@ -29,20 +29,33 @@ use layout::{
 };
 pub use pptr::PPtr;
 
-/// How to create a pool.
+/// How to create a pool: `PoolConfig::default()` and the builder methods.
+///
+/// ```
+/// use rewind::{Backend, LogVariant, Policy, PoolConfig};
+/// let cfg = PoolConfig::default()
+///     .log(LogVariant::Optimized)
+///     .policy(Policy::NoForce)
+///     .backend(Backend::Msync);
+/// assert_eq!(cfg.policy, Policy::NoForce);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PoolConfig {
-    /// Log structure.
+    /// Log structure (default `Batch`).
     pub log: LogVariant,
-    /// Commit policy.
+    /// Commit policy (default `Force`).
     pub policy: Policy,
-    /// Persistence backend.
+    /// Persistence backend (default `Pmem`), recorded in the pool and used
+    /// by later opens unless they name another.
     pub backend: Backend,
-    /// Cells per log bucket (Optimized and Batch; Simple always uses 1).
+    /// Cells per log bucket, 8 to 2048 (Optimized and Batch; Simple always
+    /// uses 1; default 1000).
     pub bucket_cells: u32,
-    /// Bytes of log; default: an eighth of the pool.
+    /// Initial bytes of log (it grows into the heap when a transaction
+    /// needs more); default: an eighth of the pool.
     pub log_size: Option<u64>,
-    /// Emulated NVM latency per flushed line (Pmem only).
+    /// Emulated NVM latency per flushed line (Pmem only; default 0).
     pub write_latency_ns: u64,
 }
 
@@ -59,21 +72,67 @@ impl Default for PoolConfig {
     }
 }
 
-/// How to open a pool.
-#[derive(Clone, Debug)]
+impl PoolConfig {
+    /// The log structure.
+    pub fn log(mut self, v: LogVariant) -> Self {
+        self.log = v;
+        self
+    }
+
+    /// The commit policy.
+    pub fn policy(mut self, p: Policy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// The persistence backend.
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
+
+    /// Cells per log bucket.
+    pub fn bucket_cells(mut self, n: u32) -> Self {
+        self.bucket_cells = n;
+        self
+    }
+
+    /// Initial log size in bytes.
+    pub fn log_size(mut self, bytes: u64) -> Self {
+        self.log_size = Some(bytes);
+        self
+    }
+
+    /// Emulated NVM latency per flushed line.
+    pub fn write_latency_ns(mut self, ns: u64) -> Self {
+        self.write_latency_ns = ns;
+        self
+    }
+}
+
+/// How to open a pool: `OpenOptions::default()` and the builder methods.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct OpenOptions {
-    /// Persistence backend.
-    pub backend: Backend,
+    /// Persistence backend; `None` (the default): the one the pool was
+    /// created with. Name another to override it (an `Msync` pool opened
+    /// as `Pmem` for speed where only process crashes matter, say).
+    pub backend: Option<Backend>,
     /// Emulated NVM latency per flushed line (Pmem only).
     pub write_latency_ns: u64,
 }
 
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions {
-            backend: Backend::Pmem,
-            write_latency_ns: 0,
-        }
+impl OpenOptions {
+    /// Runs on `b` instead of the backend recorded in the pool.
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = Some(b);
+        self
+    }
+
+    /// Emulated NVM latency per flushed line.
+    pub fn write_latency_ns(mut self, ns: u64) -> Self {
+        self.write_latency_ns = ns;
+        self
     }
 }
 
@@ -107,7 +166,13 @@ fn check_layout_name(name: &str) -> Result<(), Error> {
 
 impl Pool {
     /// Creates a pool file of `size` bytes; the file must not exist.
-    pub fn create(path: &Path, layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        layout: &str,
+        size: u64,
+        cfg: &PoolConfig,
+    ) -> Result<Pool, Error> {
+        let path = path.as_ref();
         let hdr = plan(layout, size, cfg)?;
         if cfg.backend == Backend::Sim {
             // Refused before the file exists: a simulated domain keeps
@@ -130,37 +195,68 @@ impl Pool {
         r
     }
 
-    /// Creates a pool in a simulated persistence domain (no file).
-    pub fn create_sim(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
-        let hdr = plan(layout, size, cfg)?;
-        let dom = Domain::sim(size as usize);
-        write_header(&dom, &hdr)?;
-        Pool::start(dom, Path::new("<sim>"), layout)
-    }
-
-    /// Opens a pool file, verifying its header and running recovery.
-    pub fn open(path: &Path, layout: &str, opts: &OpenOptions) -> Result<Pool, Error> {
+    /// Opens a pool file, verifying its header and running recovery, on
+    /// the backend it was created with unless `opts` names another.
+    pub fn open(path: impl AsRef<Path>, layout: &str, opts: &OpenOptions) -> Result<Pool, Error> {
+        let path = path.as_ref();
         check_layout_name(layout)?;
         let (f, len) = file::open(path, file::Access::Exclusive)?;
         // The header verified before the file is mapped: a truncated or
         // foreign file is a typed error, not a failed mmap.
-        Header::decode(path, &file::read_prefix(path, &f, HEADER_SIZE)?, len)?;
-        let mut dom = Domain::map(path, f, opts.backend)?;
+        let hdr = Header::decode(path, &file::read_prefix(path, &f, HEADER_SIZE)?, len)?;
+        let backend = match (opts.backend, hdr.backend) {
+            (Some(b), _) => b,
+            // An image of a simulated pool saved to a file.
+            (None, Backend::Sim) => Backend::Pmem,
+            (None, b) => b,
+        };
+        let mut dom = Domain::map(path, f, backend)?;
         dom.set_write_latency_ns(opts.write_latency_ns);
         Pool::start(dom, path, layout)
     }
 
-    /// Opens a pool image (a crash image, say) in a simulated domain.
-    pub fn open_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
-        check_layout_name(layout)?;
-        Pool::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
+    /// Opens the pool file at `path` if there is one, else creates it with
+    /// `size` and `cfg`. A file another opener creates meanwhile is opened.
+    pub fn open_or_create(
+        path: impl AsRef<Path>,
+        layout: &str,
+        size: u64,
+        cfg: &PoolConfig,
+    ) -> Result<Pool, Error> {
+        let path = path.as_ref();
+        let opts = OpenOptions::default();
+        match Pool::create(path, layout, size, cfg) {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                Pool::open(path, layout, &opts)
+            }
+            r => r,
+        }
     }
 
-    /// Opens the pool held by a simulated domain (to crash its recovery:
-    /// arm a capture on the domain first).
-    pub fn open_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
+    /// Closes the pool cleanly (a checkpoint under no-force, then an empty
+    /// log), returning what went wrong; dropping the pool does the same and
+    /// ignores errors. Whatever is left, the next open recovers.
+    pub fn close(self) -> Result<(), Error> {
+        let r = self.clean_close();
+        // Done: the drop that follows must not repeat it.
+        let _ = self.poisoned.set("closed".into());
+        r
+    }
+
+    fn clean_close(&self) -> Result<(), Error> {
+        self.usable()?;
+        if self.policy == Policy::NoForce {
+            self.checkpoint()?;
+        }
+        self.log.clear_all(&self.dom)?;
+        self.log.release_chunks(&self.dom)
+    }
+
+    /// Opens a pool image (a copy of a pool's bytes) in memory: inspection
+    /// and crash images.
+    pub(crate) fn from_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
-        Pool::start(dom, Path::new("<sim>"), layout)
+        Pool::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
     }
 
     fn start(dom: Domain, path: &Path, layout: &str) -> Result<Pool, Error> {
@@ -222,14 +318,6 @@ impl Pool {
                 panic::resume_unwind(payload)
             }
         }
-    }
-
-    /// Drops the handle as a crash would: no checkpoint and no log
-    /// clearing, so the next open runs recovery. The file and its lock are
-    /// released (unlike `std::mem::forget`, which would keep the pool in use).
-    #[cfg(feature = "testing")]
-    pub fn crash(self) {
-        let _ = self.poisoned.set("simulated crash".into());
     }
 
     /// Poisons the handle after a commit or rollback failed midway.
@@ -299,21 +387,6 @@ impl Pool {
         self.policy
     }
 
-    /// The region geometry.
-    pub fn layout(&self) -> &Layout {
-        &self.hdr.layout
-    }
-
-    /// The persistence domain (crash images on Sim).
-    pub fn domain(&self) -> &Domain {
-        &self.dom
-    }
-
-    /// Disables one ordering point of the engine (crash-test mutations).
-    pub fn set_mutation(&mut self, site: Option<crate::persist::Site>) {
-        self.dom.set_mutation(site);
-    }
-
     /// Log usage.
     pub fn log_stats(&self) -> LogStats {
         self.log.stats()
@@ -334,6 +407,53 @@ impl Pool {
 /// Most cells per bucket: a bucket (64 + 8 + 96 bytes a cell) must fit in
 /// one heap chunk, the unit the log grows by.
 pub const MAX_BUCKET_CELLS: u64 = 2048;
+
+/// For rewind's own tests and tools (the `testing` feature): simulated
+/// pools, crash images, the persistence domain and mutations.
+#[cfg(feature = "testing")]
+impl Pool {
+    /// Creates a pool in a simulated persistence domain (no file).
+    pub fn create_sim(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
+        let hdr = plan(layout, size, &cfg.clone().backend(Backend::Sim))?;
+        let dom = Domain::sim(size as usize);
+        write_header(&dom, &hdr)?;
+        Pool::start(dom, Path::new("<sim>"), layout)
+    }
+
+    /// Opens a pool image (a crash image, say) in a simulated domain.
+    pub fn open_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
+        Pool::from_image(image, layout)
+    }
+
+    /// Opens the pool held by a simulated domain (to crash its recovery:
+    /// arm a capture on the domain first).
+    pub fn open_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
+        check_layout_name(layout)?;
+        Pool::start(dom, Path::new("<sim>"), layout)
+    }
+
+    /// The region geometry.
+    pub fn layout(&self) -> &Layout {
+        &self.hdr.layout
+    }
+
+    /// The persistence domain (crash images on Sim).
+    pub fn domain(&self) -> &Domain {
+        &self.dom
+    }
+
+    /// Disables one ordering point of the engine (crash-test mutations).
+    pub fn set_mutation(&mut self, site: Option<crate::persist::Site>) {
+        self.dom.set_mutation(site);
+    }
+
+    /// Drops the handle as a crash would: no checkpoint and no log
+    /// clearing, so the next open runs recovery. The file and its lock are
+    /// released (unlike `std::mem::forget`, which would keep the pool in use).
+    pub fn crash(self) {
+        let _ = self.poisoned.set("simulated crash".into());
+    }
+}
 
 fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
     check_layout_name(layout)?;
@@ -375,6 +495,7 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
     Ok(Header {
         layout_name: layout.to_string(),
         uuid,
+        backend: cfg.backend,
         variant: cfg.log,
         policy: cfg.policy,
         layout: l,
@@ -456,15 +577,7 @@ impl Drop for Pool {
     /// recovery finds finished. Errors are ignored: whatever is left is
     /// recovered at the next open.
     fn drop(&mut self) {
-        if self.poisoned.get().is_some() {
-            return;
-        }
-        if self.policy == Policy::NoForce && self.checkpoint().is_err() {
-            return;
-        }
-        if self.log.clear_all(&self.dom).is_ok() {
-            let _ = self.log.release_chunks(&self.dom);
-        }
+        let _ = self.clean_close();
     }
 }
 

@@ -59,6 +59,7 @@ pub use recovery::RecoveryReport;
 
 /// When in-place updates become durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Policy {
     /// Durable at commit; records cleared at commit.
     Force,

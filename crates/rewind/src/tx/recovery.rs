@@ -20,6 +20,7 @@ use crate::tx::Policy;
 
 /// What recovery did when the pool was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Valid records found in the log.
     pub records: u64,
