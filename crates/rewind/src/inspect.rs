@@ -11,13 +11,14 @@ use crate::persist::Domain;
 use crate::pool::header::Header;
 use crate::pool::layout::{META_ROOT_OFF, META_ROOT_SIZE};
 use crate::pool::{read_file, Pool};
+use crate::{Backend, LogVariant, Policy};
 
 /// What `info` shows.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct PoolInfo {
     /// The verified header.
-    pub header: Header,
+    pub(crate) header: Header,
     /// File size.
     pub file_len: u64,
     /// Records in the log (awaiting recovery or a checkpoint).
@@ -32,6 +33,31 @@ impl PoolInfo {
     /// The layout name.
     pub fn layout_name(&self) -> &str {
         &self.header.layout_name
+    }
+
+    /// The pool's UUID.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.header.uuid
+    }
+
+    /// The log variant.
+    pub fn variant(&self) -> LogVariant {
+        self.header.variant
+    }
+
+    /// The commit policy.
+    pub fn policy(&self) -> Policy {
+        self.header.policy
+    }
+
+    /// The backend the pool was created with.
+    pub fn backend(&self) -> Backend {
+        self.header.backend
+    }
+
+    /// The pool size the header records.
+    pub fn pool_size(&self) -> u64 {
+        self.header.layout.pool_size
     }
 }
 
@@ -48,6 +74,7 @@ impl fmt::Display for PoolInfo {
             l.pool_size, self.file_len
         )?;
         writeln!(f, "log            {} / {}", h.variant, h.policy)?;
+        writeln!(f, "backend        {} (recorded at create)", h.backend)?;
         writeln!(
             f,
             "log region     {:#x}: {} blocks of {} bytes, {} cells each; {} in use, {} records",

@@ -42,8 +42,7 @@ fn second_open_in_this_process_is_refused() {
     assert!(e.to_string().contains("in use"), "{e}");
     // Inspection refuses a live pool too, instead of reading it.
     let e = rewind::inspect::check(&path)
-        .err()
-        .expect("check must refuse");
+        .expect_err("check must refuse");
     assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
     // The first opener is untouched.
     let r = pool.root::<u64>().unwrap().unwrap();
@@ -109,8 +108,7 @@ fn special_files_are_refused_without_blocking() {
         let e = open(&fifo).err().expect("a FIFO is not a pool");
         assert!(matches!(e, Error::NotAFile { kind: "a FIFO", .. }), "{e}");
         let e = rewind::inspect::info(&fifo)
-            .err()
-            .expect("a FIFO is not a pool");
+            .expect_err("a FIFO is not a pool");
         assert!(matches!(e, Error::NotAFile { .. }), "{e}");
     }
     let e = open(dir.path()).err().expect("a directory is not a pool");

@@ -410,7 +410,7 @@ pub fn allocated_size(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
     match kind {
         ChunkKind::Small if (low as usize) < CLASSES => {
             let size = MIN_CLASS << low;
-            if (off - start) % size != 0 {
+            if !(off - start).is_multiple_of(size) {
                 return Err(Error::InvalidFree {
                     offset: off,
                     reason: "not the start of a block",

@@ -42,14 +42,14 @@ impl Blocks {
         let chunk = off - (off - self.layout.heap_off) % CHUNK;
         let within = off - chunk;
         self.chunks.contains(&chunk)
-            && within % self.layout.log_block_size == 0
+            && within.is_multiple_of(self.layout.log_block_size)
             && within / self.layout.log_block_size < Blocks::per_chunk(&self.layout)
     }
 
     /// True if `off` could be a log block of this pool now or earlier: a
     /// 64-byte aligned offset in the log region or the heap.
     pub fn plausible(&self, off: u64) -> bool {
-        off % 64 == 0 && off >= self.layout.log_off && off < self.layout.heap_end()
+        off.is_multiple_of(64) && off >= self.layout.log_off && off < self.layout.heap_end()
     }
 
     /// The log chunk holding `block`, if it is not in the fixed region.

@@ -129,7 +129,7 @@ impl Mapping {
             let mut i = 0;
             while i < bytes.len() {
                 let p = off + i;
-                if p % 8 == 0 && bytes.len() - i >= 8 {
+                if p.is_multiple_of(8) && bytes.len() - i >= 8 {
                     let mut w = [0u8; 8];
                     w.copy_from_slice(&bytes[i..i + 8]);
                     // SAFETY: `p` is 8-aligned relative to the base, and the

@@ -85,6 +85,16 @@ impl Backend {
     }
 }
 
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Pmem => "pmem",
+            Backend::Msync => "msync",
+            Backend::Sim => "sim",
+        })
+    }
+}
+
 impl std::str::FromStr for Backend {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {

@@ -180,7 +180,7 @@ impl SimState {
     /// The store recorded last is now in the live memory.
     pub(super) fn stored(&mut self) {
         self.stores += 1;
-        if self.store_every > 0 && self.stores % self.store_every == 0 {
+        if self.store_every > 0 && self.stores.is_multiple_of(self.store_every) {
             self.call_hook(Point::Store(self.stores));
         }
     }

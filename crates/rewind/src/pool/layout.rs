@@ -135,7 +135,7 @@ impl Layout {
     pub fn is_block(&self, off: u64) -> bool {
         off >= self.log_off
             && off < self.log_end()
-            && (off - self.log_off) % self.log_block_size == 0
+            && (off - self.log_off).is_multiple_of(self.log_block_size)
     }
 }
 

@@ -66,20 +66,6 @@ impl<T> PPtr<T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::PPtr;
-
-    #[test]
-    fn at_never_wraps() {
-        let p = PPtr::<u64>::from_offset(4096);
-        assert_eq!(p.at(3).offset(), 4096 + 24);
-        assert_eq!(p.checked_at(u64::MAX / 4), None);
-        assert_eq!(p.at(u64::MAX / 4).offset(), u64::MAX);
-        assert_eq!(PPtr::<u8>::from_offset(u64::MAX).checked_at(1), None);
-    }
-}
-
 impl<T> Clone for PPtr<T> {
     fn clone(&self) -> Self {
         *self
@@ -114,3 +100,17 @@ unsafe impl<T: 'static> Zeroable for PPtr<T> {}
 // SAFETY: repr(transparent) over u64: no padding, every bit pattern valid,
 // no interior pointers; Copy is implemented above for all T.
 unsafe impl<T: 'static> Pod for PPtr<T> {}
+
+#[cfg(test)]
+mod tests {
+    use super::PPtr;
+
+    #[test]
+    fn at_never_wraps() {
+        let p = PPtr::<u64>::from_offset(4096);
+        assert_eq!(p.at(3).offset(), 4096 + 24);
+        assert_eq!(p.checked_at(u64::MAX / 4), None);
+        assert_eq!(p.at(u64::MAX / 4).offset(), u64::MAX);
+        assert_eq!(PPtr::<u8>::from_offset(u64::MAX).checked_at(1), None);
+    }
+}
