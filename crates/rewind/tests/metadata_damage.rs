@@ -19,9 +19,8 @@ use rewind::{Backend, LogVariant, PPtr, Policy, Pool, PoolConfig};
 const LAYOUT: &str = "metadata-damage";
 
 /// A pool with a root, small objects of three classes, one large object
-/// and a freed block; with `in_flight`, the image is taken inside a
-/// transaction that allocated, freed and wrote.
-fn image(v: LogVariant, in_flight: bool) -> (Vec<u8>, Vec<(u64, u64, &'static str)>) {
+/// and a freed block.
+fn populated(v: LogVariant) -> (Pool, PPtr<u64>) {
     let cfg = PoolConfig::default()
         .log(v)
         .policy(Policy::NoForce)
@@ -41,56 +40,37 @@ fn image(v: LogVariant, in_flight: bool) -> (Vec<u8>, Vec<(u64, u64, &'static st
         tx.free(PPtr::<u8>::from_offset(gone))
     })
     .unwrap();
-    let img = if in_flight {
-        let mut img = Vec::new();
-        let _ = pool.transaction(|tx| {
-            let p = tx.alloc_bytes(100)?;
-            tx.write(root.at(5), &p)?;
-            let old = tx.read(root.at(0))?;
-            tx.free(PPtr::<u8>::from_offset(old))?;
-            tx.write(root.at(0), &0u64)?;
-            img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
-            Err::<(), _>(rewind::Error::TxMisuse("crash here"))
-        });
-        img
-    } else {
-        pool.checkpoint().unwrap();
-        drop(pool);
-        // A clean close leaves an empty log; the image is what a reopen sees.
-        return image_after_close(v);
-    };
-    let ranges = metadata_ranges(&pool, &img);
-    (img, ranges)
+    (pool, root)
 }
 
-fn image_after_close(v: LogVariant) -> (Vec<u8>, Vec<(u64, u64, &'static str)>) {
-    let cfg = PoolConfig::default()
-        .log(v)
-        .policy(Policy::NoForce)
-        .backend(Backend::Sim)
-        .bucket_cells(16);
-    let pool = Pool::create_sim(LAYOUT, 2 << 20, &cfg).unwrap();
-    let root = pool
-        .transaction(|tx| tx.root::<[u64; 8]>())
-        .unwrap()
-        .cast::<u64>();
-    pool.transaction(|tx| {
-        for (i, size) in [40u64, 200, 3000, 300_000].into_iter().enumerate() {
-            let p = tx.alloc_bytes(size)?;
-            tx.write(root.at(i as u64), &p)?;
-        }
-        Ok::<_, rewind::Error>(())
-    })
-    .unwrap();
-    pool.checkpoint().unwrap();
-    let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
-    // Recovering the image empties the log, as a clean close would.
-    let reopened = Pool::open_image(img, LAYOUT).unwrap();
-    let img = reopened
-        .domain()
-        .with_sim(|s| s.image_all_pending())
-        .unwrap();
-    let ranges = metadata_ranges(&reopened, &img);
+/// The image to damage and its metadata ranges: with `in_flight`, taken
+/// inside a transaction that allocated, freed and wrote (records in the
+/// log, recovery to run); else what a clean reopen sees (an empty log).
+fn image(v: LogVariant, in_flight: bool) -> (Vec<u8>, Vec<(u64, u64, &'static str)>) {
+    let (pool, root) = populated(v);
+    if !in_flight {
+        pool.checkpoint().unwrap();
+        let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
+        // Recovering the image empties the log, as a clean close would.
+        let reopened = Pool::open_image(img, LAYOUT).unwrap();
+        let img = reopened
+            .domain()
+            .with_sim(|s| s.image_all_pending())
+            .unwrap();
+        let ranges = metadata_ranges(&reopened, &img);
+        return (img, ranges);
+    }
+    let mut img = Vec::new();
+    let _ = pool.transaction(|tx| {
+        let p = tx.alloc_bytes(100)?;
+        tx.write(root.at(5), &p)?;
+        let old = tx.read(root.at(0))?;
+        tx.free(PPtr::<u8>::from_offset(old))?;
+        tx.write(root.at(0), &0u64)?;
+        img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
+        Err::<(), _>(rewind::Error::TxMisuse("crash here"))
+    });
+    let ranges = metadata_ranges(&pool, &img);
     (img, ranges)
 }
 

@@ -41,8 +41,7 @@ fn second_open_in_this_process_is_refused() {
     assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
     assert!(e.to_string().contains("in use"), "{e}");
     // Inspection refuses a live pool too, instead of reading it.
-    let e = rewind::inspect::check(&path)
-        .expect_err("check must refuse");
+    let e = rewind::inspect::check(&path).expect_err("check must refuse");
     assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
     // The first opener is untouched.
     let r = pool.root::<u64>().unwrap().unwrap();
@@ -107,8 +106,7 @@ fn special_files_are_refused_without_blocking() {
     if made.is_ok_and(|s| s.success()) {
         let e = open(&fifo).err().expect("a FIFO is not a pool");
         assert!(matches!(e, Error::NotAFile { kind: "a FIFO", .. }), "{e}");
-        let e = rewind::inspect::info(&fifo)
-            .expect_err("a FIFO is not a pool");
+        let e = rewind::inspect::info(&fifo).expect_err("a FIFO is not a pool");
         assert!(matches!(e, Error::NotAFile { .. }), "{e}");
     }
     let e = open(dir.path()).err().expect("a directory is not a pool");

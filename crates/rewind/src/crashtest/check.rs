@@ -254,8 +254,8 @@ pub(super) fn visit(
         // (One image per crash point is enough: they share the interrupted operation.)
         let adll_in_flight = !adll_done && (word(META_ADLL + 24) != 0 || word(META_ADLL + 32) != 0);
         adll_done |= adll_in_flight;
-        let depth2 =
-            adll_in_flight || (cfg.depth2_every > 0 && sh.stats.images.is_multiple_of(cfg.depth2_every));
+        let depth2 = adll_in_flight
+            || (cfg.depth2_every > 0 && sh.stats.images.is_multiple_of(cfg.depth2_every));
         let keep = depth2.then(|| img.clone());
         let r = guarded(|| check_image(img, &allowed, cfg.mutation));
         let (model, pool) = match r {

@@ -266,6 +266,14 @@ fn checkpoint_tx(r: &mut Rng, part: &Part) -> TxProg {
     }
 }
 
+/// A write of up to 400 bytes (several records) inside the byte range.
+fn big_op(r: &mut Rng, part: &Part) -> Op {
+    let room = (part.big.end - part.big.start) as u64;
+    let at = part.big.start + r.below(room - 1) as usize;
+    let len = (1 + r.below(400) as usize).min(part.big.end - at);
+    Op::Big(at, len, r.next_u64() as u8)
+}
+
 fn grow_tx(r: &mut Rng, part: &Part) -> TxProg {
     let mut ops = Vec::new();
     if r.below(3) == 0 {
@@ -285,10 +293,7 @@ fn grow_tx(r: &mut Rng, part: &Part) -> TxProg {
         ops.push(Op::Write(pick(r, &part.slots), r.next_u64()));
     }
     if r.below(3) == 0 {
-        let room = (part.big.end - part.big.start) as u64;
-        let at = part.big.start + r.below(room - 1) as usize;
-        let len = (1 + r.below(400) as usize).min(part.big.end - at);
-        ops.push(Op::Big(at, len, r.next_u64() as u8));
+        ops.push(big_op(r, part));
     }
     TxProg {
         ops,
@@ -332,12 +337,7 @@ fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
     let ops = (0..r.below(14))
         .map(|_| match r.below(12) {
             0..=4 => Op::Write(pick(r, &part.slots), r.next_u64()),
-            5 => {
-                let room = (part.big.end - part.big.start) as u64;
-                let at = part.big.start + r.below(room - 1) as usize;
-                let len = (1 + r.below(400) as usize).min(part.big.end - at);
-                Op::Big(at, len, r.next_u64() as u8)
-            }
+            5 => big_op(r, part),
             6 | 7 => {
                 let size = if r.below(10) == 0 {
                     70_000 + r.below(150_000)
