@@ -50,6 +50,42 @@ const OBJS: usize = 16;
 const BIG_OBJS: usize = 4;
 const ENV_POOL: &str = "REWIND_TORTURE_POOL";
 const ENV_SEED: &str = "REWIND_TORTURE_SEED";
+const ENV_MODE: &str = "REWIND_TORTURE_MODE";
+
+/// What the transactions do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Small transactions on an 8 MiB pool.
+    Normal,
+    /// Near exhaustion: a 2 MiB pool with the smallest log, a third of the
+    /// transactions of 300 to 1,500 writes. They grow the log into the
+    /// heap, and with large objects in the heap some find no room and fail
+    /// with `LogFull` (rolled back whole, reported as aborted).
+    Exhaust,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Exhaust => "exhaust",
+        }
+    }
+
+    fn from_env() -> Mode {
+        match std::env::var(ENV_MODE).as_deref() {
+            Ok("exhaust") => Mode::Exhaust,
+            _ => Mode::Normal,
+        }
+    }
+
+    fn pool_size(self) -> u64 {
+        match self {
+            Mode::Normal => POOL_SIZE,
+            Mode::Exhaust => 2 << 20,
+        }
+    }
+}
 /// A child that says nothing for this long has hung.
 const SILENCE_LIMIT: Duration = Duration::from_secs(30);
 /// A child never runs longer than this, even if its parent vanished.
@@ -114,9 +150,13 @@ struct Plan {
     abort: bool,
 }
 
-fn plan(seed: u64, id: u64) -> Plan {
+fn plan(seed: u64, id: u64, mode: Mode) -> Plan {
     let mut rng = SmallRng::seed_from_u64(seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let n = rng.gen_range(1..=40u64);
+    let n = if mode == Mode::Exhaust && rng.gen_ratio(1, 3) {
+        rng.gen_range(300..=1500u64)
+    } else {
+        rng.gen_range(1..=40u64)
+    };
     // The value names its transaction and its place in it.
     let mut writes: Vec<(usize, u64)> = (0..n)
         .map(|j| (rng.gen_range(0..SLOTS), (id << 8) | j))
@@ -286,15 +326,20 @@ fn torture_child() {
     let pool = Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default())
         .unwrap_or_else(|e| panic!("child: open: {e}"));
     let root = pool.root::<Root>().expect("root").expect("root");
+    let mode = Mode::from_env();
     let mut id = pool.read(next_id(root)).expect("next_id");
     say(&mut out, "ready", id);
     let start = Instant::now();
     while start.elapsed() < CHILD_LIFETIME {
-        let p = plan(seed, id);
+        let p = plan(seed, id, mode);
         say(&mut out, "begin", id);
         match run_tx(&pool, root, id, &p) {
             Ok(()) => say(&mut out, "committed", id),
             Err(Abort::OnPurpose) => say(&mut out, "aborted", id),
+            // No room in the heap: rolled back whole, like an abort.
+            Err(Abort::Failed(Error::LogFull { .. } | Error::OutOfMemory { .. })) => {
+                say(&mut out, "aborted", id)
+            }
             Err(Abort::Failed(e)) => panic!("child: transaction {id} failed: {e}"),
         }
         id += 1;
@@ -414,7 +459,13 @@ impl Run {
 }
 
 /// Spawns a child, kills it at a random instant, and returns its lines.
-fn run_child(path: &Path, seed: u64, rng: &mut SmallRng, open_time: &mut Duration) -> Run {
+fn run_child(
+    path: &Path,
+    seed: u64,
+    mode: Mode,
+    rng: &mut SmallRng,
+    open_time: &mut Duration,
+) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
     let child = Command::new(exe)
         .args([
@@ -425,6 +476,7 @@ fn run_child(path: &Path, seed: u64, rng: &mut SmallRng, open_time: &mut Duratio
         ])
         .env(ENV_POOL, path)
         .env(ENV_SEED, seed.to_string())
+        .env(ENV_MODE, mode.name())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -488,12 +540,14 @@ struct Tally {
     recoveries_rolling_back: u64,
     committed: u64,
     aborted: u64,
+    /// Transactions that found no room (log full, heap full) and rolled back.
+    full: u64,
     checks: u64,
 }
 
 /// Replays one run's events onto `model`, checking the protocol; returns
 /// the transaction in flight at the kill, if any.
-fn replay(run: &Run, model: &mut Model, seed: u64, t: &mut Tally) -> Option<u64> {
+fn replay(run: &Run, model: &mut Model, seed: u64, mode: Mode, t: &mut Tally) -> Option<u64> {
     let mut expect = model.next_id; // the next id the child may name
     let mut in_flight = None;
     for (i, &ev) in run.events.iter().enumerate() {
@@ -513,13 +567,18 @@ fn replay(run: &Run, model: &mut Model, seed: u64, t: &mut Tally) -> Option<u64>
             }
             Event::Committed(id) | Event::Aborted(id) => {
                 assert_eq!(in_flight, Some(id), "{ev:?} without its begin");
-                let p = plan(seed, id);
+                let p = plan(seed, id, mode);
                 if let Event::Committed(_) = ev {
                     model.apply(id, &p);
                     t.committed += 1;
-                } else {
-                    assert!(p.abort, "transaction {id} aborted but its plan commits");
+                } else if p.abort {
                     t.aborted += 1;
+                } else {
+                    assert!(
+                        mode == Mode::Exhaust,
+                        "transaction {id} aborted but its plan commits"
+                    );
+                    t.full += 1;
                 }
                 in_flight = None;
                 expect = id + 1;
@@ -558,7 +617,7 @@ fn torture() {
         let n =
             cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
         let cfg = PoolConfig::default().log(log).policy(policy);
-        torture_config(&cfg, n, seed.wrapping_add(i as u64), &mut t);
+        torture_config(&cfg, n, seed.wrapping_add(i as u64), Mode::Normal, &mut t);
     }
 
     let secs = started.elapsed().as_secs_f64();
@@ -590,15 +649,44 @@ fn torture() {
     }
 }
 
+/// Kills near log and heap exhaustion (see [`Mode::Exhaust`]), shared among
+/// every log variant × policy: `REWIND_TORTURE_EXHAUST_CYCLES` (default 240).
+#[test]
+fn torture_near_exhaustion() {
+    let seed: u64 = match std::env::var("REWIND_TORTURE_PARENT_SEED") {
+        Ok(s) => s.parse().expect("REWIND_TORTURE_PARENT_SEED"),
+        Err(_) => 0x5eed_e4ba_u64,
+    };
+    let cycles: u64 = std::env::var("REWIND_TORTURE_EXHAUST_CYCLES")
+        .map(|s| s.parse().expect("REWIND_TORTURE_EXHAUST_CYCLES"))
+        .unwrap_or(240);
+    let mut t = Tally::default();
+    let configs: Vec<(LogVariant, Policy)> = LogVariant::ALL
+        .iter()
+        .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
+        .collect();
+    for (i, &(log, policy)) in configs.iter().enumerate() {
+        let n =
+            cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
+        let cfg = PoolConfig::default().log(log).policy(policy).log_size(0);
+        torture_config(&cfg, n, seed.wrapping_add(i as u64), Mode::Exhaust, &mut t);
+    }
+    println!(
+        "torture near exhaustion: {} kills ({} in a transaction, {} while opening), {} committed, {} aborted on purpose, {} rolled back for want of room (seed {seed})",
+        t.kills, t.in_flight, t.during_open, t.committed, t.aborted, t.full
+    );
+    assert!(t.full > 0, "no transaction ever ran out of room");
+}
+
 /// `cycles` kills on a fresh pool of configuration `cfg`.
-fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, t: &mut Tally) {
+fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, mode: Mode, t: &mut Tally) {
     let path = pool_dir().join(format!(
         "rewind-torture-{}-{seed:016x}.pool",
         std::process::id()
     ));
     let _ = std::fs::remove_file(&path);
     let _cleanup = RemoveOnDrop(path.clone());
-    let pool = Pool::create(&path, LAYOUT, POOL_SIZE, cfg).unwrap();
+    let pool = Pool::create(&path, LAYOUT, mode.pool_size(), cfg).unwrap();
     pool.transaction(|tx| {
         let r: PPtr<Root> = tx.root()?;
         tx.write(next_id(r), &1)
@@ -611,10 +699,10 @@ fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, t: &mut Tally) {
     let mut model = Model::new();
     let mut open_time = Duration::from_micros(500);
     for cycle in 0..cycles {
-        let run = run_child(&path, seed, &mut rng, &mut open_time);
+        let run = run_child(&path, seed, mode, &mut rng, &mut open_time);
         t.kills += 1;
         t.during_open += run.killed_opening() as u64;
-        let in_flight = replay(&run, &mut model, seed, t);
+        let in_flight = replay(&run, &mut model, seed, mode, t);
         if in_flight.is_some() {
             t.in_flight += 1;
         }
@@ -632,7 +720,7 @@ fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, t: &mut Tally) {
         if got != model {
             // Only the transaction in flight may differ, and only whole.
             let whole = in_flight.and_then(|id| {
-                let p = plan(seed, id);
+                let p = plan(seed, id, mode);
                 (!p.abort).then(|| {
                     let mut m = model.clone();
                     m.apply(id, &p);
