@@ -27,6 +27,16 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// The filesystem has no room for a new pool of this size.
+    #[error(
+        "{path}: no space left for a pool of {needed} bytes (free space, or create a smaller pool)"
+    )]
+    NoSpace {
+        /// The file (removed again).
+        path: PathBuf,
+        /// Bytes the pool needs.
+        needed: u64,
+    },
     /// The path names something other than a regular file.
     #[error("{path}: is {kind}, not a pool file")]
     NotAFile {

@@ -144,3 +144,26 @@ fn sim_backend_for_a_file_is_refused() {
     );
     assert!(!path.exists(), "no file is left behind");
 }
+
+#[test]
+fn a_pool_larger_than_the_free_space_is_refused_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.pool");
+    let st = rustix::fs::statvfs(dir.path()).unwrap();
+    let free = st.f_bavail * st.f_frsize;
+    let size = free + (256 << 20);
+    match Pool::create(&path, "opener", size, &PoolConfig::default()) {
+        Err(Error::NoSpace { needed, .. }) => assert_eq!(needed, size),
+        // A filesystem that cannot preallocate, or caps file sizes: a
+        // typed error all the same, never a pool that faults later.
+        Err(Error::Io { .. }) => {}
+        Ok(_) => {
+            // Only where the filesystem neither preallocates nor refuses
+            // (sparse files without fallocate support).
+            eprintln!("filesystem without fallocate: skipped");
+            return;
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    assert!(!path.exists(), "a refused create leaves no file");
+}

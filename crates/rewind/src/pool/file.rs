@@ -89,6 +89,9 @@ pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
 }
 
 /// Creates a new pool file of `len` bytes (it must not exist) and locks it.
+/// The blocks are allocated now (`fallocate`), so a full filesystem is an
+/// error here rather than a `SIGBUS` when a store into a hole of the
+/// mapping finds no space later.
 pub(crate) fn create(path: &Path, len: u64) -> Result<File, Error> {
     let file = OpenOptions::new()
         .read(true)
@@ -96,9 +99,28 @@ pub(crate) fn create(path: &Path, len: u64) -> Result<File, Error> {
         .create_new(true)
         .open(path)
         .map_err(|e| Error::io(path, e))?;
-    lock(path, &file, Access::Exclusive)?;
-    file.set_len(len).map_err(|e| Error::io(path, e))?;
-    Ok(file)
+    let sized = lock(path, &file, Access::Exclusive)
+        .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))
+        .and_then(|()| {
+            match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len) {
+                Ok(()) => Ok(()),
+                Err(rustix::io::Errno::NOSPC) => Err(Error::NoSpace {
+                    path: path.to_path_buf(),
+                    needed: len,
+                }),
+                // A filesystem without fallocate: the file stays sparse.
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+                Err(e) => Err(Error::io(path, e.into())),
+            }
+        });
+    match sized {
+        Ok(()) => Ok(file),
+        Err(e) => {
+            // Nothing of a refused pool stays behind.
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+    }
 }
 
 /// Reads up to `n` bytes from the start of `file` (fewer at its end).
