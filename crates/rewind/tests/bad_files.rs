@@ -135,6 +135,31 @@ fn create_refuses_existing_file_and_bad_config() {
         .err()
         .unwrap();
     assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
+    // Sizes that overflow any arithmetic are refused, not a panic or a
+    // misleading header error.
+    for (size, log, cells) in [
+        (4 << 20, u64::MAX, 16),
+        (u64::MAX, u64::MAX, 16),
+        (4 << 20, u64::MAX / 2, 2048),
+    ] {
+        let cfg = PoolConfig::default().log_size(log).bucket_cells(cells);
+        let e = Pool::create(&q, "x", size, &cfg).err().unwrap();
+        assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
+        assert!(!q.exists(), "a refused create leaves no file");
+    }
+    let e = Pool::create(&q, "x", 4 << 20, &PoolConfig::default().bucket_cells(4096))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidConfig {
+                what: "bucket cells",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
