@@ -6,10 +6,10 @@ use std::path::Path;
 
 use crate::alloc;
 use crate::error::Error;
+use crate::format::header::Header;
+use crate::format::layout::{META_ROOT_OFF, META_ROOT_SIZE};
 use crate::log::{Log, Scanned};
 use crate::persist::Domain;
-use crate::pool::header::Header;
-use crate::pool::layout::{META_ROOT_OFF, META_ROOT_SIZE};
 use crate::pool::{read_file, Pool};
 use crate::{Backend, LogVariant, Policy};
 
@@ -172,7 +172,7 @@ pub fn check(path: &Path) -> Result<CheckReport, Error> {
 
 /// [`check`] on a pool image in memory (a copy of a pool file's bytes).
 pub fn check_image(bytes: &[u8]) -> Result<CheckReport, Error> {
-    let page = &bytes[..bytes.len().min(crate::pool::layout::HEADER_SIZE as usize)];
+    let page = &bytes[..bytes.len().min(crate::format::layout::HEADER_SIZE as usize)];
     let header = Header::decode(Path::new("<image>"), page, bytes.len() as u64)?;
     Ok(check_bytes(&header, bytes))
 }

@@ -43,6 +43,10 @@ mod alloc;
 #[cfg(feature = "testing")]
 pub mod crashtest;
 mod error;
+#[cfg(feature = "testing")]
+pub mod format;
+#[cfg(not(feature = "testing"))]
+mod format;
 pub mod inspect;
 #[cfg(feature = "testing")]
 pub mod log;

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
-use rewind::pool::layout::Layout;
+use rewind::format::layout::Layout;
 use rewind::{
     Backend, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
 };

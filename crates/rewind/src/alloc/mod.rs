@@ -31,8 +31,8 @@ use std::collections::BTreeSet;
 use parking_lot::Mutex;
 
 use crate::error::Error;
+use crate::format::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES, MIN_CLASS};
 use crate::persist::{sites, Domain};
-use crate::pool::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES, MIN_CLASS};
 use table::{bitmap_off, chunk_start, desc_off, parity_off, ChunkKind};
 
 /// Number of small size classes: 64 B .. 64 KiB.

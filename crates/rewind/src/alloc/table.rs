@@ -25,8 +25,8 @@
 //! position of different words).
 
 use crate::error::Error;
+use crate::format::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES};
 use crate::persist::{sites, Domain};
-use crate::pool::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES};
 
 /// A chunk's kind, the descriptor's top byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

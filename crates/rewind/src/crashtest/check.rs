@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::alloc;
+use crate::format::layout::META_ADLL;
 use crate::persist::sim::{Point, SimState};
 use crate::persist::{Domain, Site};
-use crate::pool::layout::META_ADLL;
 use crate::pool::Pool;
 
 use super::program::{self, Model, Op, Rng};

@@ -27,8 +27,8 @@
 
 use super::blocks::Blocks;
 use crate::error::Error;
+use crate::format::layout::META_ADLL;
 use crate::persist::{sites, Domain};
-use crate::pool::layout::META_ADLL;
 
 const HEAD: u64 = META_ADLL;
 const TAIL: u64 = META_ADLL + 8;

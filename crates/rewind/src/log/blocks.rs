@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::pool::layout::{Layout, CHUNK};
+use crate::format::layout::{Layout, CHUNK};
 
 /// The set of offsets that are log blocks.
 #[derive(Clone, Debug)]

@@ -37,84 +37,19 @@
 
 pub mod adll;
 pub mod blocks;
-pub mod record;
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use crate::alloc::{self, Allocator};
 use crate::error::Error;
+use crate::format::layout::{Layout, MAX_RECORD_DATA, RECORD_HEADER};
+pub use crate::format::record::{self, Draft, Kind, Record};
+pub use crate::format::LogVariant;
 use crate::persist::{sites, Domain};
-use crate::pool::layout::{Layout, MAX_RECORD_DATA, RECORD_HEADER};
 use blocks::Blocks;
-pub use record::{Draft, Kind, Record};
-
-/// The log structure, fixed at pool creation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LogVariant {
-    /// The plain ADLL: one node per record.
-    Simple,
-    /// Buckets of record cells.
-    Optimized,
-    /// Buckets with a persisted index; records fenced in groups of 8.
-    Batch,
-}
-
-impl LogVariant {
-    /// Every variant.
-    pub const ALL: [LogVariant; 3] = [LogVariant::Simple, LogVariant::Optimized, LogVariant::Batch];
-
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            LogVariant::Simple => 1,
-            LogVariant::Optimized => 2,
-            LogVariant::Batch => 3,
-        }
-    }
-
-    pub(crate) fn from_code(c: u8) -> Option<LogVariant> {
-        match c {
-            1 => Some(LogVariant::Simple),
-            2 => Some(LogVariant::Optimized),
-            3 => Some(LogVariant::Batch),
-            _ => None,
-        }
-    }
-
-    /// Records a Batch group holds before one fence: a line of cells.
-    pub(crate) const GROUP: usize = 8;
-}
-
-impl fmt::Display for LogVariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LogVariant::Simple => "simple",
-            LogVariant::Optimized => "optimized",
-            LogVariant::Batch => "batch",
-        })
-    }
-}
-
-impl FromStr for LogVariant {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "simple" => Ok(LogVariant::Simple),
-            "optimized" => Ok(LogVariant::Optimized),
-            "batch" => Ok(LogVariant::Batch),
-            _ => Err(Error::InvalidConfig {
-                what: "log variant",
-                value: s.to_string(),
-                expected: "simple, optimized or batch",
-            }),
-        }
-    }
-}
 
 /// A cell of a bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

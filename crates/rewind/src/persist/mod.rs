@@ -37,6 +37,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::Error;
+pub use crate::format::Backend;
 use mapping::Mapping;
 pub use pmem::FlushInstr;
 use sim::SimState;
@@ -44,72 +45,6 @@ pub use sites::Site;
 
 /// Size of a cache line, the unit of flushing and of crash atomicity tracking.
 pub const LINE: u64 = 64;
-
-/// Which persistence backend a pool runs on.
-///
-/// * `Pmem`: cache-line write-back and fence instructions on the mapped
-///   file. Survives process crashes on any file, and power failure on
-///   DAX-mapped persistent memory. The fastest.
-/// * `Msync`: `msync(MS_SYNC)` of the written ranges at every fence.
-///   Survives power failure on any filesystem (a disk or SSD), at the cost
-///   of a system call per fence.
-/// * `Sim`: a simulated domain in memory, for rewind's own crash tests;
-///   refused for a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Backend {
-    /// Cache-line flush and fence instructions on a mapped file.
-    Pmem,
-    /// `msync(MS_SYNC)` at every fence: durable on any filesystem.
-    Msync,
-    /// Simulated persistence domain in memory (tests, crash exploration).
-    Sim,
-}
-
-impl Backend {
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            Backend::Pmem => 1,
-            Backend::Msync => 2,
-            Backend::Sim => 3,
-        }
-    }
-
-    pub(crate) fn from_code(c: u8) -> Option<Backend> {
-        Some(match c {
-            1 => Backend::Pmem,
-            2 => Backend::Msync,
-            3 => Backend::Sim,
-            _ => return None,
-        })
-    }
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Backend::Pmem => "pmem",
-            Backend::Msync => "msync",
-            Backend::Sim => "sim",
-        })
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "pmem" => Ok(Backend::Pmem),
-            "msync" => Ok(Backend::Msync),
-            "sim" => Ok(Backend::Sim),
-            other => Err(Error::InvalidConfig {
-                what: "backend",
-                value: other.to_string(),
-                expected: "pmem, msync or sim",
-            }),
-        }
-    }
-}
 
 /// A snapshot of a domain's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

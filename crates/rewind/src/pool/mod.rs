@@ -5,8 +5,6 @@
 //! copies out of the mapping; writes go through a [`Tx`].
 
 mod file;
-pub mod header;
-pub mod layout;
 mod pptr;
 
 use std::panic::{self, AssertUnwindSafe};
@@ -19,14 +17,15 @@ use parking_lot::Mutex;
 
 use crate::alloc::{AllocStats, Allocator};
 use crate::error::Error;
-use crate::log::{Log, LogStats, LogVariant};
-use crate::persist::{sites, Backend, Counters, Domain};
-use crate::tx::{recovery, Finished, Policy, RecoveryReport, Tx};
-use header::{Header, MAX_LAYOUT};
-use layout::{
+use crate::format::header::{Header, MAX_LAYOUT};
+use crate::format::layout::MAX_BUCKET_CELLS;
+use crate::format::layout::{
     Layout, HEADER_SIZE, META_ADLL, META_END, META_OFF, META_ROOT_CHECK, META_ROOT_END,
     META_ROOT_OFF, META_ROOT_SIZE, MIN_POOL,
 };
+use crate::log::{Log, LogStats, LogVariant};
+use crate::persist::{sites, Backend, Counters, Domain};
+use crate::tx::{recovery, Finished, Policy, RecoveryReport, Tx};
 pub use pptr::PPtr;
 
 /// How to create a pool: `PoolConfig::default()` and the builder methods.
@@ -403,10 +402,6 @@ impl Pool {
         self.checkpoint_fill = fill.clamp(0.0, 1.0);
     }
 }
-
-/// Most cells per bucket: a bucket (64 + 8 + 96 bytes a cell) must fit in
-/// one heap chunk, the unit the log grows by.
-pub const MAX_BUCKET_CELLS: u64 = 2048;
 
 /// For rewind's own tests and tools (the `testing` feature): simulated
 /// pools, crash images, the persistence domain and mutations.

@@ -43,73 +43,17 @@
 mod checkpoint;
 pub(crate) mod recovery;
 
-use std::fmt;
-use std::str::FromStr;
-
 use bytemuck::Pod;
 
 use crate::error::Error;
-use crate::log::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
+use crate::format::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed, Reservation};
 use crate::persist::sites;
-use crate::pool::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
 use crate::pool::{PPtr, Pool};
 
+pub use crate::format::Policy;
 pub use recovery::RecoveryReport;
-
-/// When in-place updates become durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Policy {
-    /// Durable at commit; records cleared at commit.
-    Force,
-    /// Durable at the next checkpoint; committed work redone by recovery.
-    NoForce,
-}
-
-impl Policy {
-    /// Both policies.
-    pub const ALL: [Policy; 2] = [Policy::Force, Policy::NoForce];
-
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            Policy::Force => 1,
-            Policy::NoForce => 2,
-        }
-    }
-
-    pub(crate) fn from_code(c: u8) -> Option<Policy> {
-        match c {
-            1 => Some(Policy::Force),
-            2 => Some(Policy::NoForce),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Policy::Force => "force",
-            Policy::NoForce => "no-force",
-        })
-    }
-}
-
-impl FromStr for Policy {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "force" => Ok(Policy::Force),
-            "no-force" | "noforce" => Ok(Policy::NoForce),
-            _ => Err(Error::InvalidConfig {
-                what: "policy",
-                value: s.to_string(),
-                expected: "force or no-force",
-            }),
-        }
-    }
-}
 
 /// What a record of this transaction needs for rollback.
 #[derive(Clone, Copy, Debug)]

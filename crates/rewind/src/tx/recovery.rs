@@ -12,10 +12,10 @@ use std::fmt;
 
 use crate::alloc;
 use crate::error::Error;
-use crate::log::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::layout::Layout;
+use crate::format::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{Draft, Kind, Log, Record, Reservation, Scanned};
 use crate::persist::{sites, Domain};
-use crate::pool::layout::Layout;
 use crate::tx::Policy;
 
 /// What recovery did when the pool was opened.
@@ -141,10 +141,10 @@ fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
         Kind::Alloc | Kind::Delete => r.aux,
         _ => return Ok(()),
     };
-    let meta = r.target >= crate::pool::layout::META_ROOT_OFF
+    let meta = r.target >= crate::format::layout::META_ROOT_OFF
         && r.target
             .checked_add(len)
-            .is_some_and(|e| e <= crate::pool::layout::META_ROOT_END);
+            .is_some_and(|e| e <= crate::format::layout::META_ROOT_END);
     let heap =
         r.target >= l.heap_off && r.target.checked_add(len).is_some_and(|e| e <= l.heap_end());
     if meta || heap {

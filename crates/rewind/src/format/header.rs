@@ -26,11 +26,9 @@
 
 use std::path::Path;
 
-use super::layout::{Layout, CHUNK, HEADER_SIZE, META_END};
+use super::layout::{Layout, CHUNK, HEADER_SIZE, MAX_BUCKET_CELLS, META_END};
+use super::{Backend, LogVariant, Policy};
 use crate::error::Error;
-use crate::log::LogVariant;
-use crate::persist::Backend;
-use crate::tx::Policy;
 
 /// Pool magic.
 pub const MAGIC: [u8; 8] = *b"REWINDPL";
@@ -213,7 +211,7 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
             reason,
         })
     };
-    if l.bucket_cells == 0 || l.bucket_cells > super::MAX_BUCKET_CELLS {
+    if l.bucket_cells == 0 || l.bucket_cells > MAX_BUCKET_CELLS {
         return bad("bucket cells", l.bucket_cells, "expected 1..=2048");
     }
     if (variant == LogVariant::Simple) != (l.bucket_cells == 1) {

@@ -34,6 +34,9 @@ pub const MIN_CLASS: u64 = 64;
 pub const DESC_BYTES: u64 = 32;
 /// Bitmap bytes per chunk (one bit per smallest-class slot).
 pub const BITMAP_BYTES: u64 = CHUNK / MIN_CLASS / 8;
+/// Most cells per bucket: a bucket (64 + 8 + 96 bytes a cell) must fit in
+/// one heap chunk, the unit the log grows by.
+pub const MAX_BUCKET_CELLS: u64 = 2048;
 /// Smallest pool accepted by `create`.
 pub const MIN_POOL: u64 = 1024 * 1024;
 

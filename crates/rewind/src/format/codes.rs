@@ -1,0 +1,191 @@
+//! The codes a pool records for its choices: log variant, commit policy,
+//! persistence backend. Each is stored as one byte of the header
+//! (`format/header.rs`); names parse and print for the command line.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// The log structure, fixed at pool creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogVariant {
+    /// The plain ADLL: one node per record.
+    Simple,
+    /// Buckets of record cells.
+    Optimized,
+    /// Buckets with a persisted index; records fenced in groups of 8.
+    Batch,
+}
+
+impl LogVariant {
+    /// Every variant.
+    pub const ALL: [LogVariant; 3] = [LogVariant::Simple, LogVariant::Optimized, LogVariant::Batch];
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            LogVariant::Simple => 1,
+            LogVariant::Optimized => 2,
+            LogVariant::Batch => 3,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<LogVariant> {
+        match c {
+            1 => Some(LogVariant::Simple),
+            2 => Some(LogVariant::Optimized),
+            3 => Some(LogVariant::Batch),
+            _ => None,
+        }
+    }
+
+    /// Records a Batch group holds before one fence: a line of cells.
+    pub(crate) const GROUP: usize = 8;
+}
+
+impl fmt::Display for LogVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LogVariant::Simple => "simple",
+            LogVariant::Optimized => "optimized",
+            LogVariant::Batch => "batch",
+        })
+    }
+}
+
+impl FromStr for LogVariant {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "simple" => Ok(LogVariant::Simple),
+            "optimized" => Ok(LogVariant::Optimized),
+            "batch" => Ok(LogVariant::Batch),
+            _ => Err(Error::InvalidConfig {
+                what: "log variant",
+                value: s.to_string(),
+                expected: "simple, optimized or batch",
+            }),
+        }
+    }
+}
+
+/// When in-place updates become durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Durable at commit; records cleared at commit.
+    Force,
+    /// Durable at the next checkpoint; committed work redone by recovery.
+    NoForce,
+}
+
+impl Policy {
+    /// Both policies.
+    pub const ALL: [Policy; 2] = [Policy::Force, Policy::NoForce];
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Policy::Force => 1,
+            Policy::NoForce => 2,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<Policy> {
+        match c {
+            1 => Some(Policy::Force),
+            2 => Some(Policy::NoForce),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Force => "force",
+            Policy::NoForce => "no-force",
+        })
+    }
+}
+
+impl FromStr for Policy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "force" => Ok(Policy::Force),
+            "no-force" | "noforce" => Ok(Policy::NoForce),
+            _ => Err(Error::InvalidConfig {
+                what: "policy",
+                value: s.to_string(),
+                expected: "force or no-force",
+            }),
+        }
+    }
+}
+
+/// Which persistence backend a pool runs on.
+///
+/// * `Pmem`: cache-line write-back and fence instructions on the mapped
+///   file. Survives process crashes on any file, and power failure on
+///   DAX-mapped persistent memory. The fastest.
+/// * `Msync`: `msync(MS_SYNC)` of the written ranges at every fence.
+///   Survives power failure on any filesystem (a disk or SSD), at the cost
+///   of a system call per fence.
+/// * `Sim`: a simulated domain in memory, for rewind's own crash tests;
+///   refused for a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// Cache-line flush and fence instructions on a mapped file.
+    Pmem,
+    /// `msync(MS_SYNC)` at every fence: durable on any filesystem.
+    Msync,
+    /// Simulated persistence domain in memory (tests, crash exploration).
+    Sim,
+}
+
+impl Backend {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Backend::Pmem => 1,
+            Backend::Msync => 2,
+            Backend::Sim => 3,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<Backend> {
+        Some(match c {
+            1 => Backend::Pmem,
+            2 => Backend::Msync,
+            3 => Backend::Sim,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Pmem => "pmem",
+            Backend::Msync => "msync",
+            Backend::Sim => "sim",
+        })
+    }
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "pmem" => Ok(Backend::Pmem),
+            "msync" => Ok(Backend::Msync),
+            "sim" => Ok(Backend::Sim),
+            other => Err(Error::InvalidConfig {
+                what: "backend",
+                value: other.to_string(),
+                expected: "pmem, msync or sim",
+            }),
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! The ground floor: what is on media, and the codes for what a pool
+//! records. Header and geometry (`header`, `layout`), log record encoding
+//! (`record`), variant / policy / backend codes (`codes`). Little-endian,
+//! named offsets, checksums verified before anything trusts the bytes.
+//! Depends on nothing of rewind but its errors.
+
+mod codes;
+pub mod header;
+pub mod layout;
+pub mod record;
+
+pub use codes::{Backend, LogVariant, Policy};
