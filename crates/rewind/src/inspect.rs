@@ -210,7 +210,7 @@ fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
 /// recovers.
 pub fn check_pool(pool: &Pool) -> CheckReport {
     let mut r = CheckReport::default();
-    if let Err(e) = pool.log.check_list(&pool.dom) {
+    if let Err(e) = pool.eng.log.check_list(&pool.eng.dom) {
         r.problems.push(format!("log: {e}"));
     }
     check_open(pool, &mut r);
@@ -218,8 +218,8 @@ pub fn check_pool(pool: &Pool) -> CheckReport {
 }
 
 fn check_open(pool: &Pool, r: &mut CheckReport) {
-    let d = &pool.dom;
-    let l = &pool.hdr.layout;
+    let d = &pool.eng.dom;
+    let l = &pool.eng.hdr.layout;
     let root = d.read_u64(META_ROOT_OFF).unwrap_or(0);
     if root != 0 {
         let rsize = d.read_u64(META_ROOT_SIZE).unwrap_or(0);

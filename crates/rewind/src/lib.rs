@@ -42,6 +42,7 @@ pub mod alloc;
 mod alloc;
 #[cfg(feature = "testing")]
 pub mod crashtest;
+mod engine;
 mod error;
 #[cfg(feature = "testing")]
 pub mod format;
@@ -63,6 +64,10 @@ mod persist;
 pub mod pool;
 #[cfg(not(feature = "testing"))]
 mod pool;
+#[cfg(feature = "testing")]
+pub mod recovery;
+#[cfg(not(feature = "testing"))]
+mod recovery;
 mod tx;
 
 pub use alloc::AllocStats;
@@ -75,4 +80,5 @@ pub use error::{Error, Result};
 pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};
-pub use tx::{Policy, RecoveryReport, Tx};
+pub use recovery::RecoveryReport;
+pub use tx::{Policy, Tx};

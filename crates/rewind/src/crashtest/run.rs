@@ -34,10 +34,10 @@ fn lock(sh: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 
 /// Whether some thread holds one of the engine's latches.
 fn latched(pool: &Pool) -> bool {
-    pool.log.latched()
-        || pool.alloc.latched()
-        || pool.finished.is_locked()
-        || pool.checkpoint_lock.is_locked()
+    pool.eng.log.latched()
+        || pool.eng.alloc.latched()
+        || pool.eng.finished.is_locked()
+        || pool.eng.checkpoint_lock.is_locked()
 }
 
 /// Runs the program of `seed` under `cfg`, visiting every crash point until

@@ -1,12 +1,15 @@
 //! The ground floor: what is on media, and the codes for what a pool
 //! records. Header and geometry (`header`, `layout`), log record encoding
-//! (`record`), variant / policy / backend codes (`codes`). Little-endian,
+//! (`record`), variant / policy / backend codes (`codes`), and `PPtr`, the
+//! persistent pointer (an offset). Little-endian,
 //! named offsets, checksums verified before anything trusts the bytes.
 //! Depends on nothing of rewind but its errors.
 
 mod codes;
 pub mod header;
 pub mod layout;
+mod pptr;
 pub mod record;
 
 pub use codes::{Backend, LogVariant, Policy};
+pub use pptr::PPtr;

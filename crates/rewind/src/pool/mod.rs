@@ -5,28 +5,24 @@
 //! copies out of the mapping; writes go through a [`Tx`].
 
 mod file;
-mod pptr;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
 
 use bytemuck::Pod;
-use parking_lot::Mutex;
 
-use crate::alloc::{AllocStats, Allocator};
+use crate::alloc::AllocStats;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::header::{Header, MAX_LAYOUT};
 use crate::format::layout::MAX_BUCKET_CELLS;
-use crate::format::layout::{
-    Layout, HEADER_SIZE, META_ADLL, META_END, META_OFF, META_ROOT_CHECK, META_ROOT_END,
-    META_ROOT_OFF, META_ROOT_SIZE, MIN_POOL,
-};
-use crate::log::{Log, LogStats, LogVariant};
+use crate::format::layout::{Layout, HEADER_SIZE, MIN_POOL};
+pub use crate::format::PPtr;
+use crate::log::{LogStats, LogVariant};
 use crate::persist::{sites, Backend, Counters, Domain};
-use crate::tx::{recovery, Finished, Policy, RecoveryReport, Tx};
-pub use pptr::PPtr;
+use crate::recovery::RecoveryReport;
+use crate::tx::{Policy, Tx};
 
 /// How to create a pool: `PoolConfig::default()` and the builder methods.
 ///
@@ -137,19 +133,7 @@ impl OpenOptions {
 
 /// An open pool. `Send + Sync`: any number of threads may run transactions.
 pub struct Pool {
-    pub(crate) dom: Domain,
-    pub(crate) hdr: Header,
-    pub(crate) log: Log,
-    pub(crate) alloc: Arc<Allocator>,
-    pub(crate) policy: Policy,
-    pub(crate) finished: Mutex<Vec<Finished>>,
-    pub(crate) checkpoint_lock: Mutex<()>,
-    pub(crate) checkpoint_fill: f64,
-    next_tx: AtomicU64,
-    report: RecoveryReport,
-    /// Why the handle is poisoned: a commit or rollback failed midway, so
-    /// its records must stay for recovery and close leaves the log alone.
-    poisoned: OnceLock<String>,
+    pub(crate) eng: Engine,
 }
 
 fn check_layout_name(name: &str) -> Result<(), Error> {
@@ -186,7 +170,7 @@ impl Pool {
         let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
             dom.set_write_latency_ns(cfg.write_latency_ns);
             write_header(&dom, &hdr)?;
-            Pool::start(dom, path, layout)
+            Engine::start(dom, path, layout).map(|eng| Pool { eng })
         });
         if r.is_err() {
             let _ = std::fs::remove_file(path);
@@ -211,7 +195,7 @@ impl Pool {
         };
         let mut dom = Domain::map(path, f, backend)?;
         dom.set_write_latency_ns(opts.write_latency_ns);
-        Pool::start(dom, path, layout)
+        Engine::start(dom, path, layout).map(|eng| Pool { eng })
     }
 
     /// Opens the pool file at `path` if there is one, else creates it with
@@ -236,61 +220,18 @@ impl Pool {
     /// log), returning what went wrong; dropping the pool does the same and
     /// ignores errors. Whatever is left, the next open recovers.
     pub fn close(self) -> Result<(), Error> {
-        let r = self.clean_close();
+        let r = self.eng.clean_close();
         // Done: the drop that follows must not repeat it.
-        let _ = self.poisoned.set("closed".into());
+        let _ = self.eng.poisoned.set("closed".into());
         r
-    }
-
-    fn clean_close(&self) -> Result<(), Error> {
-        self.usable()?;
-        if self.policy == Policy::NoForce {
-            self.checkpoint()?;
-        }
-        self.log.clear_all(&self.dom)?;
-        self.log.release_chunks(&self.dom)
     }
 
     /// Opens a pool image (a copy of a pool's bytes) in memory: inspection
     /// and crash images.
     pub(crate) fn from_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
-        Pool::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
-    }
-
-    fn start(dom: Domain, path: &Path, layout: &str) -> Result<Pool, Error> {
-        let mut page = vec![0u8; HEADER_SIZE.min(dom.len()) as usize];
-        dom.read(0, &mut page)?;
-        let hdr = Header::decode(path, &page, dom.len())?;
-        if hdr.layout_name != layout {
-            return Err(Error::LayoutMismatch {
-                found: hdr.layout_name,
-                expected: layout.to_string(),
-            });
-        }
-        let l = hdr.layout;
-        let opened = Log::open(&dom, &l, hdr.variant)?;
-        let mut report = recovery::recover(&dom, &l, &opened.log, &opened.records, hdr.policy)?;
-        report.adll_repaired = opened.repair.append || opened.repair.remove;
-        // Recovery emptied the log: the chunks it grew into go back first.
-        opened.log.release_chunks(&dom)?;
-        let alloc = Arc::new(Allocator::open(&dom, &l)?);
-        check_meta(&dom, &l)?;
-        opened.log.attach_heap(alloc.clone());
-        let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
-        Ok(Pool {
-            policy: hdr.policy,
-            dom,
-            hdr,
-            log: opened.log,
-            alloc,
-            finished: Mutex::new(Vec::new()),
-            checkpoint_lock: Mutex::new(()),
-            checkpoint_fill: 0.5,
-            next_tx: AtomicU64::new(max_tx + 1),
-            report,
-            poisoned: OnceLock::new(),
-        })
+        Engine::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
+            .map(|eng| Pool { eng })
     }
 
     /// Runs `f` as one transaction. If `f` returns `Ok`, the transaction
@@ -301,9 +242,9 @@ impl Pool {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.usable()?;
-        let id = self.next_tx.fetch_add(1, Ordering::Relaxed);
-        let mut tx = Tx::new(self, id);
+        self.eng.usable()?;
+        let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
+        let mut tx = Tx::new(&self.eng, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
             Ok(Ok(v)) => tx.finish().map(|()| v).map_err(E::from),
             Ok(Err(e)) => {
@@ -319,87 +260,68 @@ impl Pool {
         }
     }
 
-    /// Poisons the handle after a commit or rollback failed midway.
-    pub(crate) fn poison(&self, cause: &Error) {
-        let _ = self.poisoned.set(cause.to_string());
-    }
-
-    /// `Err(Poisoned)` once the handle is poisoned.
-    pub(crate) fn usable(&self) -> Result<(), Error> {
-        match self.poisoned.get() {
-            Some(cause) => Err(Error::Poisoned {
-                cause: cause.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
     /// Reads a value (the committed state, plus any in-flight stores of
     /// concurrent transactions the program did not isolate).
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<T, Error> {
-        self.usable()?;
+        self.eng.usable()?;
         let mut v = T::zeroed();
-        self.dom.read(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
+        self.eng
+            .dom
+            .read(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
     }
 
     /// Reads bytes at a pool offset.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
-        self.usable()?;
-        self.dom.read(off, buf)
+        self.eng.usable()?;
+        self.eng.dom.read(off, buf)
     }
 
     /// The root object, if one was created (see [`Tx::root`]).
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
-        self.usable()?;
-        let (off, size) = root_words(&self.dom)?;
-        if off == 0 {
-            return Ok(None);
-        }
-        let want = std::mem::size_of::<T>() as u64;
-        if size != want {
-            return Err(Error::RootMismatch {
-                found: size,
-                expected: want,
-            });
-        }
-        Ok(Some(PPtr::from_offset(off)))
+        self.eng.root::<T>()
     }
 
     /// Fences, flushed lines and non-temporal lines so far.
     pub fn counters(&self) -> Counters {
-        self.dom.counters()
+        self.eng.dom.counters()
     }
 
     /// What recovery did when this pool was opened.
     pub fn recovery_report(&self) -> RecoveryReport {
-        self.report
+        self.eng.report
     }
 
     /// The log variant.
     pub fn variant(&self) -> LogVariant {
-        self.hdr.variant
+        self.eng.hdr.variant
     }
 
     /// The commit policy.
     pub fn policy(&self) -> Policy {
-        self.policy
+        self.eng.policy
     }
 
     /// Log usage.
     pub fn log_stats(&self) -> LogStats {
-        self.log.stats()
+        self.eng.log.stats()
     }
 
     /// Heap usage.
     pub fn alloc_stats(&self) -> AllocStats {
-        self.alloc.stats()
+        self.eng.alloc.stats()
+    }
+
+    /// Makes the work of every finished transaction durable in place and
+    /// clears its log records (no-force; under force there is nothing to do).
+    pub fn checkpoint(&self) -> Result<(), Error> {
+        self.eng.checkpoint()
     }
 
     /// Sets the log fill fraction (0..1] that triggers an automatic
     /// checkpoint after a no-force commit (default 0.5).
     pub fn set_checkpoint_fill(&mut self, fill: f64) {
-        self.checkpoint_fill = fill.clamp(0.0, 1.0);
+        self.eng.checkpoint_fill = fill.clamp(0.0, 1.0);
     }
 }
 
@@ -412,7 +334,7 @@ impl Pool {
         let hdr = plan(layout, size, &cfg.clone().backend(Backend::Sim))?;
         let dom = Domain::sim(size as usize);
         write_header(&dom, &hdr)?;
-        Pool::start(dom, Path::new("<sim>"), layout)
+        Engine::start(dom, Path::new("<sim>"), layout).map(|eng| Pool { eng })
     }
 
     /// Opens a pool image (a crash image, say) in a simulated domain.
@@ -424,29 +346,29 @@ impl Pool {
     /// arm a capture on the domain first).
     pub fn open_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
-        Pool::start(dom, Path::new("<sim>"), layout)
+        Engine::start(dom, Path::new("<sim>"), layout).map(|eng| Pool { eng })
     }
 
     /// The region geometry.
     pub fn layout(&self) -> &Layout {
-        &self.hdr.layout
+        &self.eng.hdr.layout
     }
 
     /// The persistence domain (crash images on Sim).
     pub fn domain(&self) -> &Domain {
-        &self.dom
+        &self.eng.dom
     }
 
     /// Disables one ordering point of the engine (crash-test mutations).
     pub fn set_mutation(&mut self, site: Option<crate::persist::Site>) {
-        self.dom.set_mutation(site);
+        self.eng.dom.set_mutation(site);
     }
 
     /// Drops the handle as a crash would: no checkpoint and no log
     /// clearing, so the next open runs recovery. The file and its lock are
     /// released (unlike `std::mem::forget`, which would keep the pool in use).
     pub fn crash(self) {
-        let _ = self.poisoned.set("simulated crash".into());
+        let _ = self.eng.poisoned.set("simulated crash".into());
     }
 }
 
@@ -497,56 +419,6 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
     })
 }
 
-/// The root object's offset and size, verified against their check word.
-pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
-    let (off, size) = (d.read_u64(META_ROOT_OFF)?, d.read_u64(META_ROOT_SIZE)?);
-    if d.read_u64(META_ROOT_CHECK)? != off ^ size {
-        return Err(Error::MetaCorrupt {
-            offset: META_ROOT_OFF,
-            reason: "root object words do not match their check word",
-        });
-    }
-    Ok((off, size))
-}
-
-/// Checks the meta page after recovery: reserved bytes zero, and a root
-/// object (if any) that is an allocated block of its recorded size.
-fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
-    let mut page = vec![0u8; (META_END - META_OFF) as usize];
-    d.read(META_OFF, &mut page)?;
-    let reserved = (META_ROOT_END..META_ADLL).chain(META_ADLL + 64..META_END);
-    for off in reserved {
-        if page[(off - META_OFF) as usize] != 0 {
-            return Err(Error::MetaCorrupt {
-                offset: off,
-                reason: "a reserved byte of the meta page is not zero",
-            });
-        }
-    }
-    let (off, size) = root_words(d)?;
-    let bad = |reason| {
-        Err(Error::MetaCorrupt {
-            offset: META_ROOT_OFF,
-            reason,
-        })
-    };
-    if off == 0 {
-        return if size == 0 {
-            Ok(())
-        } else {
-            bad("root size recorded without a root object")
-        };
-    }
-    if off < l.heap_off || off >= l.heap_end() {
-        return bad("root object is outside the heap");
-    }
-    match crate::alloc::allocated_size(d, l, off) {
-        Ok(b) if b == crate::alloc::block_size(size.max(1)) => Ok(()),
-        Ok(_) => bad("root object's block is not the size recorded for it"),
-        Err(_) => bad("root object is not an allocated block"),
-    }
-}
-
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
     let page = hdr.encode();
     dom.store(0, &page)?;
@@ -572,7 +444,7 @@ impl Drop for Pool {
     /// recovery finds finished. Errors are ignored: whatever is left is
     /// recovered at the next open.
     fn drop(&mut self) {
-        let _ = self.clean_close();
+        let _ = self.eng.clean_close();
     }
 }
 

@@ -26,7 +26,7 @@
 //! something (the log could not grow because the heap is full, an I/O
 //! error) dooms the transaction: later writes return the same error, and
 //! whatever the closure returns, the transaction rolls back and
-//! [`Pool::transaction`] returns that error. Calls refused before they
+//! [`Pool::transaction`](crate::Pool::transaction) returns that error. Calls refused before they
 //! change anything (a write outside the heap, a bad free, an allocation
 //! the heap cannot satisfy) do not doom it; the closure may carry on.
 //!
@@ -40,20 +40,19 @@
 //! (REWIND §4.7): two transactions writing the same bytes at once must be
 //! kept apart by the program's own locks.
 
-mod checkpoint;
-pub(crate) mod recovery;
-
 use bytemuck::Pod;
 
+use crate::engine::checkpoint::Finished;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
 use crate::format::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::PPtr;
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed, Reservation};
 use crate::persist::sites;
-use crate::pool::{PPtr, Pool};
+use crate::recovery;
 
 pub use crate::format::Policy;
-pub use recovery::RecoveryReport;
 
 /// What a record of this transaction needs for rollback.
 #[derive(Clone, Copy, Debug)]
@@ -73,14 +72,6 @@ struct Pending {
     /// Range of old bytes, then new bytes, in `pending_bytes`.
     at: usize,
     len: usize,
-}
-
-/// A transaction that finished under no-force, waiting for a checkpoint.
-pub(crate) struct Finished {
-    pub(crate) end_lsn: u64,
-    pub(crate) cells: Vec<CellRef>,
-    pub(crate) end: CellRef,
-    pub(crate) targets: Vec<(u64, u64)>,
 }
 
 /// A transaction's volatile buffers, recycled per thread so a transaction
@@ -116,10 +107,10 @@ thread_local! {
     static SPARE: std::cell::RefCell<Option<Buffers>> = const { std::cell::RefCell::new(None) };
 }
 
-/// An open transaction. Obtained from [`Pool::transaction`]; every write to
+/// An open transaction. Obtained from [`Pool::transaction`](crate::Pool::transaction); every write to
 /// the pool goes through it.
 pub struct Tx<'p> {
-    pool: &'p Pool,
+    pool: &'p Engine,
     id: u64,
     b: Buffers,
     res: Reservation,
@@ -153,7 +144,7 @@ impl Drop for Tx<'_> {
 }
 
 impl<'p> Tx<'p> {
-    pub(crate) fn new(pool: &'p Pool, id: u64) -> Tx<'p> {
+    pub(crate) fn new(pool: &'p Engine, id: u64) -> Tx<'p> {
         let b = SPARE
             .try_with(|s| s.borrow_mut().take())
             .ok()
@@ -484,7 +475,7 @@ impl<'p> Tx<'p> {
     fn free_logged(&mut self, off: u64) -> Result<(), Error> {
         let pool = self.pool;
         // Checked before anything is logged, so a bad free does not doom.
-        if off != 0 && crate::pool::root_words(&pool.dom)?.0 == off {
+        if off != 0 && crate::engine::root_words(&pool.dom)?.0 == off {
             return Err(Error::InvalidFree {
                 offset: off,
                 reason: "the root object cannot be freed",
@@ -781,7 +772,7 @@ fn clr_draft<'a>(tx: u64, what: u8, off: u64, lsn: u64, size: &'a [u8; 8]) -> Dr
     }
 }
 
-fn zero(pool: &Pool, off: u64, size: u64) -> Result<(), Error> {
+fn zero(pool: &Engine, off: u64, size: u64) -> Result<(), Error> {
     const Z: [u8; 4096] = [0; 4096];
     let mut done = 0;
     while done < size {

@@ -14,9 +14,9 @@ use crate::alloc;
 use crate::error::Error;
 use crate::format::layout::Layout;
 use crate::format::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::Policy;
 use crate::log::{Draft, Kind, Log, Record, Reservation, Scanned};
 use crate::persist::{sites, Domain};
-use crate::tx::Policy;
 
 /// What recovery did when the pool was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,177 @@
+//! The engine of one open pool (below the transaction API, above the log
+//! and the allocator): what `Pool` is a façade over and what a `Tx` works
+//! on. Opening runs recovery here before anything else can touch the pool;
+//! checkpoints (`checkpoint`) own their state here.
+
+pub(crate) mod checkpoint;
+
+use std::path::Path;
+
+use bytemuck::Pod;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::alloc::Allocator;
+use crate::error::Error;
+use crate::format::header::Header;
+use crate::format::layout::{
+    Layout, HEADER_SIZE, META_ADLL, META_END, META_OFF, META_ROOT_CHECK, META_ROOT_END,
+    META_ROOT_OFF, META_ROOT_SIZE,
+};
+use crate::format::{PPtr, Policy};
+use crate::log::Log;
+use crate::persist::Domain;
+use crate::recovery::{self, RecoveryReport};
+use checkpoint::Finished;
+
+/// One open pool's machinery: its domain, header, log, allocator and
+/// policy, the checkpointer's state, and whether the handle is poisoned.
+pub(crate) struct Engine {
+    pub(crate) dom: Domain,
+    pub(crate) hdr: Header,
+    pub(crate) log: Log,
+    pub(crate) alloc: Arc<Allocator>,
+    pub(crate) policy: Policy,
+    pub(crate) finished: Mutex<Vec<Finished>>,
+    pub(crate) checkpoint_lock: Mutex<()>,
+    pub(crate) checkpoint_fill: f64,
+    pub(crate) next_tx: AtomicU64,
+    pub(crate) report: RecoveryReport,
+    /// Why the handle is poisoned: a commit or rollback failed midway, so
+    /// its records must stay for recovery and close leaves the log alone.
+    pub(crate) poisoned: OnceLock<String>,
+}
+
+impl Engine {
+    /// Verifies the header of the pool in `dom`, runs recovery, checks the
+    /// allocator and meta page, and returns the engine ready for use.
+    pub(crate) fn start(dom: Domain, path: &Path, layout: &str) -> Result<Engine, Error> {
+        let mut page = vec![0u8; HEADER_SIZE.min(dom.len()) as usize];
+        dom.read(0, &mut page)?;
+        let hdr = Header::decode(path, &page, dom.len())?;
+        if hdr.layout_name != layout {
+            return Err(Error::LayoutMismatch {
+                found: hdr.layout_name,
+                expected: layout.to_string(),
+            });
+        }
+        let l = hdr.layout;
+        let opened = Log::open(&dom, &l, hdr.variant)?;
+        let mut report = recovery::recover(&dom, &l, &opened.log, &opened.records, hdr.policy)?;
+        report.adll_repaired = opened.repair.append || opened.repair.remove;
+        // Recovery emptied the log: the chunks it grew into go back first.
+        opened.log.release_chunks(&dom)?;
+        let alloc = Arc::new(Allocator::open(&dom, &l)?);
+        check_meta(&dom, &l)?;
+        opened.log.attach_heap(alloc.clone());
+        let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
+        Ok(Engine {
+            policy: hdr.policy,
+            dom,
+            hdr,
+            log: opened.log,
+            alloc,
+            finished: Mutex::new(Vec::new()),
+            checkpoint_lock: Mutex::new(()),
+            checkpoint_fill: 0.5,
+            next_tx: AtomicU64::new(max_tx + 1),
+            report,
+            poisoned: OnceLock::new(),
+        })
+    }
+
+    /// Poisons the handle after a commit or rollback failed midway.
+    pub(crate) fn poison(&self, cause: &Error) {
+        let _ = self.poisoned.set(cause.to_string());
+    }
+
+    /// `Err(Poisoned)` once the handle is poisoned.
+    pub(crate) fn usable(&self) -> Result<(), Error> {
+        match self.poisoned.get() {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The root object, if one was created (see `Tx::root`).
+    pub(crate) fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
+        self.usable()?;
+        let (off, size) = root_words(&self.dom)?;
+        if off == 0 {
+            return Ok(None);
+        }
+        let want = std::mem::size_of::<T>() as u64;
+        if size != want {
+            return Err(Error::RootMismatch {
+                found: size,
+                expected: want,
+            });
+        }
+        Ok(Some(PPtr::from_offset(off)))
+    }
+
+    /// A clean close: a checkpoint under no-force, then an empty log and
+    /// the log's heap chunks given back.
+    pub(crate) fn clean_close(&self) -> Result<(), Error> {
+        self.usable()?;
+        if self.policy == Policy::NoForce {
+            self.checkpoint()?;
+        }
+        self.log.clear_all(&self.dom)?;
+        self.log.release_chunks(&self.dom)
+    }
+}
+
+/// The root object's offset and size, verified against their check word.
+pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
+    let (off, size) = (d.read_u64(META_ROOT_OFF)?, d.read_u64(META_ROOT_SIZE)?);
+    if d.read_u64(META_ROOT_CHECK)? != off ^ size {
+        return Err(Error::MetaCorrupt {
+            offset: META_ROOT_OFF,
+            reason: "root object words do not match their check word",
+        });
+    }
+    Ok((off, size))
+}
+
+/// Checks the meta page after recovery: reserved bytes zero, and a root
+/// object (if any) that is an allocated block of its recorded size.
+fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
+    let mut page = vec![0u8; (META_END - META_OFF) as usize];
+    d.read(META_OFF, &mut page)?;
+    let reserved = (META_ROOT_END..META_ADLL).chain(META_ADLL + 64..META_END);
+    for off in reserved {
+        if page[(off - META_OFF) as usize] != 0 {
+            return Err(Error::MetaCorrupt {
+                offset: off,
+                reason: "a reserved byte of the meta page is not zero",
+            });
+        }
+    }
+    let (off, size) = root_words(d)?;
+    let bad = |reason| {
+        Err(Error::MetaCorrupt {
+            offset: META_ROOT_OFF,
+            reason,
+        })
+    };
+    if off == 0 {
+        return if size == 0 {
+            Ok(())
+        } else {
+            bad("root size recorded without a root object")
+        };
+    }
+    if off < l.heap_off || off >= l.heap_end() {
+        return bad("root object is outside the heap");
+    }
+    match crate::alloc::allocated_size(d, l, off) {
+        Ok(b) if b == crate::alloc::block_size(size.max(1)) => Ok(()),
+        Ok(_) => bad("root object's block is not the size recorded for it"),
+        Err(_) => bad("root object is not an allocated block"),
+    }
+}
