@@ -1,6 +1,6 @@
 //! The persistent allocator (REWIND §4.3).
 //!
-//! The heap is cut into 256 KiB chunks. The chunk table ([`table`]) says
+//! The heap is cut into 256 KiB chunks. The chunk table (`table`) says
 //! what each chunk holds (free, a small size class, a large run, log
 //! blocks); a bitmap per chunk (one bit per 64-byte slot) says which blocks
 //! of a small-class chunk are allocated. Both carry checks, so damaged

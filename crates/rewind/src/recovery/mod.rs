@@ -1,22 +1,27 @@
-//! Recovery (REWIND §4.5): recover the log structure, then analysis, redo
-//! (no-force only), and one backward undo scan (Algorithm 2), END records
-//! for the rolled-back, and a cleared log.
+//! Recovery (REWIND §4.5), run at every open once the log structure itself
+//! is recovered (`log::Log::open`): `analysis`, `redo`, `undo`
+//! (Algorithm 2), the bitmap parities of what they rewrote, END records for
+//! the rolled-back, and a cleared log.
 //!
 //! Every step is safe to interrupt and rerun: the ADLL redoes only its own
 //! interrupted operation; redo reapplies values, never deltas; undo writes a
 //! CLR before each undo and skips what earlier CLRs already compensated; and
 //! an END makes a rolled-back transaction finished for good.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::alloc;
 use crate::error::Error;
 use crate::format::layout::Layout;
-use crate::format::record::{self, clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::record::{self, clr};
 use crate::format::Policy;
-use crate::log::{Draft, Kind, Log, Record, Reservation, Scanned};
+use crate::log::{Kind, Log, Record, Scanned};
 use crate::persist::{sites, Domain};
+
+mod analysis;
+mod redo;
+mod undo;
 
 /// What recovery did when the pool was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,14 +58,6 @@ impl fmt::Display for RecoveryReport {
             }
         )
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Running,
-    Aborting,
-    Committed,
-    Aborted,
 }
 
 /// Reads the record whose body is at `off`.
@@ -120,21 +117,6 @@ fn name_block(l: &Layout, r: &Record, named: &mut BTreeMap<u64, (u64, u64)>) -> 
     Ok(())
 }
 
-/// Redoes a record (repeating history), flushing what it changes.
-fn redo(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
-    match r.kind {
-        Kind::Update => {
-            d.store(r.target, &r.new)?;
-            d.flush_at(r.target, r.new.len() as u64, sites::RECOVERY_REDO_FLUSH)?;
-        }
-        Kind::Clr => apply_clr(d, l, r.flags, r.target, &r.new)?,
-        Kind::Alloc => alloc::mark(d, l, r.target, r.aux, true)?,
-        Kind::Delete => alloc::mark(d, l, r.target, r.aux, false)?,
-        Kind::End | Kind::Checkpoint | Kind::Rollback => return Ok(false),
-    }
-    Ok(true)
-}
-
 fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
     let len = match r.kind {
         Kind::Update | Kind::Clr => r.new.len() as u64,
@@ -169,167 +151,14 @@ pub(crate) fn recover(
         records: records.len() as u64,
         ..Default::default()
     };
-    // Analysis: the transaction table, and the last checkpoint's bound.
-    let mut table: HashMap<u64, (Status, u64)> = HashMap::new();
-    let mut bound = 0;
-    for s in records {
-        let r = &s.rec;
-        check_target(l, r)?;
-        if r.kind == Kind::Checkpoint {
-            bound = bound.max(r.aux);
-            continue;
-        }
-        let e = table.entry(r.tx).or_insert((Status::Running, 0));
-        match r.kind {
-            Kind::Rollback => e.0 = Status::Aborting,
-            Kind::End => {
-                *e = if r.flags == END_COMMITTED {
-                    (Status::Committed, r.lsn)
-                } else {
-                    (Status::Aborted, r.lsn)
-                }
-            }
-            _ => {}
-        }
-    }
-    report.committed = table.values().filter(|e| e.0 == Status::Committed).count() as u64;
-    let losing: std::collections::HashSet<u64> = table
-        .iter()
-        .filter(|(_, e)| matches!(e.0, Status::Running | Status::Aborting))
-        .map(|(&tx, _)| tx)
-        .collect();
-    let loser = |tx: u64| losing.contains(&tx);
-
-    // A block allocated anew holds what its new owner wrote there, without
-    // records (writes to fresh memory are not logged): bytes logged for the
-    // block's earlier life must not be redone over them.
-    let mut reborn: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for s in records {
-        if s.rec.kind == Kind::Alloc {
-            reborn.insert(s.rec.target, (s.rec.aux, s.rec.lsn));
-        }
-    }
-    let superseded = |r: &Record| {
-        reborn
-            .range(..=r.target)
-            .next_back()
-            .is_some_and(|(&off, &(size, lsn))| r.target < off + size && lsn > r.lsn)
-    };
-
-    // A Batch commit makes END valid before its last group's stores. The
-    // group is redone under force only while every record of it is still
-    // in the log: its records are cleared after those stores are durable,
-    // so a missing one proves they are (and redoing a subset could replay
-    // an old value without the newer one that superseded it).
-    let mut group: HashMap<u64, u64> = HashMap::new();
-    let mut group_end: HashMap<u64, u64> = HashMap::new();
-    for s in records {
-        let r = &s.rec;
-        if r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 {
-            *group.entry(r.tx).or_default() += 1;
-        }
-        if r.kind == Kind::End && r.flags == END_COMMITTED {
-            group_end.insert(r.tx, r.aux);
-        }
-    }
-    let whole_group = |tx: u64| {
-        group_end
-            .get(&tx)
-            .is_some_and(|&n| n > 0 && group.get(&tx) == Some(&n))
-    };
-
+    let mut a = analysis::analyse(l, records)?;
+    report.committed = a.committed();
     // Blocks whose allocation bits recovery rewrites, by chunk: only their
     // bitmap parity may have been torn by the crash (see alloc::table).
     let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-
-    // Redo. No-force repeats history, except for transactions a checkpoint
-    // already made durable in place. Force redoes whole Batch commit groups
-    // (above) and the CLRs of interrupted rollbacks (a crash between a CLR
-    // and its store).
-    for s in records {
-        let r = &s.rec;
-        if r.kind == Kind::Checkpoint {
-            continue;
-        }
-        let bytes = r.kind == Kind::Update || (r.kind == Kind::Clr && r.flags == clr::BYTES);
-        if bytes && superseded(r) {
-            continue;
-        }
-        let (status, end) = table[&r.tx];
-        let needed = match policy {
-            Policy::NoForce => {
-                !(matches!(status, Status::Committed | Status::Aborted) && end <= bound)
-            }
-            Policy::Force => {
-                (r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 && whole_group(r.tx))
-                    || (r.kind == Kind::Clr && loser(r.tx))
-            }
-        };
-        if needed && redo(d, l, r)? {
-            report.redone += 1;
-            name_block(l, r, &mut named)?;
-        }
-    }
-
-    // Undo (Algorithm 2): one backward scan over every loser.
-    let mut undo_next: HashMap<u64, u64> = HashMap::new();
-    let mut losers: Vec<u64> = Vec::new();
-    let mut placed = Vec::new();
-    for s in records.iter().rev() {
-        let r = &s.rec;
-        if !loser(r.tx) {
-            continue;
-        }
-        let st = table.get_mut(&r.tx).expect("loser is in the table");
-        if st.0 == Status::Running {
-            st.0 = Status::Aborting;
-            let rb = Draft {
-                tx: r.tx,
-                kind: Kind::Rollback,
-                flags: 0,
-                target: 0,
-                aux: 0,
-                old: &[],
-                new: &[],
-            };
-            log.append(d, &[rb], &mut placed, &mut Reservation::none())?;
-        }
-        if !losers.contains(&r.tx) {
-            losers.push(r.tx);
-        }
-        match r.kind {
-            Kind::Clr => {
-                // The latest CLR, seen first, names the lowest record undone.
-                undo_next.entry(r.tx).or_insert(r.aux);
-            }
-            Kind::Update | Kind::Alloc | Kind::Delete => {
-                if undo_next.get(&r.tx).is_some_and(|&u| r.lsn >= u) {
-                    continue; // compensated before the crash
-                }
-                let size = r.aux.to_le_bytes();
-                let (what, bytes): (u8, &[u8]) = match r.kind {
-                    Kind::Update => (clr::BYTES, &r.old),
-                    Kind::Alloc => (clr::FREE, &size),
-                    _ => (clr::ALLOCATED, &size),
-                };
-                let c = Draft {
-                    tx: r.tx,
-                    kind: Kind::Clr,
-                    flags: what,
-                    target: r.target,
-                    aux: r.lsn,
-                    old: &[],
-                    new: bytes,
-                };
-                // The CLR persistent before its undo is applied.
-                log.append(d, &[c], &mut placed, &mut Reservation::none())?;
-                apply_clr(d, l, what, r.target, bytes)?;
-                report.undone += 1;
-                name_block(l, r, &mut named)?;
-            }
-            _ => {}
-        }
-    }
+    report.redone = redo::redo(d, l, records, &a, policy, &mut named)?;
+    let (losers, undone) = undo::undo(d, l, log, records, &mut a, &mut named)?;
+    report.undone = undone;
     // A crash may have persisted a bitmap bit without its parity words, or
     // the reverse, only for blocks of records redone or undone above: their
     // bits are right now, so their chunks' parity is recomputed from them,
@@ -337,21 +166,7 @@ pub(crate) fn recover(
     for (chunk, positions) in named {
         alloc::repair_parity(d, l, chunk, positions)?;
     }
-    // END for every rolled-back transaction; the append's first fence makes
-    // every undo store persistent before the END can be.
-    losers.sort_unstable();
-    for &tx in &losers {
-        let end = Draft {
-            tx,
-            kind: Kind::End,
-            flags: 0,
-            target: 0,
-            aux: 0,
-            old: &[],
-            new: &[],
-        };
-        log.append(d, &[end], &mut placed, &mut Reservation::none())?;
-    }
+    undo::end_losers(d, log, &losers)?;
     report.rolled_back = losers.len() as u64;
     // Everything redone or undone is flushed; persistent before the log goes.
     d.fence_at(sites::RECOVERY_APPLIED)?;

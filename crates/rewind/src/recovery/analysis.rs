@@ -1,0 +1,127 @@
+//! Analysis (REWIND §4.5, ARIES): one forward pass over the records that
+//! builds the transaction table, finds the last checkpoint's bound, the
+//! blocks allocated anew, and which Batch commit groups are whole.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::check_target;
+use crate::error::Error;
+use crate::format::layout::Layout;
+use crate::format::record::{END_COMMITTED, IN_COMMIT_GROUP};
+use crate::log::{Kind, Record, Scanned};
+
+/// Where a transaction stood at the crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Status {
+    /// Records, no ROLLBACK, no END.
+    Running,
+    /// A ROLLBACK record, no END.
+    Aborting,
+    /// An END that says committed.
+    Committed,
+    /// An END that says rolled back.
+    Aborted,
+}
+
+/// What analysis found.
+pub(super) struct Analysis {
+    /// Per transaction: its status and its END lsn (0 without one).
+    pub(super) table: HashMap<u64, (Status, u64)>,
+    /// Transactions finished at or before this lsn are durable in place.
+    pub(super) bound: u64,
+    /// Transactions to roll back.
+    losing: HashSet<u64>,
+    /// Blocks allocated by an ALLOC record: offset -> (size, lsn).
+    reborn: BTreeMap<u64, (u64, u64)>,
+    /// Per transaction: records flagged as in its commit group, and the
+    /// group size its END records.
+    group: HashMap<u64, u64>,
+    group_end: HashMap<u64, u64>,
+}
+
+impl Analysis {
+    /// Transactions found committed.
+    pub(super) fn committed(&self) -> u64 {
+        self.table
+            .values()
+            .filter(|e| e.0 == Status::Committed)
+            .count() as u64
+    }
+
+    /// Whether `tx` must be rolled back.
+    pub(super) fn loser(&self, tx: u64) -> bool {
+        self.losing.contains(&tx)
+    }
+
+    /// A block allocated anew holds what its new owner wrote there, without
+    /// records (writes to fresh memory are not logged): bytes logged for
+    /// the block's earlier life must not be redone over them.
+    pub(super) fn superseded(&self, r: &Record) -> bool {
+        self.reborn
+            .range(..=r.target)
+            .next_back()
+            .is_some_and(|(&off, &(size, lsn))| r.target < off + size && lsn > r.lsn)
+    }
+
+    /// A Batch commit makes END valid before its last group's stores. The
+    /// group is redone under force only while every record of it is still
+    /// in the log: its records are cleared after those stores are durable,
+    /// so a missing one proves they are (and redoing a subset could replay
+    /// an old value without the newer one that superseded it).
+    pub(super) fn whole_group(&self, tx: u64) -> bool {
+        self.group_end
+            .get(&tx)
+            .is_some_and(|&n| n > 0 && self.group.get(&tx) == Some(&n))
+    }
+}
+
+/// The forward pass.
+pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error> {
+    let mut a = Analysis {
+        table: HashMap::new(),
+        bound: 0,
+        losing: HashSet::new(),
+        reborn: BTreeMap::new(),
+        group: HashMap::new(),
+        group_end: HashMap::new(),
+    };
+    for s in records {
+        let r = &s.rec;
+        check_target(l, r)?;
+        match r.kind {
+            Kind::Checkpoint => {
+                a.bound = a.bound.max(r.aux);
+                continue;
+            }
+            Kind::Alloc => {
+                a.reborn.insert(r.target, (r.aux, r.lsn));
+            }
+            Kind::Update if r.flags & IN_COMMIT_GROUP != 0 => {
+                *a.group.entry(r.tx).or_default() += 1;
+            }
+            Kind::End if r.flags == END_COMMITTED => {
+                a.group_end.insert(r.tx, r.aux);
+            }
+            _ => {}
+        }
+        let e = a.table.entry(r.tx).or_insert((Status::Running, 0));
+        match r.kind {
+            Kind::Rollback => e.0 = Status::Aborting,
+            Kind::End => {
+                *e = if r.flags == END_COMMITTED {
+                    (Status::Committed, r.lsn)
+                } else {
+                    (Status::Aborted, r.lsn)
+                }
+            }
+            _ => {}
+        }
+    }
+    a.losing = a
+        .table
+        .iter()
+        .filter(|(_, e)| matches!(e.0, Status::Running | Status::Aborting))
+        .map(|(&tx, _)| tx)
+        .collect();
+    Ok(a)
+}

@@ -1,0 +1,70 @@
+//! Redo (REWIND §4.5): one forward pass that repeats what the crash may
+//! have lost. No-force repeats history, except for transactions a
+//! checkpoint already made durable in place. Force redoes whole Batch
+//! commit groups and the CLRs of interrupted rollbacks (a crash between a
+//! CLR and its store).
+
+use std::collections::BTreeMap;
+
+use super::analysis::{Analysis, Status};
+use super::{apply_clr, name_block};
+use crate::alloc;
+use crate::error::Error;
+use crate::format::layout::Layout;
+use crate::format::record::{clr, IN_COMMIT_GROUP};
+use crate::format::Policy;
+use crate::log::{Kind, Record, Scanned};
+use crate::persist::{sites, Domain};
+
+/// The forward pass; returns the records redone.
+pub(super) fn redo(
+    d: &Domain,
+    l: &Layout,
+    records: &[Scanned],
+    a: &Analysis,
+    policy: Policy,
+    named: &mut BTreeMap<u64, (u64, u64)>,
+) -> Result<u64, Error> {
+    let mut redone = 0;
+    for s in records {
+        let r = &s.rec;
+        if r.kind == Kind::Checkpoint {
+            continue;
+        }
+        let bytes = r.kind == Kind::Update || (r.kind == Kind::Clr && r.flags == clr::BYTES);
+        if bytes && a.superseded(r) {
+            continue;
+        }
+        let (status, end) = a.table[&r.tx];
+        let needed = match policy {
+            Policy::NoForce => {
+                !(matches!(status, Status::Committed | Status::Aborted) && end <= a.bound)
+            }
+            Policy::Force => {
+                (r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 && a.whole_group(r.tx))
+                    || (r.kind == Kind::Clr && a.loser(r.tx))
+            }
+        };
+        if needed && apply(d, l, r)? {
+            redone += 1;
+            name_block(l, r, named)?;
+        }
+    }
+    Ok(redone)
+}
+
+/// Redoes one record, flushing what it changes; `false` for records with
+/// nothing to redo.
+fn apply(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
+    match r.kind {
+        Kind::Update => {
+            d.store(r.target, &r.new)?;
+            d.flush_at(r.target, r.new.len() as u64, sites::RECOVERY_REDO_FLUSH)?;
+        }
+        Kind::Clr => apply_clr(d, l, r.flags, r.target, &r.new)?,
+        Kind::Alloc => alloc::mark(d, l, r.target, r.aux, true)?,
+        Kind::Delete => alloc::mark(d, l, r.target, r.aux, false)?,
+        Kind::End | Kind::Checkpoint | Kind::Rollback => return Ok(false),
+    }
+    Ok(true)
+}
