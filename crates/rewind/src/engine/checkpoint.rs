@@ -16,7 +16,7 @@
 
 use crate::error::Error;
 use crate::log::CellRef;
-use crate::log::{Draft, Kind};
+use crate::log::Draft;
 use crate::persist::sites;
 
 use super::Engine;
@@ -47,15 +47,7 @@ impl Engine {
         }
         // Their stores persistent before CHECKPOINT says so.
         d.fence_at(sites::CHECKPOINT_FLUSHED)?;
-        let ck = Draft {
-            tx: 0,
-            kind: Kind::Checkpoint,
-            flags: 0,
-            target: 0,
-            aux: bound,
-            old: &[],
-            new: &[],
-        };
+        let ck = Draft::checkpoint(bound);
         let mut placed = Vec::with_capacity(1);
         // Paid from the space the log holds for one checkpoint, so a full
         // log can always be checkpointed.

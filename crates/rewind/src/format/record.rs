@@ -132,7 +132,72 @@ fn pad8(n: usize) -> usize {
     n.div_ceil(8) * 8
 }
 
-impl Draft<'_> {
+impl<'a> Draft<'a> {
+    /// A record with no target and no payload (ROLLBACK, or an END of a
+    /// rolled-back transaction).
+    pub fn bare(tx: u64, kind: Kind) -> Draft<'static> {
+        Draft {
+            tx,
+            kind,
+            flags: 0,
+            target: 0,
+            aux: 0,
+            old: &[],
+            new: &[],
+        }
+    }
+
+    /// An UPDATE of `new.len()` bytes at `target`, whose bytes were `old`.
+    pub fn update(tx: u64, target: u64, old: &'a [u8], new: &'a [u8]) -> Draft<'a> {
+        Draft {
+            target,
+            old,
+            new,
+            ..Draft::bare(tx, Kind::Update)
+        }
+    }
+
+    /// An END: `committed`, with the number of records that travelled in
+    /// the commit group (Batch; 0 otherwise).
+    pub fn end(tx: u64, committed: bool, group: u64) -> Draft<'static> {
+        Draft {
+            flags: if committed { END_COMMITTED } else { 0 },
+            aux: group,
+            ..Draft::bare(tx, Kind::End)
+        }
+    }
+
+    /// An ALLOC or DELETE of the block at `off` of `size` bytes.
+    pub fn block(tx: u64, kind: Kind, off: u64, size: u64) -> Draft<'static> {
+        debug_assert!(matches!(kind, Kind::Alloc | Kind::Delete));
+        Draft {
+            target: off,
+            aux: size,
+            ..Draft::bare(tx, kind)
+        }
+    }
+
+    /// A CLR compensating the record `lsn`: `what` (a [`clr`] action) with
+    /// `value` (the old bytes, or the block size) at `target`.
+    pub fn clr(tx: u64, what: u8, target: u64, lsn: u64, value: &'a [u8]) -> Draft<'a> {
+        Draft {
+            flags: what,
+            target,
+            aux: lsn,
+            new: value,
+            ..Draft::bare(tx, Kind::Clr)
+        }
+    }
+
+    /// A CHECKPOINT: transactions that ended at or before `bound` are
+    /// durable in place.
+    pub fn checkpoint(bound: u64) -> Draft<'static> {
+        Draft {
+            aux: bound,
+            ..Draft::bare(0, Kind::Checkpoint)
+        }
+    }
+
     /// Encoded size in bytes.
     pub fn size(&self) -> usize {
         HEADER + pad8(self.old.len()) + pad8(self.new.len())

@@ -13,18 +13,6 @@ use crate::format::record::clr;
 use crate::log::{Draft, Kind, Log, Reservation, Scanned};
 use crate::persist::Domain;
 
-fn bare(tx: u64, kind: Kind) -> Draft<'static> {
-    Draft {
-        tx,
-        kind,
-        flags: 0,
-        target: 0,
-        aux: 0,
-        old: &[],
-        new: &[],
-    }
-}
-
 /// The backward scan; returns the losers and the records undone.
 pub(super) fn undo(
     d: &Domain,
@@ -46,7 +34,7 @@ pub(super) fn undo(
         let st = a.table.get_mut(&r.tx).expect("loser is in the table");
         if st.0 == Status::Running {
             st.0 = Status::Aborting;
-            let rb = bare(r.tx, Kind::Rollback);
+            let rb = Draft::bare(r.tx, Kind::Rollback);
             log.append(d, &[rb], &mut placed, &mut Reservation::none())?;
         }
         if !losers.contains(&r.tx) {
@@ -67,15 +55,7 @@ pub(super) fn undo(
                     Kind::Alloc => (clr::FREE, &size),
                     _ => (clr::ALLOCATED, &size),
                 };
-                let c = Draft {
-                    tx: r.tx,
-                    kind: Kind::Clr,
-                    flags: what,
-                    target: r.target,
-                    aux: r.lsn,
-                    old: &[],
-                    new: bytes,
-                };
+                let c = Draft::clr(r.tx, what, r.target, r.lsn, bytes);
                 // The CLR persistent before its undo is applied.
                 log.append(d, &[c], &mut placed, &mut Reservation::none())?;
                 apply_clr(d, l, what, r.target, bytes)?;
@@ -96,7 +76,7 @@ pub(super) fn end_losers(d: &Domain, log: &Log, losers: &[u64]) -> Result<(), Er
     for &tx in losers {
         log.append(
             d,
-            &[bare(tx, Kind::End)],
+            &[Draft::end(tx, false, 0)],
             &mut placed,
             &mut Reservation::none(),
         )?;

@@ -46,7 +46,7 @@ use crate::engine::checkpoint::Finished;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
-use crate::format::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::record::{clr, IN_COMMIT_GROUP};
 use crate::format::PPtr;
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed, Reservation};
 use crate::persist::sites;
@@ -265,18 +265,11 @@ impl<'p> Tx<'p> {
         }
         let mut old = std::mem::take(&mut self.b.old_buf);
         old.resize(new.len(), 0);
-        let r = self.pool.dom.read(off, &mut old).and_then(|_| {
-            let draft = Draft {
-                tx: self.id,
-                kind: Kind::Update,
-                flags: 0,
-                target: off,
-                aux: 0,
-                old: &old,
-                new,
-            };
-            self.append(&[draft])
-        });
+        let r = self
+            .pool
+            .dom
+            .read(off, &mut old)
+            .and_then(|_| self.append(&[Draft::update(self.id, off, &old, new)]));
         let r = r.and_then(|_| self.apply_update(off, new));
         self.b.old_buf = old;
         r
@@ -374,29 +367,21 @@ impl<'p> Tx<'p> {
                 }
             }
         }
-        let empty = Draft {
-            tx: self.id,
-            kind: Kind::Update,
-            flags: 0,
-            target: 0,
-            aux: 0,
-            old: &[],
-            new: &[],
-        };
-        let mut drafts = [empty; LogVariant::GROUP + 1];
+        let mut drafts = [Draft::bare(self.id, Kind::Update); LogVariant::GROUP + 1];
         for (d, p) in drafts.iter_mut().zip(&pending) {
-            d.target = p.target;
-            d.old = &bytes[p.at..p.at + p.len];
-            d.new = &bytes[p.at + p.len..p.at + 2 * p.len];
+            *d = Draft::update(
+                self.id,
+                p.target,
+                &bytes[p.at..p.at + p.len],
+                &bytes[p.at + p.len..p.at + 2 * p.len],
+            );
         }
         let mut n = pending.len();
         if commit {
             for d in &mut drafts[..n] {
                 d.flags = IN_COMMIT_GROUP;
             }
-            drafts[n].kind = Kind::End;
-            drafts[n].flags = END_COMMITTED;
-            drafts[n].aux = n as u64;
+            drafts[n] = Draft::end(self.id, true, n as u64);
             n += 1;
         }
         let mut r = self.append(&drafts[..n]).map(|_| None);
@@ -444,15 +429,7 @@ impl<'p> Tx<'p> {
         self.flush_group()?;
         let pool = self.pool;
         let (off, bsize) = pool.alloc.reserve(&pool.dom, size)?;
-        let draft = Draft {
-            tx: self.id,
-            kind: Kind::Alloc,
-            flags: 0,
-            target: off,
-            aux: bsize,
-            old: &[],
-            new: &[],
-        };
+        let draft = Draft::block(self.id, Kind::Alloc, off, bsize);
         if let Err(e) = self.append(&[draft]) {
             pool.alloc.release(off, bsize);
             return Err(e);
@@ -483,15 +460,7 @@ impl<'p> Tx<'p> {
         }
         let size = pool.alloc.allocated_size(&pool.dom, off)?;
         self.flush_group()?;
-        let draft = Draft {
-            tx: self.id,
-            kind: Kind::Delete,
-            flags: 0,
-            target: off,
-            aux: size,
-            old: &[],
-            new: &[],
-        };
+        let draft = Draft::block(self.id, Kind::Delete, off, size);
         self.append(&[draft])?;
         pool.alloc.mark(&pool.dom, off, size, false)?;
         self.b.targets.extend(pool.alloc.mark_range(off, size));
@@ -604,15 +573,7 @@ impl<'p> Tx<'p> {
     /// (and under force flushed); END is appended after them.
     fn commit_end(&mut self) -> Result<(), Error> {
         let pool = self.pool;
-        let end = Draft {
-            tx: self.id,
-            kind: Kind::End,
-            flags: END_COMMITTED,
-            target: 0,
-            aux: 0,
-            old: &[],
-            new: &[],
-        };
+        let end = Draft::end(self.id, true, 0);
         let mut placed = std::mem::take(&mut self.b.placed);
         placed.clear();
         match pool.policy {
@@ -652,15 +613,7 @@ impl<'p> Tx<'p> {
         if self.b.undo.is_empty() {
             return Ok(());
         }
-        let mut drafts = vec![Draft {
-            tx: self.id,
-            kind: Kind::Rollback,
-            flags: 0,
-            target: 0,
-            aux: 0,
-            old: &[],
-            new: &[],
-        }];
+        let mut drafts = vec![Draft::bare(self.id, Kind::Rollback)];
         // Old values are read back from the records themselves.
         let undo = std::mem::take(&mut self.b.undo);
         let mut olds: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -683,19 +636,11 @@ impl<'p> Tx<'p> {
                 Undo::Update { lsn, .. } => {
                     let (target, old) = &olds[oi];
                     oi += 1;
-                    Draft {
-                        tx: self.id,
-                        kind: Kind::Clr,
-                        flags: clr::BYTES,
-                        target: *target,
-                        aux: lsn,
-                        old: &[],
-                        new: old,
-                    }
+                    Draft::clr(self.id, clr::BYTES, *target, lsn, old)
                 }
-                Undo::Alloc { lsn, off, .. } => clr_draft(self.id, clr::FREE, off, lsn, &sizes[i]),
+                Undo::Alloc { lsn, off, .. } => Draft::clr(self.id, clr::FREE, off, lsn, &sizes[i]),
                 Undo::Delete { lsn, off, .. } => {
-                    clr_draft(self.id, clr::ALLOCATED, off, lsn, &sizes[i])
+                    Draft::clr(self.id, clr::ALLOCATED, off, lsn, &sizes[i])
                 }
             };
             drafts.push(draft);
@@ -717,15 +662,7 @@ impl<'p> Tx<'p> {
                 }
             }
         }
-        let end = Draft {
-            tx: self.id,
-            kind: Kind::End,
-            flags: 0,
-            target: 0,
-            aux: 0,
-            old: &[],
-            new: &[],
-        };
+        let end = Draft::end(self.id, false, 0);
         let mut placed = Vec::with_capacity(1);
         match pool.policy {
             Policy::Force => {
@@ -757,18 +694,6 @@ impl<'p> Tx<'p> {
             }
         }
         Ok(())
-    }
-}
-
-fn clr_draft<'a>(tx: u64, what: u8, off: u64, lsn: u64, size: &'a [u8; 8]) -> Draft<'a> {
-    Draft {
-        tx,
-        kind: Kind::Clr,
-        flags: what,
-        target: off,
-        aux: lsn,
-        old: &[],
-        new: size,
     }
 }
 
