@@ -8,22 +8,9 @@ use crate::tx::Policy;
 use super::{Config, Shape};
 
 /// Whether a configuration's code path reaches an ordering point (the
-/// others cannot show its mutation).
+/// others cannot show its mutation), as the site registry records it.
 pub fn reaches(site: Site, v: LogVariant, p: Policy) -> bool {
-    let n = site.0;
-    if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
-        p == Policy::NoForce
-    } else if n.starts_with("log.group.") {
-        v == LogVariant::Batch
-    } else if n.starts_with("log.record.") {
-        v != LogVariant::Batch
-    } else if n == "tx.commit.stores" {
-        v == LogVariant::Batch && p == Policy::Force
-    } else if n == "tx.store.flush" {
-        p == Policy::Force
-    } else {
-        true
-    }
+    sites::find(site.0).is_some_and(|i| i.reach.contains(v, p))
 }
 
 /// The program shape that exercises a site most: log growth for the log's

@@ -4,6 +4,47 @@
 //! ordering point is needed. A site whose removal cannot break consistency
 //! says why (`redundant`).
 
+use crate::format::{LogVariant, Policy};
+
+/// Which configurations' code paths reach a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reach {
+    /// Bit `code` per log variant that reaches it.
+    variants: u8,
+    /// Bit `code` per policy that reaches it.
+    policies: u8,
+}
+
+const SIMPLE: u8 = 1 << 1;
+const OPTIMIZED: u8 = 1 << 2;
+const BATCH: u8 = 1 << 3;
+const FORCE: u8 = 1 << 1;
+const NO_FORCE: u8 = 1 << 2;
+
+impl Reach {
+    /// Every variant and policy.
+    pub const ANY: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH, FORCE | NO_FORCE);
+    /// The no-force policy (checkpoints, redo of committed work).
+    pub const NO_FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH, NO_FORCE);
+    /// The force policy.
+    pub const FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH, FORCE);
+    /// The Batch log.
+    pub const BATCH: Reach = Reach::of(BATCH, FORCE | NO_FORCE);
+    /// The Simple and Optimized logs.
+    pub const NOT_BATCH: Reach = Reach::of(SIMPLE | OPTIMIZED, FORCE | NO_FORCE);
+    /// The Batch log under force.
+    pub const BATCH_FORCE: Reach = Reach::of(BATCH, FORCE);
+
+    const fn of(variants: u8, policies: u8) -> Reach {
+        Reach { variants, policies }
+    }
+
+    /// Whether a configuration's code path reaches the site.
+    pub fn contains(self, v: LogVariant, p: Policy) -> bool {
+        self.variants & (1 << v.code()) != 0 && self.policies & (1 << p.code()) != 0
+    }
+}
+
 /// An ordering point in the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Site(pub &'static str);
@@ -17,21 +58,30 @@ pub struct SiteInfo {
     pub what: &'static str,
     /// Why disabling it cannot break consistency, when that is so.
     pub redundant: Option<&'static str>,
+    /// The configurations whose code path reaches it.
+    pub reach: Reach,
 }
 
 macro_rules! sites {
-    ($( $id:ident = $name:literal : $what:literal $(, redundant: $why:literal)? ;)*) => {
+    ($( $id:ident = $name:literal : $what:literal $(, reach: $reach:ident)? $(, redundant: $why:literal)? ;)*) => {
         $(
             #[doc = $what]
             pub const $id: Site = Site($name);
         )*
         /// Every site, in the order of the write path.
         pub const ALL: &[SiteInfo] = &[
-            $( SiteInfo { site: $id, what: $what, redundant: sites!(@why $($why)?) }, )*
+            $( SiteInfo {
+                site: $id,
+                what: $what,
+                redundant: sites!(@why $($why)?),
+                reach: sites!(@reach $($reach)?),
+            }, )*
         ];
     };
     (@why) => { None };
     (@why $why:literal) => { Some($why) };
+    (@reach) => { Reach::ANY };
+    (@reach $r:ident) => { Reach::$r };
 }
 
 sites! {
@@ -56,11 +106,11 @@ sites! {
     ADLL_RECOVER_REMOVE_LINKS = "adll.recover.remove.links": "recovery: redone unlink persistent before toRemove is cleared";
     ADLL_RECOVER_REMOVE_CLEAR = "adll.recover.remove.clear": "recovery: toRemove = 0 persistent",
         redundant: "as adll.remove.clear";
-    LOG_RECORD_BODY = "log.record.body": "Simple/Optimized: a record's body persistent before its cell points at it";
-    LOG_RECORD_CELL = "log.record.cell": "Simple/Optimized: the cell persistent before the in-place store it covers (WAL)";
-    LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid";
-    LOG_GROUP_SPAN = "log.group.span": "Batch: when a group spans two buckets, the earlier bucket's index persistent before the later one's (the group becomes valid in log order)";
-    LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)";
+    LOG_RECORD_BODY = "log.record.body": "Simple/Optimized: a record's body persistent before its cell points at it", reach: NOT_BATCH;
+    LOG_RECORD_CELL = "log.record.cell": "Simple/Optimized: the cell persistent before the in-place store it covers (WAL)", reach: NOT_BATCH;
+    LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid", reach: BATCH;
+    LOG_GROUP_SPAN = "log.group.span": "Batch: when a group spans two buckets, the earlier bucket's index persistent before the later one's (the group becomes valid in log order)", reach: BATCH;
+    LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)", reach: BATCH;
     ALLOC_OPEN_RESET_FLUSH = "alloc.open.reset.flush": "an empty class chunk reset to free at open",
         redundant: "the reset is an optimisation: either descriptor is consistent with an empty bitmap";
     ALLOC_OPEN_RESET_FENCE = "alloc.open.reset.fence": "the resets persistent",
@@ -82,16 +132,16 @@ sites! {
         redundant: "as alloc.log.shrink";
     TX_FRESH_FLUSH = "tx.fresh.flush": "a write into memory this transaction allocated written back (no record covers it)";
     TX_ZERO_FLUSH = "tx.zero.flush": "a new allocation's zeroing written back";
-    TX_STORE_FLUSH = "tx.store.flush": "force: an in-place store written back, so commit's fence makes it durable";
-    TX_COMMIT_STORES = "tx.commit.stores": "Batch force: the last group's in-place stores persistent before its records are cleared";
+    TX_STORE_FLUSH = "tx.store.flush": "force: an in-place store written back, so commit's fence makes it durable", reach: FORCE;
+    TX_COMMIT_STORES = "tx.commit.stores": "Batch force: the last group's in-place stores persistent before its records are cleared", reach: BATCH_FORCE;
     UNDO_FLUSH = "undo.flush": "a compensation (rollback or recovery undo) written back before END";
-    CHECKPOINT_FLUSH = "checkpoint.flush": "a finished transaction's changes written back by a checkpoint";
-    CHECKPOINT_FLUSHED = "checkpoint.flushed": "those changes persistent before the CHECKPOINT record",
+    CHECKPOINT_FLUSH = "checkpoint.flush": "a finished transaction's changes written back by a checkpoint", reach: NO_FORCE;
+    CHECKPOINT_FLUSHED = "checkpoint.flushed": "those changes persistent before the CHECKPOINT record", reach: NO_FORCE,
         redundant: "the CHECKPOINT record's own append fences (body before cell, or group before index) complete the flushes before the record can be valid";
-    CHECKPOINT_GAPS = "checkpoint.gaps": "checkpointed records cleared persistently before their END records";
-    CHECKPOINT_ENDS = "checkpoint.ends": "END records cleared persistently before the CHECKPOINT record",
+    CHECKPOINT_GAPS = "checkpoint.gaps": "checkpointed records cleared persistently before their END records", reach: NO_FORCE;
+    CHECKPOINT_ENDS = "checkpoint.ends": "END records cleared persistently before the CHECKPOINT record", reach: NO_FORCE,
         redundant: "once every other record of those transactions is gone, their END records are inert: nothing to redo or undo";
-    RECOVERY_REDO_FLUSH = "recovery.redo.flush": "a redone record's effect written back before the log is cleared";
+    RECOVERY_REDO_FLUSH = "recovery.redo.flush": "a redone record's effect written back before the log is cleared", reach: NO_FORCE;
     RECOVERY_APPLIED = "recovery.applied": "everything redone and undone persistent before the log is cleared",
         redundant: "the first ADLL removal's fence (adll.remove.to_remove) completes these flushes before any record leaves the log";
 }
