@@ -39,9 +39,6 @@ impl LogVariant {
             _ => None,
         }
     }
-
-    /// Records a Batch group holds before one fence: a line of cells.
-    pub(crate) const GROUP: usize = 8;
 }
 
 impl fmt::Display for LogVariant {

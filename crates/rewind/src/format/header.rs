@@ -12,7 +12,7 @@
 //! 104     1  log variant (1 simple, 2 optimized, 3 batch)
 //! 105     1  policy (1 force, 2 no-force)
 //! 106     1  backend created with (1 pmem, 2 msync, 3 sim)
-//! 107     1  reserved (0)
+//! 107     1  Batch group size as log2 (3..=6: 8..64 records); 0 otherwise
 //! 108     4  bucket cells
 //! 112     8  log block size
 //! 120     8  allocator offset
@@ -52,6 +52,8 @@ pub struct Header {
     pub policy: Policy,
     /// Backend given at create: the default at open.
     pub backend: Backend,
+    /// Records per Batch group (one fence each); 0 for the other logs.
+    pub group: u32,
     /// Region geometry.
     pub layout: Layout,
 }
@@ -77,6 +79,11 @@ impl Header {
         b[104] = self.variant.code();
         b[105] = self.policy.code();
         b[106] = self.backend.code();
+        b[107] = if self.group == 0 {
+            0
+        } else {
+            self.group.trailing_zeros() as u8
+        };
         b[108..112].copy_from_slice(&(l.bucket_cells as u32).to_le_bytes());
         put(&mut b, 112, l.log_block_size);
         put(&mut b, 120, l.alloc_off);
@@ -151,13 +158,17 @@ impl Header {
             value: b[106] as u64,
             reason: "expected 1, 2 or 3",
         })?;
-        if b[107] != 0 {
-            return Err(Error::BadHeader {
-                field: "reserved byte",
-                value: b[107] as u64,
-                reason: "expected 0",
-            });
-        }
+        let group = match (variant, b[107]) {
+            (LogVariant::Batch, g @ 3..=6) => 1u32 << g,
+            (LogVariant::Simple | LogVariant::Optimized, 0) => 0,
+            (_, g) => {
+                return Err(Error::BadHeader {
+                    field: "group size",
+                    value: g as u64,
+                    reason: "expected 3..=6 (log2 of 8..64) for a Batch log, 0 otherwise",
+                })
+            }
+        };
         let cells = u32::from_le_bytes(b[108..112].try_into().expect("4 bytes")) as u64;
         let layout = Layout {
             pool_size: get(b, 80),
@@ -196,6 +207,7 @@ impl Header {
             variant,
             policy,
             backend,
+            group,
             layout,
         })
     }

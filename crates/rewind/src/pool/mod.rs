@@ -16,8 +16,8 @@ use crate::alloc::AllocStats;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::header::{Header, MAX_LAYOUT};
-use crate::format::layout::MAX_BUCKET_CELLS;
 use crate::format::layout::{Layout, HEADER_SIZE, MIN_POOL};
+use crate::format::layout::{DEFAULT_GROUP, MAX_BUCKET_CELLS};
 pub use crate::format::PPtr;
 use crate::log::{LogStats, LogVariant};
 use crate::persist::{sites, Backend, Counters, Domain};
@@ -52,6 +52,11 @@ pub struct PoolConfig {
     pub log_size: Option<u64>,
     /// Emulated NVM latency per flushed line (Pmem only; default 0).
     pub write_latency_ns: u64,
+    /// Records a Batch group holds before its one fence: 8, 16, 32 or 64
+    /// (default 8, one cache line of cells). Larger groups mean fewer
+    /// fences per record in long transactions, and more records a crash
+    /// can lose from the group in flight (never a committed one).
+    pub group_size: u32,
 }
 
 impl Default for PoolConfig {
@@ -63,6 +68,7 @@ impl Default for PoolConfig {
             bucket_cells: 1000,
             log_size: None,
             write_latency_ns: 0,
+            group_size: DEFAULT_GROUP,
         }
     }
 }
@@ -101,6 +107,12 @@ impl PoolConfig {
     /// Emulated NVM latency per flushed line.
     pub fn write_latency_ns(mut self, ns: u64) -> Self {
         self.write_latency_ns = ns;
+        self
+    }
+
+    /// Records per Batch group (8, 16, 32 or 64).
+    pub fn group_size(mut self, n: u32) -> Self {
+        self.group_size = n;
         self
     }
 }
@@ -409,10 +421,22 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         use std::io::Read;
         let _ = f.read_exact(&mut uuid);
     }
+    let group = match cfg.log {
+        LogVariant::Batch if matches!(cfg.group_size, 8 | 16 | 32 | 64) => cfg.group_size,
+        LogVariant::Batch => {
+            return Err(Error::InvalidConfig {
+                what: "group size",
+                value: cfg.group_size.to_string(),
+                expected: "8, 16, 32 or 64",
+            })
+        }
+        _ => 0,
+    };
     Ok(Header {
         layout_name: layout.to_string(),
         uuid,
         backend: cfg.backend,
+        group,
         variant: cfg.log,
         policy: cfg.policy,
         layout: l,

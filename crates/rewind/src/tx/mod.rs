@@ -45,7 +45,7 @@ use bytemuck::Pod;
 use crate::engine::checkpoint::Finished;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::format::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
+use crate::format::layout::{MAX_GROUP, MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
 use crate::format::record::{clr, IN_COMMIT_GROUP};
 use crate::format::PPtr;
 use crate::log::{CellRef, Draft, Kind, LogVariant, Placed, Reservation};
@@ -247,7 +247,7 @@ impl<'p> Tx<'p> {
         if self.pool.log.variant() == LogVariant::Batch {
             // A full group is logged when the next write arrives, so that a
             // commit can carry END in the last group.
-            let r = if self.b.pending.len() == LogVariant::GROUP {
+            let r = if self.b.pending.len() == self.pool.hdr.group as usize {
                 self.flush_group()
             } else {
                 Ok(())
@@ -367,7 +367,7 @@ impl<'p> Tx<'p> {
                 }
             }
         }
-        let mut drafts = [Draft::bare(self.id, Kind::Update); LogVariant::GROUP + 1];
+        let mut drafts = [Draft::bare(self.id, Kind::Update); MAX_GROUP + 1];
         for (d, p) in drafts.iter_mut().zip(&pending) {
             *d = Draft::update(
                 self.id,
