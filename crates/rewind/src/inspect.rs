@@ -131,10 +131,6 @@ impl fmt::Display for CheckReport {
     }
 }
 
-fn load(path: &Path) -> Result<(Header, Vec<u8>), Error> {
-    read_file(path)
-}
-
 fn scan(header: &Header, bytes: &[u8]) -> Result<(Vec<Scanned>, u64, bool), Error> {
     let dom = Domain::sim_from_image(bytes[..header.layout.pool_size as usize].to_vec());
     let opened = Log::open(&dom, &header.layout, header.variant)?;
@@ -152,7 +148,7 @@ fn word(bytes: &[u8], off: u64) -> u64 {
 
 /// Header and usage of a pool file.
 pub fn info(path: &Path) -> Result<PoolInfo, Error> {
-    let (header, bytes) = load(path)?;
+    let (header, bytes) = read_file(path)?;
     let (records, blocks, _) = scan(&header, &bytes)?;
     Ok(PoolInfo {
         file_len: bytes.len() as u64,
@@ -166,7 +162,7 @@ pub fn info(path: &Path) -> Result<PoolInfo, Error> {
 /// Verifies header, log and allocator, and that recovery would succeed.
 /// `Err` when the header itself cannot be read.
 pub fn check(path: &Path) -> Result<CheckReport, Error> {
-    let (header, bytes) = load(path)?;
+    let (header, bytes) = read_file(path)?;
     Ok(check_bytes(&header, &bytes))
 }
 
@@ -247,7 +243,7 @@ fn check_open(pool: &Pool, r: &mut CheckReport) {
 
 /// One line per log record, in log order.
 pub fn dump_log(path: &Path) -> Result<Vec<String>, Error> {
-    let (header, bytes) = load(path)?;
+    let (header, bytes) = read_file(path)?;
     let (records, _, _) = scan(&header, &bytes)?;
     Ok(records
         .iter()

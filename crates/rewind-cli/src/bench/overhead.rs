@@ -222,7 +222,7 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
                 bar.set_message(format!("K={k} {}", subject.config));
                 let (t, c) = subject.measure(m, k, n, seed)?;
                 times[s].push(t);
-                counters[s] = add(counters[s], c);
+                counters[s] = counters[s] + c;
                 bar.inc(1);
             }
         }
@@ -265,10 +265,6 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
         println!("  wrote {}", p.display());
     }
     Ok(())
-}
-
-fn add(a: Counters, b: Counters) -> Counters {
-    a + b
 }
 
 fn median(times: &mut [Duration]) -> Duration {

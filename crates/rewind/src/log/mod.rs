@@ -164,6 +164,28 @@ struct State {
     words: Vec<u8>,
 }
 
+impl State {
+    /// Takes `block` out of the list (an ADLL removal) and out of the
+    /// volatile state; its block becomes free.
+    fn unlist(&mut self, d: &Domain, block: u64) -> Result<(), Error> {
+        adll::remove(d, block)?;
+        self.buckets.remove(&block);
+        self.order.retain(|&x| x != block);
+        self.free.insert(block);
+        self.unfenced_clears.retain(|(_, c)| c.block != block);
+        Ok(())
+    }
+
+    /// Forgets log chunk `chunk`, all of whose blocks are free; the caller
+    /// frees its descriptor.
+    fn forget_chunk(&mut self, chunk: u64) {
+        for b in self.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
+            self.free.remove(&b);
+        }
+        self.blocks.remove_chunk(chunk);
+    }
+}
+
 /// Usage figures.
 #[derive(Clone, Copy, Debug, Default)]
 #[non_exhaustive]
@@ -265,10 +287,7 @@ impl Log {
             .filter(|b| st.buckets.get(b).is_some_and(|x| x.live == 0))
             .collect();
         for block in empty {
-            adll::remove(d, block)?;
-            st.buckets.remove(&block);
-            st.order.retain(|&x| x != block);
-            st.free.insert(block);
+            st.unlist(d, block)?;
         }
         Ok(())
     }
@@ -509,10 +528,7 @@ impl Log {
         {
             return Ok(());
         }
-        for b in st.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
-            st.free.remove(&b);
-        }
-        st.blocks.remove_chunk(chunk);
+        st.forget_chunk(chunk);
         heap.release_log_chunk(d, chunk)
     }
 
@@ -526,10 +542,7 @@ impl Log {
         }
         let chunks: Vec<u64> = st.blocks.chunks().collect();
         for chunk in chunks {
-            for b in st.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
-                st.free.remove(&b);
-            }
-            st.blocks.remove_chunk(chunk);
+            st.forget_chunk(chunk);
             match self.heap.get() {
                 Some(heap) => heap.release_log_chunk(d, chunk)?,
                 None => {
@@ -605,11 +618,7 @@ impl Log {
         };
         let full = b.next_cell as u64 == self.layout.bucket_cells;
         if b.live == 0 && (full || st.order.last() != Some(&block)) {
-            adll::remove(d, block)?;
-            st.buckets.remove(&block);
-            st.order.retain(|&x| x != block);
-            st.free.insert(block);
-            st.unfenced_clears.retain(|(_, c)| c.block != block);
+            st.unlist(d, block)?;
             self.maybe_shrink(d, st, block)?;
         }
         Ok(())
@@ -682,12 +691,8 @@ impl Log {
         let mut st = self.state.lock();
         let st = &mut *st;
         while let Some(&block) = st.order.first() {
-            adll::remove(d, block)?;
-            st.buckets.remove(&block);
-            st.order.remove(0);
-            st.free.insert(block);
+            st.unlist(d, block)?;
         }
-        st.unfenced_clears.clear();
         Ok(())
     }
 
