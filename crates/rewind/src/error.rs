@@ -200,6 +200,16 @@ pub enum Error {
         /// What failed.
         cause: String,
     },
+    /// A savepoint that cannot be rolled back to here.
+    #[error("invalid savepoint: {reason}")]
+    InvalidSavepoint {
+        /// Why.
+        reason: &'static str,
+    },
+    /// Returned by a transaction's closure to roll it back when the program
+    /// has no error of its own to give (the library never returns it).
+    #[error("the transaction was rolled back on request")]
+    Aborted,
     /// A transaction was used after it ended, or nested illegally.
     #[error("transaction misuse: {0}")]
     TxMisuse(&'static str),

@@ -34,7 +34,8 @@ use crate::error::Error;
 pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// Format version this build writes and reads. 2: the log grows into heap
 /// chunks, checked allocator and list metadata, the backend recorded.
-pub const VERSION: u32 = 2;
+/// 3: records carry their transaction's previous lsn, CLRs their undo-next.
+pub const VERSION: u32 = 3;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 const CRC_OFF: usize = 168;

@@ -3,19 +3,23 @@
 //! ```text
 //! off  size  field
 //!   0     8  lsn (record id, increasing in log order)
-//!   8     8  transaction id
+//!   8     8  transaction id (0: CHECKPOINT)
 //!  16     1  kind (1 UPDATE, 2 CLR, 3 END, 4 DELETE, 5 ALLOC, 6 CHECKPOINT, 7 ROLLBACK)
 //!  17     1  flags (CLR: what it compensates; END: 1 committed, 0 aborted;
 //!              UPDATE: 0x80 in the commit group)
-//!  18     2  reserved (0)
-//!  20     4  len: payload length of one value
+//!  18     2  len: payload length of one value (at most 256)
+//!  20     4  CRC-32 of bytes 0..20, 24..48 and the payload
 //!  24     8  target offset in the pool
 //!  32     8  aux: CLR undo-next lsn; ALLOC/DELETE size; CHECKPOINT bound lsn;
 //!              END: records in the commit group
-//!  40     4  CRC-32 of bytes 0..40 and the payload
-//!  44     4  reserved (0)
+//!  40     8  prev: lsn of the transaction's previous record (0: its first)
 //!  48     …  payload: UPDATE old[len] new[len]; CLR value[len]; each padded to 8
 //! ```
+//!
+//! As in ARIES, a transaction's records form a chain through `prev`, and a
+//! CLR's undo-next (`aux`) is the `prev` of the record it compensates: the
+//! next record a rollback still has to undo. A rollback, partial or whole,
+//! and recovery follow these chains; a CLR is never undone.
 
 use crate::error::Error;
 
@@ -78,6 +82,9 @@ pub mod clr {
     pub const FREE: u8 = 1;
     /// Marks a block allocated (undo of DELETE).
     pub const ALLOCATED: u8 = 2;
+    /// Compensates nothing: ends a nested top action, so a rollback skips
+    /// from here to the record before the action began (its undo-next).
+    pub const NONE: u8 = 3;
 }
 
 /// END flag: the transaction committed.
@@ -120,8 +127,10 @@ pub struct Record {
     pub flags: u8,
     /// Target offset.
     pub target: u64,
-    /// Aux word.
+    /// Aux word (a CLR's undo-next).
     pub aux: u64,
+    /// The transaction's previous record (0: none).
+    pub prev: u64,
     /// Old bytes (UPDATE).
     pub old: Vec<u8>,
     /// New bytes (UPDATE) or the CLR's value.
@@ -177,14 +186,25 @@ impl<'a> Draft<'a> {
         }
     }
 
-    /// A CLR compensating the record `lsn`: `what` (a [`clr`] action) with
-    /// `value` (the old bytes, or the block size) at `target`.
-    pub fn clr(tx: u64, what: u8, target: u64, lsn: u64, value: &'a [u8]) -> Draft<'a> {
+    /// A CLR compensating a record whose `prev` was `undo_next`: `what` (a
+    /// [`clr`] action) with `value` (the old bytes, or the block size) at
+    /// `target`.
+    pub fn clr(tx: u64, what: u8, target: u64, undo_next: u64, value: &'a [u8]) -> Draft<'a> {
         Draft {
             flags: what,
             target,
-            aux: lsn,
+            aux: undo_next,
             new: value,
+            ..Draft::bare(tx, Kind::Clr)
+        }
+    }
+
+    /// The CLR that ends a nested top action begun after the record
+    /// `undo_next`: a rollback skips the action's records.
+    pub fn nta_end(tx: u64, undo_next: u64) -> Draft<'static> {
+        Draft {
+            flags: clr::NONE,
+            aux: undo_next,
             ..Draft::bare(tx, Kind::Clr)
         }
     }
@@ -203,8 +223,9 @@ impl<'a> Draft<'a> {
         HEADER + pad8(self.old.len()) + pad8(self.new.len())
     }
 
-    /// Encodes into `out` (cleared first) with the given lsn.
-    pub fn encode(&self, lsn: u64, out: &mut Vec<u8>) {
+    /// Encodes into `out` (cleared first) with the given lsn and the lsn
+    /// of the transaction's previous record.
+    pub fn encode(&self, lsn: u64, prev: u64, out: &mut Vec<u8>) {
         debug_assert!(self.old.is_empty() || self.old.len() == self.new.len());
         out.clear();
         out.resize(self.size(), 0);
@@ -212,26 +233,41 @@ impl<'a> Draft<'a> {
         out[8..16].copy_from_slice(&self.tx.to_le_bytes());
         out[16] = self.kind as u8;
         out[17] = self.flags;
-        out[20..24].copy_from_slice(&(self.new.len() as u32).to_le_bytes());
+        debug_assert!(self.new.len() <= u16::MAX as usize);
+        out[18..20].copy_from_slice(&(self.new.len() as u16).to_le_bytes());
         out[24..32].copy_from_slice(&self.target.to_le_bytes());
         out[32..40].copy_from_slice(&self.aux.to_le_bytes());
+        out[40..48].copy_from_slice(&prev.to_le_bytes());
         let mut p = HEADER;
         if !self.old.is_empty() {
             out[p..p + self.old.len()].copy_from_slice(self.old);
             p += pad8(self.old.len());
         }
         out[p..p + self.new.len()].copy_from_slice(self.new);
-        let mut h = crc32fast::Hasher::new();
-        h.update(&out[0..40]);
-        h.update(&out[HEADER..]);
-        out[40..44].copy_from_slice(&h.finalize().to_le_bytes());
+        let crc = checksum(out);
+        out[CRC..CRC + 4].copy_from_slice(&crc.to_le_bytes());
     }
+}
+
+/// Offset of the CRC-32 in the header.
+const CRC: usize = 20;
+
+/// CRC-32 of a whole encoded record, its own 4 bytes left out.
+fn checksum(rec: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&rec[..CRC]);
+    h.update(&rec[CRC + 4..]);
+    h.finalize()
+}
+
+fn value_len(header: &[u8]) -> usize {
+    u16::from_le_bytes([header[18], header[19]]) as usize
 }
 
 /// Reads the payload length from a record header (to know how much to read).
 pub fn payload_len(header: &[u8; HEADER]) -> Option<usize> {
     let kind = Kind::from_u8(header[16])?;
-    let len = u32::from_le_bytes(header[20..24].try_into().ok()?) as usize;
+    let len = value_len(header);
     let values = if kind == Kind::Update { 2 } else { 1 };
     Some(values * pad8(len))
 }
@@ -244,17 +280,14 @@ pub fn decode(bytes: &[u8], at: u64) -> Result<Record, Error> {
         return Err(corrupt("record shorter than its header"));
     }
     let kind = Kind::from_u8(bytes[16]).ok_or(corrupt("unknown record kind"))?;
-    let len = u32::from_le_bytes(bytes[20..24].try_into().expect("4")) as usize;
+    let len = value_len(bytes);
     let values = if kind == Kind::Update { 2 } else { 1 };
     let total = HEADER + values * pad8(len);
     if bytes.len() < total {
         return Err(corrupt("record payload runs past its block"));
     }
-    let stored = u32::from_le_bytes(bytes[40..44].try_into().expect("4"));
-    let mut h = crc32fast::Hasher::new();
-    h.update(&bytes[0..40]);
-    h.update(&bytes[HEADER..total]);
-    let computed = h.finalize();
+    let stored = u32::from_le_bytes(bytes[CRC..CRC + 4].try_into().expect("4"));
+    let computed = checksum(&bytes[..total]);
     if stored != computed {
         return Err(Error::ChecksumMismatch {
             what: "log record",
@@ -278,6 +311,7 @@ pub fn decode(bytes: &[u8], at: u64) -> Result<Record, Error> {
         flags: bytes[17],
         target: word(24),
         aux: word(32),
+        prev: word(40),
         old,
         new,
     })
@@ -299,10 +333,13 @@ mod tests {
             new: &[4, 5, 6],
         };
         let mut b = Vec::new();
-        d.encode(42, &mut b);
+        d.encode(42, 41, &mut b);
         assert_eq!(b.len(), d.size());
         let r = decode(&b, 0).unwrap();
-        assert_eq!((r.lsn, r.tx, r.kind, r.target), (42, 7, Kind::Update, 4096));
+        assert_eq!(
+            (r.lsn, r.prev, r.tx, r.kind, r.target),
+            (42, 41, 7, Kind::Update, 4096)
+        );
         assert_eq!(
             (r.old.as_slice(), r.new.as_slice()),
             (&[1, 2, 3][..], &[4, 5, 6][..])
@@ -321,11 +358,8 @@ mod tests {
             new: &[9; 8],
         };
         let mut b = Vec::new();
-        d.encode(5, &mut b);
+        d.encode(5, 2, &mut b);
         for i in 0..b.len() {
-            if (40..48).contains(&i) && i >= 44 {
-                continue; // reserved bytes are not covered
-            }
             let mut c = b.clone();
             c[i] ^= 0x10;
             assert!(decode(&c, 0).is_err(), "flip at {i} not detected");

@@ -122,22 +122,28 @@ impl std::hash::Hasher for OffsetHasher {
 
 type Buckets = HashMap<u64, Bucket, std::hash::BuildHasherDefault<OffsetHasher>>;
 
-/// Log space a transaction holds for the records its end may need: the
-/// compensation records of its forward records, its ROLLBACK and its END.
+/// A transaction's place in the log: the head of its record chain, and the
+/// log space it holds for the records its end may need (the compensation
+/// records of its forward records, its ROLLBACK and its END).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Reservation {
     /// Bytes held (in the log's cost units).
     pub bytes: u64,
     /// ROLLBACK and END are reserved (at the first forward record).
     started: bool,
+    /// Lsn of the transaction's latest record (0: none yet): the `prev` of
+    /// its next one.
+    pub last: u64,
 }
 
 impl Reservation {
-    /// No reservation: recovery's records, which fit by construction.
-    pub fn none() -> Reservation {
+    /// No reservation, for records that fit by construction: recovery's,
+    /// continuing the chain whose latest record is `last`.
+    pub fn none(last: u64) -> Reservation {
         Reservation {
             bytes: 0,
             started: true,
+            last,
         }
     }
 }
@@ -414,7 +420,13 @@ impl Log {
             let block = self.room(d, st, size)?;
             let lsn = st.next_lsn;
             st.next_lsn += 1;
-            draft.encode(lsn, &mut st.scratch);
+            // A CHECKPOINT belongs to no transaction's chain.
+            let prev = if draft.kind == Kind::Checkpoint {
+                0
+            } else {
+                std::mem::replace(&mut res.last, lsn)
+            };
+            draft.encode(lsn, prev, &mut st.scratch);
             let b = st.buckets.get_mut(&block).expect("tail bucket is tracked");
             let rec_off = block + b.body_used;
             let cell = CellRef {
@@ -573,6 +585,7 @@ impl Log {
         Reservation {
             bytes,
             started: true,
+            last: 0,
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::check_target;
 use crate::error::Error;
 use crate::format::layout::Layout;
-use crate::format::record::{END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
 use crate::log::{Kind, Record, Scanned};
 
 /// Where a transaction stood at the crash.
@@ -23,10 +23,25 @@ pub(super) enum Status {
     Aborted,
 }
 
+/// A transaction in the table.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub(super) status: Status,
+    /// Its END's lsn (0 without one).
+    pub(super) end: u64,
+    /// Its latest record: where its chain starts.
+    pub(super) last: u64,
+    /// Its latest record that is not a compensation (a CLR that undoes
+    /// something): compensations after it may have been interrupted before
+    /// their stores were persistent; those before it were made durable by
+    /// the fence of the append that followed them.
+    pub(super) last_plain: u64,
+}
+
 /// What analysis found.
 pub(super) struct Analysis {
-    /// Per transaction: its status and its END lsn (0 without one).
-    pub(super) table: HashMap<u64, (Status, u64)>,
+    /// The transaction table.
+    pub(super) table: HashMap<u64, Entry>,
     /// Transactions finished at or before this lsn are durable in place.
     pub(super) bound: u64,
     /// Transactions to roll back.
@@ -44,13 +59,19 @@ impl Analysis {
     pub(super) fn committed(&self) -> u64 {
         self.table
             .values()
-            .filter(|e| e.0 == Status::Committed)
+            .filter(|e| e.status == Status::Committed)
             .count() as u64
     }
 
     /// Whether `tx` must be rolled back.
     pub(super) fn loser(&self, tx: u64) -> bool {
         self.losing.contains(&tx)
+    }
+
+    /// Whether `r`, a CLR of a transaction being rolled back, may have been
+    /// logged without its store reaching persistence (see [`Entry`]).
+    pub(super) fn unsettled_clr(&self, r: &Record) -> bool {
+        r.kind == Kind::Clr && self.loser(r.tx) && r.lsn > self.table[&r.tx].last_plain
     }
 
     /// A block allocated anew holds what its new owner wrote there, without
@@ -88,6 +109,12 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
     for s in records {
         let r = &s.rec;
         check_target(l, r)?;
+        if r.prev >= r.lsn || (r.kind == Kind::Checkpoint && r.prev != 0) {
+            return Err(Error::LogCorrupt {
+                offset: r.lsn,
+                reason: "a record's previous lsn is not below its own",
+            });
+        }
         match r.kind {
             Kind::Checkpoint => {
                 a.bound = a.bound.max(r.aux);
@@ -104,15 +131,25 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
             }
             _ => {}
         }
-        let e = a.table.entry(r.tx).or_insert((Status::Running, 0));
+        let e = a.table.entry(r.tx).or_insert(Entry {
+            status: Status::Running,
+            end: 0,
+            last: 0,
+            last_plain: 0,
+        });
+        e.last = r.lsn;
+        if r.kind != Kind::Clr || r.flags == clr::NONE {
+            e.last_plain = r.lsn;
+        }
         match r.kind {
-            Kind::Rollback => e.0 = Status::Aborting,
+            Kind::Rollback => e.status = Status::Aborting,
             Kind::End => {
-                *e = if r.flags == END_COMMITTED {
-                    (Status::Committed, r.lsn)
+                e.end = r.lsn;
+                e.status = if r.flags == END_COMMITTED {
+                    Status::Committed
                 } else {
-                    (Status::Aborted, r.lsn)
-                }
+                    Status::Aborted
+                };
             }
             _ => {}
         }
@@ -120,7 +157,7 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
     a.losing = a
         .table
         .iter()
-        .filter(|(_, e)| matches!(e.0, Status::Running | Status::Aborting))
+        .filter(|(_, e)| matches!(e.status, Status::Running | Status::Aborting))
         .map(|(&tx, _)| tx)
         .collect();
     Ok(a)

@@ -97,6 +97,7 @@ pub(crate) fn apply_clr(
         }
         clr::FREE => alloc::mark(d, l, target, size_word(bytes, target)?, false),
         clr::ALLOCATED => alloc::mark(d, l, target, size_word(bytes, target)?, true),
+        clr::NONE => Ok(()),
         _ => Err(Error::LogCorrupt {
             offset: target,
             reason: "unknown CLR action",
@@ -108,7 +109,7 @@ pub(crate) fn apply_clr(
 fn name_block(l: &Layout, r: &Record, named: &mut BTreeMap<u64, (u64, u64)>) -> Result<(), Error> {
     let size = match r.kind {
         Kind::Alloc | Kind::Delete => r.aux,
-        Kind::Clr if r.flags != clr::BYTES => size_word(&r.new, r.target)?,
+        Kind::Clr if matches!(r.flags, clr::FREE | clr::ALLOCATED) => size_word(&r.new, r.target)?,
         _ => return Ok(()),
     };
     let (chunk, (p, q)) = alloc::parity_position(l, r.target, size)?;
@@ -119,6 +120,7 @@ fn name_block(l: &Layout, r: &Record, named: &mut BTreeMap<u64, (u64, u64)>) -> 
 
 fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
     let len = match r.kind {
+        Kind::Clr if r.flags == clr::NONE => return Ok(()),
         Kind::Update | Kind::Clr => r.new.len() as u64,
         Kind::Alloc | Kind::Delete => r.aux,
         _ => return Ok(()),
@@ -157,7 +159,7 @@ pub(crate) fn recover(
     // bitmap parity may have been torn by the crash (see alloc::table).
     let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     report.redone = redo::redo(d, l, records, &a, policy, &mut named)?;
-    let (losers, undone) = undo::undo(d, l, log, records, &mut a, &mut named)?;
+    let (mut losers, undone) = undo::undo(d, l, log, records, &mut a, &mut named)?;
     report.undone = undone;
     // A crash may have persisted a bitmap bit without its parity words, or
     // the reverse, only for blocks of records redone or undone above: their
@@ -166,7 +168,7 @@ pub(crate) fn recover(
     for (chunk, positions) in named {
         alloc::repair_parity(d, l, chunk, positions)?;
     }
-    undo::end_losers(d, log, &losers)?;
+    undo::end_losers(d, log, &mut losers)?;
     report.rolled_back = losers.len() as u64;
     // Everything redone or undone is flushed; persistent before the log goes.
     d.fence_at(sites::RECOVERY_APPLIED)?;

@@ -35,14 +35,14 @@ pub(super) fn redo(
         if bytes && a.superseded(r) {
             continue;
         }
-        let (status, end) = a.table[&r.tx];
+        let e = a.table[&r.tx];
         let needed = match policy {
             Policy::NoForce => {
-                !(matches!(status, Status::Committed | Status::Aborted) && end <= a.bound)
+                !(matches!(e.status, Status::Committed | Status::Aborted) && e.end <= a.bound)
             }
             Policy::Force => {
                 (r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 && a.whole_group(r.tx))
-                    || (r.kind == Kind::Clr && a.loser(r.tx))
+                    || a.unsettled_clr(r)
             }
         };
         if needed && apply(d, l, r)? {
@@ -61,6 +61,7 @@ fn apply(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
             d.store(r.target, &r.new)?;
             d.flush_at(r.target, r.new.len() as u64, sites::RECOVERY_REDO_FLUSH)?;
         }
+        Kind::Clr if r.flags == clr::NONE => return Ok(false),
         Kind::Clr => apply_clr(d, l, r.flags, r.target, &r.new)?,
         Kind::Alloc => alloc::mark(d, l, r.target, r.aux, true)?,
         Kind::Delete => alloc::mark(d, l, r.target, r.aux, false)?,

@@ -1,19 +1,24 @@
-//! Undo (REWIND §4.5, Algorithm 2): one backward scan over every loser.
-//! A ROLLBACK record at a loser's first sighting; its latest CLR names the
-//! lowest record already compensated; each forward record below it gets a
-//! CLR, persistent before its undo is applied. Then an END for each.
+//! Undo (REWIND §4.5, Algorithm 2, with ARIES's chains): every loser is
+//! rolled back by following its chain of records backwards from its latest.
+//! A forward record gets a CLR, persistent before its undo is applied, whose
+//! undo-next is the record's `prev`; a CLR sends the walk to its undo-next,
+//! so what a partial rollback, an interrupted rollback or a nested top
+//! action settled is never undone twice. As in ARIES the losers are undone
+//! together, latest record first. Then an END for each.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
+use std::collections::BTreeMap;
 
 use super::analysis::{Analysis, Status};
 use super::{apply_clr, name_block};
 use crate::error::Error;
 use crate::format::layout::Layout;
 use crate::format::record::clr;
-use crate::log::{Draft, Kind, Log, Reservation, Scanned};
+use crate::log::{Draft, Kind, Log, Record, Reservation, Scanned};
 use crate::persist::Domain;
 
-/// The backward scan; returns the losers and the records undone.
+/// The backward walk; returns the losers (with the head of each one's
+/// chain) and the records undone.
 pub(super) fn undo(
     d: &Domain,
     l: &Layout,
@@ -21,65 +26,86 @@ pub(super) fn undo(
     records: &[Scanned],
     a: &mut Analysis,
     named: &mut BTreeMap<u64, (u64, u64)>,
-) -> Result<(Vec<u64>, u64), Error> {
-    let mut undo_next: HashMap<u64, u64> = HashMap::new();
-    let mut losers: Vec<u64> = Vec::new();
+) -> Result<(Vec<(u64, Reservation)>, u64), Error> {
+    let by_lsn: HashMap<u64, &Record> = records.iter().map(|s| (s.rec.lsn, &s.rec)).collect();
+    let mut losers: Vec<u64> = a.table.keys().copied().filter(|&t| a.loser(t)).collect();
+    losers.sort_unstable();
+    let mut chains: HashMap<u64, Reservation> = HashMap::new();
+    let mut todo = BinaryHeap::new();
     let mut placed = Vec::new();
+    for &tx in &losers {
+        let e = a.table.get_mut(&tx).expect("loser is in the table");
+        let mut chain = Reservation::none(e.last);
+        if e.status == Status::Running {
+            e.status = Status::Aborting;
+            let rb = Draft::bare(tx, Kind::Rollback);
+            log.append(d, &[rb], &mut placed, &mut chain)?;
+        }
+        chains.insert(tx, chain);
+        todo.push((e.last, tx));
+    }
     let mut undone = 0;
-    for s in records.iter().rev() {
-        let r = &s.rec;
-        if !a.loser(r.tx) {
-            continue;
-        }
-        let st = a.table.get_mut(&r.tx).expect("loser is in the table");
-        if st.0 == Status::Running {
-            st.0 = Status::Aborting;
-            let rb = Draft::bare(r.tx, Kind::Rollback);
-            log.append(d, &[rb], &mut placed, &mut Reservation::none())?;
-        }
-        if !losers.contains(&r.tx) {
-            losers.push(r.tx);
-        }
-        match r.kind {
-            Kind::Clr => {
-                // The latest CLR, seen first, names the lowest record undone.
-                undo_next.entry(r.tx).or_insert(r.aux);
+    while let Some((lsn, tx)) = todo.pop() {
+        let r = match by_lsn.get(&lsn) {
+            Some(r) if r.tx == tx => *r,
+            _ => {
+                return Err(Error::LogCorrupt {
+                    offset: lsn,
+                    reason: "a transaction's record chain points at a record not in the log",
+                })
             }
+        };
+        let next = match r.kind {
+            // Compensated already: on to what is still to undo.
+            Kind::Clr => r.aux,
             Kind::Update | Kind::Alloc | Kind::Delete => {
-                if undo_next.get(&r.tx).is_some_and(|&u| r.lsn >= u) {
-                    continue; // compensated before the crash
-                }
                 let size = r.aux.to_le_bytes();
                 let (what, bytes): (u8, &[u8]) = match r.kind {
                     Kind::Update => (clr::BYTES, &r.old),
                     Kind::Alloc => (clr::FREE, &size),
                     _ => (clr::ALLOCATED, &size),
                 };
-                let c = Draft::clr(r.tx, what, r.target, r.lsn, bytes);
+                let c = Draft::clr(tx, what, r.target, r.prev, bytes);
+                let chain = chains.get_mut(&tx).expect("chain of a loser");
                 // The CLR persistent before its undo is applied.
-                log.append(d, &[c], &mut placed, &mut Reservation::none())?;
+                log.append(d, &[c], &mut placed, chain)?;
                 apply_clr(d, l, what, r.target, bytes)?;
                 undone += 1;
                 name_block(l, r, named)?;
+                r.prev
             }
-            _ => {}
+            Kind::Rollback => r.prev,
+            Kind::End | Kind::Checkpoint => {
+                return Err(Error::LogCorrupt {
+                    offset: lsn,
+                    reason: "an unfinished transaction's chain holds an END or CHECKPOINT",
+                })
+            }
+        };
+        if next >= lsn {
+            return Err(Error::LogCorrupt {
+                offset: lsn,
+                reason: "a CLR's undo-next is not below its own lsn",
+            });
+        }
+        if next != 0 {
+            todo.push((next, tx));
         }
     }
-    losers.sort_unstable();
-    Ok((losers, undone))
+    let chains = losers.iter().map(|tx| (*tx, chains[tx])).collect();
+    Ok((chains, undone))
 }
 
 /// END for every rolled-back transaction; the append's first fence makes
 /// every undo store persistent before the END can be.
-pub(super) fn end_losers(d: &Domain, log: &Log, losers: &[u64]) -> Result<(), Error> {
+pub(super) fn end_losers(
+    d: &Domain,
+    log: &Log,
+    losers: &mut [(u64, Reservation)],
+) -> Result<(), Error> {
     let mut placed = Vec::new();
-    for &tx in losers {
-        log.append(
-            d,
-            &[Draft::end(tx, false, 0)],
-            &mut placed,
-            &mut Reservation::none(),
-        )?;
+    for (tx, chain) in losers {
+        log.append(d, &[Draft::end(*tx, false, 0)], &mut placed, chain)?;
     }
     Ok(())
 }

@@ -54,15 +54,42 @@ use crate::recovery;
 
 pub use crate::format::Policy;
 
-/// What a record of this transaction needs for rollback.
+/// A forward record of this transaction that a rollback would undo: the
+/// volatile copy of its chain (its `prev` is the undo-next of its CLR).
 #[derive(Clone, Copy, Debug)]
-enum Undo {
+struct Undo {
+    lsn: u64,
+    prev: u64,
+    what: UndoKind,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum UndoKind {
     /// UPDATE: restore the old bytes stored in the record at `rec_off`.
-    Update { lsn: u64, rec_off: u64 },
+    Update { rec_off: u64 },
     /// ALLOC: mark the block free.
-    Alloc { lsn: u64, off: u64, size: u64 },
+    Alloc { off: u64, size: u64 },
     /// DELETE: mark the block allocated.
-    Delete { lsn: u64, off: u64, size: u64 },
+    Delete { off: u64, size: u64 },
+}
+
+/// A point in a transaction that [`Tx::rollback_to`] can return to.
+///
+/// Rolling back to a savepoint undoes the writes, allocations and frees
+/// made after it (with compensation records, so a crash in the middle
+/// finishes the job at recovery) and keeps the savepoint; savepoints taken
+/// after it are gone. A savepoint belongs to the nested top action (or the
+/// top level) it was taken in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Savepoint {
+    tx: u64,
+    /// The nested top action it was taken in (0: the top level).
+    frame: u64,
+    /// Length of the undo list.
+    undo_len: usize,
+    /// Lsn of the last undo entry before it (0: none), to tell a savepoint
+    /// a rollback to an earlier one destroyed.
+    entry_lsn: u64,
 }
 
 /// A Batch write waiting for its group's fence.
@@ -83,8 +110,13 @@ struct Buffers {
     targets: Vec<(u64, u64)>,
     pending: Vec<Pending>,
     pending_bytes: Vec<u8>,
+    /// Blocks allocated since the last savepoint or nested top action
+    /// boundary: writes into them need no record.
     fresh: Vec<(u64, u64)>,
     freed: Vec<(u64, u64)>,
+    /// Blocks allocated and then freed by a rollback to a savepoint: back
+    /// to the allocator when the transaction ends.
+    unalloc: Vec<(u64, u64)>,
     placed: Vec<Placed>,
     old_buf: Vec<u8>,
 }
@@ -98,6 +130,7 @@ impl Buffers {
         self.pending_bytes.clear();
         self.fresh.clear();
         self.freed.clear();
+        self.unalloc.clear();
         self.placed.clear();
         self.old_buf.clear();
     }
@@ -119,6 +152,11 @@ pub struct Tx<'p> {
     /// Appending the commit group or END: a full log must not trigger a
     /// checkpoint (which waits for the lock commit holds).
     committing: bool,
+    /// The nested top action running (0: none), and the last one begun.
+    frame: u64,
+    frames: u64,
+    /// Length of the undo list when the running nested top action began.
+    frame_start: usize,
 }
 
 /// Whether an error leaves the transaction usable: only those raised by
@@ -132,6 +170,8 @@ fn dooms(e: &Error) -> bool {
             | Error::InvalidConfig { .. }
             | Error::OutOfBounds { .. }
             | Error::OutOfMemory { .. }
+            | Error::InvalidSavepoint { .. }
+            | Error::Aborted
     )
 }
 
@@ -157,6 +197,9 @@ impl<'p> Tx<'p> {
             res: Reservation::default(),
             doomed: None,
             committing: false,
+            frame: 0,
+            frames: 0,
+            frame_start: 0,
         }
     }
 
@@ -278,6 +321,7 @@ impl<'p> Tx<'p> {
     /// Appends drafts, remembering their cells and undo information.
     fn append(&mut self, drafts: &[Draft<'_>]) -> Result<(), Error> {
         self.b.placed.clear();
+        let mut prev = self.res.last;
         let pool = self.pool;
         let mut r = pool
             .log
@@ -296,24 +340,27 @@ impl<'p> Tx<'p> {
         r?;
         for (d, p) in drafts.iter().zip(&self.b.placed) {
             self.b.cells.push(p.cell);
-            let undo = match d.kind {
-                Kind::Update => Undo::Update {
-                    lsn: p.lsn,
-                    rec_off: p.rec_off,
-                },
-                Kind::Alloc => Undo::Alloc {
-                    lsn: p.lsn,
+            let what = match d.kind {
+                Kind::Update => UndoKind::Update { rec_off: p.rec_off },
+                Kind::Alloc => UndoKind::Alloc {
                     off: d.target,
                     size: d.aux,
                 },
-                Kind::Delete => Undo::Delete {
-                    lsn: p.lsn,
+                Kind::Delete => UndoKind::Delete {
                     off: d.target,
                     size: d.aux,
                 },
-                _ => continue,
+                _ => {
+                    prev = p.lsn;
+                    continue;
+                }
             };
-            self.b.undo.push(undo);
+            self.b.undo.push(Undo {
+                lsn: p.lsn,
+                prev,
+                what,
+            });
+            prev = p.lsn;
         }
         Ok(())
     }
@@ -459,6 +506,18 @@ impl<'p> Tx<'p> {
             });
         }
         let size = pool.alloc.allocated_size(&pool.dom, off)?;
+        let outside = &self.b.undo[..self.frame_start];
+        if self.frame != 0
+            && outside
+                .iter()
+                .any(|u| matches!(u.what, UndoKind::Alloc { off: o, .. } if o == off))
+        {
+            // The enclosing transaction's rollback would free it again.
+            return Err(Error::InvalidFree {
+                offset: off,
+                reason: "a nested top action cannot free a block its enclosing transaction allocated",
+            });
+        }
         self.flush_group()?;
         let draft = Draft::block(self.id, Kind::Delete, off, size);
         self.append(&[draft])?;
@@ -519,7 +578,7 @@ impl<'p> Tx<'p> {
             // Committed; only giving a chunk back failed.
             pool.poison(&e);
         }
-        for &(off, size) in &self.b.freed {
+        for &(off, size) in self.b.freed.iter().chain(&self.b.unalloc) {
             pool.alloc.release(off, size);
         }
         if pool.policy == Policy::NoForce && pool.log.fill() > pool.checkpoint_fill {
@@ -604,64 +663,17 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
-    /// Rolls the transaction back (REWIND §4.4).
+    /// Rolls the transaction back (REWIND §4.4): ROLLBACK, the
+    /// compensations, END.
     fn rollback(&mut self) -> Result<(), Error> {
         // Pending Batch writes were never logged nor applied.
         self.b.pending.clear();
-        let pool = self.pool;
-        let d = &pool.dom;
-        if self.b.undo.is_empty() {
+        if self.b.undo.is_empty() && self.b.cells.is_empty() {
             return Ok(());
         }
-        let mut drafts = vec![Draft::bare(self.id, Kind::Rollback)];
-        // Old values are read back from the records themselves.
-        let undo = std::mem::take(&mut self.b.undo);
-        let mut olds: Vec<(u64, Vec<u8>)> = Vec::new();
-        for u in undo.iter().rev() {
-            if let Undo::Update { rec_off, .. } = *u {
-                olds.push(recovery::read_record(d, rec_off).map(|r| (r.target, r.old))?);
-            }
-        }
-        let sizes: Vec<[u8; 8]> = undo
-            .iter()
-            .rev()
-            .map(|u| match *u {
-                Undo::Alloc { size, .. } | Undo::Delete { size, .. } => size.to_le_bytes(),
-                Undo::Update { .. } => [0; 8],
-            })
-            .collect();
-        let mut oi = 0;
-        for (i, u) in undo.iter().rev().enumerate() {
-            let draft = match *u {
-                Undo::Update { lsn, .. } => {
-                    let (target, old) = &olds[oi];
-                    oi += 1;
-                    Draft::clr(self.id, clr::BYTES, *target, lsn, old)
-                }
-                Undo::Alloc { lsn, off, .. } => Draft::clr(self.id, clr::FREE, off, lsn, &sizes[i]),
-                Undo::Delete { lsn, off, .. } => {
-                    Draft::clr(self.id, clr::ALLOCATED, off, lsn, &sizes[i])
-                }
-            };
-            drafts.push(draft);
-        }
-        // Every CLR persistent before any undo is applied; a crash in
-        // between is repaired by recovery redoing the CLRs.
-        self.append(&drafts)?;
-        for draft in &drafts[1..] {
-            match draft.flags {
-                // Bitmap bytes are shared with concurrent transactions: change
-                // them under the allocator's latch.
-                clr::FREE | clr::ALLOCATED => {
-                    let size = u64::from_le_bytes(draft.new.try_into().expect("8-byte size"));
-                    pool.alloc
-                        .mark(d, draft.target, size, draft.flags == clr::ALLOCATED)?;
-                }
-                _ => {
-                    recovery::apply_clr(d, &pool.hdr.layout, draft.flags, draft.target, draft.new)?
-                }
-            }
-        }
+        let undone = self.compensate(0, Some(Draft::bare(self.id, Kind::Rollback)))?;
+        let pool = self.pool;
+        let d = &pool.dom;
         let end = Draft::end(self.id, false, 0);
         let mut placed = Vec::with_capacity(1);
         match pool.policy {
@@ -674,25 +686,247 @@ impl<'p> Tx<'p> {
                 let mut fin = pool.finished.lock();
                 pool.log
                     .append_end(d, &end, None, &mut placed, &mut self.res)?;
-                let mut targets = std::mem::take(&mut self.b.targets);
-                for (t, old) in &olds {
-                    targets.push((*t, old.len() as u64));
-                }
                 fin.push(Finished {
                     end_lsn: placed[0].lsn,
                     cells: std::mem::take(&mut self.b.cells),
                     end: placed[0].cell,
-                    targets,
+                    targets: std::mem::take(&mut self.b.targets),
                 });
             }
         }
         pool.log.unreserve(d, &mut self.res)?;
         // Blocks this transaction allocated are free again on media.
+        for &(off, size) in undone.iter().chain(&self.b.unalloc) {
+            pool.alloc.release(off, size);
+        }
+        // Blocks freed by its nested top actions were released already.
+        Ok(())
+    }
+
+    /// Undoes the records of `undo[from..]`, latest first: their CLRs (after
+    /// `lead`, a ROLLBACK for a whole rollback) are appended together and
+    /// made persistent, then applied. Returns the blocks the undone records
+    /// had allocated (free on media now; the caller gives them back to the
+    /// allocator).
+    fn compensate(
+        &mut self,
+        from: usize,
+        lead: Option<Draft<'static>>,
+    ) -> Result<Vec<(u64, u64)>, Error> {
+        let pool = self.pool;
+        let d = &pool.dom;
+        let undo: Vec<Undo> = self.b.undo.drain(from..).rev().collect();
+        // Old values are read back from the records themselves.
+        let mut values: Vec<(u64, Vec<u8>)> = Vec::with_capacity(undo.len());
         for u in &undo {
-            if let Undo::Alloc { off, size, .. } = *u {
+            values.push(match u.what {
+                UndoKind::Update { rec_off } => {
+                    let r = recovery::read_record(d, rec_off)?;
+                    (r.target, r.old)
+                }
+                UndoKind::Alloc { off, size } | UndoKind::Delete { off, size } => {
+                    (off, size.to_le_bytes().to_vec())
+                }
+            });
+        }
+        let mut drafts: Vec<Draft<'_>> = lead.into_iter().collect();
+        for (u, (target, value)) in undo.iter().zip(&values) {
+            let what = match u.what {
+                UndoKind::Update { .. } => clr::BYTES,
+                UndoKind::Alloc { .. } => clr::FREE,
+                UndoKind::Delete { .. } => clr::ALLOCATED,
+            };
+            drafts.push(Draft::clr(self.id, what, *target, u.prev, value));
+        }
+        // Every CLR persistent before any undo is applied; a crash in
+        // between is repaired by recovery redoing the CLRs.
+        self.append(&drafts)?;
+        let mut unallocated = Vec::new();
+        for (u, (target, value)) in undo.iter().zip(&values) {
+            match u.what {
+                UndoKind::Update { .. } => {
+                    recovery::apply_clr(d, &pool.hdr.layout, clr::BYTES, *target, value)?;
+                    self.b.targets.push((*target, value.len() as u64));
+                }
+                // Bitmap bytes are shared with concurrent transactions:
+                // changed under the allocator's latch.
+                UndoKind::Alloc { off, size } => {
+                    pool.alloc.mark(d, off, size, false)?;
+                    unallocated.push((off, size));
+                }
+                UndoKind::Delete { off, size } => {
+                    pool.alloc.mark(d, off, size, true)?;
+                    if let Some(i) = self.b.freed.iter().position(|&(o, _)| o == off) {
+                        self.b.freed.swap_remove(i);
+                    }
+                }
+            }
+        }
+        // Writes into blocks allocated before `from` were not logged, so
+        // from here on they are.
+        self.b.fresh.clear();
+        Ok(unallocated)
+    }
+
+    /// Marks a point this transaction can roll back to with
+    /// [`rollback_to`](Self::rollback_to) (MARS's PartialAbort, ARIES's
+    /// savepoints).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("sp.pool");
+    /// use rewind::{Pool, PoolConfig};
+    /// let pool = Pool::create(&path, "doc", 4 << 20, &PoolConfig::default())?;
+    /// pool.transaction(|tx| {
+    ///     let root = tx.root::<[u64; 2]>()?;
+    ///     tx.write(root, &[1, 1])?;
+    ///     let sp = tx.savepoint()?;
+    ///     tx.write(root, &[2, 2])?;
+    ///     let extra = tx.alloc::<u64>()?;
+    ///     tx.write(extra, &7)?;
+    ///     tx.rollback_to(sp)?; // the second write and the allocation are undone
+    ///     assert_eq!(tx.read(root)?, [1, 1]);
+    ///     Ok::<_, rewind::Error>(())
+    /// })?;
+    /// let root = pool.root::<[u64; 2]>()?.unwrap();
+    /// assert_eq!(pool.read(root)?, [1, 1]);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn savepoint(&mut self) -> Result<Savepoint, Error> {
+        self.live()?;
+        // Pending Batch writes are logged, so the savepoint is a point of
+        // the log.
+        let r = self.flush_group();
+        self.check(r)?;
+        // A rollback to here must undo every later write, those into blocks
+        // allocated before it too.
+        self.b.fresh.clear();
+        Ok(Savepoint {
+            tx: self.id,
+            frame: self.frame,
+            undo_len: self.b.undo.len(),
+            entry_lsn: self.b.undo.last().map_or(0, |u| u.lsn),
+        })
+    }
+
+    /// Undoes what the transaction did after `sp`: its writes, allocations
+    /// and frees, latest first, each with a compensation record (so it is
+    /// crash-safe). The transaction goes on and may commit. `sp` stays
+    /// valid; savepoints taken after it do not.
+    ///
+    /// A savepoint of another transaction, one taken inside a nested top
+    /// action that ended or outside the one running, or one a rollback to
+    /// an earlier savepoint destroyed is refused with
+    /// [`Error::InvalidSavepoint`], and the transaction carries on.
+    pub fn rollback_to(&mut self, sp: Savepoint) -> Result<(), Error> {
+        let valid = sp.tx == self.id
+            && sp.frame == self.frame
+            && sp.undo_len <= self.b.undo.len()
+            && (sp.undo_len == 0 || self.b.undo[sp.undo_len - 1].lsn == sp.entry_lsn);
+        if !valid {
+            return Err(Error::InvalidSavepoint {
+                reason: if sp.tx != self.id {
+                    "the savepoint belongs to another transaction"
+                } else if sp.frame != self.frame {
+                    "the savepoint was taken in another nested top action"
+                } else {
+                    "a rollback to an earlier savepoint undid this one"
+                },
+            });
+        }
+        self.live()?;
+        // Writes not yet logged all came after the savepoint.
+        self.b.pending.clear();
+        self.b.pending_bytes.clear();
+        if self.b.undo.len() == sp.undo_len {
+            self.b.fresh.clear();
+            return Ok(());
+        }
+        let r = self.compensate(sp.undo_len, None);
+        let unallocated = self.check(r)?;
+        self.b.unalloc.extend(unallocated);
+        Ok(())
+    }
+
+    /// Runs `f` as a nested top action (MARS's NestedTopAction, ARIES):
+    /// what it does stays even if the enclosing transaction later rolls
+    /// back, and is as durable as the enclosing transaction's commit would
+    /// be. If `f` returns an error, what it did is rolled back (the
+    /// enclosing transaction goes on) and the error is returned.
+    ///
+    /// The classic use is a structure change that others may already rely
+    /// on, such as a B-tree page split: it stays while the insert that
+    /// caused it rolls back. The action must not depend on uncommitted
+    /// changes of the enclosing transaction, and may not free a block the
+    /// enclosing transaction allocated (refused with
+    /// [`Error::InvalidFree`]). Allocations made in it are the pool's for
+    /// good: freeing them is a later transaction's job.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("nta.pool");
+    /// use rewind::{Pool, PoolConfig};
+    /// let pool = Pool::create(&path, "doc", 4 << 20, &PoolConfig::default())?;
+    /// let root = pool.transaction(|tx| tx.root::<[u64; 2]>())?;
+    /// let r: Result<(), rewind::Error> = pool.transaction(|tx| {
+    ///     tx.nested_top_action(|tx| tx.write(root, &[5, 0]))?; // stays
+    ///     tx.write(root, &[5, 9])?;                              // undone
+    ///     Err(rewind::Error::Aborted)
+    /// });
+    /// assert!(r.is_err());
+    /// assert_eq!(pool.read(root)?, [5, 0]);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn nested_top_action<R, E: From<Error>>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'p>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let start = self.savepoint()?;
+        let (outer, outer_start) = (self.frame, self.frame_start);
+        self.frame_start = start.undo_len;
+        let head = self.res.last;
+        let freed_from = self.b.freed.len();
+        self.frames += 1;
+        self.frame = self.frames;
+        let start = Savepoint {
+            frame: self.frame,
+            ..start
+        };
+        let r = f(self).and_then(|v| {
+            self.live()?;
+            let r = self.end_action(start, head, freed_from);
+            self.check(r).map(|_| v).map_err(E::from)
+        });
+        if r.is_err() && self.doomed.is_none() {
+            // The action is undone; the enclosing transaction goes on.
+            if let Err(e) = self.rollback_to(start) {
+                (self.frame, self.frame_start) = (outer, outer_start);
+                return Err(e.into());
+            }
+        }
+        (self.frame, self.frame_start) = (outer, outer_start);
+        r
+    }
+
+    /// Ends a nested top action begun at `start`, when the transaction's
+    /// latest record was `head`: its CLR (undo-next `head`) makes every
+    /// later rollback skip the action's records.
+    fn end_action(&mut self, start: Savepoint, head: u64, freed_from: usize) -> Result<(), Error> {
+        self.flush_group()?;
+        if self.b.undo.len() > start.undo_len {
+            let pool = self.pool;
+            // The append's fence also makes the action's stores persistent
+            // before its CLR.
+            self.append(&[Draft::nta_end(self.id, head)])?;
+            self.b.undo.truncate(start.undo_len);
+            // Frees the action made are final.
+            for (off, size) in self.b.freed.drain(freed_from..) {
                 pool.alloc.release(off, size);
             }
         }
+        // Blocks the action allocated are the pool's now: later writes
+        // into them are logged.
+        self.b.fresh.clear();
         Ok(())
     }
 }
