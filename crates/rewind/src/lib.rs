@@ -81,4 +81,4 @@ pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};
 pub use recovery::RecoveryReport;
-pub use tx::{Policy, Tx};
+pub use tx::{Policy, Savepoint, Tx};

@@ -15,13 +15,15 @@ use super::program::{self, Model, Op, Rng};
 use super::{Config, Stats, Violation, LAYOUT};
 
 /// What a crash may leave: the state after the transactions that returned
-/// committed, plus any of the in-flight ones (one per thread) that will
-/// commit, each applied whole.
+/// committed, plus, per thread, one of the outcomes its transaction in
+/// flight may have: nothing, or what its finished nested top actions left
+/// (one more while an action is ending), or all of it if it is meant to
+/// commit.
 pub(super) struct Expect {
     pub(super) committed: Model,
-    /// Per thread, the operations of its transaction in flight, if it is
-    /// meant to commit.
-    pub(super) in_flight: Vec<Option<Vec<Op>>>,
+    /// Per thread, the outcomes of its transaction in flight (plain
+    /// operations applied whole); empty when none is.
+    pub(super) in_flight: Vec<Vec<Vec<Op>>>,
     /// Per thread, whether it is inside a transaction (committing or not).
     pub(super) busy: Vec<bool>,
 }
@@ -30,7 +32,7 @@ impl Expect {
     pub(super) fn new(threads: usize) -> Expect {
         Expect {
             committed: Model::initial(),
-            in_flight: vec![None; threads],
+            in_flight: vec![Vec::new(); threads],
             busy: vec![false; threads],
         }
     }
@@ -40,16 +42,17 @@ impl Expect {
     /// the order in which in-flight transactions apply does not matter.
     fn allowed(&self) -> Vec<Model> {
         let mut out = vec![self.committed.clone()];
-        for ops in self.in_flight.iter().flatten() {
-            let more: Vec<Model> = out
+        for outcomes in self.in_flight.iter().filter(|o| !o.is_empty()) {
+            out = out
                 .iter()
-                .map(|m| {
-                    let mut m = m.clone();
-                    ops.iter().for_each(|op| m.apply(op));
-                    m
+                .flat_map(|m| {
+                    outcomes.iter().map(move |ops| {
+                        let mut m = m.clone();
+                        ops.iter().for_each(|op| m.apply(op));
+                        m
+                    })
                 })
                 .collect();
-            out.extend(more);
         }
         out
     }

@@ -2,7 +2,13 @@
 //! against. A program is a list of transactions of writes (single words and
 //! multi-record byte ranges), allocations (only the first and last byte
 //! written, so the zeroing shows), logged writes into existing objects,
-//! frees, aborts and checkpoints; everything is derived from a seed.
+//! frees, aborts and checkpoints, savepoints with partial rollbacks, nested
+//! top actions (some failing, some inside transactions that then abort),
+//! and single-write atomic updates; everything is derived from a seed.
+//!
+//! A transaction with nested top actions touches one half of its part of
+//! the root outside them and the other half inside them, so what the
+//! actions leave behind does not depend on the rest ([`effect`]).
 //!
 //! A two-thread program gives each thread its own part of the root (a
 //! [`Part`]) and, in the [`Shape::Handoff`] shape, one slot that passes from
@@ -82,6 +88,71 @@ pub enum Op {
     /// Logged write of `fill` over entry `k`'s first `extent` bytes
     /// (clamped), zeroing the rest of the old extent.
     Poke(u64, u8, u64),
+    /// Take a savepoint (the transaction keeps a stack of them).
+    Save,
+    /// Roll back to the latest savepoint, which stays (nothing without one).
+    Back,
+    /// Begin a nested top action: the operations up to the matching
+    /// [`Op::NtaEnd`] run inside it.
+    NtaBegin,
+    /// End the nested top action; `true` makes it fail (return an error),
+    /// so it is rolled back and the transaction goes on.
+    NtaEnd(bool),
+    /// `slots[i] = v` by `Pool::atomic_write`, as a transaction of its own.
+    Atomic(u64, u64),
+    /// `big[at..at+len] = byte` by `Pool::atomic_write_bytes`, likewise.
+    AtomicBig(usize, usize, u8),
+}
+
+impl Op {
+    /// Whether this is a single-write atomic update (run outside any
+    /// transaction).
+    pub fn is_atomic(&self) -> bool {
+        matches!(self, Op::Atomic(..) | Op::AtomicBig(..))
+    }
+}
+
+/// What the plain operations of a transaction's `ops` amount to: with
+/// `commit`, everything it keeps (savepoint rollbacks and failed nested top
+/// actions resolved); without, what its first `ntas` nested top actions
+/// leave behind (the rest is rolled back).
+pub fn effect(ops: &[Op], commit: bool, ntas: usize) -> Vec<Op> {
+    let (mut main, mut kept, mut saves) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut inside, mut cur, mut seen) = (false, Vec::new(), 0);
+    for op in ops {
+        match *op {
+            Op::Save => saves.push(main.len()),
+            Op::Back => {
+                if let Some(&n) = saves.last() {
+                    main.truncate(n);
+                }
+            }
+            Op::NtaBegin => inside = true,
+            Op::NtaEnd(fail) => {
+                if !fail && (commit || seen < ntas) {
+                    kept.append(&mut cur);
+                }
+                cur.clear();
+                inside = false;
+                seen += 1;
+            }
+            Op::Atomic(s, v) => main.push(Op::Write(s, v)),
+            Op::AtomicBig(at, n, b) => main.push(Op::Big(at, n, b)),
+            op if inside => cur.push(op),
+            op => main.push(op),
+        }
+    }
+    if commit {
+        main.extend(kept);
+        main
+    } else {
+        kept
+    }
+}
+
+/// How many nested top actions `ops` holds.
+pub fn nta_count(ops: &[Op]) -> usize {
+    ops.iter().filter(|o| matches!(o, Op::NtaEnd(_))).count()
 }
 
 /// One transaction of a program.
@@ -110,6 +181,30 @@ pub struct Part {
 }
 
 impl Part {
+    /// Two halves of this part (for a transaction's main body and its
+    /// nested top actions).
+    pub fn split(&self) -> (Part, Part) {
+        let cut = |r: &Range<u64>| {
+            let m = r.start + (r.end - r.start) / 2;
+            (r.start..m, m..r.end)
+        };
+        let (s0, s1) = cut(&self.slots);
+        let (o0, o1) = cut(&self.objs);
+        let (b0, b1) = cut(&(self.big.start as u64..self.big.end as u64));
+        (
+            Part {
+                slots: s0,
+                objs: o0,
+                big: b0.start as usize..b0.end as usize,
+            },
+            Part {
+                slots: s1,
+                objs: o1,
+                big: b1.start as usize..b1.end as usize,
+            },
+        )
+    }
+
     /// Everything (one thread).
     pub fn all() -> Part {
         Part {
@@ -333,38 +428,81 @@ fn pick(r: &mut Rng, range: &Range<u64>) -> u64 {
     range.start + r.below(range.end - range.start)
 }
 
-fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
-    let ops = (0..r.below(14))
-        .map(|_| match r.below(12) {
-            0..=4 => Op::Write(pick(r, &part.slots), r.next_u64()),
-            5 => big_op(r, part),
-            6 | 7 => {
-                let size = if r.below(10) == 0 {
-                    70_000 + r.below(150_000)
-                } else {
-                    1 + r.below(300)
-                };
-                Op::Alloc(
-                    pick(r, &part.objs),
-                    size,
-                    1 + r.below(255) as u8,
-                    1 + r.below(512),
-                )
-            }
-            8 | 9 => Op::Free(pick(r, &part.objs)),
-            _ => Op::Poke(
+fn random_op(r: &mut Rng, part: &Part) -> Op {
+    match r.below(12) {
+        0..=4 => Op::Write(pick(r, &part.slots), r.next_u64()),
+        5 => big_op(r, part),
+        6 | 7 => {
+            let size = if r.below(10) == 0 {
+                70_000 + r.below(150_000)
+            } else {
+                1 + r.below(300)
+            };
+            Op::Alloc(
                 pick(r, &part.objs),
+                size,
                 1 + r.below(255) as u8,
                 1 + r.below(512),
-            ),
-        })
-        .collect();
+            )
+        }
+        8 | 9 => Op::Free(pick(r, &part.objs)),
+        _ => Op::Poke(
+            pick(r, &part.objs),
+            1 + r.below(255) as u8,
+            1 + r.below(512),
+        ),
+    }
+}
+
+fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
+    let ops = match r.below(8) {
+        0 => vec![atomic_op(r, part)],
+        1..=2 => control_ops(r, part),
+        _ => (0..r.below(14)).map(|_| random_op(r, part)).collect(),
+    };
+    let atomic = ops.first().is_some_and(Op::is_atomic);
     TxProg {
         ops,
-        commit: r.below(5) != 0,
+        commit: atomic || r.below(5) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
     }
+}
+
+/// A single-write atomic update: a word (one store under force) or a byte
+/// range (a transaction of one write).
+fn atomic_op(r: &mut Rng, part: &Part) -> Op {
+    if r.below(4) == 0 {
+        let Op::Big(at, n, b) = big_op(r, part) else {
+            unreachable!("big_op makes Big")
+        };
+        Op::AtomicBig(at, n, b)
+    } else {
+        Op::Atomic(pick(r, &part.slots), r.next_u64())
+    }
+}
+
+/// Operations of a transaction using MARS's transaction control:
+/// savepoints, rollbacks to them, and nested top actions (on the other
+/// half of the part), some of which fail.
+fn control_ops(r: &mut Rng, part: &Part) -> Vec<Op> {
+    let (main, nta) = part.split();
+    let mut ops = Vec::new();
+    for _ in 0..2 + r.below(9) {
+        match r.below(10) {
+            0..=4 => ops.push(random_op(r, &main)),
+            5 => ops.push(Op::Save),
+            6 => ops.push(Op::Back),
+            _ => {
+                ops.push(Op::NtaBegin);
+                for _ in 0..1 + r.below(4) {
+                    ops.push(random_op(r, &nta));
+                }
+                ops.push(Op::NtaEnd(r.below(4) == 0));
+            }
+        }
+    }
+    ops
 }
 
 /// What a pool holds, as the program sees it (object addresses aside).
@@ -405,6 +543,10 @@ impl Model {
                     *o = (o.0, f as u64, e.min(o.0));
                 }
             }
+            Op::Atomic(s, v) => self.slots[s as usize] = v,
+            Op::AtomicBig(at, n, b) => self.big[at..(at + n).min(BIG)].fill(b),
+            // Markers: resolved by [`effect`].
+            Op::Save | Op::Back | Op::NtaBegin | Op::NtaEnd(_) => {}
         }
     }
 }
@@ -416,6 +558,75 @@ pub fn setup(pool: &Pool) -> Result<(), Error> {
 
 fn root(tx: &mut Tx<'_>) -> Result<Parts, Error> {
     Ok(Parts::of(tx.root::<Root>()?.offset()))
+}
+
+/// Runs a single-write atomic update ([`Op::is_atomic`]).
+pub fn run_atomic(pool: &Pool, op: &Op) -> Result<(), Error> {
+    let rp = pool.root::<Root>()?.ok_or(Error::TxMisuse("no root object"))?;
+    let root = Parts::of(rp.offset());
+    match *op {
+        Op::Atomic(s, v) => pool.atomic_write(root.slots.at(s), &v),
+        Op::AtomicBig(at, n, b) => pool.atomic_write_bytes(
+            root.big.offset() + at as u64,
+            &vec![b; (at + n).min(BIG) - at],
+        ),
+        _ => Err(Error::TxMisuse("not an atomic update")),
+    }
+}
+
+/// Runs a transaction's operations, calling `point` before each and
+/// `nta(k, done)` as its `k`th nested top action begins (`false`) and once
+/// it has ended (`true`).
+pub fn run_ops(
+    tx: &mut Tx<'_>,
+    ops: &[Op],
+    point: &dyn Fn(),
+    nta: &mut dyn FnMut(usize, bool),
+) -> Result<(), Error> {
+    let mut saves = Vec::new();
+    let (mut i, mut k) = (0, 0);
+    while i < ops.len() {
+        point();
+        match ops[i] {
+            Op::Save => saves.push(tx.savepoint()?),
+            Op::Back => {
+                if let Some(&sp) = saves.last() {
+                    tx.rollback_to(sp)?;
+                }
+            }
+            Op::NtaBegin => {
+                let len = ops[i..]
+                    .iter()
+                    .position(|o| matches!(o, Op::NtaEnd(_)))
+                    .ok_or(Error::TxMisuse("nested top action without its end"))?;
+                let Op::NtaEnd(fail) = ops[i + len] else {
+                    unreachable!("found above")
+                };
+                nta(k, false);
+                let r = tx.nested_top_action(|tx| {
+                    for op in &ops[i + 1..i + len] {
+                        point();
+                        run_op(tx, op)?;
+                    }
+                    if fail {
+                        Err(Error::Aborted)
+                    } else {
+                        Ok(())
+                    }
+                });
+                match r {
+                    Err(Error::Aborted) if fail => {}
+                    r => r?,
+                }
+                nta(k, true);
+                k += 1;
+                i += len;
+            }
+            ref op => run_op(tx, op)?,
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 /// Runs one operation inside a transaction.
@@ -467,6 +678,12 @@ pub fn run_op(tx: &mut Tx<'_>, op: &Op) -> Result<(), Error> {
                 tx.write(slot, &obj)?;
             }
             Ok(())
+        }
+        Op::Save | Op::Back | Op::NtaBegin | Op::NtaEnd(_) => {
+            Err(Error::TxMisuse("a control operation outside run_ops"))
+        }
+        Op::Atomic(..) | Op::AtomicBig(..) => {
+            Err(Error::TxMisuse("an atomic update inside a transaction"))
         }
     }
 }

@@ -133,28 +133,51 @@ fn run_thread(
         if let (Some(ts), Some(n)) = (ts, tx.after) {
             ts.wait_for(t, n);
         }
-        {
-            let mut g = lock(shared);
-            g.expect.in_flight[t] = tx.commit.then(|| tx.ops.clone());
-            g.expect.busy[t] = true;
-        }
-        let r = pool.transaction(|x| {
-            for op in &tx.ops {
-                point();
-                program::run_op(x, op)?;
+        // The outcomes a crash may leave of this transaction once `done`
+        // of its nested top actions have ended (and, while `ending`, one
+        // more).
+        let outcomes = |done: usize, ending: bool| {
+            let mut o = vec![program::effect(&tx.ops, false, done)];
+            if ending {
+                o.push(program::effect(&tx.ops, false, done + 1));
             }
             if tx.commit {
-                Ok(())
-            } else {
-                Err(Error::TxMisuse("aborted by the program"))
+                o.push(program::effect(&tx.ops, true, 0));
             }
-        });
+            o
+        };
         {
             let mut g = lock(shared);
-            if r.is_ok() {
-                tx.ops.iter().for_each(|op| g.expect.committed.apply(op));
+            g.expect.in_flight[t] = outcomes(0, false);
+            g.expect.busy[t] = true;
+        }
+        let mut done = 0;
+        let r = match tx.ops.first() {
+            Some(op) if op.is_atomic() => {
+                point();
+                program::run_atomic(pool, op)
             }
-            g.expect.in_flight[t] = None;
+            _ => pool.transaction(|x| {
+                let mut nta = |k: usize, ended: bool| {
+                    done = k + ended as usize;
+                    lock(shared).expect.in_flight[t] = outcomes(done, !ended);
+                };
+                program::run_ops(x, &tx.ops, &point, &mut nta)?;
+                if tx.commit {
+                    Ok(())
+                } else {
+                    Err(Error::Aborted)
+                }
+            }),
+        };
+        {
+            let mut g = lock(shared);
+            let kept = match r {
+                Ok(()) => program::effect(&tx.ops, true, 0),
+                Err(_) => program::effect(&tx.ops, false, done),
+            };
+            kept.iter().for_each(|op| g.expect.committed.apply(op));
+            g.expect.in_flight[t] = Vec::new();
             g.expect.busy[t] = false;
         }
         if let Some(ts) = ts {

@@ -182,6 +182,25 @@ impl State {
         Ok(())
     }
 
+    /// Batch: a fence persists only its own thread's stores. Another
+    /// thread's clears of a committed group, not yet fenced, would let
+    /// recovery redo that group over the stores this thread makes after its
+    /// next fence: they are stored again, so that fence persists them first.
+    fn store_others_clears(&mut self, d: &Domain) -> Result<(), Error> {
+        let me = thread_tag();
+        let theirs: Vec<CellRef> = self
+            .unfenced_clears
+            .iter()
+            .filter(|(t, _)| *t != me)
+            .map(|&(_, c)| c)
+            .collect();
+        if !theirs.is_empty() {
+            gap_cells(d, &mut self.words, &mut self.sorted, &theirs)?;
+        }
+        self.unfenced_clears.clear();
+        Ok(())
+    }
+
     /// Forgets log chunk `chunk`, all of whose blocks are free; the caller
     /// frees its descriptor.
     fn forget_chunk(&mut self, chunk: u64) {
@@ -456,22 +475,7 @@ impl Log {
             out.push(Placed { lsn, cell, rec_off });
         }
         if self.variant == LogVariant::Batch && !drafts.is_empty() {
-            // A fence persists only its own thread's stores. Another
-            // thread's clears of a committed group, not yet fenced, would
-            // let recovery redo that group over the stores this group (and
-            // this thread's transaction) makes next: store them again, so
-            // this fence makes them persistent first.
-            let me = thread_tag();
-            let theirs: Vec<CellRef> = st
-                .unfenced_clears
-                .iter()
-                .filter(|(t, _)| *t != me)
-                .map(|&(_, c)| c)
-                .collect();
-            if !theirs.is_empty() {
-                gap_cells(d, &mut st.words, &mut st.sorted, &theirs)?;
-            }
-            st.unfenced_clears.clear();
+            st.store_others_clears(d)?;
             store_cells(d, &mut st.words, &st.batch_cells)?;
             // Bodies and cells of the group persistent before the index
             // makes them valid.
@@ -491,6 +495,22 @@ impl Log {
         st.reserved += reserve + held;
         res.bytes += reserve;
         Ok(())
+    }
+
+    /// Runs `write`, an in-place store outside any transaction followed by
+    /// its flush and a fence, with the latch held and (Batch) after the
+    /// clears other threads left unfenced are stored again: recovery cannot
+    /// then redo a committed group over the store.
+    pub fn fenced_write(
+        &self,
+        d: &Domain,
+        write: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        if self.variant == LogVariant::Batch {
+            st.store_others_clears(d)?;
+        }
+        write()
     }
 
     /// Log space sure to be there: what any sequence of records costing

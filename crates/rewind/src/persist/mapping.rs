@@ -121,6 +121,31 @@ impl Mapping {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), bytes.len()) }
     }
 
+    /// One store instruction of 1, 2, 4 or 8 bytes at an offset aligned to
+    /// its size: failure-atomic, since the persistence domain receives an
+    /// aligned store of at most 8 bytes whole.
+    pub(super) fn write_word(&self, off: usize, bytes: &[u8]) {
+        use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+        debug_assert!(off + bytes.len() <= self.len && off.is_multiple_of(bytes.len()));
+        // SAFETY: bounds and alignment checked by the caller (`Domain::store_word`);
+        // the mapping is page-aligned, so `base + off` is aligned to the size,
+        // and atomics of that size may alias the mapped bytes.
+        unsafe {
+            let p = self.base.add(off);
+            match *bytes {
+                [a] => (*p.cast::<AtomicU8>()).store(a, Relaxed),
+                [a, b] => (*p.cast::<AtomicU16>()).store(u16::from_ne_bytes([a, b]), Relaxed),
+                [a, b, c, d] => {
+                    (*p.cast::<AtomicU32>()).store(u32::from_ne_bytes([a, b, c, d]), Relaxed)
+                }
+                _ => {
+                    let w: [u8; 8] = bytes.try_into().expect("1, 2, 4 or 8 bytes");
+                    (*p.cast::<AtomicU64>()).store(u64::from_ne_bytes(w), Relaxed)
+                }
+            }
+        }
+    }
+
     /// Non-temporal store: `movnti` for the aligned 8-byte words, ordinary
     /// stores plus a line flush for any unaligned head or tail.
     pub(super) fn write_nt(&self, off: usize, bytes: &[u8], instr: FlushInstr) {

@@ -325,6 +325,30 @@ impl Domain {
         Ok(())
     }
 
+    /// A cached store of 1, 2, 4 or 8 bytes at an offset aligned to its
+    /// size, made by one instruction, so a crash leaves it whole or not at
+    /// all (the simulator's unit is the aligned 8-byte word).
+    pub fn store_word(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        self.check(off, bytes.len())?;
+        if !matches!(bytes.len(), 1 | 2 | 4 | 8) || !off.is_multiple_of(bytes.len() as u64) {
+            return Err(Error::InvalidConfig {
+                what: "single-store write",
+                value: format!("{} bytes at offset {off}", bytes.len()),
+                expected: "1, 2, 4 or 8 bytes at an offset aligned to that size",
+            });
+        }
+        match &self.kind {
+            Kind::Sim(sim) => {
+                let mut s = sim.lock();
+                s.record(off, bytes.len(), false);
+                self.map.write_word(off as usize, bytes);
+                s.stored();
+            }
+            _ => self.map.write_word(off as usize, bytes),
+        }
+        Ok(())
+    }
+
     /// Stores a little-endian u64 at `off`.
     pub fn store_u64(&self, off: u64, v: u64) -> Result<(), Error> {
         self.store(off, &v.to_le_bytes())

@@ -134,6 +134,8 @@ sites! {
     TX_ZERO_FLUSH = "tx.zero.flush": "a new allocation's zeroing written back";
     TX_STORE_FLUSH = "tx.store.flush": "force: an in-place store written back, so commit's fence makes it durable", reach: FORCE;
     TX_COMMIT_STORES = "tx.commit.stores": "Batch force: the last group's in-place stores persistent before its records are cleared", reach: BATCH_FORCE;
+    ATOMIC_FLUSH = "atomic.flush": "force: an atomic_write's single store written back", reach: FORCE;
+    ATOMIC_FENCE = "atomic.fence": "force: an atomic_write's store persistent before it returns", reach: FORCE;
     UNDO_FLUSH = "undo.flush": "a compensation (rollback or recovery undo) written back before END";
     CHECKPOINT_FLUSH = "checkpoint.flush": "a finished transaction's changes written back by a checkpoint", reach: NO_FORCE;
     CHECKPOINT_FLUSHED = "checkpoint.flushed": "those changes persistent before the CHECKPOINT record", reach: NO_FORCE,

@@ -272,6 +272,37 @@ impl Pool {
         }
     }
 
+    /// Writes one value atomically and durably, outside any transaction
+    /// (MARS's AtomicWrite): after a crash the pool holds the old value or
+    /// the new one, never a mix, and once the call returns the new one.
+    ///
+    /// Under the force policy a value of 1, 2, 4 or 8 bytes at an offset
+    /// aligned to its size takes one store, one flush and one fence, and no
+    /// log record. Anything else is a transaction of this one write. As
+    /// with transactions, isolating concurrent writers of the same bytes is
+    /// the program's job.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("aw.pool");
+    /// use rewind::{Pool, PoolConfig};
+    /// let pool = Pool::create(&path, "doc", 4 << 20, &PoolConfig::default())?;
+    /// let counter = pool.transaction(|tx| tx.root::<u64>())?;
+    /// let before = pool.counters().fences;
+    /// pool.atomic_write(counter, &41)?;
+    /// assert_eq!(pool.read(counter)?, 41);
+    /// assert_eq!(pool.counters().fences - before, 1); // force, one aligned word
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn atomic_write<T: Pod>(&self, p: PPtr<T>, v: &T) -> Result<(), Error> {
+        self.atomic_write_bytes(p.offset(), bytemuck::bytes_of(v))
+    }
+
+    /// [`atomic_write`](Self::atomic_write) of bytes at a pool offset.
+    pub fn atomic_write_bytes(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        crate::tx::atomic::atomic_write(&self.eng, off, bytes).map(|_| ())
+    }
+
     /// Reads a value (the committed state, plus any in-flight stores of
     /// concurrent transactions the program did not isolate).
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<T, Error> {

@@ -40,6 +40,8 @@
 //! (REWIND §4.7): two transactions writing the same bytes at once must be
 //! kept apart by the program's own locks.
 
+pub(crate) mod atomic;
+
 use bytemuck::Pod;
 
 use crate::engine::checkpoint::Finished;
