@@ -4,6 +4,12 @@
 //! everything persisted, random per-line prefixes) are recovered on a copy
 //! and must equal the model before the transaction; after each commit they
 //! must equal the model after it. Reopening must not leak heap space.
+//!
+//! Transactions also take savepoints, roll back to them, and run nested
+//! top actions (some failing): inside a transaction a crash image must
+//! equal the model before it plus what its finished nested top actions
+//! did, and so must the state after an abort. Nested top actions touch the
+//! upper slots and objects, the rest of a transaction the lower ones.
 
 use std::cell::RefCell;
 
@@ -13,6 +19,9 @@ use rewind::{Backend, LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable}
 
 const SLOTS: u64 = 64;
 const OBJS: u64 = 16;
+/// Slots and objects from here up are nested top actions' own.
+const NTA_SLOTS: u64 = 48;
+const NTA_OBJS: u64 = 12;
 const BIG: usize = 1500;
 
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -39,6 +48,12 @@ enum Op {
     Free(u64),
     /// A logged write into an object an earlier transaction allocated.
     Poke(u64, u8),
+    /// Take a savepoint.
+    Save,
+    /// Roll back to the latest savepoint (nothing without one).
+    Back,
+    /// A nested top action of these operations; `true`: it fails.
+    Nta(Vec<Op>, bool),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,14 +77,34 @@ struct Model {
     big: Vec<u8>,
 }
 
+fn plain_op(slots: std::ops::Range<u64>, objs: std::ops::Range<u64>) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (slots, any::<u64>()).prop_map(|(s, v)| Op::Write(s, v)),
+        1 => (0..BIG - 1, 1..700usize, any::<u8>()).prop_map(|(a, n, b)| Op::Big(a, n, b)),
+        2 => (objs.clone(), prop_oneof![9 => 1..400u64, 1 => 200_000..300_000u64], any::<u8>())
+            .prop_map(|(k, s, f)| Op::Alloc(k, s, f)),
+        2 => objs.clone().prop_map(Op::Free),
+        2 => (objs, any::<u8>()).prop_map(|(k, f)| Op::Poke(k, f)),
+    ]
+}
+
+fn nta_op() -> impl Strategy<Value = Op> {
+    let inner = prop_oneof![
+        3 => (NTA_SLOTS..SLOTS, any::<u64>()).prop_map(|(s, v)| Op::Write(s, v)),
+        1 => (NTA_OBJS..OBJS, 1..400u64, any::<u8>()).prop_map(|(k, s, f)| Op::Alloc(k, s, f)),
+        1 => (NTA_OBJS..OBJS).prop_map(Op::Free),
+        1 => (NTA_OBJS..OBJS, any::<u8>()).prop_map(|(k, f)| Op::Poke(k, f)),
+    ];
+    (prop::collection::vec(inner, 1..5), prop::bool::weighted(0.25))
+        .prop_map(|(ops, fail)| Op::Nta(ops, fail))
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0..SLOTS, any::<u64>()).prop_map(|(s, v)| Op::Write(s, v)),
-        1 => (0..BIG - 1, 1..700usize, any::<u8>()).prop_map(|(a, n, b)| Op::Big(a, n, b)),
-        2 => (0..OBJS, prop_oneof![9 => 1..400u64, 1 => 200_000..300_000u64], any::<u8>())
-            .prop_map(|(k, s, f)| Op::Alloc(k, s, f)),
-        2 => (0..OBJS).prop_map(Op::Free),
-        2 => (0..OBJS, any::<u8>()).prop_map(|(k, f)| Op::Poke(k, f)),
+        13 => plain_op(0..NTA_SLOTS, 0..NTA_OBJS),
+        1 => Just(Op::Save),
+        1 => Just(Op::Back),
+        1 => nta_op(),
     ]
 }
 
@@ -175,11 +210,54 @@ fn apply(m: &mut Model, o: &Op) {
                 m.objs[k as usize].fill = f as u64;
             }
         }
+        Op::Save | Op::Back => {}
+        Op::Nta(ref ops, fail) => {
+            if !fail {
+                ops.iter().for_each(|o| apply(m, o));
+            }
+        }
     }
 }
 
-fn run_op(tx: &mut rewind::Tx<'_>, root: &Root, o: &Op) -> Result<(), rewind::Error> {
+/// `m` with the part outside nested top actions taken from `snap` (a
+/// rollback to a savepoint keeps what later nested top actions did).
+fn restore_main(m: &mut Model, snap: &Model) {
+    m.slots[..NTA_SLOTS as usize].copy_from_slice(&snap.slots[..NTA_SLOTS as usize]);
+    m.objs[..NTA_OBJS as usize].copy_from_slice(&snap.objs[..NTA_OBJS as usize]);
+    m.big.copy_from_slice(&snap.big);
+}
+
+fn run_op(
+    tx: &mut rewind::Tx<'_>,
+    root: &Root,
+    o: &Op,
+    saves: &mut Vec<rewind::Savepoint>,
+) -> Result<(), rewind::Error> {
     match *o {
+        Op::Save => {
+            saves.push(tx.savepoint()?);
+            Ok(())
+        }
+        Op::Back => match saves.last() {
+            Some(&sp) => tx.rollback_to(sp),
+            None => Ok(()),
+        },
+        Op::Nta(ref ops, fail) => {
+            let r = tx.nested_top_action(|tx| {
+                for o in ops {
+                    run_op(tx, root, o, &mut Vec::new())?;
+                }
+                if fail {
+                    Err(rewind::Error::Aborted)
+                } else {
+                    Ok(())
+                }
+            });
+            match r {
+                Err(rewind::Error::Aborted) if fail => Ok(()),
+                r => r,
+            }
+        }
         Op::Write(s, v) => tx.write(root.slots.at(s), &v),
         Op::Big(a, n, b) => {
             let e = (a + n).min(BIG);
@@ -280,17 +358,34 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
     let mut model = read_model(&pool);
     for (t, prog) in progs.iter().enumerate() {
         let crash_at = rng.gen_range(0..=prog.ops.len());
-        let pre = model.clone();
         let mut after = model.clone();
+        // What survives if the transaction does not commit: the model before
+        // it plus its finished nested top actions.
+        let mut kept = model.clone();
+        let mut snaps: Vec<Model> = Vec::new();
         let seen = RefCell::new(Vec::new());
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut saves = Vec::new();
             pool.transaction(|tx| {
                 for (i, o) in prog.ops.iter().enumerate() {
                     if i == crash_at {
-                        seen.borrow_mut().extend(images(&pool, &mut rng));
+                        let imgs = images(&pool, &mut rng);
+                        seen.borrow_mut().extend(imgs.into_iter().map(|m| (m, kept.clone())));
                     }
-                    run_op(tx, &root, o)?;
-                    apply(&mut after, o);
+                    run_op(tx, &root, o, &mut saves)?;
+                    match o {
+                        Op::Save => snaps.push(after.clone()),
+                        Op::Back => {
+                            if let Some(s) = snaps.last() {
+                                restore_main(&mut after, s);
+                            }
+                        }
+                        Op::Nta(..) => {
+                            apply(&mut after, o);
+                            apply(&mut kept, o);
+                        }
+                        _ => apply(&mut after, o),
+                    }
                 }
                 match prog.end {
                     End::Commit => Ok(()),
@@ -302,7 +397,7 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
         match (prog.end, &r) {
             (End::Commit, Ok(Ok(()))) => model = after,
             (End::Commit, Ok(Err(e))) => panic!("tx {t} failed: {e}"),
-            (End::Abort, Ok(Err(_))) | (End::Panic, Err(_)) => {}
+            (End::Abort, Ok(Err(_))) | (End::Panic, Err(_)) => model = kept,
             other => panic!("unexpected outcome {:?}", other.0),
         }
         let now = read_model(&pool);
@@ -311,8 +406,8 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
             "tx {t} ({:?}): live state differs from model",
             prog.end
         );
-        for img in seen.into_inner() {
-            check_image(img, &pre, &format!("{v}/{p} crash inside tx {t}"));
+        for (img, want) in seen.into_inner() {
+            check_image(img, &want, &format!("{v}/{p} crash inside tx {t}"));
         }
         for img in images(&pool, &mut rng) {
             check_image(img, &model, &format!("{v}/{p} crash after tx {t}"));
@@ -324,7 +419,7 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
     // Leak check: free everything, reopen, compare with the baseline.
     pool.transaction(|tx| {
         for k in 0..OBJS {
-            run_op(tx, &root, &Op::Free(k))?;
+            run_op(tx, &root, &Op::Free(k), &mut Vec::new())?;
         }
         Ok::<_, rewind::Error>(())
     })

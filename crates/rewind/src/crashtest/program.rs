@@ -319,18 +319,22 @@ pub fn generate_threads(seed: u64, max_tx: u64, threads: usize, shape: Shape) ->
     if shape == Shape::Handoff {
         // Thread 0's last transaction writes the slot last (so it is in the
         // commit group); thread 1 takes it over once that has returned.
+        // (An atomic update is not a transaction to add writes to.)
+        if progs[0].last().is_some_and(is_atomic) {
+            progs[0].push(plain_tx(&mut r, &Part::half(0)));
+        }
         let last = progs[0].last_mut().expect("at least one transaction");
         last.ops.push(Op::Write(HANDOFF_SLOT, r.next_u64()));
         last.commit = true;
         let n0 = progs[0].len();
         let at = r.below(progs[1].len() as u64 + 1) as usize;
-        let mut take = random_tx(&mut r, &Part::half(1));
+        let mut take = plain_tx(&mut r, &Part::half(1));
         take.ops.push(Op::Write(HANDOFF_SLOT, r.next_u64()));
         take.commit = r.below(4) != 0;
         take.after = Some(n0);
         progs[1].insert(at, take);
         for t in progs[1][at + 1..].iter_mut() {
-            if r.below(2) == 0 {
+            if r.below(2) == 0 && !is_atomic(t) {
                 t.ops.push(Op::Write(HANDOFF_SLOT, r.next_u64()));
             }
         }
@@ -466,6 +470,20 @@ fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
         commit: atomic || r.below(5) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
+    }
+}
+
+fn is_atomic(t: &TxProg) -> bool {
+    t.ops.first().is_some_and(Op::is_atomic)
+}
+
+/// A random transaction that is not an atomic update.
+fn plain_tx(r: &mut Rng, part: &Part) -> TxProg {
+    loop {
+        let t = random_tx(r, part);
+        if !is_atomic(&t) {
+            return t;
+        }
     }
 }
 

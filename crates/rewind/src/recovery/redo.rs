@@ -48,6 +48,11 @@ pub(super) fn redo(
         if needed && apply(d, l, r)? {
             redone += 1;
             name_block(l, r, named)?;
+        } else if r.kind == Kind::Clr && a.loser(r.tx) {
+            // Settled before the crash, but an earlier recovery that redid
+            // it may have been interrupted before repairing the parity the
+            // first crash tore.
+            name_block(l, r, named)?;
         }
     }
     Ok(redone)
