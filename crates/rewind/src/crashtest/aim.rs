@@ -18,7 +18,8 @@ pub fn reaches(site: Site, v: LogVariant, p: Policy) -> bool {
 /// allocator's points and the writes into new blocks (a block must be
 /// freed and reused to show lost zeroing); frequent checkpoints of
 /// transactions whose records cross cache lines for the checkpoint's points
-/// and no-force redo; mixed programs otherwise.
+/// and no-force redo; transaction control and atomic updates for the
+/// atomic updates' points; mixed programs otherwise.
 fn shape_for(site: Site) -> Shape {
     let n = site.0;
     if n.starts_with("alloc.log.") {
@@ -27,6 +28,8 @@ fn shape_for(site: Site) -> Shape {
         Shape::Churn
     } else if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
         Shape::Checkpoints
+    } else if n.starts_with("atomic.") {
+        Shape::Control
     } else {
         Shape::Mixed
     }

@@ -288,6 +288,10 @@ impl Options {
                             shape: Shape::Grow,
                             ..one
                         });
+                        configs.push(Config {
+                            shape: Shape::Control,
+                            ..one
+                        });
                         configs.push(one.two_threads(Shape::Mixed));
                         configs.push(one.two_threads(Shape::Handoff));
                     }

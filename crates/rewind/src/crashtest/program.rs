@@ -249,16 +249,20 @@ pub enum Shape {
     /// heap with large objects, so growing fails and the transaction is
     /// doomed and rolled back.
     Grow,
+    /// Transaction control: transactions with savepoints, rollbacks to
+    /// them and nested top actions, between single-write atomic updates.
+    Control,
 }
 
 impl Shape {
     /// Every shape.
-    pub const ALL: [Shape; 5] = [
+    pub const ALL: [Shape; 6] = [
         Shape::Mixed,
         Shape::Handoff,
         Shape::Churn,
         Shape::Checkpoints,
         Shape::Grow,
+        Shape::Control,
     ];
 
     /// Its name in a configuration name.
@@ -269,6 +273,7 @@ impl Shape {
             Shape::Churn => "churn",
             Shape::Checkpoints => "checkpoints",
             Shape::Grow => "grow",
+            Shape::Control => "control",
         }
     }
 }
@@ -348,6 +353,7 @@ fn random_txs(r: &mut Rng, max_tx: u64, part: &Part, shape: Shape) -> Vec<TxProg
             Shape::Churn => churn_tx(r, part),
             Shape::Checkpoints => checkpoint_tx(r, part),
             Shape::Grow => grow_tx(r, part),
+            Shape::Control => control_tx(r, part),
             Shape::Mixed | Shape::Handoff => random_tx(r, part),
         })
         .collect()
@@ -467,6 +473,20 @@ fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
     let atomic = ops.first().is_some_and(Op::is_atomic);
     TxProg {
         ops,
+        commit: atomic || r.below(5) != 0,
+        checkpoint: r.below(4) == 0,
+        after: None,
+    }
+}
+
+fn control_tx(r: &mut Rng, part: &Part) -> TxProg {
+    let atomic = r.below(3) == 0;
+    TxProg {
+        ops: if atomic {
+            vec![atomic_op(r, part)]
+        } else {
+            control_ops(r, part)
+        },
         commit: atomic || r.below(5) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
