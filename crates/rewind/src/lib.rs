@@ -55,6 +55,7 @@ pub mod log;
 mod log;
 #[cfg(feature = "testing")]
 pub mod persist;
+mod policy;
 // The simulator's crash hooks, the raw domain and the ordering-point
 // registry serve the testing feature's explorer and benchmarks.
 #[cfg(not(feature = "testing"))]

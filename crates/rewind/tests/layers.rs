@@ -13,6 +13,7 @@ const LAYERS: &[&str] = &[
     "persist",
     "alloc",
     "log",
+    "policy",
     "recovery",
     "engine",
     "tx",

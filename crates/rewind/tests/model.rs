@@ -95,7 +95,10 @@ fn nta_op() -> impl Strategy<Value = Op> {
         1 => (NTA_OBJS..OBJS).prop_map(Op::Free),
         1 => (NTA_OBJS..OBJS, any::<u8>()).prop_map(|(k, f)| Op::Poke(k, f)),
     ];
-    (prop::collection::vec(inner, 1..5), prop::bool::weighted(0.25))
+    (
+        prop::collection::vec(inner, 1..5),
+        prop::bool::weighted(0.25),
+    )
         .prop_map(|(ops, fail)| Op::Nta(ops, fail))
 }
 
@@ -370,7 +373,8 @@ fn run(v: LogVariant, p: Policy, progs: &[TxProg], seed: u64) {
                 for (i, o) in prog.ops.iter().enumerate() {
                     if i == crash_at {
                         let imgs = images(&pool, &mut rng);
-                        seen.borrow_mut().extend(imgs.into_iter().map(|m| (m, kept.clone())));
+                        seen.borrow_mut()
+                            .extend(imgs.into_iter().map(|m| (m, kept.clone())));
                     }
                     run_op(tx, &root, o, &mut saves)?;
                     match o {

@@ -323,7 +323,7 @@ fn torture_child() {
     let mut out = stdout.lock();
     // A newline first: the harness has printed `test torture_child ... `.
     say(&mut out, "\nopening", 0);
-    let pool = Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default())
+    let pool = when_free(|| Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default()))
         .unwrap_or_else(|e| panic!("child: open: {e}"));
     let root = pool.root::<Root>().expect("root").expect("root");
     let mode = Mode::from_env();

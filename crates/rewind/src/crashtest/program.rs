@@ -600,7 +600,9 @@ fn root(tx: &mut Tx<'_>) -> Result<Parts, Error> {
 
 /// Runs a single-write atomic update ([`Op::is_atomic`]).
 pub fn run_atomic(pool: &Pool, op: &Op) -> Result<(), Error> {
-    let rp = pool.root::<Root>()?.ok_or(Error::TxMisuse("no root object"))?;
+    let rp = pool
+        .root::<Root>()?
+        .ok_or(Error::TxMisuse("no root object"))?;
     let root = Parts::of(rp.offset());
     match *op {
         Op::Atomic(s, v) => pool.atomic_write(root.slots.at(s), &v),

@@ -15,19 +15,10 @@
 //! only has the deferred END records to clear, which the next append does.
 
 use crate::error::Error;
-use crate::log::CellRef;
 use crate::log::Draft;
 use crate::persist::sites;
 
 use super::Engine;
-
-/// A transaction that finished under no-force, waiting for a checkpoint.
-pub(crate) struct Finished {
-    pub(crate) end_lsn: u64,
-    pub(crate) cells: Vec<CellRef>,
-    pub(crate) end: CellRef,
-    pub(crate) targets: Vec<(u64, u64)>,
-}
 
 impl Engine {
     /// Makes the work of every finished transaction durable in place and

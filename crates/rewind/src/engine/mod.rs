@@ -23,8 +23,8 @@ use crate::format::layout::{
 use crate::format::{PPtr, Policy};
 use crate::log::Log;
 use crate::persist::Domain;
+use crate::policy::{self, Durability, Finished};
 use crate::recovery::{self, RecoveryReport};
-use checkpoint::Finished;
 
 /// One open pool's machinery: its domain, header, log, allocator and
 /// policy, the checkpointer's state, and whether the handle is poisoned.
@@ -34,6 +34,8 @@ pub(crate) struct Engine {
     pub(crate) log: Log,
     pub(crate) alloc: Arc<Allocator>,
     pub(crate) policy: Policy,
+    /// The policy's strategy.
+    pub(crate) durability: &'static dyn Durability,
     pub(crate) finished: Mutex<Vec<Finished>>,
     pub(crate) checkpoint_lock: Mutex<()>,
     pub(crate) checkpoint_fill: f64,
@@ -69,6 +71,7 @@ impl Engine {
         let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
         Ok(Engine {
             policy: hdr.policy,
+            durability: policy::of(hdr.policy),
             dom,
             hdr,
             log: opened.log,
@@ -118,7 +121,7 @@ impl Engine {
     /// the log's heap chunks given back.
     pub(crate) fn clean_close(&self) -> Result<(), Error> {
         self.usable()?;
-        if self.policy == Policy::NoForce {
+        if self.durability.keeps_records() {
             self.checkpoint()?;
         }
         self.log.clear_all(&self.dom)?;

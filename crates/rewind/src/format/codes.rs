@@ -23,6 +23,12 @@ impl LogVariant {
     /// Every variant.
     pub const ALL: [LogVariant; 3] = [LogVariant::Simple, LogVariant::Optimized, LogVariant::Batch];
 
+    /// Whether a transaction's records go out in groups under one fence,
+    /// with their in-place stores held until the group is valid (Batch).
+    pub fn groups_records(self) -> bool {
+        self == LogVariant::Batch
+    }
+
     pub(crate) fn code(self) -> u8 {
         match self {
             LogVariant::Simple => 1,

@@ -158,7 +158,7 @@ pub(crate) fn recover(
     // Blocks whose allocation bits recovery rewrites, by chunk: only their
     // bitmap parity may have been torn by the crash (see alloc::table).
     let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    report.redone = redo::redo(d, l, records, &a, policy, &mut named)?;
+    report.redone = redo::redo(d, l, records, &a, crate::policy::of(policy), &mut named)?;
     let (mut losers, undone) = undo::undo(d, l, log, records, &mut a, &mut named)?;
     report.undone = undone;
     // A crash may have persisted a bitmap bit without its parity words, or

@@ -1,8 +1,8 @@
 //! Redo (REWIND §4.5): one forward pass that repeats what the crash may
-//! have lost. No-force repeats history, except for transactions a
-//! checkpoint already made durable in place. Force redoes whole Batch
-//! commit groups and the CLRs of interrupted rollbacks (a crash between a
-//! CLR and its store).
+//! have lost; the policy decides which records (`policy`): no-force
+//! repeats history, except for transactions a checkpoint already made
+//! durable in place; force redoes whole Batch commit groups and the CLRs of
+//! interrupted rollbacks (a crash between a CLR and its store).
 
 use std::collections::BTreeMap;
 
@@ -12,9 +12,9 @@ use crate::alloc;
 use crate::error::Error;
 use crate::format::layout::Layout;
 use crate::format::record::{clr, IN_COMMIT_GROUP};
-use crate::format::Policy;
 use crate::log::{Kind, Record, Scanned};
 use crate::persist::{sites, Domain};
+use crate::policy::{Durability, RedoFacts};
 
 /// The forward pass; returns the records redone.
 pub(super) fn redo(
@@ -22,7 +22,7 @@ pub(super) fn redo(
     l: &Layout,
     records: &[Scanned],
     a: &Analysis,
-    policy: Policy,
+    policy: &dyn Durability,
     named: &mut BTreeMap<u64, (u64, u64)>,
 ) -> Result<u64, Error> {
     let mut redone = 0;
@@ -36,15 +36,15 @@ pub(super) fn redo(
             continue;
         }
         let e = a.table[&r.tx];
-        let needed = match policy {
-            Policy::NoForce => {
-                !(matches!(e.status, Status::Committed | Status::Aborted) && e.end <= a.bound)
-            }
-            Policy::Force => {
-                (r.kind == Kind::Update && r.flags & IN_COMMIT_GROUP != 0 && a.whole_group(r.tx))
-                    || a.unsettled_clr(r)
-            }
+        let facts = RedoFacts {
+            checkpointed: matches!(e.status, Status::Committed | Status::Aborted)
+                && e.end <= a.bound,
+            whole_commit_group: r.kind == Kind::Update
+                && r.flags & IN_COMMIT_GROUP != 0
+                && a.whole_group(r.tx),
+            unsettled_clr: a.unsettled_clr(r),
         };
+        let needed = policy.redo(&facts);
         if needed && apply(d, l, r)? {
             redone += 1;
             name_block(l, r, named)?;

@@ -6,8 +6,8 @@
 //! action settled is never undone twice. As in ARIES the losers are undone
 //! together, latest record first. Then an END for each.
 
-use std::collections::{BinaryHeap, HashMap};
 use std::collections::BTreeMap;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::analysis::{Analysis, Status};
 use super::{apply_clr, name_block};

@@ -12,7 +12,6 @@
 
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::format::Policy;
 use crate::persist::sites;
 
 use super::Tx;
@@ -40,7 +39,10 @@ pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<Path,
         });
     }
     let n = bytes.len() as u64;
-    if eng.policy == Policy::Force && matches!(n, 1 | 2 | 4 | 8) && off.is_multiple_of(n) {
+    // A policy that keeps committed records for recovery to repeat would
+    // redo an older logged value over an unlogged store.
+    let unlogged = !eng.durability.keeps_records();
+    if unlogged && matches!(n, 1 | 2 | 4 | 8) && off.is_multiple_of(n) {
         let d = &eng.dom;
         eng.log.fenced_write(d, || {
             d.store_word(off, bytes)?;
@@ -49,7 +51,9 @@ pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<Path,
         })?;
         return Ok(Path::Store);
     }
-    let id = eng.next_tx.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = eng
+        .next_tx
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut tx = Tx::new(eng, id);
     match tx.write_bytes(off, bytes) {
         Ok(()) => tx.finish()?,

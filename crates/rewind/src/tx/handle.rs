@@ -1,0 +1,338 @@
+//! A transaction's log handle: the head of its record chain and its log
+//! reservation, its records' cells, its undo list (the volatile copy of its
+//! chain), the ranges it changed in place and, with a log that groups
+//! records (Batch), its group of writes waiting for one fence. Each logged
+//! write becomes an UPDATE record followed by the in-place store, which the
+//! policy's hook (`policy::Durability::stored`) then writes back or not.
+
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::format::layout::MAX_GROUP;
+use crate::format::record::IN_COMMIT_GROUP;
+use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
+use crate::persist::sites;
+use crate::policy::Ended;
+
+/// A forward record of this transaction that a rollback would undo: the
+/// volatile copy of its chain (its `prev` is the undo-next of its CLR).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Undo {
+    pub(super) lsn: u64,
+    pub(super) prev: u64,
+    pub(super) what: UndoKind,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum UndoKind {
+    /// UPDATE: restore the old bytes stored in the record at `rec_off`.
+    Update { rec_off: u64 },
+    /// ALLOC: mark the block free.
+    Alloc { off: u64, size: u64 },
+    /// DELETE: mark the block allocated.
+    Delete { off: u64, size: u64 },
+}
+
+/// A Batch write waiting for its group's fence.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    target: u64,
+    /// Range of old bytes, then new bytes, in `Group::bytes`.
+    at: usize,
+    len: usize,
+}
+
+/// Writes held until their group is logged (Batch).
+#[derive(Default)]
+struct Group {
+    size: usize,
+    pending: Vec<Pending>,
+    bytes: Vec<u8>,
+}
+
+/// The log side of one transaction (recycled per thread, so a transaction
+/// allocates nothing on the common path).
+#[derive(Default)]
+pub(super) struct TxLog {
+    pub(super) id: u64,
+    pub(super) res: Reservation,
+    pub(super) cells: Vec<CellRef>,
+    pub(super) undo: Vec<Undo>,
+    /// Every range changed in place (what a checkpoint writes back).
+    pub(super) targets: Vec<(u64, u64)>,
+    group: Option<Group>,
+    placed: Vec<Placed>,
+    old_buf: Vec<u8>,
+    /// Appending the commit group or END: a full log must not trigger a
+    /// checkpoint (which waits for the lock commit holds).
+    pub(super) committing: bool,
+}
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<TxLog>> = const { std::cell::RefCell::new(None) };
+}
+
+impl TxLog {
+    /// A handle for transaction `id`, reusing this thread's last one.
+    pub(super) fn new(eng: &Engine, id: u64) -> TxLog {
+        let mut h = SPARE
+            .try_with(|s| s.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        h.id = id;
+        let mut g = h.group.take().unwrap_or_default();
+        g.size = eng.hdr.group as usize;
+        h.group = eng.log.variant().groups_records().then_some(g);
+        h
+    }
+
+    /// Gives the buffers back for the thread's next transaction.
+    pub(super) fn recycle(&mut self) {
+        let mut h = std::mem::take(self);
+        h.res = Reservation::default();
+        h.cells.clear();
+        h.undo.clear();
+        h.targets.clear();
+        h.drop_pending();
+        h.placed.clear();
+        h.committing = false;
+        let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(h));
+    }
+
+    /// Nothing logged and nothing pending (a read-only transaction).
+    pub(super) fn is_empty(&self) -> bool {
+        self.cells.is_empty() && self.group.as_ref().is_none_or(|g| g.pending.is_empty())
+    }
+
+    /// Forgets the writes not yet logged (they were never applied either).
+    pub(super) fn drop_pending(&mut self) {
+        if let Some(g) = &mut self.group {
+            g.pending.clear();
+            g.bytes.clear();
+        }
+    }
+
+    /// Lays this transaction's pending writes over `buf`, read at `off`.
+    pub(super) fn overlay(&self, off: u64, buf: &mut [u8]) {
+        let Some(g) = &self.group else { return };
+        let end = off + buf.len() as u64;
+        for p in &g.pending {
+            let (ps, pe) = (p.target, p.target + p.len as u64);
+            let (s, e) = (ps.max(off), pe.min(end));
+            if s < e {
+                let new = &g.bytes[p.at + p.len..p.at + 2 * p.len];
+                buf[(s - off) as usize..(e - off) as usize]
+                    .copy_from_slice(&new[(s - ps) as usize..(e - ps) as usize]);
+            }
+        }
+    }
+
+    /// A logged write of at most one record's worth of bytes: an UPDATE
+    /// record, then the in-place store (with a group, when the group is
+    /// logged).
+    pub(super) fn write(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
+        if let Some(g) = &self.group {
+            // A full group is logged when the next write arrives, so that a
+            // commit can carry END in the last group.
+            let r = if g.pending.len() == g.size {
+                self.flush(eng)
+            } else {
+                Ok(())
+            };
+            // The old value is read when the group is logged.
+            let g = self.group.as_mut().expect("grouped");
+            let at = g.bytes.len();
+            g.bytes.resize(at + new.len(), 0);
+            g.bytes.extend_from_slice(new);
+            g.pending.push(Pending {
+                target: off,
+                at,
+                len: new.len(),
+            });
+            return r;
+        }
+        let mut old = std::mem::take(&mut self.old_buf);
+        old.resize(new.len(), 0);
+        let r = eng
+            .dom
+            .read(off, &mut old)
+            .and_then(|_| self.append(eng, &[Draft::update(self.id, off, &old, new)]))
+            .and_then(|_| self.apply(eng, off, new));
+        self.old_buf = old;
+        r
+    }
+
+    /// Logs the pending group, if any, with one fence, then performs its
+    /// stores.
+    pub(super) fn flush(&mut self, eng: &Engine) -> Result<(), Error> {
+        if self.group.as_ref().is_none_or(|g| g.pending.is_empty()) {
+            return Ok(());
+        }
+        self.log_group(eng, false).map(|_| ())
+    }
+
+    /// Appends drafts (made persistent and valid by the log), remembering
+    /// their cells and, for forward records, what undoes them.
+    pub(super) fn append(&mut self, eng: &Engine, drafts: &[Draft<'_>]) -> Result<(), Error> {
+        self.placed.clear();
+        let mut prev = self.res.last;
+        let mut r = eng
+            .log
+            .append(&eng.dom, drafts, &mut self.placed, &mut self.res);
+        if matches!(r, Err(Error::LogFull { .. }))
+            && eng.durability.keeps_records()
+            && !self.committing
+        {
+            // The log may be full of finished transactions' records: a
+            // checkpoint clears them (nothing was written by the failure).
+            eng.checkpoint()?;
+            r = eng
+                .log
+                .append(&eng.dom, drafts, &mut self.placed, &mut self.res);
+        }
+        r?;
+        for (d, p) in drafts.iter().zip(&self.placed) {
+            self.cells.push(p.cell);
+            let what = match d.kind {
+                Kind::Update => UndoKind::Update { rec_off: p.rec_off },
+                Kind::Alloc => UndoKind::Alloc {
+                    off: d.target,
+                    size: d.aux,
+                },
+                Kind::Delete => UndoKind::Delete {
+                    off: d.target,
+                    size: d.aux,
+                },
+                _ => {
+                    prev = p.lsn;
+                    continue;
+                }
+            };
+            self.undo.push(Undo {
+                lsn: p.lsn,
+                prev,
+                what,
+            });
+            prev = p.lsn;
+        }
+        Ok(())
+    }
+
+    /// The in-place store a logged UPDATE describes.
+    fn apply(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
+        eng.dom.store(off, new)?;
+        self.targets.push((off, new.len() as u64));
+        eng.durability.stored(&eng.dom, off, new.len() as u64)
+    }
+
+    /// Logs the pending group — with `commit`, the END record too, in the
+    /// same group, so the group's index update is the commit point — then
+    /// performs the group's in-place stores. Returns END's placement.
+    fn log_group(&mut self, eng: &Engine, commit: bool) -> Result<Option<Placed>, Error> {
+        let g = self.group.as_mut().expect("grouped");
+        let pending = std::mem::take(&mut g.pending);
+        let mut bytes = std::mem::take(&mut g.bytes);
+        // Old values, read together so their cache misses overlap, then
+        // overlaid with the earlier writes of the group to the same bytes.
+        for p in &pending {
+            eng.dom.read(p.target, &mut bytes[p.at..p.at + p.len])?;
+        }
+        for i in 1..pending.len() {
+            let p = pending[i];
+            for q in &pending[..i] {
+                let (s, e) = (
+                    p.target.max(q.target),
+                    (p.target + p.len as u64).min(q.target + q.len as u64),
+                );
+                if s < e {
+                    let (from, to) = (
+                        q.at + q.len + (s - q.target) as usize,
+                        p.at + (s - p.target) as usize,
+                    );
+                    bytes.copy_within(from..from + (e - s) as usize, to);
+                }
+            }
+        }
+        let mut drafts = [Draft::bare(self.id, Kind::Update); MAX_GROUP + 1];
+        for (d, p) in drafts.iter_mut().zip(&pending) {
+            *d = Draft::update(
+                self.id,
+                p.target,
+                &bytes[p.at..p.at + p.len],
+                &bytes[p.at + p.len..p.at + 2 * p.len],
+            );
+        }
+        let mut n = pending.len();
+        if commit {
+            for d in &mut drafts[..n] {
+                d.flags = IN_COMMIT_GROUP;
+            }
+            drafts[n] = Draft::end(self.id, true, n as u64);
+            n += 1;
+        }
+        let mut r = self.append(eng, &drafts[..n]).map(|_| None);
+        if r.is_ok() {
+            if commit {
+                // END is not one of the records cleared with the others.
+                self.cells.pop();
+                r = Ok(self.placed.last().copied());
+            }
+            for p in &pending {
+                self.apply(eng, p.target, &bytes[p.at + p.len..p.at + 2 * p.len])?;
+            }
+        }
+        // Keep the buffers' capacity for the next group.
+        let g = self.group.as_mut().expect("grouped");
+        g.pending = pending;
+        g.pending.clear();
+        g.bytes = bytes;
+        g.bytes.clear();
+        r
+    }
+
+    /// Appends the transaction's END (`committed` or rolled back) and, with
+    /// `clear`, clears its other records at once (END last). With a group,
+    /// a commit's END travels in the last group: its index update is the
+    /// commit point and the group's stores follow it, so recovery redoes a
+    /// commit group still whole in the log; under `clear` those stores are
+    /// made persistent before the records go.
+    pub(super) fn append_end(
+        &mut self,
+        eng: &Engine,
+        committed: bool,
+        clear: bool,
+    ) -> Result<Ended, Error> {
+        let d = &eng.dom;
+        let end = if committed && self.group.is_some() {
+            let end = self.log_group(eng, true)?.expect("END was appended");
+            if clear {
+                d.fence_at(sites::TX_COMMIT_STORES)?;
+                eng.log.release(d, &self.cells, Some(end.cell))?;
+                self.cells.clear();
+            }
+            end
+        } else {
+            let draft = Draft::end(self.id, committed, 0);
+            let mut placed = std::mem::take(&mut self.placed);
+            placed.clear();
+            // Under `clear`, the END append's first fence persists every
+            // flushed store before the records go.
+            let cells = clear.then_some(self.cells.as_slice());
+            let r = eng
+                .log
+                .append_end(d, &draft, cells, &mut placed, &mut self.res);
+            let end = placed.first().copied();
+            self.placed = placed;
+            r?;
+            if clear {
+                self.cells.clear();
+            }
+            end.expect("END was appended")
+        };
+        Ok(Ended {
+            end,
+            records: std::mem::take(&mut self.cells),
+            targets: std::mem::take(&mut self.targets),
+        })
+    }
+}
