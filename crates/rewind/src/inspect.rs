@@ -133,7 +133,13 @@ impl fmt::Display for CheckReport {
 
 fn scan(header: &Header, bytes: &[u8]) -> Result<(Vec<Scanned>, u64, bool), Error> {
     let dom = Domain::sim_from_image(bytes[..header.layout.pool_size as usize].to_vec());
-    let opened = Log::open(&dom, &header.layout, header.variant)?;
+    let opened = Log::open(
+        &dom,
+        &header.layout,
+        header.variant,
+        crate::log::adll::List::LOG,
+        std::sync::Arc::new(crate::log::Lsns::new()),
+    )?;
     let blocks = opened.log.stats().blocks_used;
     Ok((
         opened.records,

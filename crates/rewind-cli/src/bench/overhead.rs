@@ -11,6 +11,10 @@
 //! beside it, and the median of those ratios is reported: on a shared,
 //! noisy machine the baseline drifts between rounds, and a ratio of two
 //! separately taken medians would carry that drift.
+//!
+//! At K = 1 the `atomic_write` rows make the same single update with
+//! `Pool::atomic_write` instead of a transaction (MARS's AtomicWrite), on a
+//! Batch pool of each policy.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -53,7 +57,15 @@ enum System {
     Dram(Vec<u64>),
     NoLog(Domain),
     // Boxed: a Pool is large, and the other variants are small.
-    Rewind { pool: Box<Pool>, data: PPtr<u64> },
+    Rewind {
+        pool: Box<Pool>,
+        data: PPtr<u64>,
+    },
+    /// The same pool kind, each update by `Pool::atomic_write`.
+    Atomic {
+        pool: Box<Pool>,
+        data: PPtr<u64>,
+    },
 }
 
 struct Subject {
@@ -62,8 +74,38 @@ struct Subject {
     inner: System,
 }
 
-/// Builds the eight subjects for one K, with fresh pools in `dir`.
-fn subjects(dir: &Path, m: u64) -> Result<Vec<Subject>, CliError> {
+/// A pool of `config` in `dir` holding an array of `m` u64.
+fn array_pool(
+    dir: &Path,
+    name: &str,
+    m: u64,
+    variant: LogVariant,
+    policy: Policy,
+) -> Result<(Pool, PPtr<u64>), CliError> {
+    let path = dir.join(format!("{name}.pool"));
+    let _ = std::fs::remove_file(&path);
+    // Data plus headroom for the allocator and the log (pool/8 by default).
+    let size = (m * 8 * 4).max(64 << 20);
+    let cfg = PoolConfig::default()
+        .log(variant)
+        .policy(policy)
+        .backend(Backend::Pmem);
+    let pool = Pool::create(&path, LAYOUT, size, &cfg)
+        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    let data = pool
+        .transaction(|tx| {
+            let root = tx.root::<ArrayRoot>()?;
+            let data = tx.alloc_array::<u64>(m)?;
+            tx.write(root, &ArrayRoot { data, len: m })?;
+            Ok::<_, rewind::Error>(data)
+        })
+        .map_err(CliError::rewind(format!("allocating the array in {name}")))?;
+    Ok((pool, data))
+}
+
+/// Builds the subjects for one K, with fresh pools in `dir`: the two
+/// baselines, every variant × policy, and at K = 1 `atomic_write`.
+fn subjects(dir: &Path, m: u64, k: u64) -> Result<Vec<Subject>, CliError> {
     let mut out = vec![Subject {
         system: "volatile",
         config: "dram".into(),
@@ -81,30 +123,26 @@ fn subjects(dir: &Path, m: u64) -> Result<Vec<Subject>, CliError> {
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
-            let path = dir.join(format!("{config}.pool"));
-            let _ = std::fs::remove_file(&path);
-            // Data plus headroom for the allocator and the log (pool/8 by default).
-            let size = (m * 8 * 4).max(64 << 20);
-            let cfg = PoolConfig::default()
-                .log(variant)
-                .policy(policy)
-                .backend(Backend::Pmem);
-            let pool = Pool::create(&path, LAYOUT, size, &cfg)
-                .map_err(CliError::rewind(format!("creating {}", path.display())))?;
-            let data = pool
-                .transaction(|tx| {
-                    let root = tx.root::<ArrayRoot>()?;
-                    let data = tx.alloc_array::<u64>(m)?;
-                    tx.write(root, &ArrayRoot { data, len: m })?;
-                    Ok::<_, rewind::Error>(data)
-                })
-                .map_err(CliError::rewind(format!(
-                    "allocating the array in {config}"
-                )))?;
+            let (pool, data) = array_pool(dir, &config, m, variant, policy)?;
             out.push(Subject {
                 system: "rewind",
                 config,
                 inner: System::Rewind {
+                    pool: Box::new(pool),
+                    data,
+                },
+            });
+        }
+    }
+    if k == 1 {
+        for policy in Policy::ALL {
+            let config = format!("{}-{policy}", LogVariant::Batch);
+            let name = format!("atomic-{config}");
+            let (pool, data) = array_pool(dir, &name, m, LogVariant::Batch, policy)?;
+            out.push(Subject {
+                system: "atomic_write",
+                config,
+                inner: System::Atomic {
                     pool: Box::new(pool),
                     data,
                 },
@@ -158,6 +196,14 @@ impl Subject {
                     .map_err(CliError::rewind(format!("{} transaction", self.config)))?;
                 }
             }
+            System::Atomic { pool, data } => {
+                for t in 0..n {
+                    for _ in 0..k {
+                        pool.atomic_write(data.at(rng.gen_range(0..m)), &t)
+                            .map_err(CliError::rewind(format!("{} atomic_write", self.config)))?;
+                    }
+                }
+            }
         }
         let elapsed = start.elapsed();
         Ok((elapsed, self.counters().since(&before)))
@@ -167,7 +213,7 @@ impl Subject {
         match &self.inner {
             System::Dram(_) => Counters::default(),
             System::NoLog(d) => d.counters(),
-            System::Rewind { pool, .. } => pool.counters(),
+            System::Rewind { pool, .. } | System::Atomic { pool, .. } => pool.counters(),
         }
     }
 }
@@ -206,14 +252,15 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
     let dir = crate::scratch::dir()?;
     println!("  pools in {}", dir.path().display());
 
-    let bar = ProgressBar::new((KS.len() * ROUNDS * 8) as u64);
+    // Eight subjects at every K, two more at K = 1.
+    let bar = ProgressBar::new(((KS.len() * 8 + 2) * ROUNDS) as u64);
     bar.set_style(
         ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut results = Vec::new();
     for (&k, &n) in KS.iter().zip(&txs) {
-        let mut subjects = subjects(dir.path(), m)?;
+        let mut subjects = subjects(dir.path(), m, k)?;
         let mut times = vec![Vec::new(); subjects.len()];
         let mut counters = vec![Counters::default(); subjects.len()];
         for round in 0..ROUNDS {
@@ -345,14 +392,20 @@ fn print_table(report: &Report) {
 }
 
 fn chart(report: &Report) -> String {
-    let series: Vec<String> = configs(report).into_iter().map(|(_, c)| c).collect();
+    let keys = configs(report);
+    let series: Vec<String> = keys
+        .iter()
+        .map(|(system, config)| match system.as_str() {
+            "atomic_write" => format!("{system} {config}"),
+            _ => config.clone(),
+        })
+        .collect();
     let groups: Vec<String> = KS.iter().map(|k| format!("K={k}")).collect();
     let value = |g: usize, s: usize| {
+        let (system, config) = &keys[s];
         report
-            .rows
-            .iter()
-            .find(|r| r.config == series[s] && r.param == groups[g] && r.metric == "us_per_tx")
-            .map_or(f64::NAN, |r| r.value)
+            .value(system, config, &groups[g], "us_per_tx")
+            .unwrap_or(f64::NAN)
     };
     svg::grouped_bars(
         "rewind overhead vs update intensity (REWIND Fig. 3)",

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::alloc;
-use crate::format::layout::META_ADLL;
+use crate::log::adll::List;
 use crate::persist::sim::{Point, SimState};
 use crate::persist::{Domain, Site};
 use crate::pool::Pool;
@@ -251,11 +251,8 @@ pub(super) fn visit(
         sh.stats.images += 1;
         // An image that catches an ADLL operation in flight makes recovery
         // redo it: crash that recovery at every fence. Others: a sample.
-        let word = |off: u64| {
-            u64::from_le_bytes(img[off as usize..off as usize + 8].try_into().expect("8"))
-        };
         // (One image per crash point is enough: they share the interrupted operation.)
-        let adll_in_flight = !adll_done && (word(META_ADLL + 24) != 0 || word(META_ADLL + 32) != 0);
+        let adll_in_flight = !adll_done && List::LOG.in_flight(&img);
         adll_done |= adll_in_flight;
         let depth2 = adll_in_flight
             || (cfg.depth2_every > 0 && sh.stats.images.is_multiple_of(cfg.depth2_every));

@@ -21,7 +21,8 @@ use crate::format::layout::{
     META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
-use crate::log::Log;
+use crate::log::adll::List;
+use crate::log::{Log, Lsns};
 use crate::persist::Domain;
 use crate::policy::{self, Durability, Finished};
 use crate::recovery::{self, RecoveryReport};
@@ -60,7 +61,7 @@ impl Engine {
             });
         }
         let l = hdr.layout;
-        let opened = Log::open(&dom, &l, hdr.variant)?;
+        let opened = Log::open(&dom, &l, hdr.variant, List::LOG, Arc::new(Lsns::new()))?;
         let mut report = recovery::recover(&dom, &l, &opened.log, &opened.records, hdr.policy)?;
         report.adll_repaired = opened.repair.append || opened.repair.remove;
         // Recovery emptied the log: the chunks it grew into go back first.

@@ -31,9 +31,11 @@
 //! When the heap has no chunk left, a forward append fails with
 //! [`Error::LogFull`] and nothing is written.
 //!
-//! All appends and removals hold one latch (`State`); per-thread lanes
-//! (MARS' distributed log) can be added later as several `Log`s over
-//! disjoint block sets merged by lsn at recovery.
+//! A `Log` is an instance over its own list (`adll::List`, its words in
+//! the meta page) and its own blocks, drawing lsns from a counter
+//! ([`Lsns`]) that several logs can share, so that per-thread lanes (MARS's
+//! distributed log) can later be several `Log`s merged by lsn at recovery.
+//! All appends and removals of one log hold its latch (`State`).
 
 pub mod adll;
 pub mod blocks;
@@ -149,13 +151,14 @@ impl Reservation {
 }
 
 struct State {
+    /// The list the log's blocks are linked into.
+    list: adll::List,
     order: Vec<u64>,
     buckets: Buckets,
     blocks: Blocks,
     /// Blocks not in the list, lowest first: region blocks before heap
     /// chunks, so chunks empty out and can go back.
     free: BTreeSet<u64>,
-    next_lsn: u64,
     /// Space held by reservations, the checkpoint's included.
     reserved: u64,
     /// The checkpoint's reservation is held.
@@ -174,7 +177,7 @@ impl State {
     /// Takes `block` out of the list (an ADLL removal) and out of the
     /// volatile state; its block becomes free.
     fn unlist(&mut self, d: &Domain, block: u64) -> Result<(), Error> {
-        adll::remove(d, block)?;
+        self.list.remove(d, block)?;
         self.buckets.remove(&block);
         self.order.retain(|&x| x != block);
         self.free.insert(block);
@@ -235,6 +238,31 @@ pub struct Log {
     /// The heap the log grows into; unset during recovery (which never
     /// needs to grow).
     heap: OnceLock<Arc<Allocator>>,
+    /// Where its lsns come from.
+    lsns: Arc<Lsns>,
+}
+
+/// A source of lsns, shared by the logs of one pool: strictly increasing
+/// in the order taken, above every lsn found in any of them at open.
+#[derive(Debug, Default)]
+pub struct Lsns(std::sync::atomic::AtomicU64);
+
+impl Lsns {
+    /// A counter whose first lsn is 1.
+    pub fn new() -> Lsns {
+        Lsns(std::sync::atomic::AtomicU64::new(1))
+    }
+
+    /// Makes every later lsn greater than `lsn` (one found in a log).
+    pub fn observe(&self, lsn: u64) {
+        self.0
+            .fetch_max(lsn + 1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The next lsn.
+    fn next(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// The largest record: header plus old and new values of the longest piece.
@@ -253,18 +281,29 @@ pub struct Opened {
 impl Log {
     /// Recovers the list structure, then scans every bucket (REWIND §4.5,
     /// "we must first recover the log itself").
-    pub fn open(d: &Domain, layout: &Layout, variant: LogVariant) -> Result<Opened, Error> {
+    ///
+    /// The log's blocks are linked into `list`; its lsns come from `lsns`,
+    /// which learns the highest lsn found.
+    pub fn open(
+        d: &Domain,
+        layout: &Layout,
+        variant: LogVariant,
+        list: adll::List,
+        lsns: Arc<Lsns>,
+    ) -> Result<Opened, Error> {
         let blocks = Blocks::new(layout, alloc::log_chunks(d, layout)?);
-        let repair = adll::recover(d, &blocks)?;
-        let (order, buckets, records) = scan(d, layout, &blocks, variant)?;
-        adll::check_unlinked(d, &blocks, &order)?;
+        let repair = list.recover(d, &blocks)?;
+        let (order, buckets, records) = scan(d, layout, &blocks, variant, list)?;
+        list.check_unlinked(d, &blocks, &order)?;
         let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
         let free = blocks
             .all()
             .into_iter()
             .filter(|b| !in_list.contains(b))
             .collect();
-        let next_lsn = records.last().map_or(1, |s| s.rec.lsn + 1);
+        if let Some(s) = records.last() {
+            lsns.observe(s.rec.lsn);
+        }
         let body = layout.log_block_size - layout.body_start();
         let per_cell = (body / layout.bucket_cells).max(1);
         let mut log = Log {
@@ -273,12 +312,13 @@ impl Log {
             per_cell,
             block_usable: usable(layout.bucket_cells, per_cell, layout.bucket_cells, body),
             heap: OnceLock::new(),
+            lsns,
             state: Mutex::new(State {
+                list,
                 order,
                 buckets,
                 blocks,
                 free,
-                next_lsn,
                 reserved: 0,
                 checkpoint_held: false,
                 unfenced_clears: Vec::new(),
@@ -437,8 +477,7 @@ impl Log {
         for draft in drafts {
             let size = draft.size() as u64;
             let block = self.room(d, st, size)?;
-            let lsn = st.next_lsn;
-            st.next_lsn += 1;
+            let lsn = self.lsns.next();
             // A CHECKPOINT belongs to no transaction's chain.
             let prev = if draft.kind == Kind::Checkpoint {
                 0
@@ -590,7 +629,7 @@ impl Log {
     /// Walks the list, checking every link (`rewind check`).
     pub fn check_list(&self, d: &Domain) -> Result<Vec<u64>, Error> {
         let st = self.state.lock();
-        adll::walk(d, &st.blocks)
+        st.list.walk(d, &st.blocks)
     }
 
     /// Takes the checkpoint's reservation for its CHECKPOINT record.
@@ -628,7 +667,7 @@ impl Log {
         let zeros = vec![0u8; (self.layout.bucket_cells * 8) as usize];
         d.store_nt(block + CELLS, &zeros)?;
         d.store_nt_u64(block + INDEX, 0)?;
-        adll::append(d, block)?;
+        st.list.append(d, block)?;
         st.buckets.insert(
             block,
             Bucket {
@@ -816,8 +855,14 @@ fn gap_cells(
 type ScanResult = (Vec<u64>, Buckets, Vec<Scanned>);
 
 /// Walks the list and reads every valid record, verifying each checksum.
-fn scan(d: &Domain, l: &Layout, blocks: &Blocks, variant: LogVariant) -> Result<ScanResult, Error> {
-    let order = adll::walk(d, blocks)?;
+fn scan(
+    d: &Domain,
+    l: &Layout,
+    blocks: &Blocks,
+    variant: LogVariant,
+    list: adll::List,
+) -> Result<ScanResult, Error> {
+    let order = list.walk(d, blocks)?;
     let mut buckets = Buckets::default();
     let mut records: Vec<Scanned> = Vec::new();
     let mut cells = vec![0u8; (l.bucket_cells * 8) as usize];

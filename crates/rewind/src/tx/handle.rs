@@ -329,6 +329,16 @@ impl TxLog {
             }
             end.expect("END was appended")
         };
+        if clear {
+            // Nothing stays: the buffers keep their capacity for the
+            // thread's next transaction.
+            self.targets.clear();
+            return Ok(Ended {
+                end,
+                records: Vec::new(),
+                targets: Vec::new(),
+            });
+        }
         Ok(Ended {
             end,
             records: std::mem::take(&mut self.cells),

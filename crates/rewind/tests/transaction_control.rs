@@ -1,0 +1,260 @@
+//! MARS's transaction control, every log variant × policy: savepoints and
+//! rollbacks to them, nested top actions, single-write atomic updates, and
+//! what a pool of the previous format version gets. (Crash states of the
+//! same operations: the explorer's control programs and `tests/model.rs`.)
+
+use rewind::{
+    Backend, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
+};
+
+const LAYOUT: &str = "control";
+
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq)]
+#[repr(C)]
+struct Root {
+    a: u64,
+    b: u64,
+    obj: u64,
+    kept: u64,
+    big: [u8; 600],
+}
+
+fn configs() -> Vec<(LogVariant, Policy)> {
+    LogVariant::ALL
+        .into_iter()
+        .flat_map(|v| Policy::ALL.map(|p| (v, p)))
+        .collect()
+}
+
+fn pool(dir: &std::path::Path, v: LogVariant, p: Policy) -> (Pool, PPtr<Root>) {
+    let path = dir.join(format!("{v}-{p}.pool"));
+    let cfg = PoolConfig::default()
+        .log(v)
+        .policy(p)
+        .backend(Backend::Msync);
+    let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+    let root = pool.transaction(|tx| tx.root::<Root>()).unwrap();
+    (pool, root)
+}
+
+/// The pool reopened (recovery runs), with its root.
+fn reopen(pool: Pool, dir: &std::path::Path, v: LogVariant, p: Policy) -> Pool {
+    drop(pool);
+    let path = dir.join(format!("{v}-{p}.pool"));
+    let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+    assert!(rewind::inspect::check_pool(&pool).is_ok(), "{v}-{p}: check");
+    pool
+}
+
+#[test]
+fn rollback_to_a_savepoint_undoes_writes_allocations_and_frees_and_the_transaction_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let (pool, root) = pool(dir.path(), v, p);
+        let old = pool
+            .transaction(|tx| {
+                let o = tx.alloc::<[u64; 4]>()?;
+                tx.write(o, &[7; 4])?;
+                tx.write(
+                    root,
+                    &Root {
+                        a: 1,
+                        b: 2,
+                        obj: o.offset(),
+                        ..Root::zeroed()
+                    },
+                )?;
+                Ok::<_, Error>(o)
+            })
+            .unwrap();
+        // Heap figures are compared as rebuilt at open.
+        let pool = reopen(pool, dir.path(), v, p);
+        let baseline = pool.alloc_stats();
+        pool.transaction(|tx| {
+            tx.write(root.cast::<u64>(), &10)?;
+            // A block allocated before the savepoint, written after it.
+            let early = tx.alloc::<u64>()?;
+            tx.write(early, &5)?;
+            let sp = tx.savepoint()?;
+            tx.write(root.cast::<u64>().at(1), &20)?;
+            tx.write(early, &6)?;
+            tx.write_bytes(root.offset() + 32, &[9; 600])?;
+            let fresh = tx.alloc::<[u64; 8]>()?;
+            tx.write(fresh, &[3; 8])?;
+            tx.free(old)?;
+            tx.rollback_to(sp)?;
+            assert_eq!(tx.read(root)?.b, 2, "{v}-{p}: read after rollback_to");
+            assert_eq!(tx.read(early)?, 5, "{v}-{p}: write into an earlier block");
+            // The savepoint stays valid; the transaction goes on.
+            tx.write(root.cast::<u64>().at(1), &30)?;
+            tx.rollback_to(sp)?;
+            tx.write(root.cast::<u64>().at(3), &early.offset())?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        let pool = reopen(pool, dir.path(), v, p);
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.b, r.obj), (10, 2, old.offset()), "{v}-{p}");
+        assert_eq!(r.big, [0; 600], "{v}-{p}: byte range");
+        assert_eq!(
+            pool.read(old).unwrap(),
+            [7; 4],
+            "{v}-{p}: freed then restored"
+        );
+        assert_eq!(pool.read(PPtr::<u64>::from_offset(r.kept)).unwrap(), 5);
+        // Only `early` is new: the allocation after the savepoint went back.
+        pool.transaction(|tx| tx.free(PPtr::<u64>::from_offset(r.kept)))
+            .unwrap();
+        let pool = reopen(pool, dir.path(), v, p);
+        assert_eq!(pool.alloc_stats(), baseline, "{v}-{p}: heap");
+    }
+}
+
+#[test]
+fn savepoints_that_cannot_be_rolled_back_to_are_refused_and_the_transaction_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let (pool, root) = pool(dir.path(), v, p);
+        let other = pool.transaction(|tx| tx.savepoint()).unwrap();
+        pool.transaction(|tx| {
+            assert!(matches!(
+                tx.rollback_to(other),
+                Err(Error::InvalidSavepoint { .. })
+            ));
+            let sp1 = tx.savepoint()?;
+            tx.write(root.cast::<u64>(), &1)?;
+            let sp2 = tx.savepoint()?;
+            tx.write(root.cast::<u64>(), &2)?;
+            tx.rollback_to(sp1)?;
+            tx.write(root.cast::<u64>().at(1), &3)?;
+            // sp2 was undone by the rollback to sp1.
+            assert!(matches!(
+                tx.rollback_to(sp2),
+                Err(Error::InvalidSavepoint { .. })
+            ));
+            // A savepoint of the enclosing transaction inside a nested top action.
+            let r = tx.nested_top_action(|tx| tx.rollback_to(sp1));
+            assert!(matches!(r, Err(Error::InvalidSavepoint { .. })), "{r:?}");
+            tx.write(root.cast::<u64>().at(2), &4)?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.b, r.obj), (0, 3, 4), "{v}-{p}");
+    }
+}
+
+#[test]
+fn a_nested_top_action_survives_the_abort_of_its_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let (pool, root) = pool(dir.path(), v, p);
+        // Heap figures are compared as rebuilt at open.
+        let pool = reopen(pool, dir.path(), v, p);
+        let baseline = pool.alloc_stats();
+        let r: Result<(), Error> = pool.transaction(|tx| {
+            tx.write(root.cast::<u64>(), &1)?;
+            let mine = tx.alloc::<u64>()?;
+            // Like a B-tree split: a new node, linked in, kept whatever
+            // becomes of the insert that caused it.
+            tx.nested_top_action(|tx| {
+                let node = tx.alloc::<[u64; 8]>()?;
+                tx.write(node, &[42; 8])?;
+                tx.write(root.cast::<u64>().at(3), &node.offset())?;
+                // Not the enclosing transaction's block: refused, the action goes on.
+                let e = tx.free(mine);
+                assert!(matches!(e, Err(Error::InvalidFree { .. })), "{e:?}");
+                Ok::<_, Error>(())
+            })?;
+            // A failing action is undone; the transaction goes on.
+            let e = tx.nested_top_action(|tx| {
+                tx.write(root.cast::<u64>().at(1), &77)?;
+                Err::<(), _>(Error::Aborted)
+            });
+            assert!(matches!(e, Err(Error::Aborted)));
+            assert_eq!(tx.read(root)?.b, 0, "{v}-{p}: failed action undone");
+            // Written after the action: undone by the abort (back to the
+            // action's value).
+            tx.write(root.cast::<u64>().at(3), &0)?;
+            Err(Error::Aborted)
+        });
+        assert!(matches!(r, Err(Error::Aborted)));
+        let kept = pool.read(root).unwrap().kept;
+        assert_ne!(kept, 0, "{v}-{p}: the action's link");
+        assert_eq!(pool.read(root).unwrap().a, 0, "{v}-{p}: enclosing write");
+        let node = PPtr::<[u64; 8]>::from_offset(kept);
+        assert_eq!(pool.read(node).unwrap(), [42; 8]);
+        let pool = reopen(pool, dir.path(), v, p);
+        assert_eq!(pool.read(root).unwrap().kept, kept, "{v}-{p}: after reopen");
+        assert_eq!(pool.read(node).unwrap(), [42; 8]);
+        // The node is the only block still allocated: freeing it restores the heap.
+        pool.transaction(|tx| {
+            tx.free(node)?;
+            tx.write(root.cast::<u64>().at(3), &0)
+        })
+        .unwrap();
+        let pool = reopen(pool, dir.path(), v, p);
+        assert_eq!(pool.alloc_stats(), baseline, "{v}-{p}: heap");
+    }
+}
+
+#[test]
+fn atomic_write_takes_one_fence_for_an_aligned_word_under_force_and_a_transaction_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let (pool, root) = pool(dir.path(), v, p);
+        let word = root.cast::<u64>();
+        let before = pool.counters();
+        pool.atomic_write(word, &0x1122_3344_5566_7788).unwrap();
+        let fences = pool.counters().since(&before).fences;
+        if p == Policy::Force {
+            assert_eq!(fences, 1, "{v}-{p}");
+        } else {
+            // A transaction of one write.
+            assert!(fences >= 2, "{v}-{p}: {fences}");
+        }
+        // Narrower aligned values, and a long unaligned range (a transaction).
+        pool.atomic_write(PPtr::<u32>::from_offset(word.offset() + 8), &9)
+            .unwrap();
+        pool.atomic_write_bytes(root.offset() + 33, &[5; 500])
+            .unwrap();
+        assert!(matches!(
+            pool.atomic_write_bytes(0, &[1; 8]),
+            Err(Error::NotInHeap { .. })
+        ));
+        let pool = reopen(pool, dir.path(), v, p);
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.b), (0x1122_3344_5566_7788, 9), "{v}-{p}");
+        assert_eq!(r.big[0], 0);
+        assert!(r.big[1..501].iter().all(|&b| b == 5), "{v}-{p}: range");
+    }
+}
+
+#[test]
+fn a_pool_of_the_previous_format_version_is_refused_naming_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, _) = pool(dir.path(), LogVariant::Batch, Policy::Force);
+    drop(pool);
+    let path = dir.path().join("batch-force.pool");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..168]);
+    bytes[168..172].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    match Pool::open(&path, LAYOUT, &OpenOptions::default()) {
+        Err(
+            e @ Error::UnsupportedVersion {
+                found: 2,
+                supported: 3,
+            },
+        ) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("version 2") && text.contains("version 3"),
+                "{text}"
+            );
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a version 2 pool opened"),
+    }
+}
