@@ -218,9 +218,18 @@ fn bench_overhead_writes_every_row() {
         ("flushes_per_tx", "lines"),
         ("ratio_vs_nolog", "x"),
     ];
-    assert_eq!(rows.len(), configs.len() * 3 * metrics.len());
-    for (system, config) in configs {
-        for k in ["K=1", "K=8", "K=64"] {
+    // Every system at every K, and atomic_write (both policies) at K=1.
+    assert_eq!(rows.len(), (configs.len() * 3 + 2) * metrics.len());
+    let atomic = [
+        ("atomic_write", "batch-force"),
+        ("atomic_write", "batch-no-force"),
+    ];
+    let cases = configs
+        .iter()
+        .flat_map(|&c| ["K=1", "K=8", "K=64"].map(|k| (c, k)))
+        .chain(atomic.map(|c| (c, "K=1")));
+    for ((system, config), k) in cases {
+        {
             for (metric, unit) in metrics {
                 let row = rows
                     .iter()
@@ -236,6 +245,20 @@ fn bench_overhead_writes_every_row() {
             }
         }
     }
+    let fences = |system: &str, config: &str| {
+        rows.iter()
+            .find(|r| {
+                r["system"] == system
+                    && r["config"] == config
+                    && r["param"] == "K=1"
+                    && r["metric"] == "fences_per_tx"
+            })
+            .and_then(|r| r["value"].as_f64())
+            .unwrap()
+    };
+    // One aligned word under force: one store, one flush, one fence.
+    assert_eq!(fences("atomic_write", "batch-force"), 1.0);
+    assert!(fences("rewind", "batch-force") > 1.0);
     let nolog_ratio = rows
         .iter()
         .find(|r| r["config"] == "nolog" && r["param"] == "K=8" && r["metric"] == "ratio_vs_nolog")
