@@ -271,29 +271,35 @@ pub struct Options {
 }
 
 impl Options {
-    /// Without a mutation: every log variant × policy, with one thread and
-    /// with two (mixed programs, and handoff programs), with the default
-    /// settings. With one: the configurations and program shapes aimed at
+    /// Without a mutation: every log variant × policy, with one thread
+    /// (mixed, control and growth programs) and with two (mixed and handoff
+    /// programs), with the default settings. With one: the configurations and program shapes aimed at
     /// the site ([`aim`]), stopping at the first violation.
     pub fn all(seed: u64, budget: Budget, mutation: Option<Site>) -> Options {
         let configs = match mutation {
             Some(m) => aim(m),
             None => {
+                // Every variant × policy of one kind of program before the
+                // next kind, so a short run covers every configuration.
+                let kinds: [fn(Config) -> Config; 5] = [
+                    |c| c,
+                    |c| c.two_threads(Shape::Mixed),
+                    |c| Config {
+                        shape: Shape::Control,
+                        ..c
+                    },
+                    |c| c.two_threads(Shape::Handoff),
+                    |c| Config {
+                        shape: Shape::Grow,
+                        ..c
+                    },
+                ];
                 let mut configs = Vec::new();
-                for v in LogVariant::ALL {
-                    for p in Policy::ALL {
-                        let one = Config::new(v, p);
-                        configs.push(one);
-                        configs.push(Config {
-                            shape: Shape::Grow,
-                            ..one
-                        });
-                        configs.push(Config {
-                            shape: Shape::Control,
-                            ..one
-                        });
-                        configs.push(one.two_threads(Shape::Mixed));
-                        configs.push(one.two_threads(Shape::Handoff));
+                for kind in kinds {
+                    for v in LogVariant::ALL {
+                        for p in Policy::ALL {
+                            configs.push(kind(Config::new(v, p)));
+                        }
                     }
                 }
                 configs
