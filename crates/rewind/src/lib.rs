@@ -79,7 +79,7 @@ pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
 pub use error::{Error, Result};
 pub use log::{LogStats, LogVariant};
-pub use persist::{Backend, Counters};
+pub use persist::{Backend, Counters, NvmLatency};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};
 pub use recovery::RecoveryReport;
 pub use tx::{Policy, Savepoint, Tx};

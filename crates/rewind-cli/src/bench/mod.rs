@@ -11,6 +11,7 @@ mod svg;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use rewind::NvmLatency;
 
 use crate::error::CliError;
 
@@ -28,6 +29,24 @@ pub struct BenchArgs {
     /// A handful of transactions only, to test the output format (not a measurement).
     #[arg(long, hide = true)]
     tiny: bool,
+    /// Emulated NVM latency per write, in ns: each line written back by a
+    /// flush and each line of non-temporal stores (consecutive stores to one
+    /// line count once until a fence), charged to rewind and to the
+    /// baselines alike. REWIND used 150.
+    #[arg(long, default_value_t = 0, value_name = "NS")]
+    nvm_write_ns: u64,
+    /// Emulated latency per fence, in ns.
+    #[arg(long, default_value_t = 0, value_name = "NS")]
+    fence_ns: u64,
+}
+
+/// What every benchmark is run with.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    /// How much work each measurement does.
+    pub scale: Scale,
+    /// The emulated NVM latencies.
+    pub latency: NvmLatency,
 }
 
 /// How much work each measurement does.
@@ -38,8 +57,20 @@ pub enum Scale {
     Full,
 }
 
-/// A benchmark: runs at a scale and writes its results into a directory.
-type BenchFn = fn(Scale, &Path) -> Result<(), CliError>;
+/// How a benchmark states the emulated latencies it ran with.
+pub fn latency_line(l: NvmLatency) -> String {
+    if l == NvmLatency::default() {
+        "no emulated NVM latency (--nvm-write-ns, --fence-ns)".into()
+    } else {
+        format!(
+            "emulated NVM latency: {} ns per write (flushed line or line of non-temporal stores), {} ns per fence; charged to every system on a rewind domain",
+            l.write_ns, l.fence_ns
+        )
+    }
+}
+
+/// A benchmark: runs with a context and writes its results into a directory.
+type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
 const BENCHES: [(&str, BenchFn); 1] = [("overhead", overhead::run)];
@@ -66,8 +97,12 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             names.join(", ")
         )));
     }
+    let ctx = Ctx {
+        scale,
+        latency: NvmLatency::new(args.nvm_write_ns, args.fence_ns),
+    };
     for (_, bench) in chosen {
-        bench(scale, &args.out)?;
+        bench(&ctx, &args.out)?;
     }
     Ok(())
 }

@@ -23,9 +23,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
-use rewind::{Backend, Counters, LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
+use rewind::{
+    Backend, Counters, LogVariant, NvmLatency, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
+};
 
-use super::{svg, Scale};
+use super::{svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
 
@@ -81,6 +83,7 @@ fn array_pool(
     m: u64,
     variant: LogVariant,
     policy: Policy,
+    latency: NvmLatency,
 ) -> Result<(Pool, PPtr<u64>), CliError> {
     let path = dir.join(format!("{name}.pool"));
     let _ = std::fs::remove_file(&path);
@@ -89,7 +92,8 @@ fn array_pool(
     let cfg = PoolConfig::default()
         .log(variant)
         .policy(policy)
-        .backend(Backend::Pmem);
+        .backend(Backend::Pmem)
+        .nvm_latency(latency);
     let pool = Pool::create(&path, LAYOUT, size, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
     let data = pool
@@ -105,7 +109,7 @@ fn array_pool(
 
 /// Builds the subjects for one K, with fresh pools in `dir`: the two
 /// baselines, every variant × policy, and at K = 1 `atomic_write`.
-fn subjects(dir: &Path, m: u64, k: u64) -> Result<Vec<Subject>, CliError> {
+fn subjects(dir: &Path, m: u64, k: u64, latency: NvmLatency) -> Result<Vec<Subject>, CliError> {
     let mut out = vec![Subject {
         system: "volatile",
         config: "dram".into(),
@@ -113,8 +117,10 @@ fn subjects(dir: &Path, m: u64, k: u64) -> Result<Vec<Subject>, CliError> {
     }];
     let path = dir.join("nolog.pool");
     let _ = std::fs::remove_file(&path);
-    let domain = Domain::create_file(&path, m * 8, Backend::Pmem)
+    let mut domain = Domain::create_file(&path, m * 8, Backend::Pmem)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    // Charged by the same rules as the pools.
+    domain.set_latency(latency);
     out.push(Subject {
         system: "persist-nolog",
         config: "nolog".into(),
@@ -123,7 +129,7 @@ fn subjects(dir: &Path, m: u64, k: u64) -> Result<Vec<Subject>, CliError> {
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
-            let (pool, data) = array_pool(dir, &config, m, variant, policy)?;
+            let (pool, data) = array_pool(dir, &config, m, variant, policy, latency)?;
             out.push(Subject {
                 system: "rewind",
                 config,
@@ -138,7 +144,7 @@ fn subjects(dir: &Path, m: u64, k: u64) -> Result<Vec<Subject>, CliError> {
         for policy in Policy::ALL {
             let config = format!("{}-{policy}", LogVariant::Batch);
             let name = format!("atomic-{config}");
-            let (pool, data) = array_pool(dir, &name, m, LogVariant::Batch, policy)?;
+            let (pool, data) = array_pool(dir, &name, m, LogVariant::Batch, policy, latency)?;
             out.push(Subject {
                 system: "atomic_write",
                 config,
@@ -230,7 +236,8 @@ struct Result1 {
     ratio_vs_nolog: f64,
 }
 
-pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
+    let scale = ctx.scale;
     let (m, txs) = sizes(scale);
     println!(
         "bench overhead (REWIND Fig. 3): array of {m} u64 ({} KiB), K random 8-byte updates per transaction",
@@ -249,6 +256,7 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
             ""
         }
     );
+    println!("  {}", super::latency_line(ctx.latency));
     let dir = crate::scratch::dir()?;
     println!("  pools in {}", dir.path().display());
 
@@ -260,7 +268,7 @@ pub fn run(scale: Scale, out: &Path) -> Result<(), CliError> {
     );
     let mut results = Vec::new();
     for (&k, &n) in KS.iter().zip(&txs) {
-        let mut subjects = subjects(dir.path(), m, k)?;
+        let mut subjects = subjects(dir.path(), m, k, ctx.latency)?;
         let mut times = vec![Vec::new(); subjects.len()];
         let mut counters = vec![Counters::default(); subjects.len()];
         for round in 0..ROUNDS {

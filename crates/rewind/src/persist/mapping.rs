@@ -107,6 +107,11 @@ impl Mapping {
         }
     }
 
+    /// The address of byte `off` (a name for its line; never dereferenced).
+    pub(super) fn addr(&self, off: usize) -> usize {
+        self.base as usize + off
+    }
+
     pub(super) fn read(&self, off: usize, buf: &mut [u8]) {
         debug_assert!(off + buf.len() <= self.len);
         // SAFETY: the caller checked `off + buf.len() <= len`; `buf` is a

@@ -10,8 +10,8 @@
 //!
 //! * **Pmem** — real instructions: `clwb` (else `clflushopt`, else `clflush`),
 //!   `sfence`, `movnti`. Correct on DAX-mapped persistent memory and on any
-//!   mapped file for process crashes. An optional emulated NVM write latency
-//!   busy-waits per flushed line, as REWIND's evaluation did (150 ns).
+//!   mapped file for process crashes. Optionally emulates NVM's latencies
+//!   ([`NvmLatency`]) by busy-waiting, as REWIND's evaluation did (§5.1).
 //! * **Msync** — any file on any filesystem: `flush` records dirty ranges and
 //!   `fence` makes them durable with `msync(MS_SYNC)`.
 //! * **Sim** — a simulated domain in ordinary memory (see [`sim`]) that keeps,
@@ -20,9 +20,18 @@
 //!   thread that issued it), and builds the images a power failure could
 //!   leave. Its operations are scheduling points ([`Domain::set_schedule`]).
 //!
-//! Counters of fences, flushed lines and lines written by non-temporal stores
-//! are kept for every backend; they are the noise-free numbers the benchmarks
-//! report beside times.
+//! Counters of fences, flushed lines, lines written by non-temporal stores
+//! and emulated NVM writes are kept for every backend; they are the
+//! noise-free numbers the benchmarks report beside times.
+//!
+//! **NVM emulation** (REWIND §5.1). An NVM write is a line written back by a
+//! flush, or a line written by non-temporal stores, where consecutive
+//! non-temporal stores of one thread to one line are one write (they meet in
+//! a write-combining buffer; a fence drains it, so the next store to that
+//! line is a new write). Each costs [`NvmLatency::write_ns`], each fence
+//! [`NvmLatency::fence_ns`], spent busy-waiting when the operation is
+//! issued (Pmem only). The writes are counted on every backend, charged or
+//! not (`Counters::nvm_writes`).
 
 mod mapping;
 mod pmem;
@@ -56,6 +65,10 @@ pub struct Counters {
     pub flushed_lines: u64,
     /// Cache lines written by non-temporal stores.
     pub nt_lines: u64,
+    /// NVM writes, as the emulation counts (and, with a latency, charges)
+    /// them: flushed lines, plus non-temporal lines with consecutive stores
+    /// of a thread to one line counted once.
+    pub nvm_writes: u64,
 }
 
 impl std::ops::Add for Counters {
@@ -65,7 +78,25 @@ impl std::ops::Add for Counters {
             fences: self.fences + o.fences,
             flushed_lines: self.flushed_lines + o.flushed_lines,
             nt_lines: self.nt_lines + o.nt_lines,
+            nvm_writes: self.nvm_writes + o.nvm_writes,
         }
+    }
+}
+
+/// Emulated NVM latencies (REWIND §5.1: 150 ns per write). Zero: none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NvmLatency {
+    /// Per NVM write (a flushed line, or a line of non-temporal stores).
+    pub write_ns: u64,
+    /// Per fence.
+    pub fence_ns: u64,
+}
+
+impl NvmLatency {
+    /// `write_ns` per NVM write and `fence_ns` per fence.
+    pub fn new(write_ns: u64, fence_ns: u64) -> NvmLatency {
+        NvmLatency { write_ns, fence_ns }
     }
 }
 
@@ -76,6 +107,7 @@ impl Counters {
             fences: self.fences - earlier.fences,
             flushed_lines: self.flushed_lines - earlier.flushed_lines,
             nt_lines: self.nt_lines - earlier.nt_lines,
+            nvm_writes: self.nvm_writes - earlier.nvm_writes,
         }
     }
 }
@@ -95,6 +127,7 @@ struct Slot {
     fences: AtomicU64,
     flushed_lines: AtomicU64,
     nt_lines: AtomicU64,
+    nvm_writes: AtomicU64,
 }
 
 const SLOTS: usize = 64;
@@ -168,13 +201,22 @@ pub struct Domain {
     kind: Kind,
     map: Mapping,
     counters: AtomicCounters,
-    latency_ns: u64,
+    latency: NvmLatency,
     mutation: Option<Site>,
     /// Fault injection (tests): fences after this many more fail.
     failing: AtomicU64,
     /// The file behind a file-backed domain, kept open so the pool's
     /// advisory lock lives as long as the mapping.
     _file: Option<std::fs::File>,
+}
+
+/// No line.
+const NO_LINE: (usize, u64) = (0, u64::MAX);
+
+thread_local! {
+    /// The last line (domain base address, line index) this thread wrote
+    /// with a non-temporal store since its last fence.
+    static LAST_NT_LINE: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new(NO_LINE) };
 }
 
 fn lines_of(off: u64, len: u64) -> u64 {
@@ -232,7 +274,7 @@ impl Domain {
                 schedule: RwLock::new(None),
             })),
             counters: AtomicCounters::default(),
-            latency_ns: 0,
+            latency: NvmLatency::default(),
             mutation: None,
             failing: AtomicU64::new(u64::MAX),
             _file: None,
@@ -253,16 +295,29 @@ impl Domain {
             map,
             kind,
             counters: AtomicCounters::default(),
-            latency_ns: 0,
+            latency: NvmLatency::default(),
             mutation: None,
             failing: AtomicU64::new(u64::MAX),
             _file: None,
         }
     }
 
-    /// Emulates an NVM write latency of `ns` per flushed line (Pmem only).
-    pub fn set_write_latency_ns(&mut self, ns: u64) {
-        self.latency_ns = ns;
+    /// Emulates NVM latencies (Pmem only; see the module doc).
+    pub fn set_latency(&mut self, latency: NvmLatency) {
+        self.latency = latency;
+    }
+
+    /// The emulated latencies.
+    pub fn latency(&self) -> NvmLatency {
+        self.latency
+    }
+
+    /// Counts `n` NVM writes and charges their latency.
+    fn nvm_writes(&self, n: u64) {
+        bump(&self.counters.slot().nvm_writes, n);
+        if self.latency.write_ns > 0 && matches!(self.kind, Kind::Pmem { .. }) {
+            spin_ns(n * self.latency.write_ns);
+        }
     }
 
     /// The backend this domain runs on.
@@ -358,10 +413,16 @@ impl Domain {
     /// next fence.
     pub fn store_nt(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check(off, bytes.len())?;
-        bump(
-            &self.counters.slot().nt_lines,
-            lines_of(off, bytes.len() as u64),
-        );
+        let lines = lines_of(off, bytes.len() as u64);
+        bump(&self.counters.slot().nt_lines, lines);
+        if lines > 0 {
+            // Consecutive non-temporal stores of this thread to one line
+            // are one NVM write (a line is named by its domain and offset).
+            let first = (self.map.addr(0), off / LINE);
+            let last = (first.0, first.1 + lines - 1);
+            let merged = LAST_NT_LINE.with(|l| l.replace(last)) == first;
+            self.nvm_writes(lines - merged as u64);
+        }
         match &self.kind {
             Kind::Pmem { instr } => {
                 self.map.write_nt(off as usize, bytes, *instr);
@@ -408,14 +469,12 @@ impl Domain {
         self.check(off, len as usize)?;
         let n = lines_of(off, len);
         bump(&self.counters.slot().flushed_lines, n);
+        self.nvm_writes(n);
         match &self.kind {
             Kind::Pmem { instr } => {
                 let first = off / LINE * LINE;
                 for i in 0..n {
                     self.map.flush_line((first + i * LINE) as usize, *instr);
-                    if self.latency_ns > 0 {
-                        spin_ns(self.latency_ns);
-                    }
                 }
             }
             Kind::Msync { dirty } => dirty.lock().push((off, len)),
@@ -445,8 +504,16 @@ impl Domain {
             ));
         }
         bump(&self.counters.slot().fences, 1);
+        // A fence drains the write-combining buffers: the next
+        // non-temporal store to any line is a new NVM write.
+        LAST_NT_LINE.with(|l| l.set(NO_LINE));
         match &self.kind {
-            Kind::Pmem { .. } => self.map.sfence(),
+            Kind::Pmem { .. } => {
+                self.map.sfence();
+                if self.latency.fence_ns > 0 {
+                    spin_ns(self.latency.fence_ns);
+                }
+            }
             Kind::Msync { dirty } => {
                 let mut ranges = std::mem::take(&mut *dirty.lock());
                 ranges.sort_unstable();
@@ -484,6 +551,7 @@ impl Domain {
             fences: self.counters.sum(|s| &s.fences),
             flushed_lines: self.counters.sum(|s| &s.flushed_lines),
             nt_lines: self.counters.sum(|s| &s.nt_lines),
+            nvm_writes: self.counters.sum(|s| &s.nvm_writes),
         }
     }
 
@@ -521,5 +589,36 @@ fn spin_ns(ns: u64) {
     let start = std::time::Instant::now();
     while (start.elapsed().as_nanos() as u64) < ns {
         std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How the emulation counts NVM writes (the latencies follow the
+    /// counts; their time is not tested).
+    #[test]
+    fn nvm_writes_group_consecutive_nt_stores_to_a_line_until_a_fence() {
+        let d = Domain::sim(4096);
+        let n = |d: &Domain| d.counters().nvm_writes;
+        d.store_nt_u64(64, 1).unwrap();
+        d.store_nt_u64(72, 2).unwrap(); // same line: one write
+        assert_eq!(n(&d), 1);
+        d.store_nt(120, &[0; 16]).unwrap(); // line 1 again, then line 2
+        assert_eq!(n(&d), 2);
+        d.store_nt_u64(128, 3).unwrap(); // line 2, consecutive
+        assert_eq!(n(&d), 2);
+        d.fence().unwrap();
+        d.store_nt_u64(136, 4).unwrap(); // after a fence: a new write
+        assert_eq!(n(&d), 3);
+        d.store_nt_u64(0, 5).unwrap(); // another line
+        d.store_nt_u64(144, 6).unwrap(); // back to line 2: not consecutive
+        assert_eq!(n(&d), 5);
+        d.store(256, &[1; 130]).unwrap();
+        d.flush(256, 130).unwrap(); // three lines written back
+        assert_eq!(n(&d), 8);
+        assert_eq!(d.counters().flushed_lines, 3);
+        assert_eq!(d.counters().nt_lines, 8);
     }
 }

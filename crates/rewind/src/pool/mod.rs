@@ -20,7 +20,7 @@ use crate::format::layout::{Layout, HEADER_SIZE, MIN_POOL};
 use crate::format::layout::{DEFAULT_GROUP, MAX_BUCKET_CELLS};
 pub use crate::format::PPtr;
 use crate::log::{LogStats, LogVariant};
-use crate::persist::{sites, Backend, Counters, Domain};
+use crate::persist::{sites, Backend, Counters, Domain, NvmLatency};
 use crate::recovery::RecoveryReport;
 use crate::tx::{Policy, Tx};
 
@@ -50,8 +50,9 @@ pub struct PoolConfig {
     /// Initial bytes of log (it grows into the heap when a transaction
     /// needs more); default: an eighth of the pool.
     pub log_size: Option<u64>,
-    /// Emulated NVM latency per flushed line (Pmem only; default 0).
-    pub write_latency_ns: u64,
+    /// Emulated NVM latencies (Pmem only; default none): see
+    /// [`NvmLatency`](crate::NvmLatency).
+    pub nvm_latency: NvmLatency,
     /// Records a Batch group holds before its one fence: 8, 16, 32 or 64
     /// (default 8, one cache line of cells). Larger groups mean fewer
     /// fences per record in long transactions, and more records a crash
@@ -67,7 +68,7 @@ impl Default for PoolConfig {
             backend: Backend::Pmem,
             bucket_cells: 1000,
             log_size: None,
-            write_latency_ns: 0,
+            nvm_latency: NvmLatency::default(),
             group_size: DEFAULT_GROUP,
         }
     }
@@ -104,9 +105,9 @@ impl PoolConfig {
         self
     }
 
-    /// Emulated NVM latency per flushed line.
-    pub fn write_latency_ns(mut self, ns: u64) -> Self {
-        self.write_latency_ns = ns;
+    /// Emulated NVM latencies (REWIND §5.1 used 150 ns per write).
+    pub fn nvm_latency(mut self, l: NvmLatency) -> Self {
+        self.nvm_latency = l;
         self
     }
 
@@ -125,8 +126,8 @@ pub struct OpenOptions {
     /// created with. Name another to override it (an `Msync` pool opened
     /// as `Pmem` for speed where only process crashes matter, say).
     pub backend: Option<Backend>,
-    /// Emulated NVM latency per flushed line (Pmem only).
-    pub write_latency_ns: u64,
+    /// Emulated NVM latencies (Pmem only; default none).
+    pub nvm_latency: NvmLatency,
 }
 
 impl OpenOptions {
@@ -136,9 +137,9 @@ impl OpenOptions {
         self
     }
 
-    /// Emulated NVM latency per flushed line.
-    pub fn write_latency_ns(mut self, ns: u64) -> Self {
-        self.write_latency_ns = ns;
+    /// Emulated NVM latencies.
+    pub fn nvm_latency(mut self, l: NvmLatency) -> Self {
+        self.nvm_latency = l;
         self
     }
 }
@@ -180,7 +181,7 @@ impl Pool {
         }
         let f = file::create(path, size)?;
         let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
-            dom.set_write_latency_ns(cfg.write_latency_ns);
+            dom.set_latency(cfg.nvm_latency);
             write_header(&dom, &hdr)?;
             Engine::start(dom, path, layout).map(|eng| Pool { eng })
         });
@@ -206,7 +207,7 @@ impl Pool {
             (None, b) => b,
         };
         let mut dom = Domain::map(path, f, backend)?;
-        dom.set_write_latency_ns(opts.write_latency_ns);
+        dom.set_latency(opts.nvm_latency);
         Engine::start(dom, path, layout).map(|eng| Pool { eng })
     }
 
