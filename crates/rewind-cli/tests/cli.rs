@@ -383,3 +383,46 @@ fn a_fifo_is_refused_not_waited_on() {
         assert_clean_failure(&out, &["fifo"]);
     }
 }
+
+#[test]
+fn bench_checkpoint_writes_every_row_and_counts_its_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "checkpoint",
+        "--tiny",
+        "--nvm-write-ns",
+        "10",
+        "--fence-ns",
+        "10",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("10 ns per write"),
+        "{}",
+        text(&out.stdout)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("checkpoint.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let get = |config: &str, param: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r["config"] == config && r["param"] == param && r["metric"] == metric)
+            .and_then(|r| r["value"].as_f64())
+            .unwrap_or_else(|| panic!("no row {config} {param} {metric}"))
+    };
+    for v in ["simple", "optimized", "batch"] {
+        let config = format!("{v}-no-force");
+        assert_eq!(get(&config, "none", "checkpoints"), 0.0);
+        // 2,000 records, 9 per transaction: 222 transactions.
+        assert_eq!(get(&config, "every=500", "checkpoints"), 4.0);
+        assert_eq!(get(&config, "every=1000", "checkpoints"), 2.0);
+        assert_eq!(get(&config, "none", "overhead"), 0.0);
+        assert!(get(&config, "every=500", "fences_per_record") > 0.0);
+    }
+    assert!(out_dir.join("checkpoint.svg").exists());
+}

@@ -5,6 +5,7 @@
 //! depend on machine noise (fences and flushed lines per transaction).
 //! Results go to `DIR/NAME.json`, `DIR/NAME.csv` and `DIR/NAME.svg`.
 
+mod checkpoint;
 mod overhead;
 mod svg;
 
@@ -18,7 +19,7 @@ use crate::error::CliError;
 /// Arguments of `rewind bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Benchmark to run: `overhead`, or `all`.
+    /// Benchmark to run: `overhead`, `checkpoint`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -73,7 +74,8 @@ pub fn latency_line(l: NvmLatency) -> String {
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 1] = [("overhead", overhead::run)];
+const BENCHES: [(&str, BenchFn); 2] =
+    [("overhead", overhead::run), ("checkpoint", checkpoint::run)];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let scale = match (args.tiny, args.quick) {

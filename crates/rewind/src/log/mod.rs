@@ -39,8 +39,9 @@
 
 pub mod adll;
 pub mod blocks;
+mod tracking;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -52,6 +53,7 @@ pub use crate::format::record::{self, Draft, Kind, Record};
 pub use crate::format::LogVariant;
 use crate::persist::{sites, Domain};
 use blocks::Blocks;
+use tracking::{Free, Order};
 
 /// A cell of a bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,14 +153,14 @@ impl Reservation {
 }
 
 struct State {
+    layout: Layout,
     /// The list the log's blocks are linked into.
     list: adll::List,
-    order: Vec<u64>,
+    order: Order,
     buckets: Buckets,
     blocks: Blocks,
-    /// Blocks not in the list, lowest first: region blocks before heap
-    /// chunks, so chunks empty out and can go back.
-    free: BTreeSet<u64>,
+    /// Blocks not in the list.
+    free: Free,
     /// Space held by reservations, the checkpoint's included.
     reserved: u64,
     /// The checkpoint's reservation is held.
@@ -179,8 +181,9 @@ impl State {
     fn unlist(&mut self, d: &Domain, block: u64) -> Result<(), Error> {
         self.list.remove(d, block)?;
         self.buckets.remove(&block);
-        self.order.retain(|&x| x != block);
-        self.free.insert(block);
+        self.order.remove(block);
+        let per_chunk = Blocks::per_chunk(&self.layout);
+        self.free.insert(&self.blocks, per_chunk, block);
         self.unfenced_clears.retain(|(_, c)| c.block != block);
         Ok(())
     }
@@ -207,9 +210,7 @@ impl State {
     /// Forgets log chunk `chunk`, all of whose blocks are free; the caller
     /// frees its descriptor.
     fn forget_chunk(&mut self, chunk: u64) {
-        for b in self.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
-            self.free.remove(&b);
-        }
+        self.free.forget_chunk(&self.blocks, chunk);
         self.blocks.remove_chunk(chunk);
     }
 }
@@ -296,11 +297,14 @@ impl Log {
         let (order, buckets, records) = scan(d, layout, &blocks, variant, list)?;
         list.check_unlinked(d, &blocks, &order)?;
         let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
-        let free = blocks
-            .all()
-            .into_iter()
-            .filter(|b| !in_list.contains(b))
-            .collect();
+        let mut free = Free::default();
+        let per_chunk = Blocks::per_chunk(layout);
+        for b in blocks.all() {
+            if !in_list.contains(&b) {
+                free.insert(&blocks, per_chunk, b);
+            }
+        }
+        let order = Order::new(&order);
         if let Some(s) = records.last() {
             lsns.observe(s.rec.lsn);
         }
@@ -314,6 +318,7 @@ impl Log {
             heap: OnceLock::new(),
             lsns,
             state: Mutex::new(State {
+                layout: *layout,
                 list,
                 order,
                 buckets,
@@ -348,7 +353,6 @@ impl Log {
         let empty: Vec<u64> = st
             .order
             .iter()
-            .copied()
             .filter(|b| st.buckets.get(b).is_some_and(|x| x.live == 0))
             .collect();
         for block in empty {
@@ -557,7 +561,7 @@ impl Log {
     /// lowers it by at most its cost, whichever block its records land in.
     fn available(&self, st: &State) -> u64 {
         let tail = st.order.last().map_or(0, |t| {
-            let b = &st.buckets[t];
+            let b = &st.buckets[&t];
             usable(
                 self.layout.bucket_cells,
                 self.per_cell,
@@ -583,7 +587,10 @@ impl Log {
             Err(e) => return Err(e),
         };
         st.blocks.add_chunk(chunk);
-        st.free.extend(st.blocks.chunk_blocks(chunk));
+        let per_chunk = Blocks::per_chunk(&self.layout);
+        for b in st.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
+            st.free.insert(&st.blocks, per_chunk, b);
+        }
         Ok(true)
     }
 
@@ -594,9 +601,7 @@ impl Log {
             return Ok(());
         };
         let n = Blocks::per_chunk(&self.layout);
-        if !st.blocks.chunk_blocks(chunk).all(|b| st.free.contains(&b))
-            || self.available(st) < st.reserved + n * self.block_usable
-        {
+        if !st.free.is_idle(chunk) || self.available(st) < st.reserved + n * self.block_usable {
             return Ok(());
         }
         st.forget_chunk(chunk);
@@ -651,7 +656,7 @@ impl Log {
     /// The tail bucket if it has room for a record of `size` bytes, else a
     /// new bucket appended to the list.
     fn room(&self, d: &Domain, st: &mut State, size: u64) -> Result<u64, Error> {
-        if let Some(&tail) = st.order.last() {
+        if let Some(tail) = st.order.last() {
             let b = &st.buckets[&tail];
             if (b.next_cell as u64) < self.layout.bucket_cells
                 && b.body_used + size <= self.layout.log_block_size
@@ -659,7 +664,8 @@ impl Log {
                 return Ok(tail);
             }
         }
-        let block = st.free.pop_first().ok_or(Error::LogFull {
+        let State { free, blocks, .. } = &mut *st;
+        let block = free.pop_first(blocks).ok_or(Error::LogFull {
             needed: size,
             free: 0,
         })?;
@@ -678,7 +684,7 @@ impl Log {
         );
         st.order.push(block);
         // The old tail may be empty now that it is no longer the tail.
-        if let Some(&old) = st.order.iter().rev().nth(1) {
+        if let Some(old) = st.order.before_last() {
             self.maybe_remove(d, st, old)?;
         }
         Ok(block)
@@ -689,7 +695,7 @@ impl Log {
             return Ok(());
         };
         let full = b.next_cell as u64 == self.layout.bucket_cells;
-        if b.live == 0 && (full || st.order.last() != Some(&block)) {
+        if b.live == 0 && (full || st.order.last() != Some(block)) {
             st.unlist(d, block)?;
             self.maybe_shrink(d, st, block)?;
         }
@@ -749,8 +755,8 @@ impl Log {
         let mut st = self.state.lock();
         st.reserved -= res.bytes;
         res.bytes = 0;
-        let chunks: Vec<u64> = st.blocks.chunks().collect();
-        for chunk in chunks {
+        // Only chunks whose blocks are all free can go.
+        for chunk in st.free.idle() {
             self.maybe_shrink(d, &mut st, chunk)?;
         }
         Ok(())
@@ -762,7 +768,7 @@ impl Log {
     pub fn clear_all(&self, d: &Domain) -> Result<(), Error> {
         let mut st = self.state.lock();
         let st = &mut *st;
-        while let Some(&block) = st.order.first() {
+        while let Some(block) = st.order.first() {
             st.unlist(d, block)?;
         }
         Ok(())
