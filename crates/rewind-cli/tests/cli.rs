@@ -426,3 +426,36 @@ fn bench_checkpoint_writes_every_row_and_counts_its_checkpoints() {
     }
     assert!(out_dir.join("checkpoint.svg").exists());
 }
+
+#[test]
+fn bench_fence_counts_fewer_fences_for_larger_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "fence",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("fence.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let fences = |config: &str| {
+        rows.iter()
+            .find(|r| {
+                r["config"] == config && r["param"] == "fence=0ns" && r["metric"] == "fences_per_tx"
+            })
+            .and_then(|r| r["value"].as_f64())
+            .unwrap_or_else(|| panic!("no row for {config}"))
+    };
+    // 64 updates and END per transaction: two fences per record for
+    // Optimized, two per group (with END in the last) for Batch.
+    assert_eq!(fences("optimized-no-force"), 130.0);
+    assert_eq!(fences("batch-8-no-force"), 16.0);
+    assert_eq!(fences("batch-16-no-force"), 8.0);
+    assert_eq!(fences("batch-32-no-force"), 4.0);
+    assert_eq!(fences("batch-64-no-force"), 2.0);
+}

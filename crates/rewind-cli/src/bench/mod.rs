@@ -6,6 +6,7 @@
 //! Results go to `DIR/NAME.json`, `DIR/NAME.csv` and `DIR/NAME.svg`.
 
 mod checkpoint;
+mod fence;
 mod overhead;
 mod svg;
 
@@ -19,7 +20,7 @@ use crate::error::CliError;
 /// Arguments of `rewind bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Benchmark to run: `overhead`, `checkpoint`, or `all`.
+    /// Benchmark to run: `overhead`, `checkpoint`, `fence`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -74,8 +75,11 @@ pub fn latency_line(l: NvmLatency) -> String {
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 2] =
-    [("overhead", overhead::run), ("checkpoint", checkpoint::run)];
+const BENCHES: [(&str, BenchFn); 3] = [
+    ("overhead", overhead::run),
+    ("checkpoint", checkpoint::run),
+    ("fence", fence::run),
+];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let scale = match (args.tiny, args.quick) {
