@@ -459,3 +459,26 @@ fn bench_fence_counts_fewer_fences_for_larger_groups() {
     assert_eq!(fences("batch-32-no-force"), 4.0);
     assert_eq!(fences("batch-64-no-force"), 2.0);
 }
+
+#[test]
+fn bench_intensity_writes_a_ratio_per_configuration_and_intensity() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "intensity",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("intensity.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    // Seven systems (the baseline and six configurations) x six intensities x two metrics.
+    assert_eq!(rows.len(), 7 * 6 * 2);
+    for r in rows {
+        assert!(r["value"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+    }
+}

@@ -7,6 +7,7 @@
 
 mod checkpoint;
 mod fence;
+mod intensity;
 mod overhead;
 mod svg;
 
@@ -20,7 +21,7 @@ use crate::error::CliError;
 /// Arguments of `rewind bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Benchmark to run: `overhead`, `checkpoint`, `fence`, or `all`.
+    /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -75,8 +76,9 @@ pub fn latency_line(l: NvmLatency) -> String {
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 3] = [
+const BENCHES: [(&str, BenchFn); 4] = [
     ("overhead", overhead::run),
+    ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
     ("fence", fence::run),
 ];
