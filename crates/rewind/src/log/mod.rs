@@ -260,9 +260,9 @@ impl Lsns {
             .fetch_max(lsn + 1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The next lsn.
-    fn next(&self) -> u64 {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    /// `n` consecutive lsns; returns the first.
+    fn take(&self, n: u64) -> u64 {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -478,10 +478,15 @@ impl Log {
         }
         st.batch_index.clear();
         st.batch_cells.clear();
+        // The append's lsns, taken at once before any record is written: a
+        // locked instruction drains the write-combining buffers, so one
+        // among the records' non-temporal stores would wait for all of them.
+        let mut next_lsn = self.lsns.take(drafts.len() as u64);
         for draft in drafts {
             let size = draft.size() as u64;
             let block = self.room(d, st, size)?;
-            let lsn = self.lsns.next();
+            let lsn = next_lsn;
+            next_lsn += 1;
             // A CHECKPOINT belongs to no transaction's chain.
             let prev = if draft.kind == Kind::Checkpoint {
                 0
