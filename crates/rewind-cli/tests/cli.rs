@@ -212,25 +212,43 @@ fn bench_overhead_writes_every_row() {
         ("rewind", "batch-force"),
         ("rewind", "batch-no-force"),
     ];
-    let metrics = [
+    // Built with `--features peers`: PMDK and the C loops run too, and every
+    // system gets its speed against PMDK.
+    let peers = cfg!(feature = "peers");
+    let mut metrics = vec![
         ("us_per_tx", "us"),
         ("fences_per_tx", "count"),
         ("flushes_per_tx", "lines"),
         ("ratio_vs_nolog", "x"),
     ];
+    if peers {
+        metrics.push(("speed_vs_pmdk", "x"));
+    }
+    let c_loops = [("c-nolog", "c-loop"), ("c-nolog", "c-loop-counted")];
     // Every system at every K, and atomic_write (both policies) at K=1.
-    assert_eq!(rows.len(), (configs.len() * 3 + 2) * metrics.len());
+    // With the peers: the two C loops at every K; PMDK at every K without
+    // fences or lines (3 metrics); persist-nolog's two ratios to the C loops.
+    let peer_rows = if peers {
+        c_loops.len() * 3 * metrics.len() + 3 * 3 + 3 * 2
+    } else {
+        0
+    };
+    assert_eq!(
+        rows.len(),
+        (configs.len() * 3 + 2) * metrics.len() + peer_rows
+    );
     let atomic = [
         ("atomic_write", "batch-force"),
         ("atomic_write", "batch-no-force"),
     ];
     let cases = configs
         .iter()
+        .chain(if peers { &c_loops[..] } else { &[] })
         .flat_map(|&c| ["K=1", "K=8", "K=64"].map(|k| (c, k)))
         .chain(atomic.map(|c| (c, "K=1")));
     for ((system, config), k) in cases {
         {
-            for (metric, unit) in metrics {
+            for &(metric, unit) in &metrics {
                 let row = rows
                     .iter()
                     .find(|r| {
@@ -264,6 +282,38 @@ fn bench_overhead_writes_every_row() {
         .find(|r| r["config"] == "nolog" && r["param"] == "K=8" && r["metric"] == "ratio_vs_nolog")
         .unwrap();
     assert_eq!(nolog_ratio["value"].as_f64(), Some(1.0));
+    if peers {
+        let value = |system: &str, config: &str, k: &str, metric: &str| {
+            rows.iter()
+                .find(|r| {
+                    r["system"] == system
+                        && r["config"] == config
+                        && r["param"] == k
+                        && r["metric"] == metric
+                })
+                .and_then(|r| r["value"].as_f64())
+        };
+        for (k, lines) in [("K=1", 1.0), ("K=8", 8.0), ("K=64", 64.0)] {
+            // PMDK's fences and lines are not counted: no rows.
+            assert_eq!(value("pmdk", "libpmemobj", k, "speed_vs_pmdk"), Some(1.0));
+            assert!(value("pmdk", "libpmemobj", k, "us_per_tx").is_some());
+            assert_eq!(value("pmdk", "libpmemobj", k, "fences_per_tx"), None);
+            assert_eq!(value("pmdk", "libpmemobj", k, "flushes_per_tx"), None);
+            // The C loops: K lines and one fence per transaction.
+            for (system, config) in c_loops {
+                assert_eq!(value(system, config, k, "fences_per_tx"), Some(1.0));
+                assert_eq!(value(system, config, k, "flushes_per_tx"), Some(lines));
+            }
+            for metric in ["ratio_vs_c_loop", "ratio_vs_c_loop_counted"] {
+                assert!(value("persist-nolog", "nolog", k, metric).is_some_and(|v| v > 0.0));
+            }
+        }
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("persist-nolog vs C loop at K=8: "),
+            "{stdout}"
+        );
+    }
 
     let csv = std::fs::read_to_string(out_dir.join("overhead.csv")).unwrap();
     assert_eq!(csv.lines().count(), rows.len() + 1);

@@ -15,6 +15,28 @@
 //! At K = 1 the `atomic_write` rows make the same single update with
 //! `Pool::atomic_write` instead of a transaction (MARS's AtomicWrite), on a
 //! Batch pool of each policy.
+//!
+//! Each round's index sequence is drawn once, before the round, and every
+//! system consumes that same slice: the random number generator is outside
+//! every measurement, and all systems make exactly the same updates. Before
+//! the measured rounds, each system runs one unmeasured warm-up round of the
+//! same length (its pages faulted in, its caches and allocator warm).
+//!
+//! With `--features peers` (PMDK and a C compiler: `scripts/install-peers.sh`)
+//! more systems run at every K: `pmdk` (`libpmemobj`: one libpmemobj
+//! transaction per transaction, each update `pmemobj_tx_add_range_direct`
+//! of its 8 bytes, then the store) and `c-nolog`, the `persist-nolog` work
+//! as C loops, to check that the Rust baseline does no more than the
+//! operations themselves: `c-loop`, the plainest loop (store, `clwb`;
+//! `sfence` per transaction), and `c-loop-counted`, which also makes the
+//! counter stores `persist::Domain` makes (one before each `clwb`, one
+//! before each `sfence`). Every system then also gets `speed_vs_pmdk`
+//! (pmdk's time / its time, per round, median), and `persist-nolog` gets
+//! `ratio_vs_c_loop` and `ratio_vs_c_loop_counted` (its time / that loop's,
+//! per round, median). PMDK's fences and flushed lines cannot be counted
+//! from outside: its rows carry no `fences_per_tx` or `flushes_per_tx` (NaN
+//! in the table). The plain C loop's are computed, not counted: it issues
+//! exactly K `clwb` and one `sfence` per transaction; the other one counts.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -30,12 +52,18 @@ use rewind::{
 use super::{svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
+#[cfg(feature = "peers")]
+use rewind_peers::{cloop, pmdk};
 
 const LAYOUT: &str = "rewind-bench-overhead";
 /// Updates per transaction.
 const KS: [u64; 3] = [1, 8, 64];
 /// Measurements per system and K; the median is reported.
 const ROUNDS: usize = 7;
+/// Added to `K * 1000` for the warm-up round's seed (rounds use 0..ROUNDS).
+const WARMUP_SEED: u64 = 999;
+/// The range persist-nolog's time over the C loop's should fall in at K = 8.
+const C_LOOP_AGREEMENT: (f64, f64) = (0.87, 1.15);
 
 /// Array length and transactions per measurement for each K.
 fn sizes(scale: Scale) -> (u64, [u64; 3]) {
@@ -43,6 +71,41 @@ fn sizes(scale: Scale) -> (u64, [u64; 3]) {
         Scale::Tiny => (1 << 12, [20, 10, 4]),
         Scale::Quick => (1 << 20, [20_000, 10_000, 2_000]),
         Scale::Full => (1 << 20, [200_000, 100_000, 20_000]),
+    }
+}
+
+/// Bytes of each pool: the data plus headroom for the allocator and the log
+/// (pool/8 by default). PMDK's pool gets the same.
+fn pool_size(m: u64) -> u64 {
+    (m * 8 * 4).max(64 << 20)
+}
+
+/// The updates of one round: transaction `t` (0..n) writes the `k` elements
+/// `idx[t*k..t*k+k]`, each index below `bound`. Every system consumes the
+/// same sequence.
+struct Sequence {
+    k: u64,
+    n: u64,
+    bound: u64,
+    idx: Vec<u64>,
+}
+
+impl Sequence {
+    /// `n` transactions of `k` indices drawn uniformly from `0..m`.
+    fn random(m: u64, k: u64, n: u64, seed: u64) -> Sequence {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let idx = (0..n * k).map(|_| rng.gen_range(0..m)).collect();
+        Sequence {
+            k,
+            n,
+            bound: m,
+            idx,
+        }
+    }
+
+    /// Each transaction's number and its indices, in order.
+    fn txs(&self) -> impl Iterator<Item = (u64, &[u64])> {
+        (0..self.n).zip(self.idx.chunks_exact(self.k as usize))
     }
 }
 
@@ -68,6 +131,16 @@ enum System {
         pool: Box<Pool>,
         data: PPtr<u64>,
     },
+    /// PMDK's libpmemobj, one libpmemobj transaction per transaction.
+    #[cfg(feature = "peers")]
+    Pmdk(pmdk::PmdkArray),
+    /// The no-log baseline as a plain C loop; `counted`: with the counter
+    /// stores `persist::Domain` makes.
+    #[cfg(feature = "peers")]
+    CLoop {
+        array: cloop::CLoopArray,
+        counted: bool,
+    },
 }
 
 struct Subject {
@@ -87,8 +160,7 @@ fn array_pool(
 ) -> Result<(Pool, PPtr<u64>), CliError> {
     let path = dir.join(format!("{name}.pool"));
     let _ = std::fs::remove_file(&path);
-    // Data plus headroom for the allocator and the log (pool/8 by default).
-    let size = (m * 8 * 4).max(64 << 20);
+    let size = pool_size(m);
     let cfg = PoolConfig::default()
         .log(variant)
         .policy(policy)
@@ -108,7 +180,9 @@ fn array_pool(
 }
 
 /// Builds the subjects for one K, with fresh pools in `dir`: the two
-/// baselines, every variant × policy, and at K = 1 `atomic_write`.
+/// baselines (and the C loop with peers), every variant × policy, at K = 1
+/// `atomic_write`, and PMDK with peers. The rewind domains are charged the
+/// emulated `latency`; the C loop and PMDK cannot be.
 fn subjects(dir: &Path, m: u64, k: u64, latency: NvmLatency) -> Result<Vec<Subject>, CliError> {
     let mut out = vec![Subject {
         system: "volatile",
@@ -126,6 +200,17 @@ fn subjects(dir: &Path, m: u64, k: u64, latency: NvmLatency) -> Result<Vec<Subje
         config: "nolog".into(),
         inner: System::NoLog(domain),
     });
+    #[cfg(feature = "peers")]
+    for (config, counted) in [("c-loop", false), ("c-loop-counted", true)] {
+        let path = dir.join(format!("{config}.pool"));
+        let array = cloop::CLoopArray::create(&path, m)
+            .map_err(CliError::io(format!("creating {}", path.display())))?;
+        out.push(Subject {
+            system: "c-nolog",
+            config: config.into(),
+            inner: System::CLoop { array, counted },
+        });
+    }
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
@@ -155,71 +240,120 @@ fn subjects(dir: &Path, m: u64, k: u64, latency: NvmLatency) -> Result<Vec<Subje
             });
         }
     }
+    #[cfg(feature = "peers")]
+    out.push(Subject {
+        system: "pmdk",
+        config: "libpmemobj".into(),
+        inner: System::Pmdk(
+            pmdk::PmdkArray::create(&dir.join("pmdk.pool"), m, pool_size(m))
+                .map_err(CliError::io("PMDK pool"))?,
+        ),
+    });
     Ok(out)
 }
 
 impl Subject {
-    /// Runs `n` transactions of `k` updates; returns the time and the counters spent.
-    fn measure(
-        &mut self,
-        m: u64,
-        k: u64,
-        n: u64,
-        seed: u64,
-    ) -> Result<(Duration, Counters), CliError> {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let start = Instant::now();
+    /// Runs the transactions of `seq`; returns the time and the counters
+    /// spent (`None` where they cannot be counted: PMDK).
+    fn measure(&mut self, seq: &Sequence) -> Result<(Duration, Option<Counters>), CliError> {
+        // The C loop's indices are checked here, outside the measurement.
+        #[cfg(feature = "peers")]
+        let checked = cloop::Checked::new(&seq.idx, seq.k, seq.bound)
+            .map_err(CliError::io("checking the index sequence"))?;
         let before = self.counters();
+        // Inside the measurement, errors are built only when one happens:
+        // an eagerly built `CliError` allocates its message on every call
+        // (two allocations per update in persist-nolog, one formatted
+        // message per transaction in rewind), work the systems do not do.
+        let config = &self.config;
+        #[cfg(feature = "peers")]
+        let mut counts = [0u64; 2];
+        let start = Instant::now();
         match &mut self.inner {
             System::Dram(v) => {
-                for t in 0..n {
-                    for _ in 0..k {
-                        v[rng.gen_range(0..m) as usize] = t;
+                debug_assert!(seq.bound <= v.len() as u64);
+                for (t, ix) in seq.txs() {
+                    for &i in ix {
+                        v[i as usize] = t;
                     }
                 }
                 std::hint::black_box(&v);
             }
             System::NoLog(d) => {
-                let err = || CliError::rewind("persist-nolog update");
-                for t in 0..n {
-                    for _ in 0..k {
-                        let off = rng.gen_range(0..m) * 8;
-                        d.store_u64(off, t).map_err(err())?;
-                        d.flush(off, 8).map_err(err())?;
+                let err = |e| CliError::rewind("persist-nolog update")(e);
+                debug_assert!(seq.bound * 8 <= d.len());
+                for (t, ix) in seq.txs() {
+                    for &i in ix {
+                        let off = i * 8;
+                        d.store_u64(off, t).map_err(err)?;
+                        d.flush(off, 8).map_err(err)?;
                     }
                     // What makes the transaction durable; nothing makes it atomic.
-                    d.fence().map_err(err())?;
+                    d.fence().map_err(err)?;
                 }
             }
             System::Rewind { pool, data } => {
-                for t in 0..n {
+                for (t, ix) in seq.txs() {
                     pool.transaction(|tx| {
-                        for _ in 0..k {
-                            tx.write(data.at(rng.gen_range(0..m)), &t)?;
+                        for &i in ix {
+                            tx.write(data.at(i), &t)?;
                         }
                         Ok::<_, rewind::Error>(())
                     })
-                    .map_err(CliError::rewind(format!("{} transaction", self.config)))?;
+                    .map_err(|e| CliError::rewind(format!("{config} transaction"))(e))?;
                 }
             }
             System::Atomic { pool, data } => {
-                for t in 0..n {
-                    for _ in 0..k {
-                        pool.atomic_write(data.at(rng.gen_range(0..m)), &t)
-                            .map_err(CliError::rewind(format!("{} atomic_write", self.config)))?;
+                for (t, ix) in seq.txs() {
+                    for &i in ix {
+                        pool.atomic_write(data.at(i), &t)
+                            .map_err(|e| CliError::rewind(format!("{config} atomic_write"))(e))?;
                     }
+                }
+            }
+            #[cfg(feature = "peers")]
+            System::Pmdk(a) => {
+                for (t, ix) in seq.txs() {
+                    a.update_tx(ix, t)
+                        .map_err(|e| CliError::io("pmdk transaction")(e))?;
+                }
+            }
+            #[cfg(feature = "peers")]
+            System::CLoop { array, counted } => {
+                let err = |e| CliError::io("c-nolog run")(e);
+                if *counted {
+                    array.run_counted(&checked, &mut counts).map_err(err)?;
+                } else {
+                    array.run(&checked).map_err(err)?;
                 }
             }
         }
         let elapsed = start.elapsed();
-        Ok((elapsed, self.counters().since(&before)))
+        let spent = match &self.inner {
+            // The plain C loop's are computed: it makes exactly K clwb and
+            // one sfence per transaction. The other one counts them.
+            #[cfg(feature = "peers")]
+            System::CLoop { counted, .. } => {
+                let mut c = Counters::default();
+                (c.flushed_lines, c.fences) = match counted {
+                    false => (seq.n * seq.k, seq.n),
+                    true => (counts[0], counts[1]),
+                };
+                Some(c)
+            }
+            _ => self.counters().zip(before).map(|(a, b)| a.since(&b)),
+        };
+        Ok((elapsed, spent))
     }
 
-    fn counters(&self) -> Counters {
+    /// The counters so far, where this system has them.
+    fn counters(&self) -> Option<Counters> {
         match &self.inner {
-            System::Dram(_) => Counters::default(),
-            System::NoLog(d) => d.counters(),
-            System::Rewind { pool, .. } | System::Atomic { pool, .. } => pool.counters(),
+            System::Dram(_) => Some(Counters::default()),
+            System::NoLog(d) => Some(d.counters()),
+            System::Rewind { pool, .. } | System::Atomic { pool, .. } => Some(pool.counters()),
+            #[cfg(feature = "peers")]
+            System::Pmdk(_) | System::CLoop { .. } => None,
         }
     }
 }
@@ -230,10 +364,19 @@ struct Result1 {
     config: String,
     k: u64,
     us_per_tx: f64,
-    fences_per_tx: f64,
-    flushes_per_tx: f64,
+    /// `None` where not counted (PMDK).
+    fences_per_tx: Option<f64>,
+    flushes_per_tx: Option<f64>,
     /// Median over rounds of this round's time / nolog's time in the same round.
     ratio_vs_nolog: f64,
+    /// Median over rounds of pmdk's time / this round's time (when pmdk ran).
+    speed_vs_pmdk: Option<f64>,
+    /// persist-nolog only: median over rounds of its time / the plain C
+    /// loop's (when the C loops ran).
+    ratio_vs_c_loop: Option<f64>,
+    /// persist-nolog only: the same against the C loop with the Domain's
+    /// counter stores.
+    ratio_vs_c_loop_counted: Option<f64>,
 }
 
 pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
@@ -260,8 +403,8 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let dir = crate::scratch::dir()?;
     println!("  pools in {}", dir.path().display());
 
-    // Eight subjects at every K, two more at K = 1.
-    let bar = ProgressBar::new(((KS.len() * 8 + 2) * ROUNDS) as u64);
+    // The length grows as each K's subjects are built.
+    let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -269,38 +412,53 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut results = Vec::new();
     for (&k, &n) in KS.iter().zip(&txs) {
         let mut subjects = subjects(dir.path(), m, k, ctx.latency)?;
+        bar.inc_length(((ROUNDS + 1) * subjects.len()) as u64);
+        let warm_up = Sequence::random(m, k, n, k * 1000 + WARMUP_SEED);
+        for subject in subjects.iter_mut() {
+            bar.set_message(format!("K={k} {} (warm-up)", subject.config));
+            subject.measure(&warm_up)?;
+            bar.inc(1);
+        }
         let mut times = vec![Vec::new(); subjects.len()];
-        let mut counters = vec![Counters::default(); subjects.len()];
+        let mut counters = vec![Some(Counters::default()); subjects.len()];
         for round in 0..ROUNDS {
-            let seed = k * 1000 + round as u64;
+            let seq = Sequence::random(m, k, n, k * 1000 + round as u64);
             for (s, subject) in subjects.iter_mut().enumerate() {
                 bar.set_message(format!("K={k} {}", subject.config));
-                let (t, c) = subject.measure(m, k, n, seed)?;
+                let (t, c) = subject.measure(&seq)?;
                 times[s].push(t);
-                counters[s] = counters[s] + c;
+                counters[s] = counters[s].zip(c).map(|(a, b)| a + b);
                 bar.inc(1);
             }
         }
+        let find = |system: &str, config: &str| {
+            subjects
+                .iter()
+                .position(|x| x.system == system && x.config == config)
+        };
+        let (nolog, pmdk) = (find("persist-nolog", "nolog"), find("pmdk", "libpmemobj"));
+        let c_loop = find("c-nolog", "c-loop");
+        let c_loop_counted = find("c-nolog", "c-loop-counted");
         for (s, subject) in subjects.iter().enumerate() {
             let tx = (n * ROUNDS as u64) as f64;
-            let nolog = subjects.iter().position(|x| x.system == "persist-nolog");
-            let mut ratios: Vec<f64> = match nolog {
-                Some(b) => times[s]
-                    .iter()
-                    .zip(&times[b])
-                    .map(|(t, base)| t.as_secs_f64() / base.as_secs_f64())
-                    .collect(),
-                None => vec![f64::NAN],
+            let per_tx = |c: &Option<Counters>, f: fn(&Counters) -> u64| {
+                c.as_ref().map(|c| f(c) as f64 / tx)
             };
-            ratios.sort_by(f64::total_cmp);
             results.push(Result1 {
                 system: subject.system,
                 config: subject.config.clone(),
                 k,
-                ratio_vs_nolog: ratios[ratios.len() / 2],
+                ratio_vs_nolog: nolog.map_or(f64::NAN, |b| median_ratio(&times[s], &times[b])),
+                speed_vs_pmdk: pmdk.map(|p| median_ratio(&times[p], &times[s])),
+                ratio_vs_c_loop: c_loop
+                    .filter(|_| Some(s) == nolog)
+                    .map(|c| median_ratio(&times[s], &times[c])),
+                ratio_vs_c_loop_counted: c_loop_counted
+                    .filter(|_| Some(s) == nolog)
+                    .map(|c| median_ratio(&times[s], &times[c])),
                 us_per_tx: median(&mut times[s].clone()).as_secs_f64() * 1e6 / n as f64,
-                fences_per_tx: counters[s].fences as f64 / tx,
-                flushes_per_tx: (counters[s].flushed_lines + counters[s].nt_lines) as f64 / tx,
+                fences_per_tx: per_tx(&counters[s], |c| c.fences),
+                flushes_per_tx: per_tx(&counters[s], |c| c.flushed_lines + c.nt_lines),
             });
         }
         // Dropping the subjects unmaps the pools; the directory goes at the end.
@@ -312,6 +470,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         rows: rows(&results),
     };
     print_table(&report);
+    print_c_loop_check(&report);
     let mut written = report.write(out)?;
     let svg_path = out.join("overhead.svg");
     crate::report::write_file(&svg_path, &chart(&report))?;
@@ -327,17 +486,79 @@ fn median(times: &mut [Duration]) -> Duration {
     times[times.len() / 2]
 }
 
-/// The report rows, with each time also as a ratio to `persist-nolog` at the same K.
+/// The median over rounds of `num[round] / den[round]`.
+fn median_ratio(num: &[Duration], den: &[Duration]) -> f64 {
+    let mut ratios: Vec<f64> = num
+        .iter()
+        .zip(den)
+        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
+}
+
+/// persist-nolog against the C loops (peers only): the Rust baseline
+/// should cost what the operations cost. A warning, not a failure: on this
+/// shared machine one run can be off by noise alone.
+fn print_c_loop_check(report: &Report) {
+    let ratio =
+        |metric: &str, k: u64| report.value("persist-nolog", "nolog", &format!("K={k}"), metric);
+    let Some(r) = ratio("ratio_vs_c_loop", 8) else {
+        return;
+    };
+    let (low, high) = C_LOOP_AGREEMENT;
+    let others = |metric: &str| {
+        [1, 64]
+            .into_iter()
+            .filter_map(|k| ratio(metric, k).map(|r| format!("K={k}: {r:.2}×")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "  persist-nolog vs C loop at K=8: {r:.2}× (must be within {high:.2}); {}",
+        others("ratio_vs_c_loop")
+    );
+    let counted = ratio("ratio_vs_c_loop_counted", 8);
+    if let Some(c) = counted {
+        println!(
+            "  persist-nolog vs C loop with the Domain's counter stores at K=8: {c:.2}×; {}",
+            others("ratio_vs_c_loop_counted")
+        );
+    }
+    if r > high {
+        println!(
+            "  WARNING: persist-nolog takes {r:.2}× the C loop's time at K=8, above {high}: \
+             the Rust baseline does work the plain loop does not, or the machine was noisy; run again"
+        );
+    } else if r < low {
+        println!(
+            "  WARNING: persist-nolog takes {r:.2}× the C loop's time at K=8, below {low}: \
+             the plain C loop is the slower one; on this project's VM a store followed at once \
+             by the clwb of its line is slow, and the Domain's counter store between them \
+             avoids it (compare the C loop with the counter stores; BENCHMARKS.md, Peers)"
+        );
+    }
+    println!();
+}
+
+/// The report rows, with each time also as a ratio to `persist-nolog` at the
+/// same K (and to pmdk and the C loop when they ran).
 fn rows(results: &[Result1]) -> Vec<Row> {
     let mut rows = Vec::new();
     for r in results {
         let param = format!("K={}", r.k);
         for (metric, value, unit) in [
-            ("us_per_tx", r.us_per_tx, "us"),
+            ("us_per_tx", Some(r.us_per_tx), "us"),
             ("fences_per_tx", r.fences_per_tx, "count"),
             ("flushes_per_tx", r.flushes_per_tx, "lines"),
-            ("ratio_vs_nolog", r.ratio_vs_nolog, "x"),
+            ("ratio_vs_nolog", Some(r.ratio_vs_nolog), "x"),
+            ("speed_vs_pmdk", r.speed_vs_pmdk, "x"),
+            ("ratio_vs_c_loop", r.ratio_vs_c_loop, "x"),
+            ("ratio_vs_c_loop_counted", r.ratio_vs_c_loop_counted, "x"),
         ] {
+            // Metrics a system does not have (PMDK's counters, the ratios
+            // to peers that did not run) get no row.
+            let Some(value) = value else { continue };
             rows.push(Row {
                 system: r.system.into(),
                 config: r.config.clone(),
@@ -363,16 +584,20 @@ fn configs(report: &Report) -> Vec<(String, String)> {
     out
 }
 
-/// Config rows x K columns: time, ratio to nolog, fences and flushed lines per tx.
+/// Config rows x K columns: time, ratio to nolog, speed against pmdk (when
+/// it ran), fences and flushed lines per tx. NaN: not measured.
 fn print_table(report: &Report) {
+    let pmdk = report.rows.iter().any(|r| r.metric == "speed_vs_pmdk");
+    let width = if pmdk { 41 } else { 33 };
     let mut head1 = format!("  {:<30}", "");
     let mut head2 = format!("  {:<30}", "system/config");
     for k in KS {
-        head1.push_str(&format!(" | {:<33}", format!("K={k}")));
-        head2.push_str(&format!(
-            " | {:>9} {:>7} {:>7} {:>7}",
-            "us/tx", "x nolog", "fences", "lines"
-        ));
+        head1.push_str(&format!(" | {:<width$}", format!("K={k}")));
+        head2.push_str(&format!(" | {:>9} {:>7}", "us/tx", "x nolog"));
+        if pmdk {
+            head2.push_str(&format!(" {:>7}", "vs pmdk"));
+        }
+        head2.push_str(&format!(" {:>7} {:>7}", "fences", "lines"));
     }
     println!();
     println!("{}", head1.trim_end());
@@ -387,9 +612,15 @@ fn print_table(report: &Report) {
                     .unwrap_or(f64::NAN)
             };
             line.push_str(&format!(
-                " | {:>9.3} {:>6.2}x {:>7.2} {:>7.2}",
+                " | {:>9.3} {:>6.2}x",
                 v("us_per_tx"),
-                v("ratio_vs_nolog"),
+                v("ratio_vs_nolog")
+            ));
+            if pmdk {
+                line.push_str(&format!(" {:>6.2}x", v("speed_vs_pmdk")));
+            }
+            line.push_str(&format!(
+                " {:>7.2} {:>7.2}",
                 v("fences_per_tx"),
                 v("flushes_per_tx")
             ));

@@ -1,0 +1,37 @@
+//! With the `peers` feature: links PMDK's libpmemobj (found by pkg-config)
+//! and compiles the C no-log loop (`src/bench/peers/nolog.c`). Without it,
+//! nothing: the default build needs neither a C compiler nor PMDK.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "peers")]
+    peers::build();
+}
+
+#[cfg(feature = "peers")]
+mod peers {
+    const C_LOOP: &str = "src/bench/peers/nolog.c";
+
+    pub fn build() {
+        println!("cargo:rerun-if-changed={C_LOOP}");
+        // Emits the link lines for libpmemobj (and its search path).
+        if let Err(e) = pkg_config::Config::new()
+            .atleast_version("1.4")
+            .probe("libpmemobj")
+        {
+            panic!(
+                "the `peers` feature needs PMDK's libpmemobj, found by pkg-config: {e}\n\
+                 install it with `scripts/install-peers.sh` (Debian/Ubuntu: libpmemobj-dev, \
+                 pkg-config, gcc, libc6-dev), or build without `--features peers`"
+            );
+        }
+        cc::Build::new()
+            .file(C_LOOP)
+            .opt_level(2)
+            // The loop's write-back is `clwb` (`_mm_clwb`), as rewind's Pmem backend uses.
+            .flag("-mclwb")
+            .warnings(true)
+            .extra_warnings(true)
+            .compile("rewind_peers_nolog");
+    }
+}
