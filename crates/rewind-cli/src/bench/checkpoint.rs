@@ -97,9 +97,11 @@ fn run_once(
             }
             Ok::<_, rewind::Error>(())
         })
-        .map_err(CliError::rewind(format!("{variant} transaction")))?;
+        // The message is built only on failure (nothing allocates per transaction).
+        .map_err(|e| CliError::rewind(format!("{variant} transaction"))(e))?;
         if between.is_some_and(|b| (t + 1) % b == 0) {
-            pool.checkpoint().map_err(CliError::rewind("checkpoint"))?;
+            pool.checkpoint()
+                .map_err(|e| CliError::rewind("checkpoint")(e))?;
             checkpoints += 1;
         }
     }

@@ -115,7 +115,8 @@ fn run_once(
             }
             Ok::<_, rewind::Error>(())
         })
-        .map_err(CliError::rewind(format!("{} transaction", setup.name())))?;
+        // The message is built only on failure (nothing allocates per transaction).
+        .map_err(|e| CliError::rewind(format!("{} transaction", setup.name()))(e))?;
     }
     let time = start.elapsed();
     let counters = pool.counters().since(&before);

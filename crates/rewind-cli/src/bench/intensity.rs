@@ -73,14 +73,15 @@ impl Subject {
         let start = Instant::now();
         match &mut self.inner {
             System::NoLog(d) => {
-                let err = || CliError::rewind("persist-nolog update");
+                // Errors are built only on failure: nothing allocates per update.
+                let err = |e| CliError::rewind("persist-nolog update")(e);
                 for t in 0..updates {
                     let off = rng.gen_range(0..ARRAY) * 8;
-                    d.store_u64(off, t).map_err(err())?;
-                    d.flush(off, 8).map_err(err())?;
+                    d.store_u64(off, t).map_err(err)?;
+                    d.flush(off, 8).map_err(err)?;
                     work(steps);
                 }
-                d.fence().map_err(err())?;
+                d.fence().map_err(err)?;
             }
             System::Rewind { pool, data } => {
                 pool.transaction(|tx| {
@@ -90,7 +91,7 @@ impl Subject {
                     }
                     Ok::<_, rewind::Error>(())
                 })
-                .map_err(CliError::rewind(format!("{} transaction", self.name)))?;
+                .map_err(|e| CliError::rewind(format!("{} transaction", self.name))(e))?;
             }
         }
         Ok(start.elapsed())

@@ -74,12 +74,13 @@ fn time<C: flat::Cells>(
     cells: &mut C,
     counters: impl Fn(&C) -> Counters,
 ) -> Result<Row, CliError> {
-    let err = || CliError::rewind(format!("running {system} transfers"));
-    flat::init(cells).map_err(err())?;
+    // Built only on failure: nothing allocates per transfer.
+    let err = |e| CliError::rewind(format!("running {system} transfers"))(e);
+    flat::init(cells).map_err(err)?;
     let before = counters(cells);
     let start = Instant::now();
     for _ in 0..tx {
-        flat::transfer(cells, SEED).map_err(err())?;
+        flat::transfer(cells, SEED).map_err(err)?;
     }
     let elapsed = start.elapsed();
     Ok(Row {
@@ -107,7 +108,7 @@ fn rewind_row(dir: &Path, variant: LogVariant, policy: Policy, tx: u64) -> Resul
     let start = Instant::now();
     for _ in 0..tx {
         bank::transfer(&pool, root, SEED, |_| {})
-            .map_err(CliError::rewind(format!("running {config} transfers")))?;
+            .map_err(|e| CliError::rewind(format!("running {config} transfers"))(e))?;
     }
     let elapsed = start.elapsed();
     Ok(Row {

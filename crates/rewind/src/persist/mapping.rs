@@ -119,6 +119,7 @@ impl Mapping {
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), buf.as_mut_ptr(), buf.len()) }
     }
 
+    #[inline]
     pub(super) fn write(&self, off: usize, bytes: &[u8]) {
         debug_assert!(off + bytes.len() <= self.len);
         // SAFETY: bounds checked by the caller; no reference into the region
@@ -193,6 +194,7 @@ impl Mapping {
         }
     }
 
+    #[inline]
     pub(super) fn flush_line(&self, off: usize, instr: FlushInstr) {
         debug_assert!(off < self.len);
         // SAFETY: `off` is inside the region (checked by the caller), so the
@@ -201,6 +203,7 @@ impl Mapping {
         instr.flush(p);
     }
 
+    #[inline]
     pub(super) fn sfence(&self) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: sfence has no memory operands and is always available on x86_64.

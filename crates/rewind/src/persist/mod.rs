@@ -132,6 +132,7 @@ struct Slot {
 
 const SLOTS: usize = 64;
 
+#[inline]
 fn slot_index() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     thread_local! {
@@ -140,6 +141,7 @@ fn slot_index() -> usize {
     INDEX.with(|i| *i)
 }
 
+#[inline]
 fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
@@ -153,6 +155,7 @@ impl Default for AtomicCounters {
 }
 
 impl AtomicCounters {
+    #[inline]
     fn slot(&self) -> &Slot {
         &self.slots[slot_index()]
     }
@@ -219,6 +222,7 @@ thread_local! {
     static LAST_NT_LINE: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new(NO_LINE) };
 }
 
+#[inline]
 fn lines_of(off: u64, len: u64) -> u64 {
     if len == 0 {
         return 0;
@@ -313,6 +317,7 @@ impl Domain {
     }
 
     /// Counts `n` NVM writes and charges their latency.
+    #[inline]
     fn nvm_writes(&self, n: u64) {
         bump(&self.counters.slot().nvm_writes, n);
         if self.latency.write_ns > 0 && matches!(self.kind, Kind::Pmem { .. }) {
@@ -339,6 +344,7 @@ impl Domain {
         self.map.len() == 0
     }
 
+    #[inline]
     fn check(&self, off: u64, len: usize) -> Result<(), Error> {
         match off.checked_add(len as u64) {
             Some(end) if end <= self.len() => Ok(()),
@@ -366,6 +372,7 @@ impl Domain {
 
     /// An ordinary (cached) store: persistent only after a flush of its
     /// lines and a fence, or whenever the cache evicts them.
+    #[inline]
     pub fn store(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check(off, bytes.len())?;
         match &self.kind {
@@ -405,6 +412,7 @@ impl Domain {
     }
 
     /// Stores a little-endian u64 at `off`.
+    #[inline]
     pub fn store_u64(&self, off: u64, v: u64) -> Result<(), Error> {
         self.store(off, &v.to_le_bytes())
     }
@@ -454,11 +462,13 @@ impl Domain {
 
     /// Starts writing back every line of `[off, off+len)`; the write-back is
     /// guaranteed complete at the next fence.
+    #[inline]
     pub fn flush(&self, off: u64, len: u64) -> Result<(), Error> {
         self.flush_at(off, len, sites::USER)
     }
 
     /// [`flush`](Self::flush), naming the engine's ordering point.
+    #[inline]
     pub fn flush_at(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
         if self.mutation == Some(site) {
             return Ok(());
@@ -485,11 +495,13 @@ impl Domain {
 
     /// Orders and completes every earlier flush and non-temporal store of
     /// the calling thread.
+    #[inline]
     pub fn fence(&self) -> Result<(), Error> {
         self.fence_at(sites::USER)
     }
 
     /// [`fence`](Self::fence), naming the engine's ordering point.
+    #[inline]
     pub fn fence_at(&self, site: Site) -> Result<(), Error> {
         if self.mutation == Some(site) {
             return Ok(());

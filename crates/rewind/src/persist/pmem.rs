@@ -40,6 +40,7 @@ impl FlushInstr {
     }
 
     /// Writes back the cache line holding `p`.
+    #[inline]
     pub(super) fn flush(self, p: *const u8) {
         #[cfg(target_arch = "x86_64")]
         match self {
