@@ -481,12 +481,10 @@ impl Log {
         // The append's lsns, taken at once before any record is written: a
         // locked instruction drains the write-combining buffers, so one
         // among the records' non-temporal stores would wait for all of them.
-        let mut next_lsn = self.lsns.take(drafts.len() as u64);
-        for draft in drafts {
+        let first_lsn = self.lsns.take(drafts.len() as u64);
+        for (lsn, draft) in (first_lsn..).zip(drafts) {
             let size = draft.size() as u64;
             let block = self.room(d, st, size)?;
-            let lsn = next_lsn;
-            next_lsn += 1;
             // A CHECKPOINT belongs to no transaction's chain.
             let prev = if draft.kind == Kind::Checkpoint {
                 0
