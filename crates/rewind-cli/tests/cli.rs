@@ -219,6 +219,7 @@ fn bench_overhead_writes_every_row() {
         ("us_per_tx", "us"),
         ("fences_per_tx", "count"),
         ("flushes_per_tx", "lines"),
+        ("nvm_writes_per_tx", "writes"),
         ("ratio_vs_nolog", "x"),
     ];
     if peers {
@@ -227,7 +228,8 @@ fn bench_overhead_writes_every_row() {
     let c_loops = [("c-nolog", "c-loop"), ("c-nolog", "c-loop-counted")];
     // Every system at every K, and atomic_write (both policies) at K=1.
     // With the peers: the two C loops at every K; PMDK at every K without
-    // fences or lines (3 metrics); persist-nolog's two ratios to the C loops.
+    // fences, lines or NVM writes (3 metrics); persist-nolog's two ratios to
+    // the C loops.
     let peer_rows = if peers {
         c_loops.len() * 3 * metrics.len() + 3 * 3 + 3 * 2
     } else {
@@ -299,10 +301,12 @@ fn bench_overhead_writes_every_row() {
             assert!(value("pmdk", "libpmemobj", k, "us_per_tx").is_some());
             assert_eq!(value("pmdk", "libpmemobj", k, "fences_per_tx"), None);
             assert_eq!(value("pmdk", "libpmemobj", k, "flushes_per_tx"), None);
+            assert_eq!(value("pmdk", "libpmemobj", k, "nvm_writes_per_tx"), None);
             // The C loops: K lines and one fence per transaction.
             for (system, config) in c_loops {
                 assert_eq!(value(system, config, k, "fences_per_tx"), Some(1.0));
                 assert_eq!(value(system, config, k, "flushes_per_tx"), Some(lines));
+                assert_eq!(value(system, config, k, "nvm_writes_per_tx"), Some(lines));
             }
             for metric in ["ratio_vs_c_loop", "ratio_vs_c_loop_counted"] {
                 assert!(value("persist-nolog", "nolog", k, metric).is_some_and(|v| v > 0.0));

@@ -125,6 +125,7 @@ struct Result1 {
     overhead_pct: f64,
     fences_per_record: f64,
     lines_per_record: f64,
+    nvm_writes_per_record: f64,
     checkpoints: u64,
 }
 
@@ -191,6 +192,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 overhead_pct: (ratios[ratios.len() / 2] - 1.0) * 100.0,
                 fences_per_record: r.counters.fences as f64 / n,
                 lines_per_record: (r.counters.flushed_lines + r.counters.nt_lines) as f64 / n,
+                nvm_writes_per_record: r.counters.nvm_writes as f64 / n,
                 checkpoints: r.checkpoints,
             });
         }
@@ -224,6 +226,7 @@ fn rows(results: &[Result1]) -> Vec<Row> {
             ("overhead", r.overhead_pct, "%"),
             ("fences_per_record", r.fences_per_record, "count"),
             ("lines_per_record", r.lines_per_record, "lines"),
+            ("nvm_writes_per_record", r.nvm_writes_per_record, "writes"),
             ("checkpoints", r.checkpoints as f64, "count"),
         ] {
             rows.push(Row {
@@ -242,19 +245,27 @@ fn rows(results: &[Result1]) -> Vec<Row> {
 fn print_table(results: &[Result1]) {
     println!();
     println!(
-        "  {:<22} {:>14} {:>10} {:>10} {:>12} {:>12} {:>12}",
-        "config", "checkpoints", "seconds", "overhead", "ckpt count", "fences/rec", "lines/rec"
+        "  {:<22} {:>14} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}",
+        "config",
+        "checkpoints",
+        "seconds",
+        "overhead",
+        "ckpt count",
+        "fences/rec",
+        "lines/rec",
+        "nvm/rec"
     );
     for r in results {
         println!(
-            "  {:<22} {:>14} {:>10.3} {:>9.1}% {:>12} {:>12.2} {:>12.2}",
+            "  {:<22} {:>14} {:>10.3} {:>9.1}% {:>12} {:>12.2} {:>12.2} {:>12.2}",
             format!("{}-{}", r.variant, Policy::NoForce),
             param(r.every),
             r.seconds,
             r.overhead_pct,
             r.checkpoints,
             r.fences_per_record,
-            r.lines_per_record
+            r.lines_per_record,
+            r.nvm_writes_per_record
         );
     }
     println!();

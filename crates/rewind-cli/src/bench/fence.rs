@@ -131,6 +131,7 @@ struct Result1 {
     us_per_tx: f64,
     slowdown: f64,
     fences_per_tx: f64,
+    nvm_writes_per_tx: f64,
 }
 
 pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
@@ -195,6 +196,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 us_per_tx: us[us.len() / 2],
                 slowdown: ratios[ratios.len() / 2],
                 fences_per_tx: counters[s][f].fences as f64 / txs as f64,
+                nvm_writes_per_tx: counters[s][f].nvm_writes as f64 / txs as f64,
             });
         }
     }
@@ -220,6 +222,7 @@ fn rows(results: &[Result1]) -> Vec<Row> {
             ("us_per_tx", r.us_per_tx, "us"),
             ("slowdown", r.slowdown, "x"),
             ("fences_per_tx", r.fences_per_tx, "count"),
+            ("nvm_writes_per_tx", r.nvm_writes_per_tx, "writes"),
         ] {
             rows.push(Row {
                 system: "rewind".into(),
@@ -236,7 +239,7 @@ fn rows(results: &[Result1]) -> Vec<Row> {
 
 fn print_table(results: &[Result1], fences: &[u64]) {
     println!();
-    let mut head = format!("  {:<12} {:>10}", "config", "fences/tx");
+    let mut head = format!("  {:<12} {:>10} {:>10}", "config", "fences/tx", "nvm/tx");
     for f in fences {
         head.push_str(&format!(" | {:>18}", format!("fence {f} ns")));
     }
@@ -248,10 +251,12 @@ fn print_table(results: &[Result1], fences: &[u64]) {
                 .find(|r| r.setup == setup && r.fence_ns == f)
                 .expect("measured")
         };
+        let first = of(fences[0]);
         let mut line = format!(
-            "  {:<12} {:>10.2}",
+            "  {:<12} {:>10.2} {:>10.2}",
             setup.name(),
-            of(fences[0]).fences_per_tx
+            first.fences_per_tx,
+            first.nvm_writes_per_tx
         );
         for &f in fences {
             let r = of(f);

@@ -339,6 +339,8 @@ impl Subject {
                     false => (seq.n * seq.k, seq.n),
                     true => (counts[0], counts[1]),
                 };
+                // Each written-back line is one NVM write.
+                c.nvm_writes = c.flushed_lines;
                 Some(c)
             }
             _ => self.counters().zip(before).map(|(a, b)| a.since(&b)),
@@ -367,6 +369,8 @@ struct Result1 {
     /// `None` where not counted (PMDK).
     fences_per_tx: Option<f64>,
     flushes_per_tx: Option<f64>,
+    /// NVM writes as the emulation counts (and charges) them.
+    nvm_writes_per_tx: Option<f64>,
     /// Median over rounds of this round's time / nolog's time in the same round.
     ratio_vs_nolog: f64,
     /// Median over rounds of pmdk's time / this round's time (when pmdk ran).
@@ -459,6 +463,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 us_per_tx: median(&mut times[s].clone()).as_secs_f64() * 1e6 / n as f64,
                 fences_per_tx: per_tx(&counters[s], |c| c.fences),
                 flushes_per_tx: per_tx(&counters[s], |c| c.flushed_lines + c.nt_lines),
+                nvm_writes_per_tx: per_tx(&counters[s], |c| c.nvm_writes),
             });
         }
         // Dropping the subjects unmaps the pools; the directory goes at the end.
@@ -551,6 +556,7 @@ fn rows(results: &[Result1]) -> Vec<Row> {
             ("us_per_tx", Some(r.us_per_tx), "us"),
             ("fences_per_tx", r.fences_per_tx, "count"),
             ("flushes_per_tx", r.flushes_per_tx, "lines"),
+            ("nvm_writes_per_tx", r.nvm_writes_per_tx, "writes"),
             ("ratio_vs_nolog", Some(r.ratio_vs_nolog), "x"),
             ("speed_vs_pmdk", r.speed_vs_pmdk, "x"),
             ("ratio_vs_c_loop", r.ratio_vs_c_loop, "x"),
@@ -588,7 +594,7 @@ fn configs(report: &Report) -> Vec<(String, String)> {
 /// it ran), fences and flushed lines per tx. NaN: not measured.
 fn print_table(report: &Report) {
     let pmdk = report.rows.iter().any(|r| r.metric == "speed_vs_pmdk");
-    let width = if pmdk { 41 } else { 33 };
+    let width = if pmdk { 49 } else { 41 };
     let mut head1 = format!("  {:<30}", "");
     let mut head2 = format!("  {:<30}", "system/config");
     for k in KS {
@@ -597,7 +603,7 @@ fn print_table(report: &Report) {
         if pmdk {
             head2.push_str(&format!(" {:>7}", "vs pmdk"));
         }
-        head2.push_str(&format!(" {:>7} {:>7}", "fences", "lines"));
+        head2.push_str(&format!(" {:>7} {:>7} {:>7}", "fences", "lines", "nvm"));
     }
     println!();
     println!("{}", head1.trim_end());
@@ -620,9 +626,10 @@ fn print_table(report: &Report) {
                 line.push_str(&format!(" {:>6.2}x", v("speed_vs_pmdk")));
             }
             line.push_str(&format!(
-                " {:>7.2} {:>7.2}",
+                " {:>7.2} {:>7.2} {:>7.2}",
                 v("fences_per_tx"),
-                v("flushes_per_tx")
+                v("flushes_per_tx"),
+                v("nvm_writes_per_tx")
             ));
         }
         println!("{line}");
