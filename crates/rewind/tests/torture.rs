@@ -1,7 +1,11 @@
 //! Process-kill torture: a child process runs random transactions on a pool
-//! file (the `Pmem` backend) and is SIGKILLed at random instants, in the
-//! middle of transactions, between them, and while it is still opening the
-//! pool (recovering from the previous kill). After each kill the parent
+//! file (the `Pmem` backend) and is SIGKILLed at a seeded point: at its n-th
+//! fence (the engine's ordering points, `persist::kill_at_fence`: the first
+//! ones fall while it is still opening the pool, recovering from the previous
+//! kill; the others in the middle of commits, rollbacks, checkpoints and log
+//! growth) or before its n-th write in a transaction. The child kills itself
+//! there, so every kill point, and every outcome, is a function of the seed,
+//! never of timing. After each kill the parent
 //! reopens the pool, which runs recovery, and checks that the state is
 //! exactly the transactions the child reported committed, plus possibly the
 //! one in flight applied whole, never in part.
@@ -25,13 +29,14 @@
 //! abort again).
 //!
 //! Knobs: `REWIND_TORTURE_CYCLES` (kills, shared among every log variant × policy, default 402) and
-//! `REWIND_TORTURE_PARENT_SEED` (the same transactions and kill delays as a
-//! failing run, printed on failure; the instants still vary).
+//! `REWIND_TORTURE_PARENT_SEED` (the same transactions and kill points as a
+//! failing run, printed on failure).
 
 use std::io::{BufRead, BufReader, Write};
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -51,6 +56,68 @@ const BIG_OBJS: usize = 4;
 const ENV_POOL: &str = "REWIND_TORTURE_POOL";
 const ENV_SEED: &str = "REWIND_TORTURE_SEED";
 const ENV_MODE: &str = "REWIND_TORTURE_MODE";
+const ENV_KILL: &str = "REWIND_TORTURE_KILL";
+
+/// Where a child kills itself (SIGKILL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KillAt {
+    /// At its n-th fence (1: the first, inside `Pool::open`).
+    Fence(u64),
+    /// Just before its n-th write inside a transaction.
+    Write(u64),
+}
+
+impl KillAt {
+    fn env(self) -> String {
+        match self {
+            KillAt::Fence(n) => format!("fence:{n}"),
+            KillAt::Write(n) => format!("write:{n}"),
+        }
+    }
+
+    fn from_env() -> Option<KillAt> {
+        let v = std::env::var(ENV_KILL).ok()?;
+        let (kind, n) = v.split_once(':')?;
+        let n = n.parse().ok()?;
+        match kind {
+            "fence" => Some(KillAt::Fence(n)),
+            "write" => Some(KillAt::Write(n)),
+            _ => None,
+        }
+    }
+
+    /// A seeded kill point: one in six among the first fences (in the open,
+    /// i.e. in recovery), the rest spread over fences and writes; far enough
+    /// in to reach past several transactions (near exhaustion, long ones).
+    fn draw(rng: &mut SmallRng, mode: Mode) -> KillAt {
+        let reach = match mode {
+            Mode::Normal => 1,
+            Mode::Exhaust => 20,
+        };
+        match rng.gen_range(0..12) {
+            0 | 1 => KillAt::Fence(rng.gen_range(1..=2)),
+            2..=6 => KillAt::Fence(rng.gen_range(3..=400 * reach)),
+            _ => KillAt::Write(rng.gen_range(1..=200 * reach)),
+        }
+    }
+}
+
+/// Writes the child may still make before it kills itself.
+static WRITES_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Called before every write of a transaction: the child's write kill point.
+fn before_write() {
+    let left = WRITES_LEFT.load(Ordering::Relaxed);
+    if left == u64::MAX {
+        return;
+    }
+    if left > 1 {
+        WRITES_LEFT.store(left - 1, Ordering::Relaxed);
+        return;
+    }
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    std::process::abort();
+}
 
 /// What the transactions do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +326,7 @@ impl From<Error> for Abort {
 fn run_tx(pool: &Pool, root: PPtr<Root>, id: u64, p: &Plan) -> Result<(), Abort> {
     pool.transaction(|tx| {
         for &(s, v) in &p.before {
+            before_write();
             tx.write(slot(root, s), &v)?;
         }
         match p.obj {
@@ -270,12 +338,14 @@ fn run_tx(pool: &Pool, root: PPtr<Root>, id: u64, p: &Plan) -> Result<(), Abort>
                     tx.free(PPtr::<u8>::from_offset(old.ptr))?;
                 }
                 let at = tx.alloc_bytes(len)?;
+                before_write();
                 tx.write_bytes(at, &vec![fill; len as usize])?;
                 let obj = Obj {
                     ptr: at,
                     len,
                     fill: fill as u64,
                 };
+                before_write();
                 tx.write(e, &obj)?;
             }
             ObjOp::Free { k } => {
@@ -283,13 +353,16 @@ fn run_tx(pool: &Pool, root: PPtr<Root>, id: u64, p: &Plan) -> Result<(), Abort>
                 let old = tx.read(e)?;
                 if old.ptr != 0 {
                     tx.free(PPtr::<u8>::from_offset(old.ptr))?;
+                    before_write();
                     tx.write(e, &Obj::default())?;
                 }
             }
         }
         for &(s, v) in &p.after {
+            before_write();
             tx.write(slot(root, s), &v)?;
         }
+        before_write();
         tx.write(next_id(root), &(id + 1))?;
         if p.abort {
             Err(Abort::OnPurpose)
@@ -321,6 +394,11 @@ fn torture_child() {
         .expect("seed");
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    match KillAt::from_env() {
+        Some(KillAt::Fence(n)) => rewind::persist::kill_at_fence(n),
+        Some(KillAt::Write(n)) => WRITES_LEFT.store(n, Ordering::Relaxed),
+        None => {}
+    }
     // A newline first: the harness has printed `test torture_child ... `.
     say(&mut out, "\nopening", 0);
     let pool = when_free(|| Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default()))
@@ -471,14 +549,8 @@ impl Run {
     }
 }
 
-/// Spawns a child, kills it at a random instant, and returns its lines.
-fn run_child(
-    path: &Path,
-    seed: u64,
-    mode: Mode,
-    rng: &mut SmallRng,
-    open_time: &mut Duration,
-) -> Run {
+/// Spawns a child that kills itself at `kill`, and returns its lines.
+fn run_child(path: &Path, seed: u64, mode: Mode, kill: KillAt) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
     let child = Command::new(exe)
         .args([
@@ -490,6 +562,7 @@ fn run_child(
         .env(ENV_POOL, path)
         .env(ENV_SEED, seed.to_string())
         .env(ENV_MODE, mode.name())
+        .env(ENV_KILL, kill.env())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -509,38 +582,25 @@ fn run_child(
         }
     });
     let mut events = Vec::new();
-    let mut next = |events: &mut Vec<Event>| {
-        let ev = recv.recv_timeout(SILENCE_LIMIT).unwrap_or_else(|e| {
-            panic!(
+    // Until the child's death closes the pipe; a long silence is a hang.
+    loop {
+        match recv.recv_timeout(SILENCE_LIMIT) {
+            Ok(ev) => events.push(ev),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => panic!(
                 "child silent ({e:?}) after {events:?}; exit status {:?}",
                 child.0.try_wait()
-            )
-        });
-        events.push(ev);
-    };
-    next(&mut events);
-    let opening = Instant::now();
-    if rng.gen_ratio(1, 6) {
-        // Killed in the middle of opening the pool, i.e. of recovering
-        // from the last kill: spin (sleep is too coarse) for a random part
-        // of the time an open takes.
-        let max = open_time.as_nanos() as u64 * 3 / 2;
-        let until = opening + Duration::from_nanos(rng.gen_range(0..=max));
-        while Instant::now() < until {
-            std::hint::spin_loop();
+            ),
         }
-    } else {
-        next(&mut events);
-        *open_time = (*open_time * 7 + opening.elapsed()) / 8;
-        std::thread::sleep(Duration::from_micros(rng.gen_range(1000..=20_000)));
     }
-    if let Ok(Some(status)) = child.0.try_wait() {
-        panic!("child exited on its own before the kill: {status}");
-    }
-    child.0.kill().expect("kill");
-    child.0.wait().expect("wait");
+    let status = child.0.wait().expect("wait");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child ended otherwise than by its kill at {kill:?}: {status}; after {events:?}"
+    );
     reader.join().expect("reader thread");
-    events.extend(recv.try_iter());
     Run { events }
 }
 
@@ -605,10 +665,7 @@ fn replay(run: &Run, model: &mut Model, seed: u64, mode: Mode, t: &mut Tally) ->
 fn torture() {
     let seed: u64 = match std::env::var("REWIND_TORTURE_PARENT_SEED") {
         Ok(s) => s.parse().expect("REWIND_TORTURE_PARENT_SEED"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
+        Err(_) => 0x7047_7572_6521_u64,
     };
     let cycles: u64 = std::env::var("REWIND_TORTURE_CYCLES")
         .map(|s| s.parse().expect("REWIND_TORTURE_CYCLES"))
@@ -710,9 +767,8 @@ fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, mode: Mode, t: &mut 
 
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut model = Model::new();
-    let mut open_time = Duration::from_micros(500);
     for cycle in 0..cycles {
-        let run = run_child(&path, seed, mode, &mut rng, &mut open_time);
+        let run = run_child(&path, seed, mode, KillAt::draw(&mut rng, mode));
         t.kills += 1;
         t.during_open += run.killed_opening() as u64;
         let in_flight = replay(&run, &mut model, seed, mode, t);

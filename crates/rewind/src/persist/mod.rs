@@ -213,6 +213,37 @@ pub struct Domain {
     _file: Option<std::fs::File>,
 }
 
+/// Testing: fences this process may still issue before it kills itself
+/// (`u64::MAX`: never).
+#[cfg(feature = "testing")]
+static KILL_AT_FENCE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Testing: this process kills itself with SIGKILL at its `n`-th fence from
+/// now (1: the next one), just before the fence: a process crash at an
+/// exact point of the persistence protocol, the same on every run (the
+/// kill-torture test's children use it instead of a kill at a random
+/// instant). Fences of every thread count, without synchronisation: for
+/// single-threaded processes.
+#[cfg(feature = "testing")]
+pub fn kill_at_fence(n: u64) {
+    KILL_AT_FENCE.store(n.max(1), Ordering::Relaxed);
+}
+
+#[cfg(feature = "testing")]
+fn maybe_kill() {
+    let left = KILL_AT_FENCE.load(Ordering::Relaxed);
+    if left == u64::MAX {
+        return;
+    }
+    if left > 1 {
+        KILL_AT_FENCE.store(left - 1, Ordering::Relaxed);
+        return;
+    }
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    // SIGKILL cannot be caught; should it not have been delivered yet:
+    std::process::abort();
+}
+
 /// No line.
 const NO_LINE: (usize, u64) = (0, u64::MAX);
 
@@ -515,6 +546,8 @@ impl Domain {
                 std::io::Error::other("injected fence failure"),
             ));
         }
+        #[cfg(feature = "testing")]
+        maybe_kill();
         bump(&self.counters.slot().fences, 1);
         // A fence drains the write-combining buffers: the next
         // non-temporal store to any line is a new NVM write.
