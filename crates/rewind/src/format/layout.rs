@@ -9,6 +9,8 @@
 //! ...      ...     heap: 256 KiB chunks
 //! ```
 
+use crate::error::Error;
+
 /// Size of the header page.
 pub const HEADER_SIZE: u64 = 4096;
 /// Offset of the meta page.
@@ -132,6 +134,19 @@ impl Layout {
     /// End of the heap.
     pub fn heap_end(&self) -> u64 {
         self.heap_off + self.heap_chunks * CHUNK
+    }
+
+    /// `Err(NotInHeap)` unless `[off, off+len)` lies in the heap.
+    pub fn check_in_heap(&self, off: u64, len: u64) -> Result<(), Error> {
+        if off < self.heap_off || off.checked_add(len).is_none_or(|e| e > self.heap_end()) {
+            return Err(Error::NotInHeap {
+                offset: off,
+                len,
+                heap_start: self.heap_off,
+                heap_end: self.heap_end(),
+            });
+        }
+        Ok(())
     }
 
     /// End of the log region.

@@ -301,7 +301,7 @@ impl Pool {
 
     /// [`atomic_write`](Self::atomic_write) of bytes at a pool offset.
     pub fn atomic_write_bytes(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        crate::tx::atomic::atomic_write(&self.eng, off, bytes).map(|_| ())
+        crate::tx::atomic::atomic_write(&self.eng, off, bytes)
     }
 
     /// Reads a value (the committed state, plus any in-flight stores of

@@ -16,51 +16,31 @@ use crate::persist::sites;
 
 use super::Tx;
 
-/// How [`atomic_write`] made the write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Path {
-    /// One failure-atomic store, flush and fence.
-    Store,
-    /// A one-write transaction.
-    Logged,
-}
-
 /// Writes `bytes` at `off` atomically and durably.
-pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<Path, Error> {
+pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<(), Error> {
     eng.usable()?;
-    let l = &eng.hdr.layout;
-    let end = off.checked_add(bytes.len() as u64);
-    if off < l.heap_off || end.is_none_or(|e| e > l.heap_end()) {
-        return Err(Error::NotInHeap {
-            offset: off,
-            len: bytes.len() as u64,
-            heap_start: l.heap_off,
-            heap_end: l.heap_end(),
-        });
-    }
     let n = bytes.len() as u64;
+    eng.hdr.layout.check_in_heap(off, n)?;
     // A policy that keeps committed records for recovery to repeat would
     // redo an older logged value over an unlogged store.
     let unlogged = !eng.durability.keeps_records();
     if unlogged && matches!(n, 1 | 2 | 4 | 8) && off.is_multiple_of(n) {
         let d = &eng.dom;
-        eng.log.fenced_write(d, || {
+        return eng.log.fenced_write(d, || {
             d.store_word(off, bytes)?;
             d.flush_at(off, n, sites::ATOMIC_FLUSH)?;
             d.fence_at(sites::ATOMIC_FENCE)
-        })?;
-        return Ok(Path::Store);
+        });
     }
     let id = eng
         .next_tx
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut tx = Tx::new(eng, id);
     match tx.write_bytes(off, bytes) {
-        Ok(()) => tx.finish()?,
+        Ok(()) => tx.finish(),
         Err(e) => {
             tx.abort()?;
-            return Err(e);
+            Err(e)
         }
     }
-    Ok(Path::Logged)
 }

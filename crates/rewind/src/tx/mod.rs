@@ -160,16 +160,7 @@ impl<'p> Tx<'p> {
 
     /// Writes bytes at a pool offset inside the heap.
     pub fn write_bytes(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        let l = &self.eng.hdr.layout;
-        let end = off.checked_add(bytes.len() as u64);
-        if off < l.heap_off || end.is_none_or(|e| e > l.heap_end()) {
-            return Err(Error::NotInHeap {
-                offset: off,
-                len: bytes.len() as u64,
-                heap_start: l.heap_off,
-                heap_end: l.heap_end(),
-            });
-        }
+        self.eng.hdr.layout.check_in_heap(off, bytes.len() as u64)?;
         self.live()?;
         let r = self.write_logged(off, bytes);
         self.check(r)
