@@ -13,12 +13,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{Backend, Counters, LogVariant, NvmLatency, PPtr, Policy, Pool, PoolConfig};
+use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
 
-use super::{svg, Ctx, Scale};
+use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
 
@@ -55,8 +54,7 @@ fn run_once(
     latency: NvmLatency,
     seed: u64,
 ) -> Result<Run, CliError> {
-    let path = dir.join(format!("{variant}.pool"));
-    let _ = std::fs::remove_file(&path);
+    let name = variant.to_string();
     // Room for every record without a checkpoint: a Simple record takes a
     // list node of its own.
     let per_record = if variant == LogVariant::Simple {
@@ -70,18 +68,9 @@ fn run_once(
         .policy(Policy::NoForce)
         .backend(Backend::Pmem)
         .nvm_latency(latency);
-    let created = CliError::rewind(format!("creating {}", path.display()));
-    let mut pool = Pool::create(&path, LAYOUT, size, &cfg).map_err(created)?;
+    let (mut pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
     // Only the checkpoints this benchmark asks for.
     pool.set_checkpoint_fill(1.0);
-    let data: PPtr<u64> = pool
-        .transaction(|tx| {
-            let root = tx.root::<PPtr<u64>>()?;
-            let data = tx.alloc_array::<u64>(ARRAY)?;
-            tx.write(root, &data)?;
-            Ok::<_, rewind::Error>(data)
-        })
-        .map_err(CliError::rewind("allocating the array"))?;
     pool.checkpoint().map_err(CliError::rewind("checkpoint"))?;
     let per_tx = WRITES + 1;
     let txs = records / per_tx;
@@ -108,7 +97,7 @@ fn run_once(
     let time = start.elapsed();
     let counters = pool.counters().since(&before);
     drop(pool);
-    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
     Ok(Run {
         time,
         counters,
@@ -133,11 +122,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let (records, intervals, rounds) = sizes(ctx.scale);
     println!(
         "bench checkpoint (REWIND Fig. 6): {records} log records per run ({WRITES} updates + END per transaction), no-force, with a checkpoint every N records or none; median of {rounds} alternating rounds{}",
-        if ctx.scale == Scale::Tiny {
-            " (tiny: format test only)"
-        } else {
-            ""
-        }
+        super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
     let dir = crate::scratch::dir()?;
@@ -145,11 +130,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let runs: Vec<Option<u64>> = std::iter::once(None)
         .chain(intervals.iter().map(|&e| Some(e)))
         .collect();
-    let bar = ProgressBar::new((LogVariant::ALL.len() * runs.len() * rounds) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::progress((LogVariant::ALL.len() * runs.len() * rounds) as u64);
     let mut results = Vec::new();
     for variant in LogVariant::ALL {
         // times[run][round]
@@ -175,21 +156,13 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             }
         }
         for (i, every) in runs.iter().enumerate() {
-            let mut ratios: Vec<f64> = times[i]
-                .iter()
-                .zip(&times[0])
-                .map(|(t, none)| t.as_secs_f64() / none.as_secs_f64())
-                .collect();
-            ratios.sort_by(f64::total_cmp);
-            let mut secs: Vec<f64> = times[i].iter().map(Duration::as_secs_f64).collect();
-            secs.sort_by(f64::total_cmp);
             let r = last[i].as_ref().expect("every run ran");
             let n = records as f64;
             results.push(Result1 {
                 variant,
                 every: *every,
-                seconds: secs[secs.len() / 2],
-                overhead_pct: (ratios[ratios.len() / 2] - 1.0) * 100.0,
+                seconds: median(times[i].iter().map(Duration::as_secs_f64).collect()),
+                overhead_pct: (median_ratio(&times[i], &times[0]) - 1.0) * 100.0,
                 fences_per_record: r.counters.fences as f64 / n,
                 lines_per_record: (r.counters.flushed_lines + r.counters.nt_lines) as f64 / n,
                 nvm_writes_per_record: r.counters.nvm_writes as f64 / n,
@@ -204,14 +177,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         rows: rows(&results),
     };
     print_table(&results);
-    let mut written = report.write(out)?;
-    let svg_path = out.join("checkpoint.svg");
-    crate::report::write_file(&svg_path, &chart(&results, &intervals))?;
-    written.push(svg_path);
-    for p in written {
-        println!("  wrote {}", p.display());
-    }
-    Ok(())
+    super::write_results(&report, out, &chart(&results, &intervals))
 }
 
 fn param(every: Option<u64>) -> String {

@@ -13,12 +13,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{Backend, Counters, LogVariant, NvmLatency, PPtr, Policy, Pool, PoolConfig};
+use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
 
-use super::{svg, Ctx, Scale};
+use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
 
@@ -84,8 +83,7 @@ fn run_once(
     latency: NvmLatency,
     seed: u64,
 ) -> Result<(Duration, Counters), CliError> {
-    let path = dir.join(format!("{}.pool", setup.name()));
-    let _ = std::fs::remove_file(&path);
+    let name = setup.name();
     // Every record stays (no checkpoints): room for all of them.
     let size = (txs * (K + 1) * 160 + ARRAY * 8 * 4).max(64 << 20);
     let cfg = PoolConfig::default()
@@ -94,17 +92,8 @@ fn run_once(
         .group_size(setup.group)
         .backend(Backend::Pmem)
         .nvm_latency(latency);
-    let created = CliError::rewind(format!("creating {}", path.display()));
-    let mut pool = Pool::create(&path, LAYOUT, size, &cfg).map_err(created)?;
+    let (mut pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
     pool.set_checkpoint_fill(1.0);
-    let data: PPtr<u64> = pool
-        .transaction(|tx| {
-            let root = tx.root::<PPtr<u64>>()?;
-            let data = tx.alloc_array::<u64>(ARRAY)?;
-            tx.write(root, &data)?;
-            Ok::<_, rewind::Error>(data)
-        })
-        .map_err(CliError::rewind("allocating the array"))?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let before = pool.counters();
     let start = Instant::now();
@@ -116,12 +105,12 @@ fn run_once(
             Ok::<_, rewind::Error>(())
         })
         // The message is built only on failure (nothing allocates per transaction).
-        .map_err(|e| CliError::rewind(format!("{} transaction", setup.name()))(e))?;
+        .map_err(|e| CliError::rewind(format!("{name} transaction"))(e))?;
     }
     let time = start.elapsed();
     let counters = pool.counters().since(&before);
     drop(pool);
-    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
     Ok((time, counters))
 }
 
@@ -143,11 +132,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             .map(u64::to_string)
             .collect::<Vec<_>>()
             .join(", "),
-        if ctx.scale == Scale::Tiny {
-            " (tiny: format test only)"
-        } else {
-            ""
-        }
+        super::tiny_note(ctx.scale)
     );
     println!(
         "  {} ns per NVM write (--nvm-write-ns); the fence latency is this benchmark's variable (--fence-ns is ignored)",
@@ -155,11 +140,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     );
     let dir = crate::scratch::dir()?;
     println!("  pools in {}", dir.path().display());
-    let bar = ProgressBar::new((SETUPS.len() * fences.len() * rounds) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::progress((SETUPS.len() * fences.len() * rounds) as u64);
     // times[setup][fence][round]
     let mut times = vec![vec![Vec::new(); fences.len()]; SETUPS.len()];
     let mut counters = vec![vec![Counters::default(); fences.len()]; SETUPS.len()];
@@ -179,22 +160,14 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut results = Vec::new();
     for (s, &setup) in SETUPS.iter().enumerate() {
         for (f, &fence_ns) in fences.iter().enumerate() {
-            let mut ratios: Vec<f64> = times[s][f]
+            let us = times[s][f]
                 .iter()
-                .zip(&times[s][0])
-                .map(|(t, base)| t.as_secs_f64() / base.as_secs_f64())
-                .collect();
-            ratios.sort_by(f64::total_cmp);
-            let mut us: Vec<f64> = times[s][f]
-                .iter()
-                .map(|t| t.as_secs_f64() * 1e6 / txs as f64)
-                .collect();
-            us.sort_by(f64::total_cmp);
+                .map(|t| t.as_secs_f64() * 1e6 / txs as f64);
             results.push(Result1 {
                 setup,
                 fence_ns,
-                us_per_tx: us[us.len() / 2],
-                slowdown: ratios[ratios.len() / 2],
+                us_per_tx: median(us.collect()),
+                slowdown: median_ratio(&times[s][f], &times[s][0]),
                 fences_per_tx: counters[s][f].fences as f64 / txs as f64,
                 nvm_writes_per_tx: counters[s][f].nvm_writes as f64 / txs as f64,
             });
@@ -205,14 +178,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         rows: rows(&results),
     };
     print_table(&results, &fences);
-    let mut written = report.write(out)?;
-    let svg_path = out.join("fence.svg");
-    crate::report::write_file(&svg_path, &chart(&results, &fences))?;
-    written.push(svg_path);
-    for p in written {
-        println!("  wrote {}", p.display());
-    }
-    Ok(())
+    super::write_results(&report, out, &chart(&results, &fences))
 }
 
 fn rows(results: &[Result1]) -> Vec<Row> {

@@ -13,13 +13,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Backend, LogVariant, NvmLatency, PPtr, Policy, Pool, PoolConfig};
 
-use super::{svg, Ctx, Scale};
+use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
 
@@ -111,8 +110,6 @@ fn subjects(dir: &Path, updates: u64, latency: NvmLatency) -> Result<Vec<Subject
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let name = format!("{variant}-{policy}");
-            let path = dir.join(format!("{name}.pool"));
-            let _ = std::fs::remove_file(&path);
             // The whole transaction stays in the log until it commits.
             let size = (updates * 640 + ARRAY * 8 * 4).max(64 << 20);
             let cfg = PoolConfig::default()
@@ -120,16 +117,7 @@ fn subjects(dir: &Path, updates: u64, latency: NvmLatency) -> Result<Vec<Subject
                 .policy(policy)
                 .backend(Backend::Pmem)
                 .nvm_latency(latency);
-            let pool = Pool::create(&path, LAYOUT, size, &cfg)
-                .map_err(CliError::rewind(format!("creating {}", path.display())))?;
-            let data = pool
-                .transaction(|tx| {
-                    let root = tx.root::<PPtr<u64>>()?;
-                    let data = tx.alloc_array::<u64>(ARRAY)?;
-                    tx.write(root, &data)?;
-                    Ok::<_, rewind::Error>(data)
-                })
-                .map_err(CliError::rewind(format!("allocating the array in {name}")))?;
+            let (pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
             out.push(Subject {
                 name,
                 inner: System::Rewind {
@@ -158,11 +146,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             .map(u64::to_string)
             .collect::<Vec<_>>()
             .join(", "),
-        if ctx.scale == Scale::Tiny {
-            " (tiny: format test only)"
-        } else {
-            ""
-        }
+        super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
     let dir = crate::scratch::dir()?;
@@ -177,11 +161,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         "  one non-logged NVM store: {unit_ns:.1} ns ({:.0} computation steps)",
         unit_ns * rate
     );
-    let bar = ProgressBar::new((INTENSITIES.len() * rounds * subjects.len()) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::progress((INTENSITIES.len() * rounds * subjects.len()) as u64);
     let mut results = Vec::new();
     for &p in &INTENSITIES {
         let steps = ((100.0 / p as f64 - 1.0) * unit_ns * rate).round() as u64;
@@ -194,19 +174,11 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             }
         }
         for (s, subject) in subjects.iter().enumerate() {
-            let mut ratios: Vec<f64> = times[s]
-                .iter()
-                .zip(&times[0])
-                .map(|(t, b)| t.as_secs_f64() / b.as_secs_f64())
-                .collect();
-            ratios.sort_by(f64::total_cmp);
-            let mut ms: Vec<f64> = times[s].iter().map(|t| t.as_secs_f64() * 1e3).collect();
-            ms.sort_by(f64::total_cmp);
             results.push(Result1 {
                 name: subject.name.clone(),
                 intensity: p,
-                ms: ms[ms.len() / 2],
-                overhead: ratios[ratios.len() / 2],
+                ms: median(times[s].iter().map(|t| t.as_secs_f64() * 1e3).collect()),
+                overhead: median_ratio(&times[s], &times[0]),
             });
         }
     }
@@ -216,14 +188,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         rows: rows(&results),
     };
     print_table(&results);
-    let mut written = report.write(out)?;
-    let svg_path = out.join("intensity.svg");
-    crate::report::write_file(&svg_path, &chart(&results))?;
-    written.push(svg_path);
-    for p in written {
-        println!("  wrote {}", p.display());
-    }
-    Ok(())
+    super::write_results(&report, out, &chart(&results))
 }
 
 fn rows(results: &[Result1]) -> Vec<Row> {

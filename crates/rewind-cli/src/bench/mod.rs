@@ -13,8 +13,13 @@ mod svg;
 
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
 use clap::Args;
-use rewind::NvmLatency;
+use indicatif::{ProgressBar, ProgressStyle};
+use rewind::{NvmLatency, PPtr, Pod, Pool, PoolConfig, Zeroable};
+
+use crate::report::Report;
 
 use crate::error::CliError;
 
@@ -70,6 +75,86 @@ pub fn latency_line(l: NvmLatency) -> String {
             l.write_ns, l.fence_ns
         )
     }
+}
+
+/// What a run at tiny scale says of itself.
+pub fn tiny_note(scale: Scale) -> &'static str {
+    if scale == Scale::Tiny {
+        " (tiny: format test only)"
+    } else {
+        ""
+    }
+}
+
+/// The progress bar every benchmark shows.
+pub fn progress(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// The median of `values`.
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The median over rounds of `num[round] / den[round]`.
+pub fn median_ratio(num: &[Duration], den: &[Duration]) -> f64 {
+    median(
+        num.iter()
+            .zip(den)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect(),
+    )
+}
+
+/// Writes `DIR/NAME.json`, `.csv` and the chart `.svg`, naming each.
+pub fn write_results(report: &Report, out: &Path, svg: &str) -> Result<(), CliError> {
+    let mut written = report.write(out)?;
+    let svg_path = out.join(format!("{}.svg", report.bench));
+    crate::report::write_file(&svg_path, svg)?;
+    written.push(svg_path);
+    for p in written {
+        println!("  wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// The root of the benchmarks' array pools.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct ArrayRoot {
+    data: PPtr<u64>,
+    len: u64,
+}
+
+/// A fresh pool `DIR/NAME.pool` of `size` bytes and configuration `cfg`,
+/// holding a zeroed array of `m` u64 (found from its root).
+pub fn array_pool(
+    dir: &Path,
+    name: &str,
+    layout: &str,
+    size: u64,
+    cfg: &PoolConfig,
+    m: u64,
+) -> Result<(Pool, PPtr<u64>), CliError> {
+    let path = dir.join(format!("{name}.pool"));
+    let _ = std::fs::remove_file(&path);
+    let pool = Pool::create(&path, layout, size, cfg)
+        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    let data = pool
+        .transaction(|tx| {
+            let root = tx.root::<ArrayRoot>()?;
+            let data = tx.alloc_array::<u64>(m)?;
+            tx.write(root, &ArrayRoot { data, len: m })?;
+            Ok::<_, rewind::Error>(data)
+        })
+        .map_err(CliError::rewind(format!("allocating the array in {name}")))?;
+    Ok((pool, data))
 }
 
 /// A benchmark: runs with a context and writes its results into a directory.

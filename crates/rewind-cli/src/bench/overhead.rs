@@ -41,15 +41,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
-use rewind::{
-    Backend, Counters, LogVariant, NvmLatency, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
-};
+use rewind::{Backend, Counters, LogVariant, NvmLatency, PPtr, Policy, Pool, PoolConfig};
 
-use super::{svg, Ctx, Scale};
+use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
 #[cfg(feature = "peers")]
@@ -109,14 +106,6 @@ impl Sequence {
     }
 }
 
-/// The pool's root: the array.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct ArrayRoot {
-    data: PPtr<u64>,
-    len: u64,
-}
-
 /// One system under test, holding its array.
 enum System {
     Dram(Vec<u64>),
@@ -149,7 +138,7 @@ struct Subject {
     inner: System,
 }
 
-/// A pool of `config` in `dir` holding an array of `m` u64.
+/// A pool of `variant` × `policy` in `dir` holding an array of `m` u64.
 fn array_pool(
     dir: &Path,
     name: &str,
@@ -158,25 +147,12 @@ fn array_pool(
     policy: Policy,
     latency: NvmLatency,
 ) -> Result<(Pool, PPtr<u64>), CliError> {
-    let path = dir.join(format!("{name}.pool"));
-    let _ = std::fs::remove_file(&path);
-    let size = pool_size(m);
     let cfg = PoolConfig::default()
         .log(variant)
         .policy(policy)
         .backend(Backend::Pmem)
         .nvm_latency(latency);
-    let pool = Pool::create(&path, LAYOUT, size, &cfg)
-        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
-    let data = pool
-        .transaction(|tx| {
-            let root = tx.root::<ArrayRoot>()?;
-            let data = tx.alloc_array::<u64>(m)?;
-            tx.write(root, &ArrayRoot { data, len: m })?;
-            Ok::<_, rewind::Error>(data)
-        })
-        .map_err(CliError::rewind(format!("allocating the array in {name}")))?;
-    Ok((pool, data))
+    super::array_pool(dir, name, LAYOUT, pool_size(m), &cfg, m)
 }
 
 /// Builds the subjects for one K, with fresh pools in `dir`: the two
@@ -397,22 +373,14 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             .map(|(k, n)| format!("K={k}: {n}"))
             .collect::<Vec<_>>()
             .join(", "),
-        if scale == Scale::Tiny {
-            " (tiny: format test only)"
-        } else {
-            ""
-        }
+        super::tiny_note(scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
     let dir = crate::scratch::dir()?;
     println!("  pools in {}", dir.path().display());
 
     // The length grows as each K's subjects are built.
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::progress(0);
     let mut results = Vec::new();
     for (&k, &n) in KS.iter().zip(&txs) {
         let mut subjects = subjects(dir.path(), m, k, ctx.latency)?;
@@ -460,7 +428,8 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 ratio_vs_c_loop_counted: c_loop_counted
                     .filter(|_| Some(s) == nolog)
                     .map(|c| median_ratio(&times[s], &times[c])),
-                us_per_tx: median(&mut times[s].clone()).as_secs_f64() * 1e6 / n as f64,
+                us_per_tx: median(times[s].iter().map(Duration::as_secs_f64).collect()) * 1e6
+                    / n as f64,
                 fences_per_tx: per_tx(&counters[s], |c| c.fences),
                 flushes_per_tx: per_tx(&counters[s], |c| c.flushed_lines + c.nt_lines),
                 nvm_writes_per_tx: per_tx(&counters[s], |c| c.nvm_writes),
@@ -476,30 +445,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     };
     print_table(&report);
     print_c_loop_check(&report);
-    let mut written = report.write(out)?;
-    let svg_path = out.join("overhead.svg");
-    crate::report::write_file(&svg_path, &chart(&report))?;
-    written.push(svg_path);
-    for p in written {
-        println!("  wrote {}", p.display());
-    }
-    Ok(())
-}
-
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort_unstable();
-    times[times.len() / 2]
-}
-
-/// The median over rounds of `num[round] / den[round]`.
-fn median_ratio(num: &[Duration], den: &[Duration]) -> f64 {
-    let mut ratios: Vec<f64> = num
-        .iter()
-        .zip(den)
-        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    ratios[ratios.len() / 2]
+    super::write_results(&report, out, &chart(&report))
 }
 
 /// persist-nolog against the C loops (peers only): the Rust baseline
