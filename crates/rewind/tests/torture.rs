@@ -36,12 +36,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rewind::persist::KillPoint;
 use rewind::{
     AllocStats, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
 };
@@ -102,21 +102,12 @@ impl KillAt {
     }
 }
 
-/// Writes the child may still make before it kills itself.
-static WRITES_LEFT: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The child's write kill point.
+static BEFORE_WRITE: KillPoint = KillPoint::new();
 
-/// Called before every write of a transaction: the child's write kill point.
+/// Called before every write of a transaction.
 fn before_write() {
-    let left = WRITES_LEFT.load(Ordering::Relaxed);
-    if left == u64::MAX {
-        return;
-    }
-    if left > 1 {
-        WRITES_LEFT.store(left - 1, Ordering::Relaxed);
-        return;
-    }
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    std::process::abort();
+    BEFORE_WRITE.tick();
 }
 
 /// What the transactions do.
@@ -396,7 +387,7 @@ fn torture_child() {
     let mut out = stdout.lock();
     match KillAt::from_env() {
         Some(KillAt::Fence(n)) => rewind::persist::kill_at_fence(n),
-        Some(KillAt::Write(n)) => WRITES_LEFT.store(n, Ordering::Relaxed),
+        Some(KillAt::Write(n)) => BEFORE_WRITE.arm(n),
         None => {}
     }
     // A newline first: the harness has printed `test torture_child ... `.

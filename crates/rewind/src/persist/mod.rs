@@ -213,10 +213,52 @@ pub struct Domain {
     _file: Option<std::fs::File>,
 }
 
-/// Testing: fences this process may still issue before it kills itself
-/// (`u64::MAX`: never).
+/// Testing: a point at which this process kills itself with SIGKILL: the
+/// `n`-th [`tick`](Self::tick) after [`arm`](Self::arm)`(n)`. Counted
+/// without synchronisation: for single-threaded processes.
 #[cfg(feature = "testing")]
-static KILL_AT_FENCE: AtomicU64 = AtomicU64::new(u64::MAX);
+pub struct KillPoint(AtomicU64);
+
+#[cfg(feature = "testing")]
+impl KillPoint {
+    /// Disarmed.
+    pub const fn new() -> KillPoint {
+        KillPoint(AtomicU64::new(u64::MAX))
+    }
+
+    /// Kill at the `n`-th tick from now (1: the next one).
+    pub fn arm(&self, n: u64) {
+        self.0.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// Counts one event; kills the process if it is the armed one.
+    #[inline]
+    pub fn tick(&self) {
+        let left = self.0.load(Ordering::Relaxed);
+        if left == u64::MAX {
+            return;
+        }
+        if left > 1 {
+            self.0.store(left - 1, Ordering::Relaxed);
+            return;
+        }
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        // SIGKILL cannot be caught; should it not have been delivered yet:
+        std::process::abort();
+    }
+}
+
+#[cfg(feature = "testing")]
+impl Default for KillPoint {
+    fn default() -> Self {
+        KillPoint::new()
+    }
+}
+
+/// Testing: killed at just before a fence of any domain.
+#[cfg(feature = "testing")]
+static KILL_AT_FENCE: KillPoint = KillPoint::new();
 
 /// Testing: this process kills itself with SIGKILL at its `n`-th fence from
 /// now (1: the next one), just before the fence: a process crash at an
@@ -226,22 +268,7 @@ static KILL_AT_FENCE: AtomicU64 = AtomicU64::new(u64::MAX);
 /// single-threaded processes.
 #[cfg(feature = "testing")]
 pub fn kill_at_fence(n: u64) {
-    KILL_AT_FENCE.store(n.max(1), Ordering::Relaxed);
-}
-
-#[cfg(feature = "testing")]
-fn maybe_kill() {
-    let left = KILL_AT_FENCE.load(Ordering::Relaxed);
-    if left == u64::MAX {
-        return;
-    }
-    if left > 1 {
-        KILL_AT_FENCE.store(left - 1, Ordering::Relaxed);
-        return;
-    }
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    // SIGKILL cannot be caught; should it not have been delivered yet:
-    std::process::abort();
+    KILL_AT_FENCE.arm(n);
 }
 
 /// No line.
@@ -547,7 +574,7 @@ impl Domain {
             ));
         }
         #[cfg(feature = "testing")]
-        maybe_kill();
+        KILL_AT_FENCE.tick();
         bump(&self.counters.slot().fences, 1);
         // A fence drains the write-combining buffers: the next
         // non-temporal store to any line is a new NVM write.
