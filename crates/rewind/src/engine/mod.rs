@@ -21,6 +21,7 @@ use crate::format::layout::{
     META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
+use crate::log::tree::ROOT as TREE_ROOT;
 use crate::log::adll::List;
 use crate::log::{Log, Lsns};
 use crate::persist::Domain;
@@ -147,7 +148,9 @@ pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
 fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
     let mut page = vec![0u8; (META_END - META_OFF) as usize];
     d.read(META_OFF, &mut page)?;
-    let reserved = (META_ROOT_END..META_ADLL).chain(META_ADLL + 64..META_END);
+    // The main list's line, the tree update list's line and the tree root
+    // (two-layer log) are checked by the log.
+    let reserved = (META_ROOT_END..META_ADLL).chain(TREE_ROOT + 8..META_END);
     for off in reserved {
         if page[(off - META_OFF) as usize] != 0 {
             return Err(Error::MetaCorrupt {

@@ -17,11 +17,23 @@ pub enum LogVariant {
     Optimized,
     /// Buckets with a persisted index; records fenced in groups of 8.
     Batch,
+    /// Two layers (REWIND §3.4): records in an Atomic AVL Tree indexed by
+    /// transaction, whose own updates are logged in an ADLL.
+    TwoLayer,
 }
 
 impl LogVariant {
     /// Every variant.
-    pub const ALL: [LogVariant; 3] = [LogVariant::Simple, LogVariant::Optimized, LogVariant::Batch];
+    pub const ALL: [LogVariant; 4] = [
+        LogVariant::Simple,
+        LogVariant::Optimized,
+        LogVariant::Batch,
+        LogVariant::TwoLayer,
+    ];
+
+    /// The one-layer variants.
+    pub const ONE_LAYER: [LogVariant; 3] =
+        [LogVariant::Simple, LogVariant::Optimized, LogVariant::Batch];
 
     /// Whether a transaction's records go out in groups under one fence,
     /// with their in-place stores held until the group is valid (Batch).
@@ -34,6 +46,7 @@ impl LogVariant {
             LogVariant::Simple => 1,
             LogVariant::Optimized => 2,
             LogVariant::Batch => 3,
+            LogVariant::TwoLayer => 4,
         }
     }
 
@@ -42,6 +55,7 @@ impl LogVariant {
             1 => Some(LogVariant::Simple),
             2 => Some(LogVariant::Optimized),
             3 => Some(LogVariant::Batch),
+            4 => Some(LogVariant::TwoLayer),
             _ => None,
         }
     }
@@ -53,6 +67,7 @@ impl fmt::Display for LogVariant {
             LogVariant::Simple => "simple",
             LogVariant::Optimized => "optimized",
             LogVariant::Batch => "batch",
+            LogVariant::TwoLayer => "two-layer",
         })
     }
 }
@@ -64,10 +79,11 @@ impl FromStr for LogVariant {
             "simple" => Ok(LogVariant::Simple),
             "optimized" => Ok(LogVariant::Optimized),
             "batch" => Ok(LogVariant::Batch),
+            "two-layer" | "twolayer" | "2l" => Ok(LogVariant::TwoLayer),
             _ => Err(Error::InvalidConfig {
                 what: "log variant",
                 value: s.to_string(),
-                expected: "simple, optimized or batch",
+                expected: "simple, optimized, batch or two-layer",
             }),
         }
     }

@@ -4,12 +4,12 @@
 //! ```text
 //! off  size  field
 //!   0     8  magic "REWINDPL"
-//!   8     4  format version (1)
+//!   8     4  format version (4)
 //!  12     4  flags (0)
 //!  16    64  layout name, UTF-8, zero-padded
 //!  80     8  pool size
 //!  88    16  uuid
-//! 104     1  log variant (1 simple, 2 optimized, 3 batch)
+//! 104     1  log variant (1 simple, 2 optimized, 3 batch, 4 two-layer)
 //! 105     1  policy (1 force, 2 no-force)
 //! 106     1  backend created with (1 pmem, 2 msync, 3 sim)
 //! 107     1  Batch group size as log2 (3..=6: 8..64 records); 0 otherwise
@@ -35,7 +35,7 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// Format version this build writes and reads. 2: the log grows into heap
 /// chunks, checked allocator and list metadata, the backend recorded.
 /// 3: records carry their transaction's previous lsn, CLRs their undo-next.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 const CRC_OFF: usize = 168;
@@ -147,7 +147,7 @@ impl Header {
         let variant = LogVariant::from_code(b[104]).ok_or(Error::BadHeader {
             field: "log variant",
             value: b[104] as u64,
-            reason: "expected 1, 2 or 3",
+            reason: "expected 1, 2, 3 or 4",
         })?;
         let policy = Policy::from_code(b[105]).ok_or(Error::BadHeader {
             field: "policy",
@@ -161,7 +161,7 @@ impl Header {
         })?;
         let group = match (variant, b[107]) {
             (LogVariant::Batch, g @ 3..=6) => 1u32 << g,
-            (LogVariant::Simple | LogVariant::Optimized, 0) => 0,
+            (LogVariant::Simple | LogVariant::Optimized | LogVariant::TwoLayer, 0) => 0,
             (_, g) => {
                 return Err(Error::BadHeader {
                     field: "group size",

@@ -4,16 +4,18 @@
 //! off  size  field
 //!   0     8  lsn (record id, increasing in log order)
 //!   8     8  transaction id (0: CHECKPOINT)
-//!  16     1  kind (1 UPDATE, 2 CLR, 3 END, 4 DELETE, 5 ALLOC, 6 CHECKPOINT, 7 ROLLBACK)
+//!  16     1  kind (1 UPDATE, 2 CLR, 3 END, 4 DELETE, 5 ALLOC, 6 CHECKPOINT, 7 ROLLBACK,
+//!              8 TREE: a two-layer log's tree operation)
 //!  17     1  flags (CLR: what it compensates; END: 1 committed, 0 aborted;
 //!              UPDATE: 0x80 in the commit group)
 //!  18     2  len: payload length of one value (at most 256)
 //!  20     4  CRC-32 of bytes 0..20, 24..48 and the payload
 //!  24     8  target offset in the pool
 //!  32     8  aux: CLR undo-next lsn; ALLOC/DELETE size; CHECKPOINT bound lsn;
-//!              END: records in the commit group
+//!              END: records in the commit group; TREE: records in the operation
 //!  40     8  prev: lsn of the transaction's previous record (0: its first)
-//!  48     …  payload: UPDATE old[len] new[len]; CLR value[len]; each padded to 8
+//!  48     …  payload: UPDATE old[len] new[len]; CLR value[len]; TREE (word, value)
+//!              pairs; each padded to 8
 //! ```
 //!
 //! As in ARIES, a transaction's records form a chain through `prev`, and a
@@ -44,6 +46,9 @@ pub enum Kind {
     Checkpoint = 6,
     /// The transaction started rolling back.
     Rollback = 7,
+    /// A two-layer log's tree operation: (word, new value) pairs; `tx` is
+    /// the operation's id, `aux` how many records it has.
+    Tree = 8,
 }
 
 impl Kind {
@@ -56,6 +61,7 @@ impl Kind {
             5 => Kind::Alloc,
             6 => Kind::Checkpoint,
             7 => Kind::Rollback,
+            8 => Kind::Tree,
             _ => return None,
         })
     }
@@ -70,6 +76,7 @@ impl Kind {
             Kind::Alloc => "ALLOC",
             Kind::Checkpoint => "CHECKPOINT",
             Kind::Rollback => "ROLLBACK",
+            Kind::Tree => "TREE",
         }
     }
 }

@@ -52,6 +52,20 @@ impl Blocks {
         off.is_multiple_of(64) && off >= self.layout.log_off && off < self.layout.heap_end()
     }
 
+    /// The block whose bytes include `off`, if any.
+    pub fn containing(&self, off: u64) -> Option<u64> {
+        let bs = self.layout.log_block_size;
+        let b = if off >= self.layout.log_off && off < self.layout.log_end() {
+            off - (off - self.layout.log_off) % bs
+        } else if off >= self.layout.heap_off && off < self.layout.heap_end() {
+            let chunk = off - (off - self.layout.heap_off) % CHUNK;
+            chunk + (off - chunk) / bs * bs
+        } else {
+            return None;
+        };
+        self.is_block(b).then_some(b)
+    }
+
     /// The log chunk holding `block`, if it is not in the fixed region.
     pub fn chunk_of(&self, block: u64) -> Option<u64> {
         if self.layout.is_block(block) {

@@ -40,6 +40,8 @@
 pub mod adll;
 pub mod blocks;
 mod tracking;
+pub mod tree;
+mod two_layer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -67,6 +69,20 @@ pub struct CellRef {
 impl CellRef {
     fn off(self) -> u64 {
         self.block + CELLS + 8 * self.idx as u64
+    }
+
+    /// The two-layer log names a record by its tree node: the node's block
+    /// and its offset there in 8-byte units.
+    fn node_at(block: u64, node: u64) -> CellRef {
+        CellRef {
+            block,
+            idx: ((node - block) / 8) as u32,
+        }
+    }
+
+    /// The tree node a two-layer log's reference names.
+    fn node(self) -> u64 {
+        self.block + 8 * self.idx as u64
     }
 }
 
@@ -173,6 +189,8 @@ struct State {
     batch_cells: Vec<(CellRef, u64)>,
     sorted: Vec<(CellRef, u64)>,
     words: Vec<u8>,
+    /// Two-layer: the tree's update log.
+    inner: two_layer::Inner,
 }
 
 impl State {
@@ -231,6 +249,9 @@ pub struct LogStats {
 pub struct Log {
     variant: LogVariant,
     layout: Layout,
+    /// Bytes a record takes besides its encoding: the tree node header of
+    /// the two-layer log.
+    node: u64,
     /// Space a record costs at least: its share of a block's body.
     per_cell: u64,
     /// Space a free block is sure to hold.
@@ -293,9 +314,20 @@ impl Log {
         lsns: Arc<Lsns>,
     ) -> Result<Opened, Error> {
         let blocks = Blocks::new(layout, alloc::log_chunks(d, layout)?);
-        let repair = list.recover(d, &blocks)?;
-        let (order, buckets, records) = scan(d, layout, &blocks, variant, list)?;
-        list.check_unlinked(d, &blocks, &order)?;
+        let mut repair = list.recover(d, &blocks)?;
+        let (order, mut buckets, mut records) = scan(d, layout, &blocks, variant, list)?;
+        let mut inner = two_layer::Inner::none();
+        if variant == LogVariant::TwoLayer {
+            let (r, inner_repair) =
+                two_layer::recover(d, layout, &blocks, &order, &mut buckets, &records)?;
+            lsns.observe(r.max_lsn);
+            records = r.records;
+            inner = r.inner;
+            repair.append |= inner_repair.append;
+            repair.remove |= inner_repair.remove;
+        } else {
+            list.check_unlinked(d, &blocks, &order)?;
+        }
         let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
         let mut free = Free::default();
         let per_chunk = Blocks::per_chunk(layout);
@@ -308,11 +340,17 @@ impl Log {
         if let Some(s) = records.last() {
             lsns.observe(s.rec.lsn);
         }
+        let node = if variant == LogVariant::TwoLayer {
+            tree::NODE
+        } else {
+            0
+        };
         let body = layout.log_block_size - layout.body_start();
         let per_cell = (body / layout.bucket_cells).max(1);
         let mut log = Log {
             variant,
             layout: *layout,
+            node,
             per_cell,
             block_usable: usable(layout.bucket_cells, per_cell, layout.bucket_cells, body),
             heap: OnceLock::new(),
@@ -332,6 +370,7 @@ impl Log {
                 batch_cells: Vec::new(),
                 sorted: Vec::new(),
                 words: Vec::new(),
+                inner,
             }),
         };
         log.drop_empty_buckets(d)?;
@@ -367,7 +406,7 @@ impl Log {
     }
 
     fn cost(&self, size: u64) -> u64 {
-        size.max(self.per_cell)
+        (size + self.node).max(self.per_cell)
     }
 
     /// Log space a rollback of this record needs (its CLR: the old bytes
@@ -462,7 +501,7 @@ impl Log {
         let needed = forward + reserve + held + (other - paid);
         // Reserved space not this append's to use.
         let others = st.reserved - paid;
-        while self.available(st).saturating_sub(others) < needed {
+        while self.available(st).saturating_sub(others) < needed || !self.holds(st) {
             if !self.grow(d, st)? {
                 return Err(Error::LogFull {
                     needed,
@@ -482,8 +521,9 @@ impl Log {
         // locked instruction drains the write-combining buffers, so one
         // among the records' non-temporal stores would wait for all of them.
         let first_lsn = self.lsns.take(drafts.len() as u64);
+        let first_out = out.len();
         for (lsn, draft) in (first_lsn..).zip(drafts) {
-            let size = draft.size() as u64;
+            let size = draft.size() as u64 + self.node;
             let block = self.room(d, st, size)?;
             // A CHECKPOINT belongs to no transaction's chain.
             let prev = if draft.kind == Kind::Checkpoint {
@@ -493,16 +533,26 @@ impl Log {
             };
             draft.encode(lsn, prev, &mut st.scratch);
             let b = st.buckets.get_mut(&block).expect("tail bucket is tracked");
-            let rec_off = block + b.body_used;
-            let cell = CellRef {
-                block,
-                idx: b.next_cell,
+            let at = block + b.body_used;
+            let rec_off = at + self.node;
+            let cell = if self.node > 0 {
+                CellRef::node_at(block, at)
+            } else {
+                CellRef {
+                    block,
+                    idx: b.next_cell,
+                }
             };
             b.body_used += size;
             b.next_cell += 1;
             b.live += 1;
+            if self.node > 0 {
+                d.store_nt(at, &tree::leaf_header(at))?;
+            }
             d.store_nt(rec_off, &st.scratch)?;
             match self.variant {
+                // The node's body is fenced by the tree operation below.
+                LogVariant::TwoLayer => {}
                 LogVariant::Simple | LogVariant::Optimized => {
                     // The body persistent before the cell points at it.
                     d.fence_at(sites::LOG_RECORD_BODY)?;
@@ -538,6 +588,11 @@ impl Log {
             // The index persistent before the caller's in-place stores.
             d.fence_at(sites::LOG_GROUP_INDEX)?;
         }
+        if self.variant == LogVariant::TwoLayer {
+            // Valid once in the tree, before the caller's in-place stores.
+            let placed: Vec<Placed> = out[first_out..].to_vec();
+            self.tree_insert(d, st, &placed)?;
+        }
         st.reserved += reserve + held;
         res.bytes += reserve;
         Ok(())
@@ -572,7 +627,15 @@ impl Log {
                 self.layout.log_block_size - b.body_used,
             )
         });
-        st.free.len() as u64 * self.block_usable + tail
+        // Two-layer: the blocks held for tree operations are not records' room.
+        let blocks = (st.free.len() + st.inner.order.len()) as u64;
+        blocks.saturating_sub(st.inner.hold) * self.block_usable + tail
+    }
+
+    /// Two-layer: whether the blocks the largest tree operation needs are
+    /// there (always so for the other variants).
+    fn holds(&self, st: &State) -> bool {
+        (st.free.len() + st.inner.order.len()) as u64 >= st.inner.hold
     }
 
     /// Takes a chunk from the heap and adds its blocks to the free set.
@@ -729,7 +792,12 @@ impl Log {
         cells: &[CellRef],
         end: Option<CellRef>,
     ) -> Result<(), Error> {
-        gap_cells(d, &mut st.words, &mut st.sorted, cells)?;
+        if self.variant == LogVariant::TwoLayer {
+            // Out of the tree, END last: its records go first.
+            self.tree_remove(d, st, cells.iter().chain(end.as_ref()).copied())?;
+        } else {
+            gap_cells(d, &mut st.words, &mut st.sorted, cells)?;
+        }
         if self.variant == LogVariant::Batch {
             let me = thread_tag();
             st.unfenced_clears.extend(cells.iter().map(|&c| (me, c)));
@@ -771,6 +839,16 @@ impl Log {
     pub fn clear_all(&self, d: &Domain) -> Result<(), Error> {
         let mut st = self.state.lock();
         let st = &mut *st;
+        if self.variant == LogVariant::TwoLayer {
+            // The whole tree at once: its nodes are then free.
+            if d.read_u64(tree::ROOT)? != 0 {
+                self.tree_op(d, st, &[(tree::ROOT, 0)])?;
+            }
+            let inner: Vec<u64> = st.inner.order.clone();
+            for b in inner {
+                self.inner_unlist(d, st, b)?;
+            }
+        }
         while let Some(block) = st.order.first() {
             st.unlist(d, block)?;
         }

@@ -18,16 +18,19 @@ pub struct Reach {
 const SIMPLE: u8 = 1 << 1;
 const OPTIMIZED: u8 = 1 << 2;
 const BATCH: u8 = 1 << 3;
+const TWO_LAYER: u8 = 1 << 4;
 const FORCE: u8 = 1 << 1;
 const NO_FORCE: u8 = 1 << 2;
 
 impl Reach {
     /// Every variant and policy.
-    pub const ANY: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH, FORCE | NO_FORCE);
+    pub const ANY: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH | TWO_LAYER, FORCE | NO_FORCE);
     /// The no-force policy (checkpoints, redo of committed work).
-    pub const NO_FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH, NO_FORCE);
+    pub const NO_FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH | TWO_LAYER, NO_FORCE);
     /// The force policy.
-    pub const FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH, FORCE);
+    pub const FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH | TWO_LAYER, FORCE);
+    /// The two-layer log.
+    pub const TWO_LAYER: Reach = Reach::of(TWO_LAYER, FORCE | NO_FORCE);
     /// The Batch log.
     pub const BATCH: Reach = Reach::of(BATCH, FORCE | NO_FORCE);
     /// The Simple and Optimized logs.
@@ -111,6 +114,13 @@ sites! {
     LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid", reach: BATCH;
     LOG_GROUP_SPAN = "log.group.span": "Batch: when a group spans two buckets, the earlier bucket's index persistent before the later one's (the group becomes valid in log order)", reach: BATCH;
     LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)", reach: BATCH;
+    TREE_OP_BODY = "tree.op.body": "two-layer: a tree operation's records (and the new nodes' bodies) persistent before their cells make them valid", reach: TWO_LAYER;
+    TREE_OP_CELLS = "tree.op.cells": "two-layer: a tree operation complete in its log before any tree word changes", reach: TWO_LAYER;
+    TREE_APPLY_FLUSH = "tree.apply.flush": "two-layer: a tree word written back", reach: TWO_LAYER;
+    TREE_OP_APPLIED = "tree.op.applied": "two-layer: a tree operation's words persistent before its records are cleared", reach: TWO_LAYER;
+    TREE_RECOVER_FLUSH = "tree.recover.flush": "two-layer recovery: a redone tree word written back", reach: TWO_LAYER;
+    TREE_RECOVER_APPLIED = "tree.recover.applied": "two-layer recovery: redone tree operations persistent before their records leave the log", reach: TWO_LAYER,
+        redundant: "the first ADLL removal's fence (adll.remove.to_remove) completes the flushes before any record leaves the log";
     ALLOC_OPEN_RESET_FLUSH = "alloc.open.reset.flush": "an empty class chunk reset to free at open",
         redundant: "the reset is an optimisation: either descriptor is consistent with an empty bitmap";
     ALLOC_OPEN_RESET_FENCE = "alloc.open.reset.fence": "the resets persistent",

@@ -109,6 +109,12 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
     for s in records {
         let r = &s.rec;
         check_target(l, r)?;
+        if r.kind == Kind::Tree {
+            return Err(Error::LogCorrupt {
+                offset: r.target,
+                reason: "a tree operation record among transaction records",
+            });
+        }
         if r.prev >= r.lsn || (r.kind == Kind::Checkpoint && r.prev != 0) {
             return Err(Error::LogCorrupt {
                 offset: r.lsn,

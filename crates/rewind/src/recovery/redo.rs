@@ -70,7 +70,8 @@ fn apply(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
         Kind::Clr => apply_clr(d, l, r.flags, r.target, &r.new)?,
         Kind::Alloc => alloc::mark(d, l, r.target, r.aux, true)?,
         Kind::Delete => alloc::mark(d, l, r.target, r.aux, false)?,
-        Kind::End | Kind::Checkpoint | Kind::Rollback => return Ok(false),
+        // Analysis refused TREE records.
+        Kind::End | Kind::Checkpoint | Kind::Rollback | Kind::Tree => return Ok(false),
     }
     Ok(true)
 }

@@ -58,6 +58,8 @@ pub(super) fn undo(
         let next = match r.kind {
             // Compensated already: on to what is still to undo.
             Kind::Clr => r.aux,
+            // Analysis refused TREE records.
+            Kind::Tree => r.prev,
             Kind::Update | Kind::Alloc | Kind::Delete => {
                 let size = r.aux.to_le_bytes();
                 let (what, bytes): (u8, &[u8]) = match r.kind {
