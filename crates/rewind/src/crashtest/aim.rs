@@ -39,19 +39,29 @@ fn shape_for(site: Site) -> Shape {
 /// Simple log cannot show `checkpoint.gaps`: each record has its own
 /// block, which leaves the list (with the removal's own fences) as soon as
 /// its record is cleared, so the records' gaps are persistent before any
-/// END is cleared even without that fence.
+/// END is cleared even without that fence. Nor can the two-layer log: its
+/// records leave the tree by tree operations, each fenced on its own, END
+/// last.
 fn shows(site: Site, v: LogVariant, p: Policy) -> bool {
-    reaches(site, v, p) && !(site == sites::CHECKPOINT_GAPS && v == LogVariant::Simple)
+    reaches(site, v, p)
+        && !(site == sites::CHECKPOINT_GAPS
+            && matches!(v, LogVariant::Simple | LogVariant::TwoLayer))
 }
 
 /// The one-thread configurations to explore a mutation of `site` in: every
 /// variant × policy that can show it, with the shape aimed at it, Batch
 /// first, then Optimized, then Simple (fewest crash points per transaction
-/// first, so a program costs the fewest images), force before no-force.
+/// first, so a program costs the fewest images; the two-layer log last),
+/// force before no-force.
 pub fn aim(site: Site) -> Vec<Config> {
     let shape = shape_for(site);
     let mut out = Vec::new();
-    for v in [LogVariant::Batch, LogVariant::Optimized, LogVariant::Simple] {
+    for v in [
+        LogVariant::Batch,
+        LogVariant::Optimized,
+        LogVariant::Simple,
+        LogVariant::TwoLayer,
+    ] {
         for p in Policy::ALL {
             if shows(site, v, p) {
                 out.push(Config {

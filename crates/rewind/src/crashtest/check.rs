@@ -252,7 +252,8 @@ pub(super) fn visit(
         // An image that catches an ADLL operation in flight makes recovery
         // redo it: crash that recovery at every fence. Others: a sample.
         // (One image per crash point is enough: they share the interrupted operation.)
-        let adll_in_flight = !adll_done && List::LOG.in_flight(&img);
+        let adll_in_flight =
+            !adll_done && (List::LOG.in_flight(&img) || List::TREE.in_flight(&img));
         adll_done |= adll_in_flight;
         let depth2 = adll_in_flight
             || (cfg.depth2_every > 0 && sh.stats.images.is_multiple_of(cfg.depth2_every));

@@ -3,7 +3,8 @@
 //! The list links log blocks (one record per node in the Simple log, a
 //! bucket of cells in the Optimized and Batch logs). A list is an instance
 //! ([`List`]) over one cache line of the meta page; the pool's log list is
-//! [`List::LOG`], at `META_ADLL`:
+//! [`List::LOG`], at `META_ADLL`; the two-layer log's tree updates are
+//! logged in [`List::TREE`], the line after:
 //!
 //! ```text
 //! base +0 head  +8 tail  +16 (zero)  +24 toAppend  +32 toRemove
@@ -67,16 +68,17 @@ impl List {
     /// The pool's log list.
     pub const LOG: List = List { base: META_ADLL };
 
-    /// The list whose words start at `base` (a 64-byte aligned meta-page line).
-    pub const fn at(base: u64) -> List {
-        List { base }
-    }
+    /// The two-layer log's tree update list, the meta-page line after.
+    pub const TREE: List = List {
+        base: META_ADLL + 64,
+    };
 
     /// Offset of the list word `off`.
     const fn w(self, off: u64) -> u64 {
         self.base + off
     }
 
+    #[cfg(feature = "testing")]
     /// Whether a pool image holds an append or removal of this list in
     /// flight (its `toAppend` or `toRemove` set).
     pub fn in_flight(&self, image: &[u8]) -> bool {

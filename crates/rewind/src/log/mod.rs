@@ -327,6 +327,7 @@ impl Log {
             repair.remove |= inner_repair.remove;
         } else {
             list.check_unlinked(d, &blocks, &order)?;
+            two_layer::check_unused(d)?;
         }
         let in_list: std::collections::HashSet<u64> = order.iter().copied().collect();
         let mut free = Free::default();

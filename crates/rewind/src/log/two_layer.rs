@@ -43,8 +43,8 @@ use crate::format::layout::{Layout, META_OFF};
 use crate::format::record::{self, Draft, Kind};
 use crate::persist::{sites, Domain};
 
-/// The tree's update log's list: the meta-page line after the main list's.
-pub const TREE_LIST: u64 = META_OFF + 128;
+/// The first word of the tree's update log's list.
+const TREE_LIST: u64 = META_OFF + 128;
 
 /// An operation is split once it writes this many words.
 const OP_SPLIT: usize = 256;
@@ -69,7 +69,7 @@ impl Inner {
     /// The update log of a one-layer log: never used.
     pub(super) fn none() -> Inner {
         Inner {
-            list: adll::List::at(TREE_LIST),
+            list: adll::List::TREE,
             order: Vec::new(),
             tail: None,
             hold: 0,
@@ -346,6 +346,19 @@ fn read_node_record(d: &Domain, at: u64, end: u64) -> Result<record::Record, Err
     let mut buf = vec![0u8; total as usize];
     d.read(at, &mut buf)?;
     record::decode(&buf, at)
+}
+
+/// A one-layer log leaves the tree's words zero.
+pub(super) fn check_unused(d: &Domain) -> Result<(), Error> {
+    for off in (TREE_LIST..tree::ROOT + 8).step_by(8) {
+        if d.read_u64(off)? != 0 {
+            return Err(Error::MetaCorrupt {
+                offset: off,
+                reason: "a two-layer log word is set in a one-layer pool",
+            });
+        }
+    }
+    Ok(())
 }
 
 fn rec_size(r: &record::Record) -> u64 {
