@@ -455,6 +455,8 @@ model_test!(optimized_force, LogVariant::Optimized, Policy::Force);
 model_test!(optimized_noforce, LogVariant::Optimized, Policy::NoForce);
 model_test!(batch_force, LogVariant::Batch, Policy::Force);
 model_test!(batch_noforce, LogVariant::Batch, Policy::NoForce);
+model_test!(two_layer_force, LogVariant::TwoLayer, Policy::Force);
+model_test!(two_layer_noforce, LogVariant::TwoLayer, Policy::NoForce);
 
 /// Regression (found by this test): a Batch force commit makes END valid
 /// before its last group's stores; recovery redid whatever subset of a

@@ -130,9 +130,9 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let runs: Vec<Option<u64>> = std::iter::once(None)
         .chain(intervals.iter().map(|&e| Some(e)))
         .collect();
-    let bar = super::progress((LogVariant::ALL.len() * runs.len() * rounds) as u64);
+    let bar = super::progress((LogVariant::ONE_LAYER.len() * runs.len() * rounds) as u64);
     let mut results = Vec::new();
-    for variant in LogVariant::ALL {
+    for variant in LogVariant::ONE_LAYER {
         // times[run][round]
         let mut times = vec![Vec::new(); runs.len()];
         let mut last: Vec<Option<Run>> = (0..runs.len()).map(|_| None).collect();
@@ -242,11 +242,11 @@ fn chart(results: &[Result1], intervals: &[u64]) -> String {
         .iter()
         .map(|&e| format!("every {e} records"))
         .collect();
-    let series: Vec<String> = LogVariant::ALL.iter().map(|v| v.to_string()).collect();
+    let series: Vec<String> = LogVariant::ONE_LAYER.iter().map(|v| v.to_string()).collect();
     let value = |g: usize, s: usize| {
         results
             .iter()
-            .find(|r| r.variant == LogVariant::ALL[s] && r.every == Some(intervals[g]))
+            .find(|r| r.variant == LogVariant::ONE_LAYER[s] && r.every == Some(intervals[g]))
             .map_or(f64::NAN, |r| r.overhead_pct)
     };
     svg::grouped_bars(
