@@ -630,7 +630,10 @@ impl Log {
         });
         // Two-layer: the blocks held for tree operations are not records' room.
         let blocks = (st.free.len() + st.inner.order.len()) as u64;
-        blocks.saturating_sub(st.inner.hold) * self.block_usable + tail
+        match blocks.checked_sub(st.inner.hold) {
+            Some(n) => n * self.block_usable + tail,
+            None => 0,
+        }
     }
 
     /// Two-layer: whether the blocks the largest tree operation needs are
@@ -668,7 +671,11 @@ impl Log {
             return Ok(());
         };
         let n = Blocks::per_chunk(&self.layout);
-        if !st.free.is_idle(chunk) || self.available(st) < st.reserved + n * self.block_usable {
+        let blocks = (st.free.len() + st.inner.order.len()) as u64;
+        if !st.free.is_idle(chunk)
+            || self.available(st) < st.reserved + n * self.block_usable
+            || blocks < st.inner.hold + n
+        {
             return Ok(());
         }
         st.forget_chunk(chunk);

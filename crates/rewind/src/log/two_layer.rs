@@ -307,9 +307,11 @@ pub(super) fn recover(
             live: 0,
             body_used: l.body_start(),
         });
+        // The room after the last live node is free again (what lies there
+        // is unreachable), as a one-layer bucket's is after its last valid
+        // record: recovery has at least the room the crashed log had.
         b.live += 1;
-        // No node is placed in a bucket that holds some after a crash.
-        b.next_cell = l.bucket_cells as u32;
+        b.next_cell += 1;
         b.body_used = b.body_used.max(at + rec_size(&rec) - block);
         records.push(Scanned {
             rec,
