@@ -237,24 +237,24 @@ fn a_pool_of_the_previous_format_version_is_refused_naming_both_versions() {
     drop(pool);
     let path = dir.path().join("batch-force.pool");
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
     let crc = crc32fast::hash(&bytes[..168]);
     bytes[168..172].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     match Pool::open(&path, LAYOUT, &OpenOptions::default()) {
         Err(
             e @ Error::UnsupportedVersion {
-                found: 2,
-                supported: 3,
+                found: 3,
+                supported: 4,
             },
         ) => {
             let text = e.to_string();
             assert!(
-                text.contains("version 2") && text.contains("version 3"),
+                text.contains("version 3") && text.contains("version 4"),
                 "{text}"
             );
         }
         Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("a version 2 pool opened"),
+        Ok(_) => panic!("a version 3 pool opened"),
     }
 }
