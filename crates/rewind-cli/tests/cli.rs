@@ -610,3 +610,50 @@ fn bench_skip_recovers_the_open_target_past_the_kept_skip_records() {
     assert!(get("1L-force", 200, "recovery_records") < 100.0);
     assert_eq!(get("1L-force", 200, "recovery_redone"), 0.0);
 }
+
+#[test]
+fn bench_recovered_recovers_the_scheduled_fraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "recovered",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let rows = bench_rows(&out_dir, "recovered");
+    // Tiny: two transactions per run, none, one or both recovered.
+    for config in ["1L-force", "1L-no-force"] {
+        for skip in [10u64, 150, 300] {
+            for (fraction, recovered) in [("0.0", 0.0), ("0.5", 1.0), ("1.0", 2.0)] {
+                let param = format!("skip={skip}/recovered={fraction}");
+                let get = |metric: &str| row_value(&rows, config, &param, metric);
+                assert!(get("total_ms") > 0.0 && get("logging_ms") > 0.0);
+                assert!(get("ratio_vs_force") > 0.0);
+                assert_eq!(get("recovered"), recovered, "{config} {param}");
+                // Every recovery rolled back its one open target.
+                assert_eq!(get("rolled_back"), recovered, "{config} {param}");
+                assert_eq!(get("commit_ms") > 0.0, recovered < 2.0, "{config} {param}");
+                assert_eq!(
+                    get("recovery_ms") > 0.0,
+                    recovered > 0.0,
+                    "{config} {param}"
+                );
+                // Under no-force each recovery meets the other transaction's
+                // 16 S committed records and END, and the target's 16.
+                let records = get("recovery_records");
+                if config == "1L-no-force" {
+                    assert_eq!(records, recovered * (16.0 * (skip as f64 + 1.0) + 1.0));
+                } else {
+                    // Force cleared the other's records when it committed.
+                    assert!(
+                        records <= recovered * 8.0 * skip as f64,
+                        "{config} {param}: {records} records"
+                    );
+                }
+            }
+        }
+    }
+}

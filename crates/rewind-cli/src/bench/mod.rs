@@ -10,6 +10,7 @@ mod fence;
 mod intensity;
 mod interleave;
 mod overhead;
+mod recovered;
 mod skip;
 mod svg;
 
@@ -29,7 +30,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// or `all`.
+    /// `recovered`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -164,12 +165,13 @@ pub fn array_pool(
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 5] = [
+const BENCHES: [(&str, BenchFn); 6] = [
     ("overhead", overhead::run),
     ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
     ("fence", fence::run),
     ("skip", skip::run),
+    ("recovered", recovered::run),
 ];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
