@@ -40,6 +40,8 @@ pub enum CliError {
     },
     /// The demo's child process did not behave as the protocol expects.
     Child(String),
+    /// A benchmark's own machinery failed (a helper thread, say).
+    Bench(String),
 }
 
 impl CliError {
@@ -93,6 +95,7 @@ impl fmt::Display for CliError {
                 Ok(())
             }
             CliError::Child(msg) => write!(f, "demo child process: {msg}"),
+            CliError::Bench(msg) => write!(f, "benchmark: {msg}"),
         }
     }
 }

@@ -536,3 +536,124 @@ fn bench_intensity_writes_a_ratio_per_configuration_and_intensity() {
         assert!(r["value"].as_f64().is_some_and(|v| v > 0.0), "{r}");
     }
 }
+
+/// The rows of a benchmark's JSON and a getter that panics on a missing row.
+fn bench_rows(out_dir: &Path, bench: &str) -> Vec<serde_json::Value> {
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join(format!("{bench}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["bench"], bench);
+    assert!(out_dir.join(format!("{bench}.csv")).exists());
+    assert!(out_dir.join(format!("{bench}.svg")).exists());
+    json["rows"].as_array().unwrap().clone()
+}
+
+fn row_value(rows: &[serde_json::Value], config: &str, param: &str, metric: &str) -> f64 {
+    rows.iter()
+        .find(|r| r["config"] == config && r["param"] == param && r["metric"] == metric)
+        .and_then(|r| r["value"].as_f64())
+        .unwrap_or_else(|| panic!("no row {config} {param} {metric}"))
+}
+
+#[test]
+fn bench_skip_recovers_the_open_target_past_the_kept_skip_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "skip",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let rows = bench_rows(&out_dir, "skip");
+    let get = |config: &str, skip: u64, metric: &str| {
+        row_value(&rows, config, &format!("skip={skip}"), metric)
+    };
+    // Tiny: S = 0 and 200 skip records after each of the target's 16 writes.
+    for skip in [0, 200] {
+        assert!(get("nolog", skip, "sequence_us") > 0.0);
+        for config in ["1L-force", "1L-no-force"] {
+            for metric in [
+                "commit_us",
+                "rollback_us",
+                "recovery_us",
+                "sequence_us",
+                "ratio_vs_nolog",
+            ] {
+                assert!(
+                    get(config, skip, metric) > 0.0,
+                    "{config} S={skip} {metric}"
+                );
+            }
+            // Recovery rolled the open target back: its 16 writes undone.
+            assert_eq!(get(config, skip, "recovery_rolled_back"), 1.0, "{config}");
+            assert_eq!(get(config, skip, "recovery_undone"), 16.0, "{config}");
+            // One-layer commit and rollback do the same persistence work
+            // whatever the skip records: no scan of the log.
+            for metric in ["commit_fences", "rollback_fences"] {
+                assert_eq!(
+                    get(config, skip, metric),
+                    get(config, 0, metric),
+                    "{config}"
+                );
+            }
+        }
+    }
+    // No-force keeps the other transaction's committed records until a
+    // checkpoint: recovery meets all 3,200 (and its END) and redoes them
+    // with the target's 16. Force cleared them when it committed.
+    assert_eq!(get("1L-no-force", 200, "recovery_records"), 3217.0);
+    assert_eq!(get("1L-no-force", 200, "recovery_redone"), 3216.0);
+    assert!(get("1L-force", 200, "recovery_records") < 100.0);
+    assert_eq!(get("1L-force", 200, "recovery_redone"), 0.0);
+}
+
+#[test]
+fn bench_recovered_recovers_the_scheduled_fraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "recovered",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let rows = bench_rows(&out_dir, "recovered");
+    // Tiny: two transactions per run, none, one or both recovered.
+    for config in ["1L-force", "1L-no-force"] {
+        for skip in [10u64, 150, 300] {
+            for (fraction, recovered) in [("0.0", 0.0), ("0.5", 1.0), ("1.0", 2.0)] {
+                let param = format!("skip={skip}/recovered={fraction}");
+                let get = |metric: &str| row_value(&rows, config, &param, metric);
+                assert!(get("total_ms") > 0.0 && get("logging_ms") > 0.0);
+                assert!(get("ratio_vs_force") > 0.0);
+                assert_eq!(get("recovered"), recovered, "{config} {param}");
+                // Every recovery rolled back its one open target.
+                assert_eq!(get("rolled_back"), recovered, "{config} {param}");
+                assert_eq!(get("commit_ms") > 0.0, recovered < 2.0, "{config} {param}");
+                assert_eq!(
+                    get("recovery_ms") > 0.0,
+                    recovered > 0.0,
+                    "{config} {param}"
+                );
+                // Under no-force each recovery meets the other transaction's
+                // 16 S committed records and END, and the target's 16.
+                let records = get("recovery_records");
+                if config == "1L-no-force" {
+                    assert_eq!(records, recovered * (16.0 * (skip as f64 + 1.0) + 1.0));
+                } else {
+                    // Force cleared the other's records when it committed.
+                    assert!(
+                        records <= recovered * 8.0 * skip as f64,
+                        "{config} {param}: {records} records"
+                    );
+                }
+            }
+        }
+    }
+}

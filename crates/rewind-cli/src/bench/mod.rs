@@ -8,7 +8,10 @@
 mod checkpoint;
 mod fence;
 mod intensity;
+mod interleave;
 mod overhead;
+mod recovered;
+mod skip;
 mod svg;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +29,8 @@ use crate::error::CliError;
 /// Arguments of `rewind bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, or `all`.
+    /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
+    /// `recovered`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -161,11 +165,13 @@ pub fn array_pool(
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 4] = [
+const BENCHES: [(&str, BenchFn); 6] = [
     ("overhead", overhead::run),
     ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
     ("fence", fence::run),
+    ("skip", skip::run),
+    ("recovered", recovered::run),
 ];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
