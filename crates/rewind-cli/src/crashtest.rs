@@ -80,7 +80,7 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     if let Some(c) = &a.config {
         let cfg = Config::parse(c).ok_or_else(|| {
             CliError::Usage(format!(
-                "unknown configuration `{c}`: expected <simple|optimized|batch>-<force|no-force>, \
+                "unknown configuration `{c}`: expected <simple|optimized|batch|two-layer>-<force|no-force>, \
                  optionally followed by -2t or -2t-handoff"
             ))
         })?;

@@ -211,6 +211,8 @@ fn bench_overhead_writes_every_row() {
         ("rewind", "optimized-no-force"),
         ("rewind", "batch-force"),
         ("rewind", "batch-no-force"),
+        ("rewind", "two-layer-force"),
+        ("rewind", "two-layer-no-force"),
     ];
     // Built with `--features peers`: PMDK and the C loops run too, and every
     // system gets its speed against PMDK.
@@ -530,8 +532,8 @@ fn bench_intensity_writes_a_ratio_per_configuration_and_intensity() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("intensity.json")).unwrap())
             .unwrap();
     let rows = json["rows"].as_array().unwrap();
-    // Seven systems (the baseline and six configurations) x six intensities x two metrics.
-    assert_eq!(rows.len(), 7 * 6 * 2);
+    // Nine systems (the baseline and eight configurations) x six intensities x two metrics.
+    assert_eq!(rows.len(), 9 * 6 * 2);
     for r in rows {
         assert!(r["value"].as_f64().is_some_and(|v| v > 0.0), "{r}");
     }

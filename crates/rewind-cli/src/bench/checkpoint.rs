@@ -242,7 +242,10 @@ fn chart(results: &[Result1], intervals: &[u64]) -> String {
         .iter()
         .map(|&e| format!("every {e} records"))
         .collect();
-    let series: Vec<String> = LogVariant::ONE_LAYER.iter().map(|v| v.to_string()).collect();
+    let series: Vec<String> = LogVariant::ONE_LAYER
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
     let value = |g: usize, s: usize| {
         results
             .iter()

@@ -36,10 +36,8 @@ use crate::report::{Report, Row};
 
 /// The log structures compared, by the paper's name: one layer (the
 /// Optimized ADLL, as in the paper's §5.1) and two (the AVL tree over it).
-const LAYERS: &[(&str, LogVariant)] = &[
-    ("1L", LogVariant::Optimized),
-    ("2L", LogVariant::TwoLayer),
-];
+const LAYERS: &[(&str, LogVariant)] =
+    &[("1L", LogVariant::Optimized), ("2L", LogVariant::TwoLayer)];
 /// The policies: force is the paper's for Figs. 3 right and 4.
 const POLICIES: [Policy; 2] = [Policy::Force, Policy::NoForce];
 

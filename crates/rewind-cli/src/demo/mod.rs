@@ -43,7 +43,7 @@ pub struct DemoArgs {
     /// Seed of the transfer sequence.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Log variant of the demo pool: simple, optimized or batch.
+    /// Log variant of the demo pool: simple, optimized, batch or two-layer.
     #[arg(long, default_value = "batch")]
     log: LogVariant,
     /// Policy of the demo pool: force or no-force.

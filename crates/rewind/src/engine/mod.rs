@@ -21,8 +21,8 @@ use crate::format::layout::{
     META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
-use crate::log::tree::ROOT as TREE_ROOT;
 use crate::log::adll::List;
+use crate::log::tree::ROOT as TREE_ROOT;
 use crate::log::{Log, Lsns};
 use crate::persist::Domain;
 use crate::policy::{self, Durability, Finished};

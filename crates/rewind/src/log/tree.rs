@@ -257,7 +257,10 @@ fn visit(
         return Err(corrupt(n, "two-layer log tree link points outside the log"));
     }
     if d.read_u64(n + CHECK)? != check_word(n) {
-        return Err(corrupt(n + CHECK, "two-layer log tree node fails its check"));
+        return Err(corrupt(
+            n + CHECK,
+            "two-layer log tree node fails its check",
+        ));
     }
     let hl = visit(d, valid, d.read_u64(n + LEFT)?, depth + 1, out, last)?;
     let k = key(d, n)?;

@@ -100,7 +100,12 @@ pub(super) struct Recovered {
 
 impl Log {
     /// Inserts the new leaves `nodes` (their bodies stored) into the tree.
-    pub(super) fn tree_insert(&self, d: &Domain, st: &mut State, nodes: &[Placed]) -> Result<(), Error> {
+    pub(super) fn tree_insert(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        nodes: &[Placed],
+    ) -> Result<(), Error> {
         let mut op = Shadow::new(d);
         for p in nodes {
             op.insert(p.cell.node())?;
@@ -133,7 +138,12 @@ impl Log {
     }
 
     /// Makes one tree operation atomic (see the module doc).
-    pub(super) fn tree_op(&self, d: &Domain, st: &mut State, writes: &[(u64, u64)]) -> Result<(), Error> {
+    pub(super) fn tree_op(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        writes: &[(u64, u64)],
+    ) -> Result<(), Error> {
         if writes.is_empty() {
             return Ok(());
         }
@@ -183,7 +193,13 @@ impl Log {
         st.unfenced_clears.extend(cells.iter().map(|&c| (me, c)));
         // Every block before the tail holds only cleared records.
         let tail = st.inner.tail.map(|t| t.0);
-        let old: Vec<u64> = st.inner.order.iter().copied().filter(|&b| Some(b) != tail).collect();
+        let old: Vec<u64> = st
+            .inner
+            .order
+            .iter()
+            .copied()
+            .filter(|&b| Some(b) != tail)
+            .collect();
         for b in old {
             self.inner_unlist(d, st, b)?;
         }
@@ -196,7 +212,13 @@ impl Log {
         let cells = self.layout.bucket_cells;
         if let Some((block, next, used)) = &mut st.inner.tail {
             if (*next as u64) < cells && *used + size <= self.layout.log_block_size {
-                let at = (CellRef { block: *block, idx: *next }, *block + *used);
+                let at = (
+                    CellRef {
+                        block: *block,
+                        idx: *next,
+                    },
+                    *block + *used,
+                );
                 *next += 1;
                 *used += size;
                 return Ok(at);
@@ -250,7 +272,13 @@ pub(super) fn recover(
     }
     let inner = Inner::new(l);
     let repair = inner.list.recover(d, blocks)?;
-    let (iorder, _, ops) = super::scan(d, l, blocks, crate::format::LogVariant::Optimized, inner.list)?;
+    let (iorder, _, ops) = super::scan(
+        d,
+        l,
+        blocks,
+        crate::format::LogVariant::Optimized,
+        inner.list,
+    )?;
     let all: Vec<u64> = order.iter().chain(&iorder).copied().collect();
     adll::List::LOG.check_unlinked(d, blocks, &all)?;
     // Redo every complete operation, in log order.
