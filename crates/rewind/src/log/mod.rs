@@ -184,6 +184,9 @@ struct State {
     /// Batch: cells cleared since the last group append, with the thread
     /// that cleared them (see `append_locked`).
     unfenced_clears: Vec<(u64, CellRef)>,
+    /// Batch: the cells of committed transactions whose clearing waits for
+    /// the next group append (see [`Log::release_later`]).
+    pending_clears: Vec<CellRef>,
     scratch: Vec<u8>,
     batch_index: Vec<(u64, u32)>,
     batch_cells: Vec<(CellRef, u64)>,
@@ -203,6 +206,8 @@ impl State {
         let per_chunk = Blocks::per_chunk(&self.layout);
         self.free.insert(&self.blocks, per_chunk, block);
         self.unfenced_clears.retain(|(_, c)| c.block != block);
+        // Out of the list, its cells no longer count; a reuse zeroes them.
+        self.pending_clears.retain(|c| c.block != block);
         Ok(())
     }
 
@@ -210,6 +215,8 @@ impl State {
     /// thread's clears of a committed group, not yet fenced, would let
     /// recovery redo that group over the stores this thread makes after its
     /// next fence: they are stored again, so that fence persists them first.
+    /// The clears committed transactions left pending are stored here too,
+    /// by this thread, so the same fence persists them.
     fn store_others_clears(&mut self, d: &Domain) -> Result<(), Error> {
         let me = thread_tag();
         let theirs: Vec<CellRef> = self
@@ -217,6 +224,7 @@ impl State {
             .iter()
             .filter(|(t, _)| *t != me)
             .map(|&(_, c)| c)
+            .chain(self.pending_clears.drain(..))
             .collect();
         if !theirs.is_empty() {
             gap_cells(d, &mut self.words, &mut self.sorted, &theirs)?;
@@ -366,6 +374,7 @@ impl Log {
                 reserved: 0,
                 checkpoint_held: false,
                 unfenced_clears: Vec::new(),
+                pending_clears: Vec::new(),
                 scratch: Vec::with_capacity(1024),
                 batch_index: Vec::new(),
                 batch_cells: Vec::new(),
@@ -793,6 +802,23 @@ impl Log {
         self.release_locked(d, &mut st, cells, end)
     }
 
+    /// [`release`](Self::release) for a committed transaction whose
+    /// in-place stores are durable, leaving the clearing to the next group
+    /// append (Batch; the other variants clear at once). The clears need to
+    /// be persistent only before a later in-place store can be, and every
+    /// such store follows a group append (or [`fenced_write`](Self::fenced_write)),
+    /// whose fence now persists them with its own records: the commit does
+    /// not wait for them. Until then recovery finds the group whole, and
+    /// redoes its values, which are the newest.
+    pub fn release_later(&self, d: &Domain, cells: &[CellRef], end: CellRef) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        if self.variant != LogVariant::Batch {
+            return self.release_locked(d, &mut st, cells, Some(end));
+        }
+        st.pending_clears.extend_from_slice(cells);
+        self.forget_cells(d, &mut st, cells, Some(end))
+    }
+
     fn release_locked(
         &self,
         d: &Domain,
@@ -810,6 +836,18 @@ impl Log {
             let me = thread_tag();
             st.unfenced_clears.extend(cells.iter().map(|&c| (me, c)));
         }
+        self.forget_cells(d, st, cells, end)
+    }
+
+    /// The volatile side of clearing: live counts, and buckets left empty
+    /// leave the list.
+    fn forget_cells(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        cells: &[CellRef],
+        end: Option<CellRef>,
+    ) -> Result<(), Error> {
         for c in cells {
             if let Some(b) = st.buckets.get_mut(&c.block) {
                 b.live -= 1;

@@ -307,7 +307,7 @@ impl TxLog {
             let end = self.log_group(eng, true)?.expect("END was appended");
             if clear {
                 d.fence_at(sites::TX_COMMIT_STORES)?;
-                eng.log.release(d, &self.cells, Some(end.cell))?;
+                eng.log.release_later(d, &self.cells, end.cell)?;
                 self.cells.clear();
             }
             end
