@@ -76,7 +76,7 @@ impl<'a> Shadow<'a> {
     }
 
     /// Words written so far.
-    pub fn len(&self) -> usize {
+    pub fn writes(&self) -> usize {
         self.order.len()
     }
 

@@ -109,7 +109,7 @@ impl Log {
         let mut op = Shadow::new(d);
         for p in nodes {
             op.insert(p.cell.node())?;
-            if op.len() >= OP_SPLIT {
+            if op.writes() >= OP_SPLIT {
                 let w = op.take();
                 self.tree_op(d, st, &w)?;
             }
@@ -128,7 +128,7 @@ impl Log {
         let mut op = Shadow::new(d);
         for c in cells {
             op.remove(c.node())?;
-            if op.len() >= OP_SPLIT {
+            if op.writes() >= OP_SPLIT {
                 let w = op.take();
                 self.tree_op(d, st, &w)?;
             }
