@@ -4,7 +4,8 @@
 //! Metadata classes: the header page, the meta page (root words, ADLL
 //! words, reserved bytes), the chunk table (descriptors with their check
 //! bytes, bitmap parity words, padding), the allocator bitmaps, and the
-//! header words (prev, next, linked) of the log's list nodes. Log records
+//! header words (prev, next, linked) of the log's list nodes, and the
+//! two-layer log's tree node headers (left, right, height, check). Log records
 //! themselves carry CRCs (see `bad_files.rs` and `damage.rs`). Two images
 //! of each log variant: a cleanly closed pool, and a crash in the middle of
 //! a no-force transaction (records in the log, recovery to run). Offsets
@@ -89,6 +90,16 @@ fn metadata_ranges(pool: &Pool, img: &[u8]) -> Vec<(u64, u64, &'static str)> {
     while n != 0 {
         v.push((n, n + 24, "list node header"));
         n = word(n + 8);
+    }
+    // Two-layer: the tree's node headers (left, right, height, check), from
+    // the root word.
+    let mut stack = vec![word(rewind::log::tree::ROOT)];
+    while let Some(n) = stack.pop() {
+        if n != 0 {
+            v.push((n, n + rewind::log::tree::NODE, "tree node header"));
+            stack.push(word(n));
+            stack.push(word(n + 8));
+        }
     }
     v
 }

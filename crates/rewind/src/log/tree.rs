@@ -276,3 +276,104 @@ fn visit(
     }
     Ok(h)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeSet;
+
+    /// Node slots of a test tree: 64 bytes each from `BASE`, the record's
+    /// lsn and transaction id at +32 and +40.
+    const BASE: u64 = 16 << 10;
+    const SLOT: u64 = 64;
+
+    fn slot(i: u64) -> u64 {
+        BASE + i * SLOT
+    }
+
+    fn apply(d: &Domain, op: &mut Shadow) {
+        for (a, v) in op.take() {
+            d.store_u64(a, v).unwrap();
+        }
+    }
+
+    /// Random insertions and removals, each its own operation applied
+    /// in place, against a `BTreeSet` of keys: after every step the walk
+    /// finds a balanced tree with the model's keys in order.
+    #[test]
+    fn operations_keep_a_balanced_tree_of_the_model_keys() {
+        for seed in 0..6u64 {
+            let d = Domain::sim(((BASE + 600 * SLOT) as usize).next_multiple_of(4096));
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut model: BTreeSet<(u64, u64)> = BTreeSet::new();
+            let mut node_of = std::collections::HashMap::new();
+            for i in 0..600u64 {
+                let present: Vec<_> = model.iter().copied().collect();
+                let mut op = Shadow::new(&d);
+                if present.is_empty() || rng.gen_bool(0.6) {
+                    // Few transactions, so their records share key prefixes.
+                    let k = (rng.gen_range(0..8u64), i + 1);
+                    let n = slot(i);
+                    d.store(n, &leaf_header(n)).unwrap();
+                    d.store_u64(n + NODE, k.1).unwrap();
+                    d.store_u64(n + NODE + 8, k.0).unwrap();
+                    op.insert(n).unwrap();
+                    model.insert(k);
+                    node_of.insert(k, n);
+                } else {
+                    let k = present[rng.gen_range(0..present.len())];
+                    op.remove(node_of[&k]).unwrap();
+                    model.remove(&k);
+                }
+                apply(&d, &mut op);
+                let nodes = walk(&d, &|n| n >= BASE && n < slot(600)).unwrap();
+                let keys: Vec<_> = nodes.iter().map(|&n| key(&d, n).unwrap()).collect();
+                assert_eq!(
+                    keys,
+                    model.iter().copied().collect::<Vec<_>>(),
+                    "seed {seed} step {i}"
+                );
+            }
+        }
+    }
+
+    /// A damaged tree is a typed error, never a hang or a panic: a cycle, a
+    /// link outside the allowed nodes, a wrong height, a wrong check word.
+    #[test]
+    fn damaged_trees_are_refused() {
+        let d = Domain::sim(((BASE + 64 * SLOT) as usize).next_multiple_of(4096));
+        let mut op = Shadow::new(&d);
+        for i in 0..20u64 {
+            let n = slot(i);
+            d.store(n, &leaf_header(n)).unwrap();
+            d.store_u64(n + NODE, i + 1).unwrap();
+            d.store_u64(n + NODE + 8, 1).unwrap();
+            op.insert(n).unwrap();
+            apply(&d, &mut op);
+        }
+        let valid = |n: u64| n >= BASE && n < slot(64);
+        let nodes = walk(&d, &valid).unwrap();
+        assert_eq!(nodes.len(), 20);
+        let root = d.read_u64(ROOT).unwrap();
+        let leaf = *nodes.first().unwrap();
+        let cases: [(u64, u64); 5] = [
+            (leaf + LEFT, root),      // a cycle
+            (leaf + RIGHT, slot(63)), // a node never written
+            (leaf + RIGHT, 12345),    // outside the nodes
+            (root + HEIGHT, 1),       // a wrong height
+            (root + CHECK, 7),        // a wrong check word
+        ];
+        for (at, v) in cases {
+            let old = d.read_u64(at).unwrap();
+            d.store_u64(at, v).unwrap();
+            assert!(
+                matches!(walk(&d, &valid), Err(Error::LogCorrupt { .. })),
+                "{at:#x} = {v:#x} not refused"
+            );
+            d.store_u64(at, old).unwrap();
+        }
+        assert!(walk(&d, &valid).is_ok());
+    }
+}
