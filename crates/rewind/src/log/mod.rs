@@ -361,7 +361,13 @@ impl Log {
             layout: *layout,
             node,
             per_cell,
-            block_usable: usable(layout.bucket_cells, per_cell, layout.bucket_cells, body),
+            block_usable: usable(
+                layout.bucket_cells,
+                per_cell,
+                layout.bucket_cells,
+                body,
+                MAX_RECORD + node,
+            ),
             heap: OnceLock::new(),
             lsns,
             state: Mutex::new(State {
@@ -635,6 +641,7 @@ impl Log {
                 self.per_cell,
                 self.layout.bucket_cells - b.next_cell as u64,
                 self.layout.log_block_size - b.body_used,
+                MAX_RECORD + self.node,
             )
         });
         // Two-layer: the blocks held for tree operations are not records' room.
@@ -938,16 +945,17 @@ fn thread_tag() -> u64 {
 /// The space a block with `cells` of its `cells_total` cells and `body`
 /// bytes of body left is sure to hold, in cost units (a record costs its
 /// size, at least `per_cell`). A record that does not fit leaves the block
-/// with no cell or with less than [`MAX_RECORD`] of body, both of which
-/// count 0 here; so appends lower the total by at most their cost.
-fn usable(cells_total: u64, per_cell: u64, cells: u64, body: u64) -> u64 {
+/// with no cell or with less than `largest` (the largest record, with its
+/// two-layer node header) of body, both of which count 0 here; so appends
+/// lower the total by at most their cost.
+fn usable(cells_total: u64, per_cell: u64, cells: u64, body: u64, largest: u64) -> u64 {
     if cells == 0 {
         0
     } else if cells_total == 1 {
         // Simple: one record per node, whatever its size.
         per_cell
     } else {
-        (cells * per_cell).min(body.saturating_sub(MAX_RECORD))
+        (cells * per_cell).min(body.saturating_sub(largest))
     }
 }
 
