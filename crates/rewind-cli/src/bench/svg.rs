@@ -9,9 +9,10 @@ const LEFT: f64 = 80.0;
 const RIGHT: f64 = 200.0;
 const TOP: f64 = 50.0;
 const BOTTOM: f64 = 60.0;
-const COLORS: [&str; 10] = [
+/// Tableau 10, then two darker tones, so up to 12 series differ.
+const COLORS: [&str; 12] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac",
+    "#9c755f", "#bab0ac", "#1b3a5c", "#6b3e0a",
 ];
 
 /// Bars `value(group, series)` for each group (x axis) and series (legend).
