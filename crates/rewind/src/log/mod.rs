@@ -219,18 +219,24 @@ impl State {
     /// by this thread, so the same fence persists them.
     fn store_others_clears(&mut self, d: &Domain) -> Result<(), Error> {
         let me = thread_tag();
-        let theirs: Vec<CellRef> = self
-            .unfenced_clears
-            .iter()
-            .filter(|(t, _)| *t != me)
-            .map(|&(_, c)| c)
-            .chain(self.pending_clears.drain(..))
-            .collect();
-        if !theirs.is_empty() {
-            gap_cells(d, &mut self.words, &mut self.sorted, &theirs)?;
-        }
+        // The pending list, extended by the others' unfenced clears, is the
+        // list to store (no allocation per append once it has grown).
+        let mut cells = std::mem::take(&mut self.pending_clears);
+        cells.extend(
+            self.unfenced_clears
+                .iter()
+                .filter(|(t, _)| *t != me)
+                .map(|&(_, c)| c),
+        );
+        let r = if cells.is_empty() {
+            Ok(())
+        } else {
+            gap_cells(d, &mut self.words, &mut self.sorted, &cells)
+        };
+        cells.clear();
+        self.pending_clears = cells;
         self.unfenced_clears.clear();
-        Ok(())
+        r
     }
 
     /// Forgets log chunk `chunk`, all of whose blocks are free; the caller
