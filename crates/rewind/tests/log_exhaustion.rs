@@ -92,6 +92,9 @@ fn a_transaction_outgrowing_the_log_commits_because_the_log_grows() {
 #[test]
 fn a_full_heap_dooms_the_transaction_and_the_pool_stays_usable() {
     for (v, p) in configs() {
+        if p == Policy::Redo && redo_write_set_fits(v) {
+            continue;
+        }
         for keep_going in [false, true] {
             let (pool, arr) = pool(v, p, 2 << 20);
             pool.transaction(|tx| tx.write(arr.at(0), &7)).unwrap();
@@ -159,6 +162,38 @@ fn five_thousand_allocations_in_one_transaction() {
     }
 }
 
+/// Under the redo policy a write of the same word edits the write set's
+/// entry: 1,000,000 writes over the array's 4,096 words are 4,096 entries.
+/// Whether they fit in this pool's log (then they commit, with the last
+/// value of each word, and no write ever fills the log).
+fn redo_write_set_fits(v: LogVariant) -> bool {
+    let (pool, arr) = pool(v, Policy::Redo, 2 << 20);
+    let r = pool.transaction(|tx| {
+        let (done, e) = write_until_full(tx, arr, 1_000_000);
+        match e {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    });
+    match r {
+        Ok(done) => {
+            // Word i holds the value of the last write k < done with
+            // k = i modulo WORDS: k + 1.
+            let want: Vec<u64> = (0..WORDS)
+                .map(|i| i + WORDS * ((done - 1 - i) / WORDS) + 1)
+                .collect();
+            assert!(words(&pool, arr, WORDS) == want, "{v}-redo: wrong values");
+            let reopened = reopen(&pool);
+            assert!(words(&reopened, arr, WORDS) == want, "{v}-redo: reopened");
+            true
+        }
+        Err(e) => {
+            assert!(matches!(e, Error::LogFull { .. }), "{v}-redo: {e}");
+            false
+        }
+    }
+}
+
 /// Crash images of a run: what a process kill leaves (every store made)
 /// and what a power failure may leave (nothing pending persisted), at every
 /// `every`-th fence.
@@ -185,6 +220,9 @@ fn crash_images(pool: &Pool, every: u64) -> Arc<Mutex<Vec<Vec<u8>>>> {
 #[test]
 fn a_crash_near_exhaustion_recovers_the_committed_state() {
     for (v, p) in configs() {
+        if p == Policy::Redo && redo_write_set_fits(v) {
+            continue;
+        }
         let (pool, arr) = pool(v, p, 2 << 20);
         pool.transaction(|tx| {
             for i in 0..100 {
@@ -211,7 +249,11 @@ fn a_crash_near_exhaustion_recovers_the_committed_state() {
         assert!(r.is_err(), "{v}-{p}");
         pool.domain().with_sim_mut(|s| s.clear_hook());
         let imgs = std::mem::take(&mut *imgs.lock().unwrap());
-        assert!(imgs.len() >= 60, "{v}-{p}: only {} images", imgs.len());
+        if p != Policy::Redo {
+            // A redo transaction writes nothing to the log before it
+            // commits: its only fences are the log's growth.
+            assert!(imgs.len() >= 60, "{v}-{p}: only {} images", imgs.len());
+        }
         for (i, img) in imgs.into_iter().enumerate() {
             let rec = Pool::open_image(img, LAYOUT)
                 .unwrap_or_else(|e| panic!("{v}-{p} image {i}: recovery failed: {e}"));

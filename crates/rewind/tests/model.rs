@@ -457,6 +457,10 @@ model_test!(batch_force, LogVariant::Batch, Policy::Force);
 model_test!(batch_noforce, LogVariant::Batch, Policy::NoForce);
 model_test!(two_layer_force, LogVariant::TwoLayer, Policy::Force);
 model_test!(two_layer_noforce, LogVariant::TwoLayer, Policy::NoForce);
+model_test!(batch_redo, LogVariant::Batch, Policy::Redo);
+model_test!(optimized_redo, LogVariant::Optimized, Policy::Redo);
+model_test!(simple_redo, LogVariant::Simple, Policy::Redo);
+model_test!(two_layer_redo, LogVariant::TwoLayer, Policy::Redo);
 
 /// Regression (found by this test): a Batch force commit makes END valid
 /// before its last group's stores; recovery redid whatever subset of a

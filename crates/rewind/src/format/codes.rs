@@ -97,16 +97,22 @@ pub enum Policy {
     Force,
     /// Durable at the next checkpoint; committed work redone by recovery.
     NoForce,
+    /// Redo logging, synchronous write-back (MARS): a transaction's writes
+    /// wait in its write set, are logged with their new values only when
+    /// it commits, and are then stored in place and made durable before
+    /// the commit returns. An abort discards them: nothing to undo.
+    Redo,
 }
 
 impl Policy {
-    /// Both policies.
-    pub const ALL: [Policy; 2] = [Policy::Force, Policy::NoForce];
+    /// Every policy.
+    pub const ALL: [Policy; 3] = [Policy::Force, Policy::NoForce, Policy::Redo];
 
     pub(crate) fn code(self) -> u8 {
         match self {
             Policy::Force => 1,
             Policy::NoForce => 2,
+            Policy::Redo => 3,
         }
     }
 
@@ -114,6 +120,7 @@ impl Policy {
         match c {
             1 => Some(Policy::Force),
             2 => Some(Policy::NoForce),
+            3 => Some(Policy::Redo),
             _ => None,
         }
     }
@@ -124,6 +131,7 @@ impl fmt::Display for Policy {
         f.write_str(match self {
             Policy::Force => "force",
             Policy::NoForce => "no-force",
+            Policy::Redo => "redo",
         })
     }
 }
@@ -134,10 +142,11 @@ impl FromStr for Policy {
         match s {
             "force" => Ok(Policy::Force),
             "no-force" | "noforce" => Ok(Policy::NoForce),
+            "redo" | "redo-sync" => Ok(Policy::Redo),
             _ => Err(Error::InvalidConfig {
                 what: "policy",
                 value: s.to_string(),
-                expected: "force or no-force",
+                expected: "force, no-force or redo",
             }),
         }
     }

@@ -10,7 +10,7 @@
 //!  80     8  pool size
 //!  88    16  uuid
 //! 104     1  log variant (1 simple, 2 optimized, 3 batch, 4 two-layer)
-//! 105     1  policy (1 force, 2 no-force)
+//! 105     1  policy (1 force, 2 no-force, 3 redo)
 //! 106     1  backend created with (1 pmem, 2 msync, 3 sim)
 //! 107     1  Batch group size as log2 (3..=6: 8..64 records); 0 otherwise
 //! 108     4  bucket cells
@@ -152,7 +152,7 @@ impl Header {
         let policy = Policy::from_code(b[105]).ok_or(Error::BadHeader {
             field: "policy",
             value: b[105] as u64,
-            reason: "expected 1 or 2",
+            reason: "expected 1, 2 or 3",
         })?;
         let backend = Backend::from_code(b[106]).ok_or(Error::BadHeader {
             field: "backend",

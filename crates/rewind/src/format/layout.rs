@@ -42,8 +42,6 @@ pub const MAX_BUCKET_CELLS: u64 = 2048;
 /// Records a Batch group holds before one fence, by default: a line of
 /// cells. A pool may choose 8, 16, 32 or 64 (REWIND Fig. 10's knob).
 pub const DEFAULT_GROUP: u32 = 8;
-/// The largest Batch group.
-pub const MAX_GROUP: usize = 64;
 /// Smallest pool accepted by `create`.
 pub const MIN_POOL: u64 = 1024 * 1024;
 

@@ -5,16 +5,17 @@
 //!   0     8  lsn (record id, increasing in log order)
 //!   8     8  transaction id (0: CHECKPOINT)
 //!  16     1  kind (1 UPDATE, 2 CLR, 3 END, 4 DELETE, 5 ALLOC, 6 CHECKPOINT, 7 ROLLBACK,
-//!              8 TREE: a two-layer log's tree operation)
+//!              8 TREE: a two-layer log's tree operation, 9 REDO: a redo
+//!              policy's write, new bytes only)
 //!  17     1  flags (CLR: what it compensates; END: 1 committed, 0 aborted;
-//!              UPDATE: 0x80 in the commit group)
+//!              UPDATE, REDO: 0x80 in the commit group)
 //!  18     2  len: payload length of one value (at most 256)
 //!  20     4  CRC-32 of bytes 0..20, 24..48 and the payload
 //!  24     8  target offset in the pool
 //!  32     8  aux: CLR undo-next lsn; ALLOC/DELETE size; CHECKPOINT bound lsn;
 //!              END: records in the commit group; TREE: records in the operation
 //!  40     8  prev: lsn of the transaction's previous record (0: its first)
-//!  48     …  payload: UPDATE old[len] new[len]; CLR value[len]; TREE (word, value)
+//!  48     …  payload: UPDATE old[len] new[len]; CLR, REDO value[len]; TREE (word, value)
 //!              pairs; each padded to 8
 //! ```
 //!
@@ -49,6 +50,8 @@ pub enum Kind {
     /// A two-layer log's tree operation: (word, new value) pairs; `tx` is
     /// the operation's id, `aux` how many records it has.
     Tree = 8,
+    /// A committed write of the redo policy: the new bytes only.
+    Redo = 9,
 }
 
 impl Kind {
@@ -62,6 +65,7 @@ impl Kind {
             6 => Kind::Checkpoint,
             7 => Kind::Rollback,
             8 => Kind::Tree,
+            9 => Kind::Redo,
             _ => return None,
         })
     }
@@ -77,6 +81,7 @@ impl Kind {
             Kind::Checkpoint => "CHECKPOINT",
             Kind::Rollback => "ROLLBACK",
             Kind::Tree => "TREE",
+            Kind::Redo => "REDO",
         }
     }
 }
@@ -170,6 +175,17 @@ impl<'a> Draft<'a> {
             old,
             new,
             ..Draft::bare(tx, Kind::Update)
+        }
+    }
+
+    /// A REDO record: the redo policy's write of `new` at `target`, in its
+    /// transaction's commit group.
+    pub fn redo(tx: u64, target: u64, new: &'a [u8]) -> Draft<'a> {
+        Draft {
+            target,
+            new,
+            flags: IN_COMMIT_GROUP,
+            ..Draft::bare(tx, Kind::Redo)
         }
     }
 

@@ -184,8 +184,9 @@ struct State {
     /// Batch: cells cleared since the last group append, with the thread
     /// that cleared them (see `append_locked`).
     unfenced_clears: Vec<(u64, CellRef)>,
-    /// Batch: the cells of committed transactions whose clearing waits for
-    /// the next group append (see [`Log::release_later`]).
+    /// The cells of committed transactions' commit groups (Batch, the redo
+    /// policy) whose clearing waits for the next append (see
+    /// [`Log::release_later`]).
     pending_clears: Vec<CellRef>,
     scratch: Vec<u8>,
     batch_index: Vec<(u64, u32)>,
@@ -539,6 +540,11 @@ impl Log {
         }
         st.batch_index.clear();
         st.batch_cells.clear();
+        if self.variant != LogVariant::Batch {
+            // Committed groups' clears (redo policy), persisted by this
+            // append's first fence before any in-place store it covers.
+            st.store_others_clears(d)?;
+        }
         // The append's lsns, taken at once before any record is written: a
         // locked instruction drains the write-combining buffers, so one
         // among the records' non-temporal stores would wait for all of them.
@@ -620,6 +626,32 @@ impl Log {
         Ok(())
     }
 
+    /// Reserves the space of a REDO record of `len` bytes of value (and,
+    /// for a transaction's first, its END and ROLLBACK), which its commit
+    /// group will be paid from: a redo transaction's write set is bounded by
+    /// the log it must fit in. The log grows into the heap when it must;
+    /// when it cannot, [`Error::LogFull`] and nothing is reserved.
+    pub fn reserve_redo(&self, d: &Domain, len: usize, res: &mut Reservation) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let mut needed = self.cost((record::HEADER + len.div_ceil(8) * 8) as u64);
+        if !res.started {
+            needed += 2 * self.bare_cost();
+        }
+        while self.available(st).saturating_sub(st.reserved) < needed || !self.holds(st) {
+            if !self.grow(d, st)? {
+                return Err(Error::LogFull {
+                    needed,
+                    free: self.available(st).saturating_sub(st.reserved),
+                });
+            }
+        }
+        res.started = true;
+        st.reserved += needed;
+        res.bytes += needed;
+        Ok(())
+    }
+
     /// Runs `write`, an in-place store outside any transaction followed by
     /// its flush and a fence, with the latch held and (Batch) after the
     /// clears other threads left unfenced are stored again: recovery cannot
@@ -630,9 +662,7 @@ impl Log {
         write: impl FnOnce() -> Result<(), Error>,
     ) -> Result<(), Error> {
         let mut st = self.state.lock();
-        if self.variant == LogVariant::Batch {
-            st.store_others_clears(d)?;
-        }
+        st.store_others_clears(d)?;
         write()
     }
 
@@ -816,8 +846,9 @@ impl Log {
     }
 
     /// [`release`](Self::release) for a committed transaction whose
-    /// in-place stores are durable, leaving the clearing to the next group
-    /// append (Batch; the other variants clear at once). The clears need to
+    /// in-place stores are durable, leaving the clearing to the next append
+    /// (the two-layer log removes them at once: its tree operations are
+    /// fenced one by one). The clears need to
     /// be persistent only before a later in-place store can be, and every
     /// such store follows a group append (or [`fenced_write`](Self::fenced_write)),
     /// whose fence now persists them with its own records: the commit does
@@ -825,7 +856,8 @@ impl Log {
     /// redoes its values, which are the newest.
     pub fn release_later(&self, d: &Domain, cells: &[CellRef], end: CellRef) -> Result<(), Error> {
         let mut st = self.state.lock();
-        if self.variant != LogVariant::Batch {
+        if self.variant == LogVariant::TwoLayer {
+            // Tree operations are fenced one by one.
             return self.release_locked(d, &mut st, cells, Some(end));
         }
         st.pending_clears.extend_from_slice(cells);

@@ -6,45 +6,65 @@
 
 use crate::format::{LogVariant, Policy};
 
-/// Which configurations' code paths reach a site.
+/// Which configurations' code paths reach a site: a set of (log variant,
+/// policy) pairs, bit `4 * variant code + policy code`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reach {
-    /// Bit `code` per log variant that reaches it.
-    variants: u8,
-    /// Bit `code` per policy that reaches it.
-    policies: u8,
-}
+pub struct Reach(u32);
 
 const SIMPLE: u8 = 1 << 1;
 const OPTIMIZED: u8 = 1 << 2;
 const BATCH: u8 = 1 << 3;
 const TWO_LAYER: u8 = 1 << 4;
+const VARIANTS: u8 = SIMPLE | OPTIMIZED | BATCH | TWO_LAYER;
 const FORCE: u8 = 1 << 1;
 const NO_FORCE: u8 = 1 << 2;
+const REDO: u8 = 1 << 3;
+const POLICIES: u8 = FORCE | NO_FORCE | REDO;
 
 impl Reach {
     /// Every variant and policy.
-    pub const ANY: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH | TWO_LAYER, FORCE | NO_FORCE);
+    pub const ANY: Reach = Reach::of(VARIANTS, POLICIES);
     /// The no-force policy (checkpoints, redo of committed work).
-    pub const NO_FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH | TWO_LAYER, NO_FORCE);
-    /// The force policy.
-    pub const FORCE: Reach = Reach::of(SIMPLE | OPTIMIZED | BATCH | TWO_LAYER, FORCE);
-    /// The two-layer log.
-    pub const TWO_LAYER: Reach = Reach::of(TWO_LAYER, FORCE | NO_FORCE);
+    pub const NO_FORCE: Reach = Reach::of(VARIANTS, NO_FORCE);
+    /// The policies whose in-place stores are written back as made: force,
+    /// and redo for what it stores before commit (a savepoint's writes, a
+    /// nested top action's) and for atomic writes.
+    pub const FORCE: Reach = Reach::of(VARIANTS, FORCE | REDO);
     /// The Batch log.
-    pub const BATCH: Reach = Reach::of(BATCH, FORCE | NO_FORCE);
+    pub const BATCH: Reach = Reach::of(BATCH, POLICIES);
     /// The Simple and Optimized logs.
-    pub const NOT_BATCH: Reach = Reach::of(SIMPLE | OPTIMIZED, FORCE | NO_FORCE);
-    /// The Batch log under force.
-    pub const BATCH_FORCE: Reach = Reach::of(BATCH, FORCE);
+    pub const NOT_BATCH: Reach = Reach::of(SIMPLE | OPTIMIZED, POLICIES);
+    /// A commit group's stores after its commit point: Batch under force,
+    /// and the redo policy on every log.
+    pub const COMMIT_GROUP: Reach = Reach::of(BATCH, FORCE).or(Reach::of(VARIANTS, REDO));
+    /// The two-layer log.
+    pub const TWO_LAYER: Reach = Reach::of(TWO_LAYER, POLICIES);
 
+    /// Every pair of the variants and policies given as code bits.
     const fn of(variants: u8, policies: u8) -> Reach {
-        Reach { variants, policies }
+        let mut bits = 0u32;
+        let mut v = 0;
+        while v < 8 {
+            let mut p = 0;
+            while p < 4 {
+                if variants & (1 << v) != 0 && policies & (1 << p) != 0 {
+                    bits |= 1 << (4 * v + p);
+                }
+                p += 1;
+            }
+            v += 1;
+        }
+        Reach(bits)
+    }
+
+    const fn or(self, other: Reach) -> Reach {
+        Reach(self.0 | other.0)
     }
 
     /// Whether a configuration's code path reaches the site.
     pub fn contains(self, v: LogVariant, p: Policy) -> bool {
-        self.variants & (1 << v.code()) != 0 && self.policies & (1 << p.code()) != 0
+        let bit = 4 * v.code() as u32 + p.code() as u32;
+        bit < 32 && self.0 & (1 << bit) != 0
     }
 }
 
@@ -143,7 +163,7 @@ sites! {
     TX_FRESH_FLUSH = "tx.fresh.flush": "a write into memory this transaction allocated written back (no record covers it)";
     TX_ZERO_FLUSH = "tx.zero.flush": "a new allocation's zeroing written back";
     TX_STORE_FLUSH = "tx.store.flush": "force: an in-place store written back, so commit's fence makes it durable", reach: FORCE;
-    TX_COMMIT_STORES = "tx.commit.stores": "Batch force: the last group's in-place stores persistent before its records are cleared", reach: BATCH_FORCE;
+    TX_COMMIT_STORES = "tx.commit.stores": "Batch force and redo: the commit group's in-place stores persistent before its records are cleared", reach: COMMIT_GROUP;
     ATOMIC_FLUSH = "atomic.flush": "force: an atomic_write's single store written back", reach: FORCE;
     ATOMIC_FENCE = "atomic.fence": "force: an atomic_write's store persistent before it returns", reach: FORCE;
     UNDO_FLUSH = "undo.flush": "a compensation (rollback or recovery undo) written back before END";

@@ -7,6 +7,7 @@
 
 mod force;
 mod no_force;
+mod redo;
 
 use parking_lot::Mutex;
 
@@ -17,6 +18,7 @@ use crate::persist::Domain;
 
 pub(crate) use force::Force;
 pub(crate) use no_force::NoForce;
+pub(crate) use redo::Redo;
 
 /// A transaction that finished under a policy that keeps its records until
 /// a checkpoint makes its changes durable in place.
@@ -73,6 +75,13 @@ pub(crate) trait Durability: Sync + Send {
 
     /// Whether recovery's redo pass repeats a record.
     fn redo(&self, f: &RedoFacts) -> bool;
+
+    /// Whether a transaction's writes wait in its write set until it
+    /// commits, and are then logged as one commit group (redo), rather
+    /// than logged and stored as they are made.
+    fn write_set(&self) -> bool {
+        false
+    }
 }
 
 /// The strategy of a policy.
@@ -80,5 +89,6 @@ pub(crate) fn of(p: Policy) -> &'static dyn Durability {
     match p {
         Policy::Force => &Force,
         Policy::NoForce => &NoForce,
+        Policy::Redo => &Redo,
     }
 }

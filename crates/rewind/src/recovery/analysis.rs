@@ -129,7 +129,7 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
             Kind::Alloc => {
                 a.reborn.insert(r.target, (r.aux, r.lsn));
             }
-            Kind::Update if r.flags & IN_COMMIT_GROUP != 0 => {
+            Kind::Update | Kind::Redo if r.flags & IN_COMMIT_GROUP != 0 => {
                 *a.group.entry(r.tx).or_default() += 1;
             }
             Kind::End if r.flags == END_COMMITTED => {

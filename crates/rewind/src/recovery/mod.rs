@@ -121,7 +121,7 @@ fn name_block(l: &Layout, r: &Record, named: &mut BTreeMap<u64, (u64, u64)>) -> 
 fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
     let len = match r.kind {
         Kind::Clr if r.flags == clr::NONE => return Ok(()),
-        Kind::Update | Kind::Clr => r.new.len() as u64,
+        Kind::Update | Kind::Clr | Kind::Redo => r.new.len() as u64,
         Kind::Alloc | Kind::Delete => r.aux,
         _ => return Ok(()),
     };

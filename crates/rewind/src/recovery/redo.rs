@@ -31,7 +31,8 @@ pub(super) fn redo(
         if r.kind == Kind::Checkpoint {
             continue;
         }
-        let bytes = r.kind == Kind::Update || (r.kind == Kind::Clr && r.flags == clr::BYTES);
+        let bytes = matches!(r.kind, Kind::Update | Kind::Redo)
+            || (r.kind == Kind::Clr && r.flags == clr::BYTES);
         if bytes && a.superseded(r) {
             continue;
         }
@@ -39,7 +40,7 @@ pub(super) fn redo(
         let facts = RedoFacts {
             checkpointed: matches!(e.status, Status::Committed | Status::Aborted)
                 && e.end <= a.bound,
-            whole_commit_group: r.kind == Kind::Update
+            whole_commit_group: matches!(r.kind, Kind::Update | Kind::Redo)
                 && r.flags & IN_COMMIT_GROUP != 0
                 && a.whole_group(r.tx),
             unsettled_clr: a.unsettled_clr(r),
@@ -62,7 +63,7 @@ pub(super) fn redo(
 /// nothing to redo.
 fn apply(d: &Domain, l: &Layout, r: &Record) -> Result<bool, Error> {
     match r.kind {
-        Kind::Update => {
+        Kind::Update | Kind::Redo => {
             d.store(r.target, &r.new)?;
             d.flush_at(r.target, r.new.len() as u64, sites::RECOVERY_REDO_FLUSH)?;
         }

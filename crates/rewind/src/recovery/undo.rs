@@ -58,8 +58,9 @@ pub(super) fn undo(
         let next = match r.kind {
             // Compensated already: on to what is still to undo.
             Kind::Clr => r.aux,
-            // Analysis refused TREE records.
-            Kind::Tree => r.prev,
+            // Analysis refused TREE records; a REDO record was never
+            // applied before its transaction committed.
+            Kind::Tree | Kind::Redo => r.prev,
             Kind::Update | Kind::Alloc | Kind::Delete => {
                 let size = r.aux.to_le_bytes();
                 let (what, bytes): (u8, &[u8]) = match r.kind {

@@ -44,7 +44,8 @@ impl<'p> Tx<'p> {
         // Pending Batch writes were never logged nor applied.
         self.log.drop_pending();
         if self.log.undo.is_empty() && self.log.cells.is_empty() {
-            return Ok(());
+            // Nothing logged; a redo write set's reservation goes back.
+            return self.eng.log.unreserve(&self.eng.dom, &mut self.log.res);
         }
         let rb = Draft::bare(self.log.id, Kind::Rollback);
         let undone = self.compensate(0, Some(rb))?;

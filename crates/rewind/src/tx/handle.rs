@@ -7,7 +7,6 @@
 
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::format::layout::MAX_GROUP;
 use crate::format::record::IN_COMMIT_GROUP;
 use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
 use crate::persist::sites;
@@ -41,12 +40,18 @@ struct Pending {
     len: usize,
 }
 
-/// Writes held until their group is logged (Batch).
+/// Writes held until their group is logged (Batch), or until commit (the
+/// redo policy's write set).
 #[derive(Default)]
 struct Group {
     size: usize,
     pending: Vec<Pending>,
     bytes: Vec<u8>,
+    /// Redo: the write set, logged at commit as REDO records (new bytes
+    /// only); a write of the same bytes as an earlier one edits its entry.
+    redo: bool,
+    /// Redo: the entry of each (target, length) written.
+    index: std::collections::HashMap<(u64, usize), usize>,
 }
 
 /// The log side of one transaction (recycled per thread, so a transaction
@@ -81,8 +86,15 @@ impl TxLog {
             .unwrap_or_default();
         h.id = id;
         let mut g = h.group.take().unwrap_or_default();
-        g.size = eng.hdr.group as usize;
-        h.group = eng.log.variant().groups_records().then_some(g);
+        g.redo = eng.durability.write_set();
+        // The write set is logged at commit (or at a savepoint), never
+        // because it grew.
+        g.size = if g.redo {
+            usize::MAX
+        } else {
+            eng.hdr.group as usize
+        };
+        h.group = (eng.log.variant().groups_records() || g.redo).then_some(g);
         h
     }
 
@@ -109,7 +121,19 @@ impl TxLog {
         if let Some(g) = &mut self.group {
             g.pending.clear();
             g.bytes.clear();
+            g.index.clear();
         }
+    }
+
+    /// Logs pending writes before a record that must follow them (an
+    /// allocation or a free): a Batch group. The redo policy's write set
+    /// waits for commit: its entries are never undone, so their place in
+    /// the chain does not matter.
+    pub(super) fn settle(&mut self, eng: &Engine) -> Result<(), Error> {
+        if self.group.as_ref().is_some_and(|g| g.redo) {
+            return Ok(());
+        }
+        self.flush(eng)
     }
 
     /// Lays this transaction's pending writes over `buf`, read at `off`.
@@ -140,7 +164,27 @@ impl TxLog {
                 Ok(())
             };
             // The old value is read when the group is logged.
-            let g = self.group.as_mut().expect("grouped");
+            let Self { group, res, .. } = self;
+            let g = group.as_mut().expect("grouped");
+            if g.redo {
+                let end = off + new.len() as u64;
+                let edit = g.index.get(&(off, new.len())).copied().filter(|&i| {
+                    // Only while no later entry overlaps it: entries are
+                    // read and replayed in order, the latest winning.
+                    g.pending[i + 1..]
+                        .iter()
+                        .all(|q| q.target >= end || q.target + q.len as u64 <= off)
+                });
+                if let Some(i) = edit {
+                    // The same bytes again: the entry is edited.
+                    let p = g.pending[i];
+                    g.bytes[p.at + p.len..p.at + 2 * p.len].copy_from_slice(new);
+                    return r;
+                }
+                // A new entry: its record's log space is held now.
+                eng.log.reserve_redo(&eng.dom, new.len(), res)?;
+                g.index.insert((off, new.len()), g.pending.len());
+            }
             let at = g.bytes.len();
             g.bytes.resize(at + new.len(), 0);
             g.bytes.extend_from_slice(new);
@@ -232,12 +276,15 @@ impl TxLog {
         let g = self.group.as_mut().expect("grouped");
         let pending = std::mem::take(&mut g.pending);
         let mut bytes = std::mem::take(&mut g.bytes);
+        g.index.clear();
+        // Redo: a commit logs the new bytes only (REDO records).
+        let redo = g.redo && commit;
         // Old values, read together so their cache misses overlap, then
         // overlaid with the earlier writes of the group to the same bytes.
-        for p in &pending {
+        for p in pending.iter().filter(|_| !redo) {
             eng.dom.read(p.target, &mut bytes[p.at..p.at + p.len])?;
         }
-        for i in 1..pending.len() {
+        for i in (1..pending.len()).filter(|_| !redo) {
             let p = pending[i];
             for q in &pending[..i] {
                 let (s, e) = (
@@ -253,24 +300,23 @@ impl TxLog {
                 }
             }
         }
-        let mut drafts = [Draft::bare(self.id, Kind::Update); MAX_GROUP + 1];
-        for (d, p) in drafts.iter_mut().zip(&pending) {
-            *d = Draft::update(
-                self.id,
-                p.target,
-                &bytes[p.at..p.at + p.len],
-                &bytes[p.at + p.len..p.at + 2 * p.len],
-            );
+        let mut drafts = Vec::with_capacity(pending.len() + 1);
+        for p in &pending {
+            let new = &bytes[p.at + p.len..p.at + 2 * p.len];
+            drafts.push(if redo {
+                Draft::redo(self.id, p.target, new)
+            } else {
+                Draft::update(self.id, p.target, &bytes[p.at..p.at + p.len], new)
+            });
         }
-        let mut n = pending.len();
+        let n = pending.len();
         if commit {
-            for d in &mut drafts[..n] {
+            for d in &mut drafts {
                 d.flags = IN_COMMIT_GROUP;
             }
-            drafts[n] = Draft::end(self.id, true, n as u64);
-            n += 1;
+            drafts.push(Draft::end(self.id, true, n as u64));
         }
-        let mut r = self.append(eng, &drafts[..n]).map(|_| None);
+        let mut r = self.append(eng, &drafts).map(|_| None);
         if r.is_ok() {
             if commit {
                 // END is not one of the records cleared with the others.

@@ -206,7 +206,7 @@ impl<'p> Tx<'p> {
 
     fn alloc_logged(&mut self, size: u64) -> Result<u64, Error> {
         let eng = self.eng;
-        self.log.flush(eng)?;
+        self.log.settle(eng)?;
         let (off, bsize) = eng.alloc.reserve(&eng.dom, size)?;
         let draft = Draft::block(self.log.id, Kind::Alloc, off, bsize);
         if let Err(e) = self.log.append(eng, &[draft]) {
@@ -251,7 +251,7 @@ impl<'p> Tx<'p> {
                     "a nested top action cannot free a block its enclosing transaction allocated",
             });
         }
-        self.log.flush(eng)?;
+        self.log.settle(eng)?;
         let draft = Draft::block(self.log.id, Kind::Delete, off, size);
         self.log.append(eng, &[draft])?;
         eng.alloc.mark(&eng.dom, off, size, false)?;
