@@ -213,6 +213,10 @@ fn bench_overhead_writes_every_row() {
         ("rewind", "batch-no-force"),
         ("rewind", "two-layer-force"),
         ("rewind", "two-layer-no-force"),
+        ("rewind", "simple-redo"),
+        ("rewind", "optimized-redo"),
+        ("rewind", "batch-redo"),
+        ("rewind", "two-layer-redo"),
     ];
     // Built with `--features peers`: PMDK and the C loops run too, and every
     // system gets its speed against PMDK.
@@ -228,7 +232,7 @@ fn bench_overhead_writes_every_row() {
         metrics.push(("speed_vs_pmdk", "x"));
     }
     let c_loops = [("c-nolog", "c-loop"), ("c-nolog", "c-loop-counted")];
-    // Every system at every K, and atomic_write (both policies) at K=1.
+    // Every system at every K, and atomic_write (every policy) at K=1.
     // With the peers: the two C loops at every K; PMDK at every K without
     // fences, lines or NVM writes (3 metrics); persist-nolog's two ratios to
     // the C loops.
@@ -239,11 +243,12 @@ fn bench_overhead_writes_every_row() {
     };
     assert_eq!(
         rows.len(),
-        (configs.len() * 3 + 2) * metrics.len() + peer_rows
+        (configs.len() * 3 + 3) * metrics.len() + peer_rows
     );
     let atomic = [
         ("atomic_write", "batch-force"),
         ("atomic_write", "batch-no-force"),
+        ("atomic_write", "batch-redo"),
     ];
     let cases = configs
         .iter()
@@ -278,8 +283,9 @@ fn bench_overhead_writes_every_row() {
             .and_then(|r| r["value"].as_f64())
             .unwrap()
     };
-    // One aligned word under force: one store, one flush, one fence.
+    // One aligned word under force or redo: one store, one flush, one fence.
     assert_eq!(fences("atomic_write", "batch-force"), 1.0);
+    assert_eq!(fences("atomic_write", "batch-redo"), 1.0);
     assert!(fences("rewind", "batch-force") > 1.0);
     let nolog_ratio = rows
         .iter()
@@ -532,8 +538,8 @@ fn bench_intensity_writes_a_ratio_per_configuration_and_intensity() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("intensity.json")).unwrap())
             .unwrap();
     let rows = json["rows"].as_array().unwrap();
-    // Nine systems (the baseline and eight configurations) x six intensities x two metrics.
-    assert_eq!(rows.len(), 9 * 6 * 2);
+    // Thirteen systems (the baseline and twelve configurations) x six intensities x two metrics.
+    assert_eq!(rows.len(), 13 * 6 * 2);
     for r in rows {
         assert!(r["value"].as_f64().is_some_and(|v| v > 0.0), "{r}");
     }
