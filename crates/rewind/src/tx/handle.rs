@@ -7,6 +7,7 @@
 
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::format::layout::MAX_RECORD_DATA;
 use crate::format::record::IN_COMMIT_GROUP;
 use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
 use crate::persist::sites;
@@ -300,16 +301,43 @@ impl TxLog {
                 }
             }
         }
-        let mut drafts = Vec::with_capacity(pending.len() + 1);
-        for p in &pending {
-            let new = &bytes[p.at + p.len..p.at + 2 * p.len];
-            drafts.push(if redo {
-                Draft::redo(self.id, p.target, new)
-            } else {
-                Draft::update(self.id, p.target, &bytes[p.at..p.at + p.len], new)
-            });
+        // Redo: writes that follow one another in memory, in write order,
+        // coalesce into one record (ReDU's coalescing): a struct written
+        // field by field is one REDO record, not one per field.
+        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+        let mut merged: Vec<u8> = Vec::new();
+        if redo {
+            for p in &pending {
+                let new = &bytes[p.at + p.len..p.at + 2 * p.len];
+                match runs.last_mut() {
+                    Some((t, _, len))
+                        if *t + *len as u64 == p.target
+                            && (*len + p.len) as u64 <= MAX_RECORD_DATA =>
+                    {
+                        *len += p.len;
+                    }
+                    _ => runs.push((p.target, merged.len(), p.len)),
+                }
+                merged.extend_from_slice(new);
+            }
         }
-        let n = pending.len();
+        let mut drafts = Vec::with_capacity(pending.len() + 1);
+        if redo {
+            for &(target, at, len) in &runs {
+                drafts.push(Draft::redo(self.id, target, &merged[at..at + len]));
+            }
+        } else {
+            for p in &pending {
+                let new = &bytes[p.at + p.len..p.at + 2 * p.len];
+                drafts.push(Draft::update(
+                    self.id,
+                    p.target,
+                    &bytes[p.at..p.at + p.len],
+                    new,
+                ));
+            }
+        }
+        let n = drafts.len();
         if commit {
             for d in &mut drafts {
                 d.flags = IN_COMMIT_GROUP;
