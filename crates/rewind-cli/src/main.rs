@@ -43,7 +43,7 @@ enum Command {
     /// The demo's worker process (spawned by `demo`, not for direct use).
     #[command(name = "__demo-child", hide = true)]
     DemoChild(demo::ChildArgs),
-    /// Run a benchmark (`overhead`, `intensity`, `checkpoint`, `fence`, `skip`, `recovered`) or `all`; writes DIR/NAME.json, .csv and .svg.
+    /// Run a benchmark (`overhead`, `intensity`, `checkpoint`, `fence`, `skip`, `recovered`, `redu`) or `all`; writes DIR/NAME.json, .csv and .svg.
     Bench(bench::BenchArgs),
     /// Explore crash states of every log variant and policy; ends with
     /// `crash states: N checked, V violations`.

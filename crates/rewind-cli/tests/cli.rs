@@ -671,3 +671,50 @@ fn bench_recovered_recovers_the_scheduled_fraction() {
         }
     }
 }
+
+#[test]
+fn bench_redu_logs_a_redo_commit_with_a_fixed_number_of_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = rewind(&[
+        "bench",
+        "redu",
+        "--tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let rows = bench_rows(&out_dir, "redu");
+    let works = [
+        "append-1k",
+        "append-4k",
+        "append-16k",
+        "swap-1k",
+        "swap-4k",
+        "swap-16k",
+        "rand-4",
+        "rand-8",
+        "rand-16",
+    ];
+    for work in works {
+        for config in ["batch-force", "batch-no-force", "batch-redo"] {
+            for metric in [
+                "us_per_tx",
+                "speed_vs_force",
+                "fences_per_tx",
+                "lines_per_tx",
+            ] {
+                assert!(
+                    row_value(&rows, config, work, metric) > 0.0,
+                    "{config} {work} {metric}"
+                );
+            }
+        }
+    }
+    // Undo pays two fences per group of 8 writes; redo's commit group is one
+    // group whatever its size (a 16 KiB append is 2,048 writes): a few fences.
+    let f = |config: &str, work: &str| row_value(&rows, config, work, "fences_per_tx");
+    assert!(f("batch-force", "append-16k") > 500.0);
+    assert!(f("batch-redo", "append-16k") < 10.0);
+    assert!(f("batch-redo", "append-1k") < f("batch-force", "append-1k") / 5.0);
+}

@@ -11,6 +11,7 @@ mod intensity;
 mod interleave;
 mod overhead;
 mod recovered;
+mod redu;
 mod skip;
 mod svg;
 
@@ -30,7 +31,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, or `all`.
+    /// `recovered`, `redu`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -165,13 +166,14 @@ pub fn array_pool(
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 6] = [
+const BENCHES: [(&str, BenchFn); 7] = [
     ("overhead", overhead::run),
     ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
     ("fence", fence::run),
     ("skip", skip::run),
     ("recovered", recovered::run),
+    ("redu", redu::run),
 ];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {

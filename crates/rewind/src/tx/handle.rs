@@ -53,6 +53,10 @@ struct Group {
     redo: bool,
     /// Redo: the entry of each (target, length) written.
     index: std::collections::HashMap<(u64, usize), usize>,
+    /// Redo: the cache lines the write set touches, so that a read of
+    /// other memory skips the entries (a large write set would make every
+    /// read slow).
+    lines: std::collections::HashSet<u64>,
 }
 
 /// The log side of one transaction (recycled per thread, so a transaction
@@ -123,6 +127,7 @@ impl TxLog {
             g.pending.clear();
             g.bytes.clear();
             g.index.clear();
+            g.lines.clear();
         }
     }
 
@@ -141,6 +146,9 @@ impl TxLog {
     pub(super) fn overlay(&self, off: u64, buf: &mut [u8]) {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
+        if g.redo && end > off && !(off / 64..=(end - 1) / 64).any(|l| g.lines.contains(&l)) {
+            return;
+        }
         for p in &g.pending {
             let (ps, pe) = (p.target, p.target + p.len as u64);
             let (s, e) = (ps.max(off), pe.min(end));
@@ -185,6 +193,9 @@ impl TxLog {
                 // A new entry: its record's log space is held now.
                 eng.log.reserve_redo(&eng.dom, new.len(), res)?;
                 g.index.insert((off, new.len()), g.pending.len());
+                if !new.is_empty() {
+                    g.lines.extend(off / 64..=(off + new.len() as u64 - 1) / 64);
+                }
             }
             let at = g.bytes.len();
             g.bytes.resize(at + new.len(), 0);
@@ -278,6 +289,7 @@ impl TxLog {
         let pending = std::mem::take(&mut g.pending);
         let mut bytes = std::mem::take(&mut g.bytes);
         g.index.clear();
+        g.lines.clear();
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
         // Old values, read together so their cache misses overlap, then
