@@ -32,6 +32,10 @@ pub(super) enum UndoKind {
     Delete { off: u64, size: u64 },
 }
 
+/// Drafts of a group built on the stack: a Batch group of up to 64
+/// records and its END.
+const STACK_DRAFTS: usize = 65;
+
 /// A Batch write waiting for its group's fence.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
@@ -52,11 +56,11 @@ struct Group {
     /// only); a write of the same bytes as an earlier one edits its entry.
     redo: bool,
     /// Redo: the entry of each (target, length) written.
-    index: std::collections::HashMap<(u64, usize), usize>,
+    index: rustc_hash::FxHashMap<(u64, usize), usize>,
     /// Redo: the cache lines the write set touches, so that a read of
     /// other memory skips the entries (a large write set would make every
     /// read slow).
-    lines: std::collections::HashSet<u64>,
+    lines: rustc_hash::FxHashSet<u64>,
 }
 
 /// The log side of one transaction (recycled per thread, so a transaction
@@ -72,6 +76,10 @@ pub(super) struct TxLog {
     group: Option<Group>,
     placed: Vec<Placed>,
     old_buf: Vec<u8>,
+    /// Redo commit: the coalesced runs (target, offset in `merged`, length)
+    /// and their bytes.
+    runs: Vec<(u64, usize, usize)>,
+    merged: Vec<u8>,
     /// Appending the commit group or END: a full log must not trigger a
     /// checkpoint (which waits for the lock commit holds).
     pub(super) committing: bool,
@@ -316,8 +324,12 @@ impl TxLog {
         // Redo: writes that follow one another in memory, in write order,
         // coalesce into one record (ReDU's coalescing): a struct written
         // field by field is one REDO record, not one per field.
-        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
-        let mut merged: Vec<u8> = Vec::new();
+        // Buffers kept across transactions: nothing allocates per commit
+        // once they have grown.
+        let mut runs = std::mem::take(&mut self.runs);
+        let mut merged = std::mem::take(&mut self.merged);
+        runs.clear();
+        merged.clear();
         if redo {
             for p in &pending {
                 let new = &bytes[p.at + p.len..p.at + 2 * p.len];
@@ -333,30 +345,37 @@ impl TxLog {
                 merged.extend_from_slice(new);
             }
         }
-        let mut drafts = Vec::with_capacity(pending.len() + 1);
+        let n = if redo { runs.len() } else { pending.len() };
+        // A Batch group's records fit on the stack; a redo write set (or
+        // one a savepoint logs) may be larger.
+        let mut fixed = [Draft::bare(self.id, Kind::Update); STACK_DRAFTS];
+        let mut spill = Vec::new();
+        let drafts: &mut [Draft<'_>] = if n + 1 <= STACK_DRAFTS {
+            &mut fixed[..n + usize::from(commit)]
+        } else {
+            spill.resize(n + usize::from(commit), Draft::bare(self.id, Kind::Update));
+            &mut spill
+        };
         if redo {
-            for &(target, at, len) in &runs {
-                drafts.push(Draft::redo(self.id, target, &merged[at..at + len]));
+            for (d, &(target, at, len)) in drafts.iter_mut().zip(&runs) {
+                *d = Draft::redo(self.id, target, &merged[at..at + len]);
             }
         } else {
-            for p in &pending {
+            for (d, p) in drafts.iter_mut().zip(&pending) {
                 let new = &bytes[p.at + p.len..p.at + 2 * p.len];
-                drafts.push(Draft::update(
-                    self.id,
-                    p.target,
-                    &bytes[p.at..p.at + p.len],
-                    new,
-                ));
+                *d = Draft::update(self.id, p.target, &bytes[p.at..p.at + p.len], new);
             }
         }
-        let n = drafts.len();
         if commit {
-            for d in &mut drafts {
+            for d in &mut drafts[..n] {
                 d.flags = IN_COMMIT_GROUP;
             }
-            drafts.push(Draft::end(self.id, true, n as u64));
+            drafts[n] = Draft::end(self.id, true, n as u64);
         }
-        let mut r = self.append(eng, &drafts).map(|_| None);
+        let drafts: &[Draft<'_>] = drafts;
+        let mut r = self.append(eng, drafts).map(|_| None);
+        self.runs = runs;
+        self.merged = merged;
         if r.is_ok() {
             if commit {
                 // END is not one of the records cleared with the others.
