@@ -350,7 +350,7 @@ impl TxLog {
         // one a savepoint logs) may be larger.
         let mut fixed = [Draft::bare(self.id, Kind::Update); STACK_DRAFTS];
         let mut spill = Vec::new();
-        let drafts: &mut [Draft<'_>] = if n + 1 <= STACK_DRAFTS {
+        let drafts: &mut [Draft<'_>] = if n < STACK_DRAFTS {
             &mut fixed[..n + usize::from(commit)]
         } else {
             spill.resize(n + usize::from(commit), Draft::bare(self.id, Kind::Update));
