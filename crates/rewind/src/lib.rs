@@ -77,6 +77,7 @@ pub use alloc::AllocStats;
 /// because the derive macros refer to `::bytemuck`.
 pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
+pub use engine::write_back::WriteBack;
 pub use error::{Error, Result};
 pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters, NvmLatency};

@@ -95,6 +95,22 @@ pub(super) fn check_image(
     allowed: &[Model],
     mutation: Option<Site>,
 ) -> Result<(Model, Pool), String> {
+    if let Ok(path) = std::env::var("REWIND_DUMP_IMAGE") {
+        let copy = image.clone();
+        let r = check_image_inner(image, allowed, mutation);
+        if r.is_err() && !std::path::Path::new(&path).exists() {
+            let _ = std::fs::write(path, &copy);
+        }
+        return r;
+    }
+    check_image_inner(image, allowed, mutation)
+}
+
+fn check_image_inner(
+    image: Vec<u8>,
+    allowed: &[Model],
+    mutation: Option<Site>,
+) -> Result<(Model, Pool), String> {
     let mut dom = Domain::sim_from_image(image);
     dom.set_mutation(mutation);
     let pool = Pool::open_domain(dom, LAYOUT).map_err(|e| format!("recovery failed: {e}"))?;

@@ -38,6 +38,7 @@ fn latched(pool: &Pool) -> bool {
         || pool.eng.alloc.latched()
         || pool.eng.finished.is_locked()
         || pool.eng.checkpoint_lock.is_locked()
+        || pool.eng.write_back.as_ref().is_some_and(|wb| wb.latched())
 }
 
 /// Runs the program of `seed` under `cfg`, visiting every crash point until
@@ -84,7 +85,7 @@ pub fn run_program(
     }
     let pool = Arc::new(pool);
     if progs.len() == 1 {
-        run_thread(&pool, 0, &progs[0], &shared, stop, None)?;
+        run_thread(&pool, seed, 0, &progs[0], &shared, stop, None)?;
     } else {
         run_two(&pool, seed, &progs, &shared, stop, cfg, &text)?;
     }
@@ -114,15 +115,32 @@ pub fn run_program(
 /// Runs thread `t`'s transactions, keeping the expectation up to date.
 fn run_thread(
     pool: &Pool,
+    seed: u64,
     t: usize,
     txs: &[TxProg],
     shared: &Mutex<Shared>,
     stop: &AtomicBool,
     ts: Option<&Turnstile>,
 ) -> Result<(), Error> {
+    // Redo-async: a write-back step at a third of the program's points,
+    // chosen by the seed, so that crashes inside write-back, and between
+    // it and the Log Start's advance, are among the crash points.
+    let points = std::cell::Cell::new(0u64);
+    let async_wb = pool.policy() == crate::Policy::RedoAsync;
     let point = || {
         if let Some(ts) = ts {
             ts.point(t, latched(pool));
+        }
+        if async_wb {
+            let n = points.get();
+            points.set(n + 1);
+            let h = (seed ^ (t as u64) << 32 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            if h >> 62 == 0 || h >> 61 == 2 {
+                // A failed step poisons the pool; the program then stops.
+                if let Err(e) = pool.write_back_step() {
+                    pool.eng.poison(&e);
+                }
+            }
         }
     };
     for tx in txs {
@@ -235,7 +253,7 @@ fn run_two(
                     let _leave = Leave(ts, t);
                     ts.enter(t);
                     ROLE.with(|r| r.set(Some(t)));
-                    run_thread(pool, t, txs, shared, stop, Some(ts))
+                    run_thread(pool, seed, t, txs, shared, stop, Some(ts))
                 })
             })
             .collect();

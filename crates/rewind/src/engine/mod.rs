@@ -4,6 +4,7 @@
 //! checkpoints (`checkpoint`) own their state here.
 
 pub(crate) mod checkpoint;
+pub(crate) mod write_back;
 
 use std::path::Path;
 
@@ -17,8 +18,8 @@ use crate::alloc::Allocator;
 use crate::error::Error;
 use crate::format::header::Header;
 use crate::format::layout::{
-    Layout, HEADER_SIZE, META_ADLL, META_END, META_OFF, META_ROOT_CHECK, META_ROOT_END,
-    META_ROOT_OFF, META_ROOT_SIZE,
+    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, META_ROOT_CHECK,
+    META_ROOT_END, META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
 use crate::log::adll::List;
@@ -46,12 +47,19 @@ pub(crate) struct Engine {
     /// Why the handle is poisoned: a commit or rollback failed midway, so
     /// its records must stay for recovery and close leaves the log alone.
     pub(crate) poisoned: OnceLock<String>,
+    /// The redo-async policy's write cache.
+    pub(crate) write_back: Option<write_back::WriteCache>,
 }
 
 impl Engine {
     /// Verifies the header of the pool in `dom`, runs recovery, checks the
     /// allocator and meta page, and returns the engine ready for use.
-    pub(crate) fn start(dom: Domain, path: &Path, layout: &str) -> Result<Engine, Error> {
+    pub(crate) fn start(
+        dom: Domain,
+        path: &Path,
+        layout: &str,
+        write_back: write_back::WriteBack,
+    ) -> Result<Engine, Error> {
         let mut page = vec![0u8; HEADER_SIZE.min(dom.len()) as usize];
         dom.read(0, &mut page)?;
         let hdr = Header::decode(path, &page, dom.len())?;
@@ -63,7 +71,17 @@ impl Engine {
         }
         let l = hdr.layout;
         let opened = Log::open(&dom, &l, hdr.variant, List::LOG, Arc::new(Lsns::new()))?;
-        let mut report = recovery::recover(&dom, &l, &opened.log, &opened.records, hdr.policy)?;
+        // Redo-async's Log Start names END lsns: later ones must be above it.
+        let log_start = dom.read_u64(META_LOG_START)?;
+        opened.log.observe(log_start);
+        let mut report = recovery::recover(
+            &dom,
+            &l,
+            &opened.log,
+            &opened.records,
+            hdr.policy,
+            log_start,
+        )?;
         report.adll_repaired = opened.repair.append || opened.repair.remove;
         // Recovery emptied the log: the chunks it grew into go back first.
         opened.log.release_chunks(&dom)?;
@@ -71,6 +89,11 @@ impl Engine {
         check_meta(&dom, &l)?;
         opened.log.attach_heap(alloc.clone());
         let max_tx = opened.records.iter().map(|s| s.rec.tx).max().unwrap_or(0);
+        let cache = policy::of(hdr.policy).write_back().then(|| {
+            // The simulated domain runs write-back as explicit steps.
+            let threaded = dom.backend() != crate::Backend::Sim;
+            write_back::WriteCache::new(write_back, threaded, opened.log.next_csn())
+        });
         Ok(Engine {
             policy: hdr.policy,
             durability: policy::of(hdr.policy),
@@ -84,7 +107,32 @@ impl Engine {
             next_tx: AtomicU64::new(max_tx + 1),
             report,
             poisoned: OnceLock::new(),
+            write_back: cache,
         })
+    }
+
+    /// Reads committed bytes: in place, with the write cache over them.
+    pub(crate) fn read_committed(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
+        match &self.write_back {
+            Some(wb) => wb.read(&self.dom, off, buf),
+            None => self.dom.read(off, buf),
+        }
+    }
+
+    /// Before an in-place store outside write-back (see `write_back`).
+    pub(crate) fn before_store(&self, off: u64, len: u64) -> Result<(), Error> {
+        match &self.write_back {
+            Some(wb) => wb.before_store(self, off, len),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every committed value is in place and durable.
+    pub(crate) fn sync(&self) -> Result<(), Error> {
+        match &self.write_back {
+            Some(wb) => wb.drain(self),
+            None => Ok(()),
+        }
     }
 
     /// Poisons the handle after a commit or rollback failed midway.
@@ -105,7 +153,7 @@ impl Engine {
     /// The root object, if one was created (see `Tx::root`).
     pub(crate) fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
         self.usable()?;
-        let (off, size) = root_words(&self.dom)?;
+        let (off, size) = self.root_words()?;
         if off == 0 {
             return Ok(None);
         }
@@ -123,6 +171,7 @@ impl Engine {
     /// the log's heap chunks given back.
     pub(crate) fn clean_close(&self) -> Result<(), Error> {
         self.usable()?;
+        self.sync()?;
         if self.durability.keeps_records() {
             self.checkpoint()?;
         }
@@ -131,10 +180,25 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The root object's words as committed (under redo-async they may
+    /// still wait in the write cache).
+    pub(crate) fn root_words(&self) -> Result<(u64, u64), Error> {
+        let mut w = [0u8; 24];
+        self.read_committed(META_ROOT_OFF, &mut w)?;
+        let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
+        check_root_words(word(0), word(1), word(2))
+    }
+}
+
 /// The root object's offset and size, verified against their check word.
 pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
     let (off, size) = (d.read_u64(META_ROOT_OFF)?, d.read_u64(META_ROOT_SIZE)?);
-    if d.read_u64(META_ROOT_CHECK)? != off ^ size {
+    check_root_words(off, size, d.read_u64(META_ROOT_CHECK)?)
+}
+
+fn check_root_words(off: u64, size: u64, check: u64) -> Result<(u64, u64), Error> {
+    if check != off ^ size {
         return Err(Error::MetaCorrupt {
             offset: META_ROOT_OFF,
             reason: "root object words do not match their check word",
@@ -150,7 +214,9 @@ fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
     d.read(META_OFF, &mut page)?;
     // The main list's line, the tree update list's line and the tree root
     // (two-layer log) are checked by the log.
-    let reserved = (META_ROOT_END..META_ADLL).chain(TREE_ROOT + 8..META_END);
+    let reserved = (META_ROOT_END..META_ADLL)
+        .chain(TREE_ROOT + 8..META_LOG_START)
+        .chain(META_LOG_START + 8..META_END);
     for off in reserved {
         if page[(off - META_OFF) as usize] != 0 {
             return Err(Error::MetaCorrupt {

@@ -41,6 +41,13 @@ impl LogVariant {
         self == LogVariant::Batch
     }
 
+    /// Whether a redo commit goes out under one fence (records made valid
+    /// by a cell store each: Optimized and Batch). The Simple and two-layer
+    /// logs link each record into a fenced structure of their own.
+    pub fn one_fence(self) -> bool {
+        matches!(self, LogVariant::Optimized | LogVariant::Batch)
+    }
+
     pub(crate) fn code(self) -> u8 {
         match self {
             LogVariant::Simple => 1,
@@ -102,17 +109,29 @@ pub enum Policy {
     /// it commits, and are then stored in place and made durable before
     /// the commit returns. An abort discards them: nothing to undo.
     Redo,
+    /// Redo logging with asynchronous write-back (ReDU): the commit returns
+    /// once its log records are durable (one fence); a write-back thread
+    /// then stores the values in place and releases the records, while
+    /// every read sees the committed values (a write cache).
+    /// [`Pool::sync`](crate::Pool::sync) waits for the write-back.
+    RedoAsync,
 }
 
 impl Policy {
     /// Every policy.
-    pub const ALL: [Policy; 3] = [Policy::Force, Policy::NoForce, Policy::Redo];
+    pub const ALL: [Policy; 4] = [
+        Policy::Force,
+        Policy::NoForce,
+        Policy::Redo,
+        Policy::RedoAsync,
+    ];
 
     pub(crate) fn code(self) -> u8 {
         match self {
             Policy::Force => 1,
             Policy::NoForce => 2,
             Policy::Redo => 3,
+            Policy::RedoAsync => 4,
         }
     }
 
@@ -121,6 +140,7 @@ impl Policy {
             1 => Some(Policy::Force),
             2 => Some(Policy::NoForce),
             3 => Some(Policy::Redo),
+            4 => Some(Policy::RedoAsync),
             _ => None,
         }
     }
@@ -132,6 +152,7 @@ impl fmt::Display for Policy {
             Policy::Force => "force",
             Policy::NoForce => "no-force",
             Policy::Redo => "redo",
+            Policy::RedoAsync => "redo-async",
         })
     }
 }
@@ -143,10 +164,11 @@ impl FromStr for Policy {
             "force" => Ok(Policy::Force),
             "no-force" | "noforce" => Ok(Policy::NoForce),
             "redo" | "redo-sync" => Ok(Policy::Redo),
+            "redo-async" => Ok(Policy::RedoAsync),
             _ => Err(Error::InvalidConfig {
                 what: "policy",
                 value: s.to_string(),
-                expected: "force, no-force or redo",
+                expected: "force, no-force, redo or redo-async",
             }),
         }
     }

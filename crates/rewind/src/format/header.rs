@@ -35,7 +35,7 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// Format version this build writes and reads. 2: the log grows into heap
 /// chunks, checked allocator and list metadata, the backend recorded.
 /// 3: records carry their transaction's previous lsn, CLRs their undo-next.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 const CRC_OFF: usize = 168;

@@ -27,6 +27,10 @@ pub const META_ROOT_END: u64 = META_OFF + 24;
 pub const META_ADLL: u64 = META_OFF + 64;
 /// First byte after the meta page.
 pub const META_END: u64 = META_OFF + 4096;
+/// Redo-async's Log Start: committed redo groups whose END lsn is at most
+/// this are in place (their records may be partly cleared); in a line of
+/// its own.
+pub const META_LOG_START: u64 = META_OFF + 256;
 
 /// Heap chunk size.
 pub const CHUNK: u64 = 256 * 1024;
@@ -39,6 +43,10 @@ pub const BITMAP_BYTES: u64 = CHUNK / MIN_CLASS / 8;
 /// Most cells per bucket: a bucket (64 + 8 + 96 bytes a cell) must fit in
 /// one heap chunk, the unit the log grows by.
 pub const MAX_BUCKET_CELLS: u64 = 2048;
+
+/// Pools are smaller than this: a log cell holds a 48-bit record offset
+/// (and, for a one-fence commit's records, 16 check bits above it).
+pub const MAX_POOL: u64 = 1 << 48;
 /// Records a Batch group holds before one fence, by default: a line of
 /// cells. A pool may choose 8, 16, 32 or 64 (REWIND Fig. 10's knob).
 pub const DEFAULT_GROUP: u32 = 8;

@@ -102,6 +102,29 @@ pub mod clr {
 /// END flag: the transaction committed.
 pub const END_COMMITTED: u8 = 1;
 
+/// END flag, with [`END_COMMITTED`]: a one-fence commit (NVWAL §4.3). The
+/// commit group (its REDO records and this END) went out under a single
+/// fence, so a crash may have left any part of it; END's payload is its
+/// commit sequence number and a checksum of the group's records
+/// ([`group_checksum`]), and the group is committed only when all `aux`
+/// records before END are found and the checksum matches.
+pub const END_ONE_FENCE: u8 = 2;
+
+/// Bytes of a one-fence END's payload: commit sequence number, checksum.
+pub const ONE_FENCE_PAYLOAD: usize = 16;
+
+/// The checksum a one-fence END carries over its group: CRC-32 of each
+/// record's lsn and stored CRC (which covers the whole record), in lsn
+/// order.
+pub fn group_checksum(records: impl IntoIterator<Item = (u64, u32)>) -> u64 {
+    let mut h = crc32fast::Hasher::new();
+    for (lsn, crc) in records {
+        h.update(&lsn.to_le_bytes());
+        h.update(&crc.to_le_bytes());
+    }
+    h.finalize() as u64
+}
+
 /// UPDATE flag: the record travelled in its transaction's commit group
 /// (Batch), so its in-place store may follow the commit point; END's aux
 /// holds how many such records the group had.
@@ -147,6 +170,8 @@ pub struct Record {
     pub old: Vec<u8>,
     /// New bytes (UPDATE) or the CLR's value.
     pub new: Vec<u8>,
+    /// Its stored CRC-32 (checked when decoded).
+    pub crc: u32,
 }
 
 fn pad8(n: usize) -> usize {
@@ -195,6 +220,18 @@ impl<'a> Draft<'a> {
         Draft {
             flags: if committed { END_COMMITTED } else { 0 },
             aux: group,
+            ..Draft::bare(tx, Kind::End)
+        }
+    }
+
+    /// The END of a one-fence commit of `group` records, whose payload is
+    /// `payload`: the commit sequence number then the group's checksum,
+    /// little-endian ([`END_ONE_FENCE`]).
+    pub fn end_one_fence(tx: u64, group: u64, payload: &'a [u8; ONE_FENCE_PAYLOAD]) -> Draft<'a> {
+        Draft {
+            flags: END_COMMITTED | END_ONE_FENCE,
+            aux: group,
+            new: payload,
             ..Draft::bare(tx, Kind::End)
         }
     }
@@ -272,6 +309,11 @@ impl<'a> Draft<'a> {
     }
 }
 
+/// The CRC-32 an encoded record stores.
+pub fn stored_crc(encoded: &[u8]) -> u32 {
+    u32::from_le_bytes(encoded[CRC..CRC + 4].try_into().expect("4"))
+}
+
 /// Offset of the CRC-32 in the header.
 const CRC: usize = 20;
 
@@ -337,6 +379,7 @@ pub fn decode(bytes: &[u8], at: u64) -> Result<Record, Error> {
         prev: word(40),
         old,
         new,
+        crc: stored,
     })
 }
 

@@ -95,6 +95,9 @@ pub struct Placed {
     pub cell: CellRef,
     /// Offset of its body.
     pub rec_off: u64,
+    /// A committed END's commit sequence number (0 for other records):
+    /// commits take them in log order, one each, without gaps.
+    pub seq: u64,
 }
 
 /// A record found by the recovery scan.
@@ -113,11 +116,32 @@ const CELLS: u64 = 64;
 /// Cell value of a cleared record.
 const GAP: u64 = 1;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Bucket {
     next_cell: u32,
     live: u32,
     body_used: u64,
+    /// Bodies of one-fence records placed here: invalidated when the
+    /// bucket leaves the list (see [`tagged_cell`]).
+    tagged: Vec<u64>,
+}
+
+/// Cell tag of a one-fence commit's record (bit 1; record offsets are
+/// multiples of 8, and 1 is a gap).
+const TAG: u64 = 2;
+/// A tagged cell's record offset bits; the 16 bits above are the low bits
+/// of the record's lsn.
+const OFF_BITS: u64 = (1 << 48) - 1;
+
+/// The cell value of a one-fence commit's record. Its body and cell go out
+/// under the commit's single fence, so a crash may keep the cell and lose
+/// the body: the scan then finds whatever bytes were there before. The tag
+/// tells it such a body may be torn (a bad one is ignored, not corruption),
+/// and the lsn bits, with the bodies a bucket's one-fence records had
+/// being invalidated when it leaves the list, keep an older record left at
+/// the same offset from passing for the new one.
+fn tagged_cell(rec_off: u64, lsn: u64) -> u64 {
+    rec_off | TAG | ((lsn & 0xffff) << 48)
 }
 
 /// Volatile bucket state by block offset. Block offsets are distinct
@@ -195,12 +219,26 @@ struct State {
     words: Vec<u8>,
     /// Two-layer: the tree's update log.
     inner: two_layer::Inner,
+    /// The next one-fence commit's sequence number: taken with its lsns,
+    /// so commit order and log order agree; it starts at the lsn counter's
+    /// value at open, above every sequence number in the log (an END's is
+    /// below its own lsn).
+    csn: u64,
 }
 
 impl State {
     /// Takes `block` out of the list (an ADLL removal) and out of the
     /// volatile state; its block becomes free.
     fn unlist(&mut self, d: &Domain, block: u64) -> Result<(), Error> {
+        if let Some(b) = self.buckets.get(&block) {
+            // One-fence records' bodies made invalid (their lsn zeroed)
+            // before the block can be reused, by the removal's fences: a
+            // later one-fence record placed at the same offset, whose own
+            // body a crash loses, cannot then find this one there.
+            for &rec in &b.tagged {
+                d.store_nt_u64(rec, 0)?;
+            }
+        }
         self.list.remove(d, block)?;
         self.buckets.remove(&block);
         self.order.remove(block);
@@ -296,6 +334,11 @@ impl Lsns {
             .fetch_max(lsn + 1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The next lsn, without taking it.
+    fn peek(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// `n` consecutive lsns; returns the first.
     fn take(&self, n: u64) -> u64 {
         self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed)
@@ -361,6 +404,7 @@ impl Log {
         } else {
             0
         };
+        let csn = lsns.peek();
         let body = layout.log_block_size - layout.body_start();
         let per_cell = (body / layout.bucket_cells).max(1);
         let mut log = Log {
@@ -394,6 +438,7 @@ impl Log {
                 sorted: Vec::new(),
                 words: Vec::new(),
                 inner,
+                csn,
             }),
         };
         log.drop_empty_buckets(d)?;
@@ -421,6 +466,16 @@ impl Log {
             st.unlist(d, block)?;
         }
         Ok(())
+    }
+
+    /// Makes every later lsn greater than `lsn`.
+    pub fn observe(&self, lsn: u64) {
+        self.lsns.observe(lsn);
+    }
+
+    /// The commit sequence number the next committed END takes.
+    pub fn next_csn(&self) -> u64 {
+        self.state.lock().csn
     }
 
     /// The variant.
@@ -468,7 +523,25 @@ impl Log {
         res: &mut Reservation,
     ) -> Result<(), Error> {
         let mut st = self.state.lock();
-        self.append_locked(d, &mut st, drafts, out, res)
+        self.append_locked(d, &mut st, drafts, out, res, false)
+    }
+
+    /// Appends a one-fence commit (NVWAL §4.3): `drafts` (the REDO records
+    /// of a transaction with no other record in the log) and, after them,
+    /// END with the commit sequence number and the group's checksum, all
+    /// under a single fence. Optimized and Batch logs only: the others'
+    /// records become valid through their own fenced structures.
+    pub fn append_commit(
+        &self,
+        d: &Domain,
+        drafts: &[Draft<'_>],
+        out: &mut Vec<Placed>,
+        res: &mut Reservation,
+    ) -> Result<(), Error> {
+        debug_assert!(self.variant.one_fence());
+        debug_assert!(drafts.last().is_some_and(|e| e.kind == Kind::End));
+        let mut st = self.state.lock();
+        self.append_locked(d, &mut st, drafts, out, res, true)
     }
 
     /// Appends a transaction's END record and, under force, clears its
@@ -485,7 +558,7 @@ impl Log {
         let mut st = self.state.lock();
         let st = &mut *st;
         let first = out.len();
-        self.append_locked(d, st, std::slice::from_ref(end), out, res)?;
+        self.append_locked(d, st, std::slice::from_ref(end), out, res, false)?;
         if let Some(cells) = clear {
             self.release_locked(d, st, cells, Some(out[first].cell))?;
         }
@@ -499,6 +572,7 @@ impl Log {
         drafts: &[Draft<'_>],
         out: &mut Vec<Placed>,
         res: &mut Reservation,
+        one_fence: bool,
     ) -> Result<(), Error> {
         let (mut forward, mut other, mut reserve) = (0, 0, 0);
         for x in drafts {
@@ -540,11 +614,15 @@ impl Log {
         }
         st.batch_index.clear();
         st.batch_cells.clear();
-        if self.variant != LogVariant::Batch {
+        if self.variant != LogVariant::Batch || one_fence {
             // Committed groups' clears (redo policy), persisted by this
             // append's first fence before any in-place store it covers.
             st.store_others_clears(d)?;
         }
+        // One-fence commit: the group's checksum, built as its records are
+        // encoded, and END's payload (commit sequence number, checksum).
+        let mut group = crc32fast::Hasher::new();
+        let mut end_payload = [0u8; record::ONE_FENCE_PAYLOAD];
         // The append's lsns, taken at once before any record is written: a
         // locked instruction drains the write-combining buffers, so one
         // among the records' non-temporal stores would wait for all of them.
@@ -559,7 +637,28 @@ impl Log {
             } else {
                 std::mem::replace(&mut res.last, lsn)
             };
-            draft.encode(lsn, prev, &mut st.scratch);
+            let seq = if draft.kind == Kind::End && draft.flags & record::END_COMMITTED != 0 {
+                st.csn += 1;
+                st.csn - 1
+            } else {
+                0
+            };
+            if one_fence && draft.kind == Kind::End {
+                let csn = seq;
+                end_payload[..8].copy_from_slice(&csn.to_le_bytes());
+                end_payload[8..].copy_from_slice(&(group.clone().finalize() as u64).to_le_bytes());
+                Draft::end_one_fence(draft.tx, draft.aux, &end_payload).encode(
+                    lsn,
+                    prev,
+                    &mut st.scratch,
+                );
+            } else {
+                draft.encode(lsn, prev, &mut st.scratch);
+                if one_fence {
+                    group.update(&lsn.to_le_bytes());
+                    group.update(&record::stored_crc(&st.scratch).to_le_bytes());
+                }
+            }
             let b = st.buckets.get_mut(&block).expect("tail bucket is tracked");
             let at = block + b.body_used;
             let rec_off = at + self.node;
@@ -579,6 +678,11 @@ impl Log {
             }
             d.store_nt(rec_off, &st.scratch)?;
             match self.variant {
+                // The group's single fence comes after the loop.
+                _ if one_fence => {
+                    b.tagged.push(rec_off);
+                    d.store_nt_u64(cell.off(), tagged_cell(rec_off, lsn))?;
+                }
                 // The node's body is fenced by the tree operation below.
                 LogVariant::TwoLayer => {}
                 LogVariant::Simple | LogVariant::Optimized => {
@@ -596,9 +700,17 @@ impl Log {
                     }
                 }
             }
-            out.push(Placed { lsn, cell, rec_off });
+            out.push(Placed {
+                lsn,
+                cell,
+                rec_off,
+                seq,
+            });
         }
-        if self.variant == LogVariant::Batch && !drafts.is_empty() {
+        if one_fence {
+            // Records and END durable together: the commit point.
+            d.fence_at(sites::LOG_ONE_FENCE)?;
+        } else if self.variant == LogVariant::Batch && !drafts.is_empty() {
             st.store_others_clears(d)?;
             store_cells(d, &mut st.words, &st.batch_cells)?;
             // Bodies and cells of the group persistent before the index
@@ -806,6 +918,7 @@ impl Log {
                 next_cell: 0,
                 live: 0,
                 body_used: self.layout.body_start(),
+                tagged: Vec::new(),
             },
         );
         st.order.push(block);
@@ -1033,6 +1146,32 @@ fn gap_cells(
 
 type ScanResult = (Vec<u64>, Buckets, Vec<Scanned>);
 
+/// Reads and checks the record a cell points at (`off`, inside a body
+/// ending at `body_end`).
+fn read_cell_record(
+    d: &Domain,
+    off: u64,
+    body_end: u64,
+    buf: &mut Vec<u8>,
+) -> Result<Record, Error> {
+    let mut h = [0u8; record::HEADER];
+    d.read(off, &mut h)?;
+    let payload = record::payload_len(&h).ok_or(Error::LogCorrupt {
+        offset: off,
+        reason: "unknown record kind",
+    })?;
+    let total = record::HEADER as u64 + payload as u64;
+    if off + total > body_end {
+        return Err(Error::LogCorrupt {
+            offset: off,
+            reason: "log record runs past its bucket",
+        });
+    }
+    buf.resize(total as usize, 0);
+    d.read(off, buf)?;
+    record::decode(buf, off)
+}
+
 /// Walks the list and reads every valid record, verifying each checksum.
 fn scan(
     d: &Domain,
@@ -1065,8 +1204,10 @@ fn scan(
             next_cell: 0,
             live: 0,
             body_used: l.body_start(),
+            tagged: Vec::new(),
         };
-        for idx in 0..limit {
+        let body_end = block + l.log_block_size;
+        for idx in 0..l.bucket_cells {
             let v = u64::from_le_bytes(
                 cells[idx as usize * 8..idx as usize * 8 + 8]
                     .try_into()
@@ -1075,55 +1216,65 @@ fn scan(
             if v == 0 {
                 continue;
             }
-            b.next_cell = idx as u32 + 1;
+            let cell = CellRef {
+                block,
+                idx: idx as u32,
+            };
             if v == GAP {
+                b.next_cell = idx as u32 + 1;
                 continue;
             }
-            let body_end = block + l.log_block_size;
-            if v < block + l.body_start()
-                || v.checked_add(record::HEADER as u64)
+            let tagged = v & TAG != 0;
+            if !tagged && idx >= limit {
+                // Batch: a group whose index never persisted; its cell is
+                // made a gap, so that an index a later group moves past it
+                // cannot make it valid.
+                d.store_nt_u64(cell.off(), GAP)?;
+                continue;
+            }
+            let off = if tagged { v & OFF_BITS & !7 } else { v };
+            if off < block + l.body_start()
+                || off
+                    .checked_add(record::HEADER as u64)
                     .is_none_or(|e| e > body_end)
-                || v % 8 != 0
+                || off % 8 != 0
             {
                 return Err(Error::LogCorrupt {
-                    offset: block + CELLS + idx * 8,
+                    offset: cell.off(),
                     reason: "log cell points outside its bucket's body",
                 });
             }
-            let mut h = [0u8; record::HEADER];
-            d.read(v, &mut h)?;
-            let payload = record::payload_len(&h).ok_or(Error::LogCorrupt {
-                offset: v,
-                reason: "unknown record kind",
-            })?;
-            let total = record::HEADER as u64 + payload as u64;
-            if v + total > body_end {
-                return Err(Error::LogCorrupt {
-                    offset: v,
-                    reason: "log record runs past its bucket",
-                });
-            }
-            buf.resize(total as usize, 0);
-            d.read(v, &mut buf)?;
-            let rec = record::decode(&buf, v)?;
+            b.next_cell = idx as u32 + 1;
+            let rec = read_cell_record(d, off, body_end, &mut buf);
+            let rec = match rec {
+                Ok(r) if !tagged || r.lsn & 0xffff == v >> 48 => r,
+                // A one-fence commit's record whose body a crash lost (or
+                // an older record left at its offset): that commit is not
+                // whole, so never redone; the cell becomes a gap.
+                Ok(_) | Err(Error::LogCorrupt { .. } | Error::ChecksumMismatch { .. })
+                    if tagged =>
+                {
+                    d.store_nt_u64(cell.off(), GAP)?;
+                    continue;
+                }
+                Ok(_) => unreachable!("untagged records are taken as they are"),
+                Err(e) => return Err(e),
+            };
             if records.last().is_some_and(|p| p.rec.lsn >= rec.lsn) {
                 return Err(Error::LogCorrupt {
-                    offset: v,
+                    offset: off,
                     reason: "record ids do not increase in log order",
                 });
             }
+            if tagged {
+                b.tagged.push(off);
+            }
             b.live += 1;
-            b.body_used = b.body_used.max(v + total - block);
-            records.push(Scanned {
-                rec,
-                cell: CellRef {
-                    block,
-                    idx: idx as u32,
-                },
-            });
+            b.body_used = b.body_used.max(off + two_layer::rec_size(&rec) - block);
+            records.push(Scanned { rec, cell });
         }
         if variant == LogVariant::Batch {
-            b.next_cell = limit as u32;
+            b.next_cell = b.next_cell.max(limit as u32);
         }
         buckets.insert(block, b);
     }

@@ -334,6 +334,7 @@ pub(super) fn recover(
             next_cell: 0,
             live: 0,
             body_used: l.body_start(),
+            tagged: Vec::new(),
         });
         // The room after the last live node is free again (what lies there
         // is unreachable), as a one-layer bucket's is after its last valid
@@ -391,7 +392,7 @@ pub(super) fn check_unused(d: &Domain) -> Result<(), Error> {
     Ok(())
 }
 
-fn rec_size(r: &record::Record) -> u64 {
+pub(super) fn rec_size(r: &record::Record) -> u64 {
     let pad = |n: usize| n.div_ceil(8) * 8;
     (record::HEADER + pad(r.old.len()) + pad(r.new.len())) as u64
 }

@@ -7,7 +7,7 @@
 use crate::format::{LogVariant, Policy};
 
 /// Which configurations' code paths reach a site: a set of (log variant,
-/// policy) pairs, bit `4 * variant code + policy code`.
+/// policy) pairs, bit `5 * variant code + policy code`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reach(u32);
 
@@ -19,7 +19,8 @@ const VARIANTS: u8 = SIMPLE | OPTIMIZED | BATCH | TWO_LAYER;
 const FORCE: u8 = 1 << 1;
 const NO_FORCE: u8 = 1 << 2;
 const REDO: u8 = 1 << 3;
-const POLICIES: u8 = FORCE | NO_FORCE | REDO;
+const REDO_ASYNC: u8 = 1 << 4;
+const POLICIES: u8 = FORCE | NO_FORCE | REDO | REDO_ASYNC;
 
 impl Reach {
     /// Every variant and policy.
@@ -29,7 +30,7 @@ impl Reach {
     /// The policies whose in-place stores are written back as made: force,
     /// and redo for what it stores before commit (a savepoint's writes, a
     /// nested top action's) and for atomic writes.
-    pub const FORCE: Reach = Reach::of(VARIANTS, FORCE | REDO);
+    pub const FORCE: Reach = Reach::of(VARIANTS, FORCE | REDO | REDO_ASYNC);
     /// The Batch log.
     pub const BATCH: Reach = Reach::of(BATCH, POLICIES);
     /// The Simple and Optimized logs.
@@ -37,6 +38,12 @@ impl Reach {
     /// A commit group's stores after its commit point: Batch under force,
     /// and the redo policy on every log.
     pub const COMMIT_GROUP: Reach = Reach::of(BATCH, FORCE).or(Reach::of(VARIANTS, REDO));
+    /// A redo commit group, written back at commit or later.
+    pub const REDO_GROUP: Reach = Reach::of(VARIANTS, REDO | REDO_ASYNC);
+    /// Asynchronous write-back: the redo-async policy.
+    pub const ASYNC: Reach = Reach::of(VARIANTS, REDO_ASYNC);
+    /// A redo commit under one fence: the Optimized and Batch logs.
+    pub const ONE_FENCE: Reach = Reach::of(OPTIMIZED | BATCH, REDO | REDO_ASYNC);
     /// The two-layer log.
     pub const TWO_LAYER: Reach = Reach::of(TWO_LAYER, POLICIES);
 
@@ -46,9 +53,9 @@ impl Reach {
         let mut v = 0;
         while v < 8 {
             let mut p = 0;
-            while p < 4 {
+            while p < 5 {
                 if variants & (1 << v) != 0 && policies & (1 << p) != 0 {
-                    bits |= 1 << (4 * v + p);
+                    bits |= 1 << (5 * v + p);
                 }
                 p += 1;
             }
@@ -63,7 +70,7 @@ impl Reach {
 
     /// Whether a configuration's code path reaches the site.
     pub fn contains(self, v: LogVariant, p: Policy) -> bool {
-        let bit = 4 * v.code() as u32 + p.code() as u32;
+        let bit = 5 * v.code() as u32 + p.code() as u32;
         bit < 32 && self.0 & (1 << bit) != 0
     }
 }
@@ -134,6 +141,9 @@ sites! {
     LOG_GROUP_BODY = "log.group.body": "Batch: a group's bodies and cells persistent before the index makes them valid", reach: BATCH;
     LOG_GROUP_SPAN = "log.group.span": "Batch: when a group spans two buckets, the earlier bucket's index persistent before the later one's (the group becomes valid in log order)", reach: BATCH;
     LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)", reach: BATCH;
+    WB_FLUSH = "wb.flush": "redo-async: a written-back line flushed, so the step's fence makes it durable", reach: ASYNC;
+    WB_FENCE = "wb.fence": "redo-async: the lines a step wrote back durable before their groups' records are released", reach: ASYNC;
+    LOG_ONE_FENCE = "log.one_fence": "redo: a one-fence commit's records, cells and END persistent (the commit point) before its in-place stores or its return", reach: ONE_FENCE;
     TREE_OP_BODY = "tree.op.body": "two-layer: a tree operation's records (and the new nodes' bodies) persistent before their cells make them valid", reach: TWO_LAYER;
     TREE_OP_CELLS = "tree.op.cells": "two-layer: a tree operation complete in its log before any tree word changes", reach: TWO_LAYER;
     TREE_APPLY_FLUSH = "tree.apply.flush": "two-layer: a tree word written back", reach: TWO_LAYER;

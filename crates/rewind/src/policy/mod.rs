@@ -18,7 +18,7 @@ use crate::persist::Domain;
 
 pub(crate) use force::Force;
 pub(crate) use no_force::NoForce;
-pub(crate) use redo::Redo;
+pub(crate) use redo::{Redo, RedoAsync};
 
 /// A transaction that finished under a policy that keeps its records until
 /// a checkpoint makes its changes durable in place.
@@ -82,6 +82,12 @@ pub(crate) trait Durability: Sync + Send {
     fn write_set(&self) -> bool {
         false
     }
+
+    /// Whether committed write sets go to the write cache, for the
+    /// write-back thread, rather than in place before the commit returns.
+    fn write_back(&self) -> bool {
+        false
+    }
 }
 
 /// The strategy of a policy.
@@ -90,5 +96,6 @@ pub(crate) fn of(p: Policy) -> &'static dyn Durability {
         Policy::Force => &Force,
         Policy::NoForce => &NoForce,
         Policy::Redo => &Redo,
+        Policy::RedoAsync => &RedoAsync,
     }
 }

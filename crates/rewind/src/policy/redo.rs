@@ -54,3 +54,38 @@ impl Durability for Redo {
         true
     }
 }
+
+/// The redo policy with asynchronous write-back (ReDU): as [`Redo`], but a
+/// commit hands its write set to the write cache (`engine/write_back.rs`)
+/// once its records are durable, and returns.
+pub(crate) struct RedoAsync;
+
+impl Durability for RedoAsync {
+    fn stored(&self, d: &Domain, off: u64, len: u64) -> Result<(), Error> {
+        Redo.stored(d, off, len)
+    }
+
+    fn end(
+        &self,
+        finished: &Mutex<Vec<Finished>>,
+        append_end: &mut dyn FnMut(bool) -> Result<Ended, Error>,
+    ) -> Result<(), Error> {
+        Redo.end(finished, append_end)
+    }
+
+    fn keeps_records(&self) -> bool {
+        false
+    }
+
+    fn redo(&self, f: &RedoFacts) -> bool {
+        Redo.redo(f)
+    }
+
+    fn write_set(&self) -> bool {
+        true
+    }
+
+    fn write_back(&self) -> bool {
+        true
+    }
+}

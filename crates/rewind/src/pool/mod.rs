@@ -9,15 +9,17 @@ mod file;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytemuck::Pod;
 
 use crate::alloc::AllocStats;
+use crate::engine::write_back::WriteBack;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::header::{Header, MAX_LAYOUT};
 use crate::format::layout::{Layout, HEADER_SIZE, MIN_POOL};
-use crate::format::layout::{DEFAULT_GROUP, MAX_BUCKET_CELLS};
+use crate::format::layout::{DEFAULT_GROUP, MAX_BUCKET_CELLS, MAX_POOL};
 pub use crate::format::PPtr;
 use crate::log::{LogStats, LogVariant};
 use crate::persist::{sites, Backend, Counters, Domain, NvmLatency};
@@ -58,6 +60,9 @@ pub struct PoolConfig {
     /// fences per record in long transactions, and more records a crash
     /// can lose from the group in flight (never a committed one).
     pub group_size: u32,
+    /// How `Policy::RedoAsync` writes committed values back (default
+    /// eager); not recorded in the pool.
+    pub write_back: WriteBack,
 }
 
 impl Default for PoolConfig {
@@ -70,11 +75,18 @@ impl Default for PoolConfig {
             log_size: None,
             nvm_latency: NvmLatency::default(),
             group_size: DEFAULT_GROUP,
+            write_back: WriteBack::default(),
         }
     }
 }
 
 impl PoolConfig {
+    /// The write-back of `Policy::RedoAsync`.
+    pub fn write_back(mut self, w: WriteBack) -> Self {
+        self.write_back = w;
+        self
+    }
+
     /// The log structure.
     pub fn log(mut self, v: LogVariant) -> Self {
         self.log = v;
@@ -128,6 +140,8 @@ pub struct OpenOptions {
     pub backend: Option<Backend>,
     /// Emulated NVM latencies (Pmem only; default none).
     pub nvm_latency: NvmLatency,
+    /// How `Policy::RedoAsync` writes committed values back (default eager).
+    pub write_back: WriteBack,
 }
 
 impl OpenOptions {
@@ -142,11 +156,19 @@ impl OpenOptions {
         self.nvm_latency = l;
         self
     }
+
+    /// The write-back of `Policy::RedoAsync`.
+    pub fn write_back(mut self, w: WriteBack) -> Self {
+        self.write_back = w;
+        self
+    }
 }
 
 /// An open pool. `Send + Sync`: any number of threads may run transactions.
 pub struct Pool {
-    pub(crate) eng: Engine,
+    pub(crate) eng: Arc<Engine>,
+    /// The redo-async policy's write-back thread.
+    write_back: Option<std::thread::JoinHandle<()>>,
 }
 
 fn check_layout_name(name: &str) -> Result<(), Error> {
@@ -161,6 +183,55 @@ fn check_layout_name(name: &str) -> Result<(), Error> {
 }
 
 impl Pool {
+    /// Wraps a started engine, with its write-back thread if it has one.
+    fn start(eng: Engine) -> Pool {
+        let eng = Arc::new(eng);
+        let threaded = eng.write_back.as_ref().is_some_and(|wb| wb.threaded());
+        // Without the thread (it could not be spawned), commits write back
+        // when the cache or the log fills, and sync and close drain it.
+        let write_back = threaded
+            .then(|| {
+                let e = eng.clone();
+                std::thread::Builder::new()
+                    .name("rewind-write-back".into())
+                    .spawn(move || {
+                        if let Some(wb) = &e.write_back {
+                            wb.run(&e);
+                        }
+                    })
+                    .ok()
+            })
+            .flatten();
+        Pool { eng, write_back }
+    }
+
+    /// Stops the write-back thread (what it left is drained by a clean
+    /// close, or redone by recovery).
+    fn stop_write_back(&mut self) {
+        if let Some(wb) = &self.eng.write_back {
+            wb.stop();
+        }
+        if let Some(t) = self.write_back.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Waits until every committed transaction's values are in place and
+    /// durable. Under `Policy::RedoAsync` a commit returns once its log
+    /// records are durable and the values follow (reads see them at
+    /// once): `sync` waits for them, as `close` does. Under the other
+    /// policies a commit's values are in place when it returns (no-force:
+    /// durable through the log until a checkpoint), and `sync` does
+    /// nothing.
+    pub fn sync(&self) -> Result<(), Error> {
+        self.eng.usable()?;
+        let r = self.eng.sync();
+        if let Err(e) = &r {
+            self.eng.poison(e);
+        }
+        r
+    }
+
     /// Creates a pool file of `size` bytes; the file must not exist.
     pub fn create(
         path: impl AsRef<Path>,
@@ -183,7 +254,7 @@ impl Pool {
         let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
             dom.set_latency(cfg.nvm_latency);
             write_header(&dom, &hdr)?;
-            Engine::start(dom, path, layout).map(|eng| Pool { eng })
+            Engine::start(dom, path, layout, cfg.write_back).map(Pool::start)
         });
         if r.is_err() {
             let _ = std::fs::remove_file(path);
@@ -208,7 +279,7 @@ impl Pool {
         };
         let mut dom = Domain::map(path, f, backend)?;
         dom.set_latency(opts.nvm_latency);
-        Engine::start(dom, path, layout).map(|eng| Pool { eng })
+        Engine::start(dom, path, layout, opts.write_back).map(Pool::start)
     }
 
     /// Opens the pool file at `path` if there is one, else creates it with
@@ -232,7 +303,8 @@ impl Pool {
     /// Closes the pool cleanly (a checkpoint under no-force, then an empty
     /// log), returning what went wrong; dropping the pool does the same and
     /// ignores errors. Whatever is left, the next open recovers.
-    pub fn close(self) -> Result<(), Error> {
+    pub fn close(mut self) -> Result<(), Error> {
+        self.stop_write_back();
         let r = self.eng.clean_close();
         // Done: the drop that follows must not repeat it.
         let _ = self.eng.poisoned.set("closed".into());
@@ -243,8 +315,13 @@ impl Pool {
     /// and crash images.
     pub(crate) fn from_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
-        Engine::start(Domain::sim_from_image(image), Path::new("<image>"), layout)
-            .map(|eng| Pool { eng })
+        Engine::start(
+            Domain::sim_from_image(image),
+            Path::new("<image>"),
+            layout,
+            WriteBack::default(),
+        )
+        .map(Pool::start)
     }
 
     /// Runs `f` as one transaction. If `f` returns `Ok`, the transaction
@@ -310,15 +387,14 @@ impl Pool {
         self.eng.usable()?;
         let mut v = T::zeroed();
         self.eng
-            .dom
-            .read(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
+            .read_committed(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
     }
 
     /// Reads bytes at a pool offset.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.eng.usable()?;
-        self.eng.dom.read(off, buf)
+        self.eng.read_committed(off, buf)
     }
 
     /// The root object, if one was created (see [`Tx::root`]).
@@ -365,7 +441,11 @@ impl Pool {
     /// Sets the log fill fraction (0..1] that triggers an automatic
     /// checkpoint after a no-force commit (default 0.5).
     pub fn set_checkpoint_fill(&mut self, fill: f64) {
-        self.eng.checkpoint_fill = fill.clamp(0.0, 1.0);
+        // Shared only with a redo-async pool's write-back thread, and that
+        // policy has no checkpoints.
+        if let Some(eng) = Arc::get_mut(&mut self.eng) {
+            eng.checkpoint_fill = fill.clamp(0.0, 1.0);
+        }
     }
 }
 
@@ -378,7 +458,7 @@ impl Pool {
         let hdr = plan(layout, size, &cfg.clone().backend(Backend::Sim))?;
         let dom = Domain::sim(size as usize);
         write_header(&dom, &hdr)?;
-        Engine::start(dom, Path::new("<sim>"), layout).map(|eng| Pool { eng })
+        Engine::start(dom, Path::new("<sim>"), layout, cfg.write_back).map(Pool::start)
     }
 
     /// Opens a pool image (a crash image, say) in a simulated domain.
@@ -390,7 +470,7 @@ impl Pool {
     /// arm a capture on the domain first).
     pub fn open_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
-        Engine::start(dom, Path::new("<sim>"), layout).map(|eng| Pool { eng })
+        Engine::start(dom, Path::new("<sim>"), layout, WriteBack::default()).map(Pool::start)
     }
 
     /// The region geometry.
@@ -405,14 +485,34 @@ impl Pool {
 
     /// Disables one ordering point of the engine (crash-test mutations).
     pub fn set_mutation(&mut self, site: Option<crate::persist::Site>) {
-        self.eng.dom.set_mutation(site);
+        // Simulated pools have no write-back thread to share the engine.
+        if let Some(eng) = Arc::get_mut(&mut self.eng) {
+            eng.dom.set_mutation(site);
+        }
     }
 
     /// Drops the handle as a crash would: no checkpoint and no log
     /// clearing, so the next open runs recovery. The file and its lock are
     /// released (unlike `std::mem::forget`, which would keep the pool in use).
-    pub fn crash(self) {
+    pub fn crash(mut self) {
         let _ = self.eng.poisoned.set("simulated crash".into());
+        self.stop_write_back();
+    }
+
+    /// Committed transactions whose values wait for write-back
+    /// (redo-async; 0 otherwise).
+    pub fn write_back_pending(&self) -> usize {
+        self.eng.write_back.as_ref().map_or(0, |wb| wb.pending())
+    }
+
+    /// One step of the redo-async write-back (the crash explorer runs them
+    /// as steps of its programs on the simulated domain); `false` when the
+    /// cache was empty, and under the other policies.
+    pub fn write_back_step(&self) -> Result<bool, Error> {
+        match &self.eng.write_back {
+            Some(wb) => wb.step(&self.eng, false),
+            None => Ok(false),
+        }
     }
 }
 
@@ -423,6 +523,13 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
             what: "pool size",
             value: size.to_string(),
             expected: "at least 1 MiB",
+        });
+    }
+    if size >= MAX_POOL {
+        return Err(Error::InvalidConfig {
+            what: "pool size",
+            value: size.to_string(),
+            expected: "below 256 TiB (log cells hold 48-bit offsets)",
         });
     }
     let cells = match cfg.log {
@@ -500,6 +607,7 @@ impl Drop for Pool {
     /// recovery finds finished. Errors are ignored: whatever is left is
     /// recovered at the next open.
     fn drop(&mut self) {
+        self.stop_write_back();
         let _ = self.eng.clean_close();
     }
 }

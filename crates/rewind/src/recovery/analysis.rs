@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::check_target;
 use crate::error::Error;
 use crate::format::layout::Layout;
-use crate::format::record::{clr, END_COMMITTED, IN_COMMIT_GROUP};
+use crate::format::record::{
+    clr, group_checksum, END_COMMITTED, END_ONE_FENCE, IN_COMMIT_GROUP, ONE_FENCE_PAYLOAD,
+};
 use crate::log::{Kind, Record, Scanned};
 
 /// Where a transaction stood at the crash.
@@ -52,6 +54,14 @@ pub(super) struct Analysis {
     /// group size its END records.
     group: HashMap<u64, u64>,
     group_end: HashMap<u64, u64>,
+    /// Per transaction: the (lsn, CRC) of its commit group's records, for
+    /// a one-fence END's checksum.
+    group_sums: HashMap<u64, Vec<(u64, u32)>>,
+    /// Records per transaction, END and ROLLBACK aside.
+    records: HashMap<u64, u64>,
+    /// Redo-async's Log Start: committed groups whose END is at or below
+    /// it are in place.
+    pub(super) log_start: u64,
 }
 
 impl Analysis {
@@ -84,16 +94,48 @@ impl Analysis {
             .is_some_and(|(&off, &(size, lsn))| r.target < off + size && lsn > r.lsn)
     }
 
+    /// Whether all of `tx`'s records found are REDO records of its commit
+    /// group (a redo transaction with nothing logged before its commit).
+    pub(super) fn only_redo(&self, tx: u64) -> bool {
+        let redo = self.group_sums.get(&tx).map_or(0, |v| v.len() as u64);
+        redo > 0 && self.records.get(&tx).copied() == Some(redo)
+    }
+
     /// A Batch commit makes END valid before its last group's stores. The
     /// group is redone under force only while every record of it is still
     /// in the log: its records are cleared after those stores are durable,
     /// so a missing one proves they are (and redoing a subset could replay
     /// an old value without the newer one that superseded it).
     pub(super) fn whole_group(&self, tx: u64) -> bool {
-        self.group_end
-            .get(&tx)
-            .is_some_and(|&n| n > 0 && self.group.get(&tx) == Some(&n))
+        // Written back by redo-async, and maybe partly cleared since.
+        let in_place = self.table.get(&tx).is_some_and(|e| e.end <= self.log_start);
+        !in_place
+            && self
+                .group_end
+                .get(&tx)
+                .is_some_and(|&n| n > 0 && self.group.get(&tx) == Some(&n))
     }
+}
+
+/// A one-fence END's commit sequence number (checked to increase in log
+/// order) and checksum.
+fn one_fence_end(r: &Record, last_csn: &mut u64) -> Result<(u64, u64), Error> {
+    let corrupt = |reason| Error::LogCorrupt {
+        offset: r.lsn,
+        reason,
+    };
+    if r.new.len() != ONE_FENCE_PAYLOAD {
+        return Err(corrupt(
+            "a one-fence END without its sequence number and checksum",
+        ));
+    }
+    let word = |o: usize| u64::from_le_bytes(r.new[o..o + 8].try_into().expect("8"));
+    let (csn, sum) = (word(0), word(8));
+    if csn <= *last_csn || csn >= r.lsn {
+        return Err(corrupt("commit sequence numbers out of order"));
+    }
+    *last_csn = csn;
+    Ok((csn, sum))
 }
 
 /// The forward pass.
@@ -105,7 +147,13 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
         reborn: BTreeMap::new(),
         group: HashMap::new(),
         group_end: HashMap::new(),
+        group_sums: HashMap::new(),
+        records: HashMap::new(),
+        log_start: 0,
     };
+    // The last one-fence commit's sequence number: they increase in log
+    // order, the order recovery redoes them in.
+    let mut last_csn = 0;
     for s in records {
         let r = &s.rec;
         check_target(l, r)?;
@@ -126,14 +174,44 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
                 a.bound = a.bound.max(r.aux);
                 continue;
             }
+            // What a rollback would walk: not END, nor ROLLBACK (which an
+            // interrupted recovery's rollback of a torn commit writes).
+            Kind::End | Kind::Rollback => {}
+            _ => *a.records.entry(r.tx).or_default() += 1,
+        }
+        match r.kind {
             Kind::Alloc => {
                 a.reborn.insert(r.target, (r.aux, r.lsn));
             }
             Kind::Update | Kind::Redo if r.flags & IN_COMMIT_GROUP != 0 => {
                 *a.group.entry(r.tx).or_default() += 1;
+                if r.kind == Kind::Redo {
+                    a.group_sums.entry(r.tx).or_default().push((r.lsn, r.crc));
+                }
             }
             Kind::End if r.flags == END_COMMITTED => {
                 a.group_end.insert(r.tx, r.aux);
+            }
+            Kind::End if r.flags == END_COMMITTED | END_ONE_FENCE => {
+                let csn = one_fence_end(r, &mut last_csn)?;
+                // Whole only with every record of the group, and exactly
+                // them: the records just before END, matching its checksum.
+                // Otherwise the commit was torn (or its records were
+                // cleared after their stores were durable): not redone.
+                let sums = a.group_sums.get(&r.tx).map_or(&[][..], |v| &v[..]);
+                let whole = sums.len() as u64 == r.aux
+                    && sums
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &(lsn, _))| lsn + (sums.len() - i) as u64 == r.lsn)
+                    && group_checksum(sums.iter().copied()) == csn.1;
+                a.group_end.insert(r.tx, if whole { r.aux } else { 0 });
+                if a.records.get(&r.tx).copied().unwrap_or(0) != sums.len() as u64 {
+                    return Err(Error::LogCorrupt {
+                        offset: r.lsn,
+                        reason: "a one-fence commit of a transaction with other records",
+                    });
+                }
             }
             _ => {}
         }
@@ -151,7 +229,7 @@ pub(super) fn analyse(l: &Layout, records: &[Scanned]) -> Result<Analysis, Error
             Kind::Rollback => e.status = Status::Aborting,
             Kind::End => {
                 e.end = r.lsn;
-                e.status = if r.flags == END_COMMITTED {
+                e.status = if r.flags & END_COMMITTED != 0 {
                     Status::Committed
                 } else {
                     Status::Aborted

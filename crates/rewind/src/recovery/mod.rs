@@ -148,12 +148,14 @@ pub(crate) fn recover(
     log: &Log,
     records: &[Scanned],
     policy: Policy,
+    log_start: u64,
 ) -> Result<RecoveryReport, Error> {
     let mut report = RecoveryReport {
         records: records.len() as u64,
         ..Default::default()
     };
     let mut a = analysis::analyse(l, records)?;
+    a.log_start = log_start;
     report.committed = a.committed();
     // Blocks whose allocation bits recovery rewrites, by chunk: only their
     // bitmap parity may have been torn by the crash (see alloc::table).

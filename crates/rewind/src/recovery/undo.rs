@@ -34,6 +34,7 @@ pub(super) fn undo(
     let mut todo = BinaryHeap::new();
     let mut placed = Vec::new();
     for &tx in &losers {
+        let only_redo = a.only_redo(tx);
         let e = a.table.get_mut(&tx).expect("loser is in the table");
         let mut chain = Reservation::none(e.last);
         if e.status == Status::Running {
@@ -42,7 +43,11 @@ pub(super) fn undo(
             log.append(d, &[rb], &mut placed, &mut chain)?;
         }
         chains.insert(tx, chain);
-        todo.push((e.last, tx));
+        // REDO records are never undone, and a torn one-fence commit may
+        // have lost any of them: its chain is not walked.
+        if !only_redo {
+            todo.push((e.last, tx));
+        }
     }
     let mut undone = 0;
     while let Some((lsn, tx)) = todo.pop() {

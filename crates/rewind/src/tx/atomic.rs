@@ -26,6 +26,9 @@ pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<(), E
     let unlogged = !eng.durability.keeps_records();
     if unlogged && matches!(n, 1 | 2 | 4 | 8) && off.is_multiple_of(n) {
         let d = &eng.dom;
+        // Redo-async: no committed value waiting in the write cache may
+        // later be written over this one.
+        eng.before_store(off, n)?;
         return eng.log.fenced_write(d, || {
             d.store_word(off, bytes)?;
             d.flush_at(off, n, sites::ATOMIC_FLUSH)?;

@@ -8,7 +8,7 @@
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::layout::MAX_RECORD_DATA;
-use crate::format::record::IN_COMMIT_GROUP;
+use crate::format::record::{IN_COMMIT_GROUP, ONE_FENCE_PAYLOAD};
 use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
 use crate::persist::sites;
 use crate::policy::Ended;
@@ -31,6 +31,9 @@ pub(super) enum UndoKind {
     /// DELETE: mark the block allocated.
     Delete { off: u64, size: u64 },
 }
+
+/// A one-fence END's payload before the log fills it in.
+static ONE_FENCE_BLANK: [u8; ONE_FENCE_PAYLOAD] = [0; ONE_FENCE_PAYLOAD];
 
 /// Drafts of a group built on the stack: a Batch group of up to 64
 /// records and its END.
@@ -198,8 +201,16 @@ impl TxLog {
                     g.bytes[p.at + p.len..p.at + 2 * p.len].copy_from_slice(new);
                     return r;
                 }
-                // A new entry: its record's log space is held now.
-                eng.log.reserve_redo(&eng.dom, new.len(), res)?;
+                // A new entry: its record's log space is held now. Under
+                // redo-async the log may be full of groups waiting for
+                // write-back: written back, their records make room.
+                match eng.log.reserve_redo(&eng.dom, new.len(), res) {
+                    Err(Error::LogFull { .. }) if eng.write_back.is_some() => {
+                        eng.sync()?;
+                        eng.log.reserve_redo(&eng.dom, new.len(), res)?;
+                    }
+                    r => r?,
+                }
                 g.index.insert((off, new.len()), g.pending.len());
                 if !new.is_empty() {
                     g.lines.extend(off / 64..=(off + new.len() as u64 - 1) / 64);
@@ -238,11 +249,26 @@ impl TxLog {
     /// Appends drafts (made persistent and valid by the log), remembering
     /// their cells and, for forward records, what undoes them.
     pub(super) fn append(&mut self, eng: &Engine, drafts: &[Draft<'_>]) -> Result<(), Error> {
+        self.append_as(eng, drafts, false)
+    }
+
+    /// [`append`](Self::append), or with `one_fence` a one-fence commit
+    /// group (see [`crate::log::Log::append_commit`]).
+    fn append_as(
+        &mut self,
+        eng: &Engine,
+        drafts: &[Draft<'_>],
+        one_fence: bool,
+    ) -> Result<(), Error> {
         self.placed.clear();
         let mut prev = self.res.last;
-        let mut r = eng
-            .log
-            .append(&eng.dom, drafts, &mut self.placed, &mut self.res);
+        let mut r = if one_fence {
+            eng.log
+                .append_commit(&eng.dom, drafts, &mut self.placed, &mut self.res)
+        } else {
+            eng.log
+                .append(&eng.dom, drafts, &mut self.placed, &mut self.res)
+        };
         if matches!(r, Err(Error::LogFull { .. }))
             && eng.durability.keeps_records()
             && !self.committing
@@ -300,6 +326,11 @@ impl TxLog {
         g.lines.clear();
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
+        // Redo-async: the bytes these UPDATEs change in place must hold
+        // their committed values first (see `engine::write_back`).
+        for p in pending.iter().filter(|_| g.redo && !redo) {
+            eng.before_store(p.target, p.len as u64)?;
+        }
         // Old values, read together so their cache misses overlap, then
         // overlaid with the earlier writes of the group to the same bytes.
         for p in pending.iter().filter(|_| !redo) {
@@ -366,14 +397,26 @@ impl TxLog {
                 *d = Draft::update(self.id, p.target, &bytes[p.at..p.at + p.len], new);
             }
         }
+        // A redo commit of a transaction with nothing else in the log goes
+        // out under one fence (its END carries a checksum of the group);
+        // one with earlier records (a savepoint's, an allocation's) makes
+        // END valid only after the records, as a Batch group does, so that
+        // recovery never takes a torn commit for a finished transaction
+        // whose other records must then stay.
+        let one_fence = redo && self.cells.is_empty() && eng.log.variant().one_fence();
         if commit {
             for d in &mut drafts[..n] {
                 d.flags = IN_COMMIT_GROUP;
             }
-            drafts[n] = Draft::end(self.id, true, n as u64);
+            drafts[n] = if one_fence {
+                // The payload is filled in by the log.
+                Draft::end_one_fence(self.id, n as u64, &ONE_FENCE_BLANK)
+            } else {
+                Draft::end(self.id, true, n as u64)
+            };
         }
         let drafts: &[Draft<'_>] = drafts;
-        let mut r = self.append(eng, drafts).map(|_| None);
+        let mut r = self.append_as(eng, drafts, one_fence).map(|_| None);
         self.runs = runs;
         self.merged = merged;
         if r.is_ok() {
@@ -382,8 +425,21 @@ impl TxLog {
                 self.cells.pop();
                 r = Ok(self.placed.last().copied());
             }
-            for p in &pending {
-                self.apply(eng, p.target, &bytes[p.at + p.len..p.at + 2 * p.len])?;
+            match (&eng.write_back, &r) {
+                // Redo-async: durable now; the values go to the write
+                // cache, which releases the records once they are in place.
+                (Some(wb), Ok(Some(end))) if redo => {
+                    let values = pending
+                        .iter()
+                        .map(|p| (p.target, &bytes[p.at + p.len..p.at + 2 * p.len]));
+                    wb.insert(eng, values, &self.cells, *end)?;
+                    self.cells.clear();
+                }
+                _ => {
+                    for p in &pending {
+                        self.apply(eng, p.target, &bytes[p.at + p.len..p.at + 2 * p.len])?;
+                    }
+                }
             }
         }
         // Keep the buffers' capacity for the next group.
@@ -410,7 +466,9 @@ impl TxLog {
         let d = &eng.dom;
         let end = if committed && self.group.is_some() {
             let end = self.log_group(eng, true)?.expect("END was appended");
-            if clear {
+            if clear && eng.write_back.is_some() && self.group.as_ref().is_some_and(|g| g.redo) {
+                // The write cache holds the records until write-back.
+            } else if clear {
                 d.fence_at(sites::TX_COMMIT_STORES)?;
                 eng.log.release_later(d, &self.cells, end.cell)?;
                 self.cells.clear();

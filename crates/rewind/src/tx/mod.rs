@@ -148,7 +148,7 @@ impl<'p> Tx<'p> {
 
     /// Reads bytes, seeing this transaction's own writes.
     pub fn read_bytes(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
-        self.eng.dom.read(off, buf)?;
+        self.eng.read_committed(off, buf)?;
         self.log.overlay(off, buf);
         Ok(())
     }
@@ -172,6 +172,7 @@ impl<'p> Tx<'p> {
             // Memory this transaction allocated: no undo needed (the ALLOC
             // record frees it); flushed now so commit's fence covers it.
             let d = &self.eng.dom;
+            self.eng.before_store(off, bytes.len() as u64)?;
             d.store(off, bytes)?;
             return d.flush_at(off, bytes.len() as u64, sites::TX_FRESH_FLUSH);
         }
@@ -231,7 +232,7 @@ impl<'p> Tx<'p> {
     fn free_logged(&mut self, off: u64) -> Result<(), Error> {
         let eng = self.eng;
         // Checked before anything is logged, so a bad free does not doom.
-        if off != 0 && crate::engine::root_words(&eng.dom)?.0 == off {
+        if off != 0 && eng.root_words()?.0 == off {
             return Err(Error::InvalidFree {
                 offset: off,
                 reason: "the root object cannot be freed",
@@ -336,6 +337,7 @@ impl<'p> Tx<'p> {
 
 fn zero(eng: &Engine, off: u64, size: u64) -> Result<(), Error> {
     const Z: [u8; 4096] = [0; 4096];
+    eng.before_store(off, size)?;
     let mut done = 0;
     while done < size {
         let n = (size - done).min(Z.len() as u64);
