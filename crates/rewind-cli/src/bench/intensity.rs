@@ -92,6 +92,9 @@ impl Subject {
                     Ok::<_, rewind::Error>(())
                 })
                 .map_err(|e| CliError::rewind(format!("{} transaction", self.name))(e))?;
+                // Redo-async: done when write-back has caught up.
+                pool.sync()
+                    .map_err(|e| CliError::rewind(format!("{} sync", self.name))(e))?;
             }
         }
         Ok(start.elapsed())

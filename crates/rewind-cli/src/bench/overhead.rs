@@ -229,9 +229,13 @@ fn subjects(dir: &Path, m: u64, k: u64, latency: NvmLatency) -> Result<Vec<Subje
 }
 
 impl Subject {
-    /// Runs the transactions of `seq`; returns the time and the counters
-    /// spent (`None` where they cannot be counted: PMDK).
-    fn measure(&mut self, seq: &Sequence) -> Result<(Duration, Option<Counters>), CliError> {
+    /// Runs the transactions of `seq`; returns the time (until every
+    /// committed value is in place: redo-async's write-back included), the
+    /// time until the last commit returned, and the counters spent.
+    fn measure(
+        &mut self,
+        seq: &Sequence,
+    ) -> Result<(Duration, Duration, Option<Counters>), CliError> {
         // The C loop's indices are checked here, outside the measurement.
         #[cfg(feature = "peers")]
         let checked = cloop::Checked::new(&seq.idx, seq.k, seq.bound)
@@ -245,6 +249,7 @@ impl Subject {
         #[cfg(feature = "peers")]
         let mut counts = [0u64; 2];
         let start = Instant::now();
+        let mut commits = None;
         match &mut self.inner {
             System::Dram(v) => {
                 debug_assert!(seq.bound <= v.len() as u64);
@@ -278,6 +283,10 @@ impl Subject {
                     })
                     .map_err(|e| CliError::rewind(format!("{config} transaction"))(e))?;
                 }
+                // A run has not finished while write-back is behind.
+                commits = Some(start.elapsed());
+                pool.sync()
+                    .map_err(|e| CliError::rewind(format!("{config} sync"))(e))?;
             }
             System::Atomic { pool, data } => {
                 for (t, ix) in seq.txs() {
@@ -305,6 +314,7 @@ impl Subject {
             }
         }
         let elapsed = start.elapsed();
+        let commits = commits.unwrap_or(elapsed);
         let spent = match &self.inner {
             // The plain C loop's are computed: it makes exactly K clwb and
             // one sfence per transaction. The other one counts them.
@@ -321,7 +331,7 @@ impl Subject {
             }
             _ => self.counters().zip(before).map(|(a, b)| a.since(&b)),
         };
-        Ok((elapsed, spent))
+        Ok((elapsed, commits, spent))
     }
 
     /// The counters so far, where this system has them.
@@ -341,7 +351,10 @@ struct Result1 {
     system: &'static str,
     config: String,
     k: u64,
+    /// Until every committed value is in place (sustained throughput).
     us_per_tx: f64,
+    /// Until the last commit returned (redo-async's commit latency).
+    commit_us_per_tx: f64,
     /// `None` where not counted (PMDK).
     fences_per_tx: Option<f64>,
     flushes_per_tx: Option<f64>,
@@ -351,6 +364,8 @@ struct Result1 {
     ratio_vs_nolog: f64,
     /// Median over rounds of pmdk's time / this round's time (when pmdk ran).
     speed_vs_pmdk: Option<f64>,
+    /// The same with this system's time until its last commit returned.
+    commit_speed_vs_pmdk: Option<f64>,
     /// persist-nolog only: median over rounds of its time / the plain C
     /// loop's (when the C loops ran).
     ratio_vs_c_loop: Option<f64>,
@@ -392,13 +407,15 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             bar.inc(1);
         }
         let mut times = vec![Vec::new(); subjects.len()];
+        let mut commit_times = vec![Vec::new(); subjects.len()];
         let mut counters = vec![Some(Counters::default()); subjects.len()];
         for round in 0..ROUNDS {
             let seq = Sequence::random(m, k, n, k * 1000 + round as u64);
             for (s, subject) in subjects.iter_mut().enumerate() {
                 bar.set_message(format!("K={k} {}", subject.config));
-                let (t, c) = subject.measure(&seq)?;
+                let (t, ct, c) = subject.measure(&seq)?;
                 times[s].push(t);
+                commit_times[s].push(ct);
                 counters[s] = counters[s].zip(c).map(|(a, b)| a + b);
                 bar.inc(1);
             }
@@ -422,6 +439,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 k,
                 ratio_vs_nolog: nolog.map_or(f64::NAN, |b| median_ratio(&times[s], &times[b])),
                 speed_vs_pmdk: pmdk.map(|p| median_ratio(&times[p], &times[s])),
+                commit_speed_vs_pmdk: pmdk.map(|p| median_ratio(&times[p], &commit_times[s])),
                 ratio_vs_c_loop: c_loop
                     .filter(|_| Some(s) == nolog)
                     .map(|c| median_ratio(&times[s], &times[c])),
@@ -429,6 +447,9 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                     .filter(|_| Some(s) == nolog)
                     .map(|c| median_ratio(&times[s], &times[c])),
                 us_per_tx: median(times[s].iter().map(Duration::as_secs_f64).collect()) * 1e6
+                    / n as f64,
+                commit_us_per_tx: median(commit_times[s].iter().map(Duration::as_secs_f64).collect())
+                    * 1e6
                     / n as f64,
                 fences_per_tx: per_tx(&counters[s], |c| c.fences),
                 flushes_per_tx: per_tx(&counters[s], |c| c.flushed_lines + c.nt_lines),
@@ -444,8 +465,40 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         rows: rows(&results),
     };
     print_table(&report);
+    print_async(&report);
     print_c_loop_check(&report);
     super::write_results(&report, out, &chart(&report))
+}
+
+/// Redo-async's commit latency beside its sustained time (the table's,
+/// which waits for write-back to finish).
+fn print_async(report: &Report) {
+    let async_configs: Vec<String> = configs(report)
+        .into_iter()
+        .filter(|(s, c)| s == "rewind" && c.ends_with("redo-async"))
+        .map(|(_, c)| c)
+        .collect();
+    if async_configs.is_empty() {
+        return;
+    }
+    println!("  redo-async: us/tx until the last commit returned / until write-back finished");
+    for c in async_configs {
+        let mut line = format!("    {c:<28}");
+        for k in KS {
+            let param = format!("K={k}");
+            let v = |m: &str| report.value("rewind", &c, &param, m).unwrap_or(f64::NAN);
+            line.push_str(&format!(
+                "  K={k}: {:.3} / {:.3}",
+                v("commit_us_per_tx"),
+                v("us_per_tx")
+            ));
+            if let Some(p) = report.value("rewind", &c, &param, "commit_speed_vs_pmdk") {
+                line.push_str(&format!(" ({p:.2}× pmdk by commit latency)"));
+            }
+        }
+        println!("{line}");
+    }
+    println!();
 }
 
 /// persist-nolog against the C loops (peers only): the Rust baseline
@@ -500,11 +553,13 @@ fn rows(results: &[Result1]) -> Vec<Row> {
         let param = format!("K={}", r.k);
         for (metric, value, unit) in [
             ("us_per_tx", Some(r.us_per_tx), "us"),
+            ("commit_us_per_tx", Some(r.commit_us_per_tx), "us"),
             ("fences_per_tx", r.fences_per_tx, "count"),
             ("flushes_per_tx", r.flushes_per_tx, "lines"),
             ("nvm_writes_per_tx", r.nvm_writes_per_tx, "writes"),
             ("ratio_vs_nolog", Some(r.ratio_vs_nolog), "x"),
             ("speed_vs_pmdk", r.speed_vs_pmdk, "x"),
+            ("commit_speed_vs_pmdk", r.commit_speed_vs_pmdk, "x"),
             ("ratio_vs_c_loop", r.ratio_vs_c_loop, "x"),
             ("ratio_vs_c_loop_counted", r.ratio_vs_c_loop_counted, "x"),
         ] {

@@ -11,17 +11,19 @@
 //!   n = 4, 8, 16.
 //!
 //! Configurations: Batch force, Batch no-force (checkpoints as the pool
-//! decides), and Batch redo (synchronous write-back). ReDU's asynchronous
-//! write-back (eager and LRU) is not built yet, so its rows are absent.
-//! Rounds alternate over configurations; each figure is the median of the
-//! rounds, the counters per transaction exact.
+//! decides), Batch redo (synchronous write-back), and Batch redo-async
+//! with eager and with LRU write-back (1,024 lines). A run's time ends when
+//! every committed value is in place (`Pool::sync`): write-back that is
+//! still behind is part of the work. Rounds alternate over configurations;
+//! each figure is the median of the rounds, the counters per transaction
+//! exact.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{Backend, Counters, LogVariant, Policy, PoolConfig};
+use rewind::{Backend, Counters, LogVariant, Policy, PoolConfig, WriteBack};
 
 use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
@@ -70,10 +72,16 @@ const WORKS: [Work; 9] = [
 ];
 
 /// The configurations, by name.
-const CONFIGS: [(&str, Policy); 3] = [
-    ("batch-force", Policy::Force),
-    ("batch-no-force", Policy::NoForce),
-    ("batch-redo", Policy::Redo),
+const CONFIGS: [(&str, Policy, WriteBack); 5] = [
+    ("batch-force", Policy::Force, WriteBack::Eager),
+    ("batch-no-force", Policy::NoForce, WriteBack::Eager),
+    ("batch-redo", Policy::Redo, WriteBack::Eager),
+    ("batch-redo-async", Policy::RedoAsync, WriteBack::Eager),
+    (
+        "batch-redo-lru",
+        Policy::RedoAsync,
+        WriteBack::Lru { lines: 1024 },
+    ),
 ];
 
 /// Transactions per run (for an object of 1 KiB or less), rounds.
@@ -88,13 +96,13 @@ fn sizes(scale: Scale) -> (u64, usize) {
 /// Transactions of `work` on a fresh pool: the time and counters.
 fn run_once(
     dir: &Path,
-    config: (&str, Policy),
+    config: (&str, Policy, WriteBack),
     work: Work,
     txs: u64,
     ctx: &Ctx,
     seed: u64,
 ) -> Result<(Duration, Counters), CliError> {
-    let (name, policy) = config;
+    let (name, policy, write_back) = config;
     let words = OBJECTS * work.object() / 8;
     // Room for the largest transaction's records (two values per word
     // under undo) several times over, and the objects.
@@ -102,6 +110,7 @@ fn run_once(
     let cfg = PoolConfig::default()
         .log(LogVariant::Batch)
         .policy(policy)
+        .write_back(write_back)
         .backend(Backend::Pmem)
         .nvm_latency(ctx.latency);
     let (pool, data) = super::array_pool(dir, name, LAYOUT, size, &cfg, words)?;
@@ -145,6 +154,9 @@ fn run_once(
         // The message is built only on failure.
         .map_err(|e| CliError::rewind(format!("{name} {}", work.name()))(e))?;
     }
+    // Redo-async: the run ends when write-back has caught up.
+    pool.sync()
+        .map_err(|e| CliError::rewind(format!("{name} sync"))(e))?;
     let time = start.elapsed();
     let counters = pool.counters().since(&before);
     drop(pool);
@@ -164,7 +176,7 @@ struct Result1 {
 pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let (base_txs, rounds) = sizes(ctx.scale);
     println!(
-        "bench redu (ReDU Fig. 10, in software): one durable transaction per append (an S-byte object written 8 bytes at a time, in order), swap (two S-byte objects exchanged) or rand(n) (one word in each of n random objects); batch log, force, no-force and redo (synchronous write-back); median of {rounds} alternating rounds{}",
+        "bench redu (ReDU Fig. 10, in software): one durable transaction per append (an S-byte object written 8 bytes at a time, in order), swap (two S-byte objects exchanged) or rand(n) (one word in each of n random objects); batch log, force, no-force, redo (synchronous write-back) and redo-async (eager and LRU write-back, timed until write-back finishes); median of {rounds} alternating rounds{}",
         super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
@@ -190,7 +202,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut results = Vec::new();
     for (w, &work) in WORKS.iter().enumerate() {
         let txs = txs_of(work) as f64;
-        for (c, &(config, _)) in CONFIGS.iter().enumerate() {
+        for (c, &(config, _, _)) in CONFIGS.iter().enumerate() {
             let us = times[w][c].iter().map(|t| t.as_secs_f64() * 1e6 / txs);
             results.push(Result1 {
                 config,
@@ -235,7 +247,7 @@ fn rows(results: &[Result1]) -> Vec<Row> {
 fn print_table(results: &[Result1]) {
     println!();
     let mut head = format!("  {:<12}", "workload");
-    for (c, _) in CONFIGS {
+    for (c, _, _) in CONFIGS {
         head.push_str(&format!(" | {:>38}", c));
     }
     println!("{head}");
@@ -250,7 +262,7 @@ fn print_table(results: &[Result1]) {
     );
     for work in WORKS {
         let mut line = format!("  {:<12}", work.name());
-        for (c, _) in CONFIGS {
+        for (c, _, _) in CONFIGS {
             let r = results
                 .iter()
                 .find(|r| r.work == work && r.config == c)
@@ -267,7 +279,7 @@ fn print_table(results: &[Result1]) {
 
 fn chart(results: &[Result1]) -> String {
     let groups: Vec<String> = WORKS.iter().map(|w| w.name()).collect();
-    let series: Vec<String> = CONFIGS.iter().map(|(c, _)| c.to_string()).collect();
+    let series: Vec<String> = CONFIGS.iter().map(|(c, _, _)| c.to_string()).collect();
     let value = |g: usize, s: usize| {
         results
             .iter()
