@@ -223,6 +223,20 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         Ok(self.header(tx)?.len)
     }
 
+    /// Levels of the tree: 1 while the root is a leaf (committed state).
+    pub fn height(&self, pool: &Pool) -> Result<u32> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut node = Node::<K, V>::load(&mut m, &h.geo, h.root)?;
+        for height in 1..=MAX_DEPTH as u32 {
+            if node.leaf {
+                return Ok(height);
+            }
+            node = Node::load(&mut m, &h.geo, node.kids[0])?;
+        }
+        Err(crate::error::corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
+    }
+
     /// The value of `k` (committed state).
     pub fn get(&self, pool: &Pool, k: &K) -> Result<Option<V>> {
         self.get_in(&mut { pool }, k)
