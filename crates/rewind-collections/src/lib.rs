@@ -57,11 +57,11 @@
 
 mod btree;
 mod error;
-// mod hash;
+mod hash;
 mod mem;
-// mod vec;
+mod vec;
 
 pub use btree::{BTreeMap, Iter, DEFAULT_FANOUT, MAX_FANOUT, MIN_FANOUT};
 pub use error::{Error, Result};
-// pub use hash::HashMap;
-// pub use vec::Vec;
+pub use hash::HashMap;
+pub use vec::Vec;

@@ -7,12 +7,12 @@
 //! Every program runs under two configurations: the defaults (Batch log,
 //! force) and the Optimized log with no-force.
 
-use std::collections::BTreeMap as StdBTreeMap;
+use std::collections::{BTreeMap as StdBTreeMap, HashMap as StdHashMap};
 use std::path::Path;
 
 use proptest::prelude::*;
 use rewind::{LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
-use rewind_collections::{BTreeMap, Error};
+use rewind_collections::{BTreeMap, Error, HashMap, Vec as PVec};
 
 const POOL: u64 = 16 << 20;
 
@@ -33,6 +33,8 @@ fn aborted() -> Error {
 #[repr(C)]
 struct Root {
     map: PPtr<BTreeMap<u32, u64>>,
+    vec: PPtr<PVec<u64>>,
+    hash: PPtr<HashMap<u32, u64>>,
 }
 
 #[derive(Clone, Debug)]
@@ -76,7 +78,13 @@ fn run_map(path: &Path, cfg: &PoolConfig, fanout: usize, prog: &[(Vec<MapOp>, bo
         .transaction(|tx| {
             let map = BTreeMap::<u32, u64>::create_with_fanout(tx, fanout)?;
             let root = tx.root::<Root>()?;
-            tx.write(root, &Root { map: map.as_ptr() })?;
+            tx.write(
+                root,
+                &Root {
+                    map: map.as_ptr(),
+                    ..Zeroable::zeroed()
+                },
+            )?;
             Ok::<_, Error>(map)
         })
         .unwrap();
@@ -131,6 +139,165 @@ fn run_map(path: &Path, cfg: &PoolConfig, fanout: usize, prog: &[(Vec<MapOp>, bo
     pool.close().unwrap();
 }
 
+#[derive(Clone, Debug)]
+enum VecOp {
+    Push(u64),
+    Pop,
+    Set(u64, u64),
+    Get(u64),
+    Clear,
+}
+
+fn vec_op() -> impl Strategy<Value = VecOp> {
+    prop_oneof![
+        8 => any::<u64>().prop_map(VecOp::Push),
+        3 => Just(VecOp::Pop),
+        2 => (0..40u64, any::<u64>()).prop_map(|(i, v)| VecOp::Set(i, v)),
+        2 => (0..40u64).prop_map(VecOp::Get),
+        1 => Just(VecOp::Clear),
+    ]
+}
+
+fn run_vec(path: &Path, cfg: &PoolConfig, prog: &[(Vec<VecOp>, bool)]) {
+    let pool = Pool::create(path, "model", POOL, cfg).unwrap();
+    let v = pool
+        .transaction(|tx| {
+            let v = PVec::<u64>::create(tx)?;
+            let root = tx.root::<Root>()?;
+            tx.write(
+                root,
+                &Root {
+                    vec: v.as_ptr(),
+                    ..Zeroable::zeroed()
+                },
+            )?;
+            Ok::<_, Error>(v)
+        })
+        .unwrap();
+    let mut model: Vec<u64> = Vec::new();
+    for (ops, abort) in prog {
+        let mut next = model.clone();
+        let r = pool.transaction(|tx| {
+            for op in ops {
+                match *op {
+                    VecOp::Push(x) => {
+                        v.push(tx, x)?;
+                        next.push(x);
+                    }
+                    VecOp::Pop => assert_eq!(v.pop(tx)?, next.pop()),
+                    VecOp::Set(i, x) => match next.get_mut(i as usize) {
+                        Some(slot) => {
+                            *slot = x;
+                            v.set(tx, i, x)?;
+                        }
+                        None => assert!(matches!(
+                            v.set(tx, i, x),
+                            Err(Error::IndexOutOfBounds { .. })
+                        )),
+                    },
+                    VecOp::Get(i) => assert_eq!(v.get_tx(tx, i)?, next.get(i as usize).copied()),
+                    VecOp::Clear => {
+                        v.clear(tx)?;
+                        next.clear();
+                    }
+                }
+                assert_eq!(v.len_tx(tx)?, next.len() as u64);
+            }
+            if *abort {
+                return Err(aborted());
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => model = next,
+            Err(Error::Pool(rewind::Error::Aborted)) if *abort => {}
+            Err(e) => panic!("transaction failed: {e}"),
+        }
+        assert_eq!(v.to_vec(&pool).unwrap(), model);
+    }
+    pool.close().unwrap();
+    let pool = Pool::open(path, "model", &Default::default()).unwrap();
+    let root: Root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
+    let v = PVec::from_ptr(root.vec);
+    assert_eq!(v.to_vec(&pool).unwrap(), model);
+    pool.close().unwrap();
+}
+
+#[derive(Clone, Debug)]
+enum HashOp {
+    Insert(u32, u64),
+    Remove(u32),
+    Get(u32),
+}
+
+fn hash_op() -> impl Strategy<Value = HashOp> {
+    let key = 0..300u32;
+    prop_oneof![
+        6 => (key.clone(), any::<u64>()).prop_map(|(k, v)| HashOp::Insert(k, v)),
+        3 => key.clone().prop_map(HashOp::Remove),
+        1 => key.prop_map(HashOp::Get),
+    ]
+}
+
+fn sorted(mut v: Vec<(u32, u64)>) -> Vec<(u32, u64)> {
+    v.sort_unstable();
+    v
+}
+
+fn run_hash(path: &Path, cfg: &PoolConfig, prog: &[(Vec<HashOp>, bool)]) {
+    let pool = Pool::create(path, "model", POOL, cfg).unwrap();
+    let m = pool
+        .transaction(|tx| {
+            let m = HashMap::<u32, u64>::create(tx)?;
+            let root = tx.root::<Root>()?;
+            tx.write(
+                root,
+                &Root {
+                    hash: m.as_ptr(),
+                    ..Zeroable::zeroed()
+                },
+            )?;
+            Ok::<_, Error>(m)
+        })
+        .unwrap();
+    let mut model = StdHashMap::new();
+    for (ops, abort) in prog {
+        let mut next = model.clone();
+        let r = pool.transaction(|tx| {
+            for op in ops {
+                match *op {
+                    HashOp::Insert(k, v) => assert_eq!(m.insert(tx, k, v)?, next.insert(k, v)),
+                    HashOp::Remove(k) => assert_eq!(m.remove(tx, &k)?, next.remove(&k)),
+                    HashOp::Get(k) => assert_eq!(m.get_tx(tx, &k)?, next.get(&k).copied()),
+                }
+                assert_eq!(m.len_tx(tx)?, next.len() as u64);
+            }
+            if *abort {
+                return Err(aborted());
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => model = next,
+            Err(Error::Pool(rewind::Error::Aborted)) if *abort => {}
+            Err(e) => panic!("transaction failed: {e}"),
+        }
+        m.check_invariants(&pool).unwrap();
+    }
+    let want = sorted(model.iter().map(|(k, v)| (*k, *v)).collect());
+    assert_eq!(sorted(m.entries(&pool).unwrap()), want);
+    pool.close().unwrap();
+    let pool = Pool::open(path, "model", &Default::default()).unwrap();
+    let root: Root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
+    let m = HashMap::from_ptr(root.hash);
+    m.check_invariants(&pool).unwrap();
+    assert_eq!(sorted(m.entries(&pool).unwrap()), want);
+    for (k, v) in &model {
+        assert_eq!(m.get(&pool, k).unwrap(), Some(*v));
+    }
+    pool.close().unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -140,6 +307,22 @@ proptest! {
         for (i, cfg) in configs().iter().enumerate() {
             let dir = tempfile::tempdir().unwrap();
             run_map(&dir.path().join(format!("map{i}.pool")), cfg, fanout, &prog);
+        }
+    }
+
+    #[test]
+    fn vec_matches_std(prog in programs(vec_op())) {
+        for (i, cfg) in configs().iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            run_vec(&dir.path().join(format!("vec{i}.pool")), cfg, &prog);
+        }
+    }
+
+    #[test]
+    fn hash_map_matches_std(prog in programs(hash_op())) {
+        for (i, cfg) in configs().iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            run_hash(&dir.path().join(format!("hash{i}.pool")), cfg, &prog);
         }
     }
 }
