@@ -143,15 +143,31 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(WHAT, self.hdr, "key", le32(&h, KEY_SIZE_OFF), size_of::<K>())?;
-        check_size(WHAT, self.hdr, "value", le32(&h, VAL_SIZE_OFF), size_of::<V>())?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "key",
+            le32(&h, KEY_SIZE_OFF),
+            size_of::<K>(),
+        )?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "value",
+            le32(&h, VAL_SIZE_OFF),
+            size_of::<V>(),
+        )?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             buckets: le64(&h, BUCKETS_OFF),
             table: le64(&h, TABLE_OFF),
         };
         if !h.buckets.is_power_of_two() || h.table == 0 {
-            return Err(corrupt(WHAT, self.hdr, "bucket count not a power of two, or no table"));
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "bucket count not a power of two, or no table",
+            ));
         }
         Ok(h)
     }
@@ -197,7 +213,11 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
             }
             (link, cur) = (cur + NEXT_OFF, next);
         }
-        Err(corrupt(WHAT, self.hdr, "a chain longer than the map (a cycle?)"))
+        Err(corrupt(
+            WHAT,
+            self.hdr,
+            "a chain longer than the map (a cycle?)",
+        ))
     }
 
     /// The number of entries.

@@ -118,14 +118,24 @@ impl<T: Pod> Vec<T> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(WHAT, self.hdr, "element", le32(&h, ELEM_SIZE_OFF), size_of::<T>())?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "element",
+            le32(&h, ELEM_SIZE_OFF),
+            size_of::<T>(),
+        )?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             cap: le64(&h, CAP_OFF),
             buf: le64(&h, BUF_OFF),
         };
         if h.len > h.cap || (h.cap > 0 && h.buf == 0) {
-            return Err(corrupt(WHAT, self.hdr, "length above capacity, or no buffer"));
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "length above capacity, or no buffer",
+            ));
         }
         Ok(h)
     }
@@ -169,7 +179,10 @@ impl<T: Pod> Vec<T> {
     pub fn set(&self, tx: &mut Tx<'_>, i: u64, v: T) -> Result<()> {
         let h = self.header(tx)?;
         if i >= h.len {
-            return Err(Error::IndexOutOfBounds { index: i, len: h.len });
+            return Err(Error::IndexOutOfBounds {
+                index: i,
+                len: h.len,
+            });
         }
         Ok(tx.write_bytes(h.buf + i * Self::SIZE, bytemuck::bytes_of(&v))?)
     }
@@ -204,7 +217,11 @@ impl<T: Pod> Vec<T> {
         w[..8].copy_from_slice(&cap.to_le_bytes());
         w[8..].copy_from_slice(&buf.to_le_bytes());
         tx.write_bytes(self.hdr + CAP_OFF as u64, &w)?;
-        Ok(Header { len: h.len, cap, buf })
+        Ok(Header {
+            len: h.len,
+            cap,
+            buf,
+        })
     }
 
     /// Removes and returns the last element (the buffer stays).
@@ -214,7 +231,10 @@ impl<T: Pod> Vec<T> {
             return Ok(None);
         }
         let mut v = T::zeroed();
-        tx.read_bytes(h.buf + (h.len - 1) * Self::SIZE, bytemuck::bytes_of_mut(&mut v))?;
+        tx.read_bytes(
+            h.buf + (h.len - 1) * Self::SIZE,
+            bytemuck::bytes_of_mut(&mut v),
+        )?;
         put64(tx, self.hdr + LEN_OFF as u64, h.len - 1)?;
         Ok(Some(v))
     }

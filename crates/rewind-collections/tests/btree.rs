@@ -96,7 +96,12 @@ fn wrong_handles_are_errors() {
     let other = BTreeMap::<u64, u32>::from_ptr(map.as_ptr().cast());
     assert!(matches!(
         other.get(&pool, &1),
-        Err(Error::TypeMismatch { part: "value", found: 8, expected: 4, .. })
+        Err(Error::TypeMismatch {
+            part: "value",
+            found: 8,
+            expected: 4,
+            ..
+        })
     ));
     let junk = pool.transaction(|tx| tx.alloc::<[u64; 8]>()).unwrap();
     let bogus = BTreeMap::<u64, u64>::from_ptr(junk.cast());
@@ -113,7 +118,7 @@ fn full_pool_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(&dir, 2 << 20);
     let map = pool
-        .transaction(|tx| BTreeMap::<u64, [u64; 16]>::create(tx))
+        .transaction(BTreeMap::<u64, [u64; 16]>::create)
         .unwrap();
     let mut inserted = 0u64;
     let err = loop {
@@ -138,5 +143,8 @@ fn full_pool_is_an_error() {
     );
     map.check_invariants(&pool).unwrap();
     assert_eq!(map.len(&pool).unwrap(), inserted);
-    assert_eq!(map.get(&pool, &(inserted - 1)).unwrap(), Some([inserted - 1; 16]));
+    assert_eq!(
+        map.get(&pool, &(inserted - 1)).unwrap(),
+        Some([inserted - 1; 16])
+    );
 }

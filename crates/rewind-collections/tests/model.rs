@@ -60,10 +60,7 @@ fn programs<T: std::fmt::Debug>(
     op: impl Strategy<Value = T>,
 ) -> impl Strategy<Value = Vec<(Vec<T>, bool)>> {
     prop::collection::vec(
-        (
-            prop::collection::vec(op, 1..16),
-            prop::bool::weighted(0.25),
-        ),
+        (prop::collection::vec(op, 1..16), prop::bool::weighted(0.25)),
         1..14,
     )
 }
@@ -115,10 +112,18 @@ fn run_map(path: &Path, cfg: &PoolConfig, fanout: usize, prog: &[(Vec<MapOp>, bo
         assert_eq!(map.len(&pool).unwrap(), model.len() as u64);
         for op in ops {
             if let MapOp::Range(a, b) = *op {
-                let got: Vec<_> = map.range(&pool, a..b).unwrap().map(Result::unwrap).collect();
+                let got: Vec<_> = map
+                    .range(&pool, a..b)
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
                 let want: Vec<_> = model.range(a..b).map(|(k, v)| (*k, *v)).collect();
                 assert_eq!(got, want);
-                let got: Vec<_> = map.range(&pool, a..=b).unwrap().map(Result::unwrap).collect();
+                let got: Vec<_> = map
+                    .range(&pool, a..=b)
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
                 let want: Vec<_> = model.range(a..=b).map(|(k, v)| (*k, *v)).collect();
                 assert_eq!(got, want);
             }

@@ -36,10 +36,18 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         };
         self.walk(pool, &h, h.root, 0, None, None, &mut w)?;
         if w.entries != h.len {
-            return Err(corrupt(WHAT, self.hdr, "entry count differs from the leaves' keys"));
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "entry count differs from the leaves' keys",
+            ));
         }
         if w.leaves.first() != Some(&h.first) {
-            return Err(corrupt(WHAT, self.hdr, "first-leaf field is not the leftmost leaf"));
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "first-leaf field is not the leftmost leaf",
+            ));
         }
         let mut cur = h.first;
         for &leaf in &w.leaves {

@@ -194,11 +194,27 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(WHAT, self.hdr, "key", le32(&h, KEY_SIZE_OFF), size_of::<K>())?;
-        check_size(WHAT, self.hdr, "value", le32(&h, VAL_SIZE_OFF), size_of::<V>())?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "key",
+            le32(&h, KEY_SIZE_OFF),
+            size_of::<K>(),
+        )?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "value",
+            le32(&h, VAL_SIZE_OFF),
+            size_of::<V>(),
+        )?;
         let fanout = le32(&h, FANOUT_OFF) as usize;
         if !(MIN_FANOUT..=MAX_FANOUT).contains(&fanout) {
-            return Err(crate::error::corrupt(WHAT, self.hdr, "fan-out out of range"));
+            return Err(crate::error::corrupt(
+                WHAT,
+                self.hdr,
+                "fan-out out of range",
+            ));
         }
         Ok(Header {
             geo: Self::geo(fanout),
@@ -234,7 +250,11 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
             }
             node = Node::load(&mut m, &h.geo, node.kids[0])?;
         }
-        Err(crate::error::corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
+        Err(crate::error::corrupt(
+            WHAT,
+            h.root,
+            "deeper than 64 levels (a cycle?)",
+        ))
     }
 
     /// The value of `k` (committed state).
@@ -283,7 +303,11 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
                 Err(_) => self.split(tx, &h, path, leaf)?,
             }
         }
-        Err(crate::error::corrupt(WHAT, self.hdr, "a full leaf stays full after splitting"))
+        Err(crate::error::corrupt(
+            WHAT,
+            self.hdr,
+            "a full leaf stays full after splitting",
+        ))
     }
 
     /// Splits the full `leaf` (and its full ancestors on `path`): as a
@@ -430,7 +454,11 @@ fn descend<K: Pod + Ord, V: Pod, M: Mem>(
         }
         node = child;
     }
-    Err(crate::error::corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
+    Err(crate::error::corrupt(
+        WHAT,
+        h.root,
+        "deeper than 64 levels (a cycle?)",
+    ))
 }
 
 /// An iterator over a [`BTreeMap`]'s entries in key order, reading leaves

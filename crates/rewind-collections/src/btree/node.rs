@@ -106,7 +106,10 @@ impl<K: Pod, V: Pod> Node<K, V> {
                 .collect();
             (vals, Vec::new())
         } else {
-            (Vec::new(), (0..=n).map(|i| le64(&b, slots + i * 8)).collect())
+            (
+                Vec::new(),
+                (0..=n).map(|i| le64(&b, slots + i * 8)).collect(),
+            )
         };
         Ok(Node {
             off,
