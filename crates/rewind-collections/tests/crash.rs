@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap as StdBTreeMap;
 
-use rewind::{LogVariant, PPtr, Policy, Pool, PoolConfig};
+use rewind::{PPtr, Pool, PoolConfig};
+mod common;
 use rewind_collections::{BTreeMap, Error};
 
 const SIZE: u64 = 4 << 20;
@@ -147,13 +148,7 @@ fn crash_program(cfg: &PoolConfig, prog: &[(Vec<Op>, bool)]) -> usize {
 #[test]
 fn btree_recovers_from_crashes() {
     let prog = program(24, 0x9e37_79b9_7f4a_7c15);
-    let cfgs = [
-        PoolConfig::default(),
-        PoolConfig::default()
-            .log(LogVariant::Optimized)
-            .policy(Policy::NoForce),
-    ];
-    for cfg in &cfgs {
+    for cfg in &common::configs() {
         let checked = crash_program(cfg, &prog);
         assert!(checked > 24 * 3, "only {checked} images");
     }

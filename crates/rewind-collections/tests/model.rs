@@ -4,30 +4,19 @@
 //! after the program the pool is closed, reopened and compared again. The
 //! B+-tree's invariants are checked after every transaction.
 //!
-//! Every program runs under two configurations: the defaults (Batch log,
-//! force) and the Optimized log with no-force.
+//! Every program runs under every log variant × commit policy.
 
 use std::collections::{BTreeMap as StdBTreeMap, HashMap as StdHashMap};
 use std::path::Path;
 
 use proptest::prelude::*;
-use rewind::{LogVariant, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
+use rewind::{PPtr, Pod, Pool, PoolConfig, Zeroable};
 use rewind_collections::{BTreeMap, Error, HashMap, Vec as PVec};
 
 const POOL: u64 = 16 << 20;
 
-fn configs() -> [PoolConfig; 2] {
-    [
-        PoolConfig::default(),
-        PoolConfig::default()
-            .log(LogVariant::Optimized)
-            .policy(Policy::NoForce),
-    ]
-}
-
-fn aborted() -> Error {
-    Error::from(rewind::Error::Aborted)
-}
+mod common;
+use common::{aborted, configs};
 
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
