@@ -58,13 +58,36 @@ pub enum Error {
         /// The accepted range.
         expected: &'static str,
     },
-    /// An index at or past the end.
-    #[error("index {index} is out of bounds for a vector of length {len}")]
+    /// An index (or a byte range's end) past the end.
+    #[error("index {index} is out of bounds for a {what} of length {len}")]
     IndexOutOfBounds {
+        /// The collection kind: "vector", "list", "blob".
+        what: &'static str,
         /// The index given.
         index: u64,
-        /// The vector's length.
+        /// The collection's length.
         len: u64,
+    },
+    /// A byte string longer than its type holds.
+    #[error("{what}: {len} bytes, but at most {max} fit (use a larger N, or a Blob)")]
+    TooLong {
+        /// The type or collection.
+        what: &'static str,
+        /// Bytes given.
+        len: u64,
+        /// The most that fit.
+        max: u64,
+    },
+    /// A list cursor that does not lead to an element of this list: its
+    /// element was removed, or it came from another list.
+    #[error("list cursor at offset {offset} is not an element of the list at {list}: {reason}")]
+    InvalidCursor {
+        /// The cursor's node offset.
+        offset: u64,
+        /// The list's header offset.
+        list: u64,
+        /// What did not match.
+        reason: &'static str,
     },
 }
 

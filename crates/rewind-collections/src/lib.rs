@@ -55,13 +55,19 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+mod blob;
 mod btree;
+mod bytes;
 mod error;
 mod hash;
+mod list;
 mod mem;
 mod vec;
 
+pub use blob::Blob;
 pub use btree::{BTreeMap, Iter, DEFAULT_FANOUT, MAX_FANOUT, MIN_FANOUT};
+pub use bytes::{FixedBytes, MAX_FIXED_BYTES};
 pub use error::{Error, Result};
 pub use hash::HashMap;
+pub use list::{Cursor, Iter as ListIter, List};
 pub use vec::Vec;

@@ -180,6 +180,7 @@ impl<T: Pod> Vec<T> {
         let h = self.header(tx)?;
         if i >= h.len {
             return Err(Error::IndexOutOfBounds {
+                what: WHAT,
                 index: i,
                 len: h.len,
             });
