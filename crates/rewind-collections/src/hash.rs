@@ -337,6 +337,25 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         Ok(out)
     }
 
+    /// The offsets of every block the map owns: header, table, then every
+    /// entry (committed state): for space accounting and checks.
+    pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut out = vec![self.hdr, h.table];
+        for b in 0..h.buckets {
+            let mut cur = Self::read64(&mut m, h.table + b * 8)?;
+            while cur != 0 {
+                if out.len() as u64 >= h.len + 2 {
+                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                }
+                out.push(cur);
+                cur = Self::read64(&mut m, cur + NEXT_OFF)?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Checks that every entry sits in its key's bucket, no key appears
     /// twice, and the length is the number of entries.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {

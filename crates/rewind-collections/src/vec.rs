@@ -256,6 +256,15 @@ impl<T: Pod> Vec<T> {
         Ok(out)
     }
 
+    /// The offsets of every block the vector owns, header first
+    /// (committed state): for space accounting and checks.
+    pub fn blocks(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
+        let h = self.header(&mut { pool })?;
+        Ok(std::iter::once(self.hdr)
+            .chain((h.buf != 0).then_some(h.buf))
+            .collect())
+    }
+
     /// Frees the buffer and the header; the handle must not be used again.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
         let h = self.header(tx)?;

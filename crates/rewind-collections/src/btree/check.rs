@@ -62,6 +62,32 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         Ok(())
     }
 
+    /// The offsets of every block the tree owns, header first, then every
+    /// node reachable from the root, breadth first (committed state): for
+    /// space accounting and checks. Nodes split off by nested top actions
+    /// of aborted inserts are reachable, so they are here too.
+    pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut out = vec![self.hdr];
+        let mut level = vec![h.root];
+        for _ in 0..=MAX_DEPTH {
+            if level.is_empty() {
+                return Ok(out);
+            }
+            let mut below = Vec::new();
+            for &off in &level {
+                let node = Node::<K, V>::load(&mut m, &h.geo, off)?;
+                if !node.leaf {
+                    below.extend_from_slice(&node.kids);
+                }
+            }
+            out.append(&mut level);
+            level = below;
+        }
+        Err(corrupt(WHAT, h.root, "deeper than 64 levels"))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn walk(
         &self,
