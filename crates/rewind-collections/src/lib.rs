@@ -1,6 +1,8 @@
 //! Crash-consistent collections kept in a [`rewind`] pool: an ordered map
-//! (a B+-tree, [`BTreeMap`]), a growable array ([`Vec`]) and a hash map
-//! ([`HashMap`]), built only on rewind's public API.
+//! (a B+-tree, [`BTreeMap`]), a hash map ([`HashMap`]), a growable array
+//! ([`Vec`]), a doubly-linked list ([`List`]) and a variable-length byte
+//! string ([`Blob`]), with [`FixedBytes`] for bounded byte-string keys and
+//! values; built only on rewind's public API, without unsafe code.
 //!
 //! A collection lives in the pool as a small header block; the handle a
 //! program holds is that block's offset and nothing else, so a handle is
@@ -47,10 +49,16 @@
 //! (as [`rewind::Tx::write`] stores them): a pool is read back by the same
 //! platform that wrote it. The hash map compares and hashes keys by those
 //! bytes. The B+-tree orders keys by `Ord`, which must be a total order
-//! that does not change between runs.
+//! that does not change between runs. Strings are [`FixedBytes<N>`]
+//! (at most `N` bytes inline, ordered by their bytes; longer input is
+//! [`Error::TooLong`]) or, unbounded, a [`Blob`].
 //!
-//! The node layouts, byte by byte, and the space rules are in
-//! `docs/collections.md`.
+//! **B+-tree splits are nested top actions**: an aborted insert may leave
+//! its split behind (the same entries, one more node per split level, kept
+//! and reused by the tree); see [`BTreeMap`]'s module notes.
+//!
+//! The layouts, byte by byte, the space rules, nested top actions,
+//! isolation and the error cases are in `docs/collections.md`.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]

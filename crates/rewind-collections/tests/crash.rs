@@ -17,7 +17,7 @@
 //!   garbage allocated nor frees a live block.
 //!
 //! Budget: `TXS` transactions and `SAMPLES` fences per transaction per
-//! configuration, counts only (about 25 s in the test profile on 2 cores).
+//! configuration, counts only (about 20 s in the test profile on 2 idle cores).
 
 mod common;
 
@@ -32,7 +32,7 @@ use common::{configs, name};
 const SIZE: u64 = 2 << 20;
 const LAYOUT: &str = "crash";
 /// Transactions per program.
-const TXS: usize = 12;
+const TXS: usize = 10;
 /// Fences per transaction at which images are captured (at most).
 const SAMPLES: u64 = 6;
 
