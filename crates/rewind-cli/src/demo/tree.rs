@@ -75,7 +75,7 @@ pub fn plan(seed: u64, i: u64) -> Vec<Op> {
         .map(|_| {
             let key = splitmix64(&mut s) % KEYS;
             let r = splitmix64(&mut s);
-            if r % 4 == 0 {
+            if r.is_multiple_of(4) {
                 Op::Remove(key)
             } else {
                 Op::Put(
