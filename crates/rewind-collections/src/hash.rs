@@ -268,7 +268,9 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         b.extend_from_slice(bytemuck::bytes_of(&v));
         tx.write_bytes(e, &b)?;
         put64(tx, link, e)?;
-        put64(tx, self.hdr + LEN_OFF as u64, h.len + 1)?;
+        let len = (h.len.checked_add(1))
+            .ok_or_else(|| corrupt(WHAT, self.hdr, "length at its maximum"))?;
+        put64(tx, self.hdr + LEN_OFF as u64, len)?;
         Ok(None)
     }
 
@@ -312,9 +314,12 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         let Some(f) = self.find(tx, &h, k)? else {
             return Ok(None);
         };
+        let Some(len) = h.len.checked_sub(1) else {
+            return Err(corrupt(WHAT, self.hdr, "length 0 with an entry in a chain"));
+        };
         put64(tx, f.link, f.next)?;
         tx.free(PPtr::<u8>::from_offset(f.entry))?;
-        put64(tx, self.hdr + LEN_OFF as u64, h.len - 1)?;
+        put64(tx, self.hdr + LEN_OFF as u64, len)?;
         Ok(Some(f.val))
     }
 

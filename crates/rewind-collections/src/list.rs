@@ -211,6 +211,12 @@ impl<T: Pod> List<T> {
         Ok(self.header(tx)?.len)
     }
 
+    /// `len + 1`, or corrupt at `u64::MAX`.
+    fn grown(len: u64, hdr: u64) -> Result<u64> {
+        len.checked_add(1)
+            .ok_or_else(|| corrupt(WHAT, hdr, "length at its maximum"))
+    }
+
     /// A new node holding `v` with the given links (fresh: not logged).
     fn new_node(tx: &mut Tx<'_>, prev: u64, next: u64, v: &T) -> Result<u64> {
         let node = tx.alloc_bytes(Self::NODE)?;
@@ -232,7 +238,7 @@ impl<T: Pod> List<T> {
             put64(tx, h.head + PREV_OFF, node)?;
         }
         h.head = node;
-        h.len += 1;
+        h.len = Self::grown(h.len, self.hdr)?;
         self.put_header(tx, h)
     }
 
@@ -246,7 +252,7 @@ impl<T: Pod> List<T> {
             put64(tx, h.tail + NEXT_OFF, node)?;
         }
         h.tail = node;
-        h.len += 1;
+        h.len = Self::grown(h.len, self.hdr)?;
         self.put_header(tx, h)
     }
 
@@ -457,7 +463,7 @@ impl<T: Pod> List<T> {
             out.push(node);
             (prev, node) = (node, l.next);
         }
-        if out.len() as u64 != h.len + 1 || prev != h.tail {
+        if h.len.checked_add(1) != Some(out.len() as u64) || prev != h.tail {
             return Err(corrupt(
                 WHAT,
                 self.hdr,

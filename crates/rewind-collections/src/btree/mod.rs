@@ -43,7 +43,7 @@ use std::ops::{Bound, RangeBounds};
 use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::mem::{check_magic, check_size, le32, le64, put64, Mem};
 use node::{Geo, Node};
 
@@ -297,7 +297,9 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
                     leaf.vals.insert(i, v);
                     leaf.stamp = id;
                     leaf.store(tx, &h.geo, i)?;
-                    put64(tx, self.hdr + LEN_OFF as u64, h.len + 1)?;
+                    let len = (h.len.checked_add(1))
+                        .ok_or_else(|| corrupt(WHAT, self.hdr, "length at its maximum"))?;
+                    put64(tx, self.hdr + LEN_OFF as u64, len)?;
                     return Ok(None);
                 }
                 Err(_) => self.split(tx, &h, path, leaf)?,
@@ -396,7 +398,9 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         let old = leaf.vals.remove(i);
         leaf.stamp = tx.id();
         leaf.store(tx, &h.geo, i)?;
-        put64(tx, self.hdr + LEN_OFF as u64, h.len - 1)?;
+        let len = (h.len.checked_sub(1))
+            .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
+        put64(tx, self.hdr + LEN_OFF as u64, len)?;
         Ok(Some(old))
     }
 
