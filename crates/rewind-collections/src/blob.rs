@@ -25,7 +25,7 @@
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, le64, put64, Mem};
+use crate::mem::{check_magic, check_span, le64, put64, Mem};
 
 const WHAT: &str = "blob";
 const MAGIC: [u8; 8] = *b"RWBLOB01";
@@ -127,6 +127,7 @@ impl Blob {
                 "length above capacity, or capacity without a buffer",
             ));
         }
+        check_span(m, WHAT, self.hdr, h.buf, Some(h.cap))?;
         Ok(h)
     }
 

@@ -30,7 +30,7 @@ use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Result};
-use crate::mem::{check_magic, check_size, le32, le64, put64, Mem};
+use crate::mem::{check_magic, check_size, check_span, le32, le64, put64, Mem};
 
 const WHAT: &str = "hash map";
 const MAGIC: [u8; 8] = *b"RWHASH01";
@@ -169,6 +169,7 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
                 "bucket count not a power of two, or no table",
             ));
         }
+        check_span(m, WHAT, self.hdr, h.table, h.buckets.checked_mul(8))?;
         Ok(h)
     }
 

@@ -4,7 +4,7 @@
 
 use rewind::{Pool, Tx};
 
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 
 /// Something collection bytes can be read through: a [`Pool`] or a [`Tx`].
 pub(crate) trait Mem {
@@ -75,4 +75,24 @@ pub(crate) fn check_size(
         });
     }
     Ok(())
+}
+
+/// Checks that the `len` bytes at `off` (a buffer a header points at) lie
+/// in the pool, by reading the last one: sizes from a damaged header then
+/// cannot overflow an offset or ask for more memory than the pool holds.
+/// `len` is `None` when computing it overflowed.
+pub(crate) fn check_span<M: Mem>(
+    m: &mut M,
+    what: &'static str,
+    hdr: u64,
+    off: u64,
+    len: Option<u64>,
+) -> Result<()> {
+    match len.and_then(|l| off.checked_add(l)) {
+        None => Err(corrupt(what, hdr, "a buffer size past 2^64 bytes")),
+        Some(end) if end == off => Ok(()),
+        Some(end) => m
+            .read_at(end - 1, &mut [0u8])
+            .map_err(|_| corrupt(what, hdr, "a buffer that extends past the pool")),
+    }
 }

@@ -27,7 +27,7 @@ use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_size, le32, le64, put64, Mem};
+use crate::mem::{check_magic, check_size, check_span, le32, le64, put64, Mem};
 
 const WHAT: &str = "vector";
 const MAGIC: [u8; 8] = *b"RWVEC001";
@@ -137,6 +137,7 @@ impl<T: Pod> Vec<T> {
                 "length above capacity, or no buffer",
             ));
         }
+        check_span(m, WHAT, self.hdr, h.buf, h.cap.checked_mul(Self::SIZE))?;
         Ok(h)
     }
 
