@@ -33,18 +33,25 @@
 //! into the same key ranges. Bounds, checked by
 //! [`BTreeMap::check_invariants`]: leaves hold 0 to fan-out keys, inner
 //! nodes other than the root `fan-out / 2` to fan-out, the root at least 1.
+//!
+//! Files: `node.rs` the node layout and its decoding, `update.rs` insert,
+//! split and remove, `iter.rs` ordered scans, `check.rs` the invariants
+//! and the block list; this file the handle, the header and lookups.
 
 mod check;
+mod iter;
 mod node;
+mod update;
+
+pub use iter::Iter;
 
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
 
 use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
-use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_size, le32, le64, put64, Mem};
+use crate::error::{Error, Result};
+use crate::mem::{check_magic, check_size, le32, le64, Mem};
 use node::{Geo, Node};
 
 /// Keys per node unless [`BTreeMap::create_with_fanout`] says otherwise.
@@ -272,170 +279,6 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         let leaf = descend(m, &h, k, None)?;
         Ok(leaf.keys.binary_search(k).ok().map(|i| leaf.vals[i]))
     }
-
-    /// Sets `k` to `v`; returns the value it replaced.
-    ///
-    /// May split nodes in nested top actions, which stay if the
-    /// transaction rolls back (see the module docs). Fails, leaving the
-    /// map as it was, when the pool is out of memory for a new node.
-    pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
-        let id = tx.id();
-        // At most one split per level, then the key's leaf has room.
-        for _ in 0..=MAX_DEPTH {
-            let h = self.header(tx)?;
-            let mut path = Vec::new();
-            let mut leaf = descend(tx, &h, &k, Some(&mut path))?;
-            match leaf.keys.binary_search(&k) {
-                Ok(i) => {
-                    let old = std::mem::replace(&mut leaf.vals[i], v);
-                    leaf.stamp = id;
-                    leaf.store(tx, &h.geo, i)?;
-                    return Ok(Some(old));
-                }
-                Err(i) if leaf.keys.len() < h.geo.fanout => {
-                    leaf.keys.insert(i, k);
-                    leaf.vals.insert(i, v);
-                    leaf.stamp = id;
-                    leaf.store(tx, &h.geo, i)?;
-                    let len = (h.len.checked_add(1))
-                        .ok_or_else(|| corrupt(WHAT, self.hdr, "length at its maximum"))?;
-                    put64(tx, self.hdr + LEN_OFF as u64, len)?;
-                    return Ok(None);
-                }
-                Err(_) => self.split(tx, &h, path, leaf)?,
-            }
-        }
-        Err(crate::error::corrupt(
-            WHAT,
-            self.hdr,
-            "a full leaf stays full after splitting",
-        ))
-    }
-
-    /// Splits the full `leaf` (and its full ancestors on `path`): as a
-    /// nested top action if none of the nodes it writes has uncommitted
-    /// changes of this transaction, else as part of the transaction.
-    fn split(
-        &self,
-        tx: &mut Tx<'_>,
-        h: &Header,
-        path: Vec<(Node<K, V>, usize)>,
-        leaf: Node<K, V>,
-    ) -> Result<()> {
-        let id = tx.id();
-        let mut clean = leaf.stamp != id;
-        for (n, _) in path.iter().rev() {
-            clean &= n.stamp != id;
-            if n.keys.len() < h.geo.fanout {
-                break; // takes the separator, splits no further
-            }
-        }
-        if clean {
-            tx.nested_top_action(|tx| self.split_path(tx, h, path, leaf, None))
-        } else {
-            self.split_path(tx, h, path, leaf, Some(id))
-        }
-    }
-
-    /// Splits `left` and, bottom up, every ancestor the separator overflows;
-    /// a new root if the old one splits. `stamp`: the id to mark written
-    /// nodes with (`None` in a nested top action: their stamps stay).
-    fn split_path(
-        &self,
-        tx: &mut Tx<'_>,
-        h: &Header,
-        mut path: Vec<(Node<K, V>, usize)>,
-        mut left: Node<K, V>,
-        stamp: Option<u64>,
-    ) -> Result<()> {
-        let geo = &h.geo;
-        let size = geo.size() as u64;
-        let mid = left.keys.len() / 2;
-        let mut right = Node::leaf(tx.alloc_bytes(size)?, stamp.unwrap_or(0));
-        right.keys = left.keys.split_off(mid);
-        right.vals = left.vals.split_off(mid);
-        right.next = left.next;
-        left.next = right.off;
-        left.stamp = stamp.unwrap_or(left.stamp);
-        right.store(tx, geo, 0)?;
-        left.store(tx, geo, left.keys.len())?; // header: count and next
-        let mut sep = right.keys[0];
-        let mut right_off = right.off;
-        while let Some((mut parent, i)) = path.pop() {
-            parent.keys.insert(i, sep);
-            parent.kids.insert(i + 1, right_off);
-            parent.stamp = stamp.unwrap_or(parent.stamp);
-            if parent.keys.len() <= geo.fanout {
-                return parent.store(tx, geo, i);
-            }
-            // fan-out + 1 keys: the middle one moves up.
-            let mid = parent.keys.len() / 2;
-            let mut right = Node::<K, V>::leaf(tx.alloc_bytes(size)?, stamp.unwrap_or(0));
-            right.leaf = false;
-            right.keys = parent.keys.split_off(mid + 1);
-            right.kids = parent.kids.split_off(mid + 1);
-            sep = parent.keys.pop().expect("mid key");
-            right.store(tx, geo, 0)?;
-            parent.store(tx, geo, i.min(parent.keys.len()))?;
-            right_off = right.off;
-        }
-        let mut root = Node::<K, V>::leaf(tx.alloc_bytes(size)?, stamp.unwrap_or(0));
-        root.leaf = false;
-        root.keys = vec![sep];
-        root.kids = vec![h.root, right_off];
-        root.store(tx, geo, 0)?;
-        put64(tx, self.hdr + ROOT_OFF as u64, root.off)
-    }
-
-    /// Removes `k`; returns its value. Leaves are not merged (module docs).
-    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
-        let h = self.header(tx)?;
-        let mut leaf = descend(tx, &h, k, None)?;
-        let Ok(i) = leaf.keys.binary_search(k) else {
-            return Ok(None);
-        };
-        leaf.keys.remove(i);
-        let old = leaf.vals.remove(i);
-        leaf.stamp = tx.id();
-        leaf.store(tx, &h.geo, i)?;
-        let len = (h.len.checked_sub(1))
-            .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
-        put64(tx, self.hdr + LEN_OFF as u64, len)?;
-        Ok(Some(old))
-    }
-
-    /// The entries with keys in `range`, in key order (committed state).
-    /// Nodes are read as the iterator goes; a read error ends it after
-    /// yielding the error.
-    pub fn range<'p>(&self, pool: &'p Pool, range: impl RangeBounds<K>) -> Result<Iter<'p, K, V>> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        let (leaf, pos) = match range.start_bound() {
-            Bound::Unbounded => (Node::load(&mut m, &h.geo, h.first)?, 0),
-            Bound::Included(s) => {
-                let leaf = descend(&mut m, &h, s, None)?;
-                let pos = leaf.keys.partition_point(|k| k < s);
-                (leaf, pos)
-            }
-            Bound::Excluded(s) => {
-                let leaf = descend(&mut m, &h, s, None)?;
-                let pos = leaf.keys.partition_point(|k| k <= s);
-                (leaf, pos)
-            }
-        };
-        Ok(Iter {
-            pool,
-            geo: h.geo,
-            leaf: Some(leaf),
-            pos,
-            end: range.end_bound().cloned(),
-        })
-    }
-
-    /// Every entry, in key order (committed state).
-    pub fn iter<'p>(&self, pool: &'p Pool) -> Result<Iter<'p, K, V>> {
-        self.range(pool, ..)
-    }
 }
 
 /// Walks from the root to the leaf that holds (or would hold) `k`,
@@ -463,48 +306,4 @@ fn descend<K: Pod + Ord, V: Pod, M: Mem>(
         h.root,
         "deeper than 64 levels (a cycle?)",
     ))
-}
-
-/// An iterator over a [`BTreeMap`]'s entries in key order, reading leaves
-/// as it goes (from [`BTreeMap::range`] and [`BTreeMap::iter`]).
-pub struct Iter<'p, K, V> {
-    pool: &'p Pool,
-    geo: Geo,
-    leaf: Option<Node<K, V>>,
-    pos: usize,
-    end: Bound<K>,
-}
-
-impl<K: Pod + Ord, V: Pod> Iterator for Iter<'_, K, V> {
-    type Item = Result<(K, V)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let leaf = self.leaf.as_ref()?;
-            if let Some(&k) = leaf.keys.get(self.pos) {
-                let past = match &self.end {
-                    Bound::Included(e) => k > *e,
-                    Bound::Excluded(e) => k >= *e,
-                    Bound::Unbounded => false,
-                };
-                if past {
-                    self.leaf = None;
-                    return None;
-                }
-                self.pos += 1;
-                return Some(Ok((k, leaf.vals[self.pos - 1])));
-            }
-            if leaf.next == 0 {
-                self.leaf = None;
-                return None;
-            }
-            match Node::load(&mut { self.pool }, &self.geo, leaf.next) {
-                Ok(n) => (self.leaf, self.pos) = (Some(n), 0),
-                Err(e) => {
-                    self.leaf = None;
-                    return Some(Err(e));
-                }
-            }
-        }
-    }
 }
