@@ -9,6 +9,8 @@
 //!
 //! `cargo run -p rewind-collections --example threads`
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use parking_lot::Mutex;
 use rewind::{OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
 use rewind_collections::{BTreeMap, Error, List};
@@ -43,8 +45,9 @@ fn main() -> Result<(), Error> {
     })?;
     // One lock per collection, held across each whole transaction.
     let (map, log) = (Mutex::new(map), Mutex::new(log));
+    let done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let (pool, map, log) = (&pool, &map, &log);
+        let (pool, map, log, done) = (&pool, &map, &log, &done);
         let workers: Vec<_> = (0..THREADS)
             .map(|t| {
                 s.spawn(move || -> Result<(), Error> {
@@ -62,22 +65,22 @@ fn main() -> Result<(), Error> {
             .collect();
         let reader = s.spawn(move || -> Result<u64, Error> {
             let mut reads = 0;
-            loop {
+            while !done.load(Ordering::Relaxed) {
                 let (map, log) = (map.lock(), log.lock());
                 let n = map.len(pool)?;
                 assert_eq!(n, log.len(pool)?, "a reader saw half a transaction");
                 reads += 1;
-                if n == THREADS * PER_THREAD {
-                    return Ok(reads);
-                }
                 drop((map, log));
                 std::thread::yield_now();
             }
+            Ok(reads)
         });
-        for w in workers {
-            w.join().expect("worker panicked")?;
-        }
+        let written: Result<(), Error> = workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("worker panicked"));
+        done.store(true, Ordering::Relaxed);
         let reads = reader.join().expect("reader panicked")?;
+        written?;
         println!("a reader took {reads} consistent snapshots");
         Ok::<_, Error>(())
     })?;
