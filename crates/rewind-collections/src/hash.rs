@@ -346,17 +346,29 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
     /// The offsets of every block the map owns: header, table, then every
     /// entry (committed state): for space accounting and checks.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
+        self.blocks_in(&mut { pool })
+    }
+
+    /// Frees every entry, the table and the header, in `tx`; the handle
+    /// must not be used again.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        for off in self.blocks_in(tx)? {
+            tx.free(PPtr::<u8>::from_offset(off))?;
+        }
+        Ok(())
+    }
+
+    fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
+        let h = self.header(m)?;
         let mut out = vec![self.hdr, h.table];
         for b in 0..h.buckets {
-            let mut cur = Self::read64(&mut m, h.table + b * 8)?;
+            let mut cur = Self::read64(m, h.table + b * 8)?;
             while cur != 0 {
-                if out.len() as u64 >= h.len + 2 {
+                if out.len() as u64 >= h.len.saturating_add(2) {
                     return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
                 }
                 out.push(cur);
-                cur = Self::read64(&mut m, cur + NEXT_OFF)?;
+                cur = Self::read64(m, cur + NEXT_OFF)?;
             }
         }
         Ok(out)

@@ -3,11 +3,12 @@
 use std::collections::HashSet;
 
 use bytemuck::Pod;
-use rewind::Pool;
+use rewind::{PPtr, Pool, Tx};
 
 use super::node::Node;
 use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
 use crate::error::{corrupt, Result};
+use crate::mem::Mem;
 
 /// What a walk of the tree collects.
 struct Walk {
@@ -67,8 +68,20 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
     /// space accounting and checks. Nodes split off by nested top actions
     /// of aborted inserts are reachable, so they are here too.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
+        self.blocks_in(&mut { pool })
+    }
+
+    /// Frees every node and the header, in `tx`; the handle must not be
+    /// used again.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        for off in self.blocks_in(tx)? {
+            tx.free(PPtr::<u8>::from_offset(off))?;
+        }
+        Ok(())
+    }
+
+    fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
+        let h = self.header(m)?;
         let mut out = vec![self.hdr];
         let mut level = vec![h.root];
         for _ in 0..=MAX_DEPTH {
@@ -77,7 +90,7 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
             }
             let mut below = Vec::new();
             for &off in &level {
-                let node = Node::<K, V>::load(&mut m, &h.geo, off)?;
+                let node = Node::<K, V>::load(m, &h.geo, off)?;
                 if !node.leaf {
                     below.extend_from_slice(&node.kids);
                 }
