@@ -117,7 +117,7 @@ fn demo_passes(log: &str, policy: &str) -> bool {
 
 #[test]
 fn demo_recovers_under_every_log_variant_with_force() {
-    for log in ["simple", "optimized", "batch"] {
+    for log in ["simple", "optimized", "batch", "two-layer"] {
         assert!(demo_passes(log, "force"), "{log}/force failed");
     }
 }
@@ -126,7 +126,7 @@ fn demo_recovers_under_every_log_variant_with_force() {
 // was freed and reallocated later (see rewind/tests/regressions.rs).
 #[test]
 fn demo_recovers_under_every_log_variant_with_no_force() {
-    for log in ["simple", "optimized", "batch"] {
+    for log in ["simple", "optimized", "batch", "two-layer"] {
         assert!(demo_passes(log, "no-force"), "{log}/no-force failed");
     }
 }
