@@ -15,6 +15,13 @@ pub enum CliError {
         /// The library's error.
         source: rewind::Error,
     },
+    /// A collection operation failed (the demo's B+-tree).
+    Collection {
+        /// What the command was doing.
+        action: String,
+        /// The collection's error (the pool's included).
+        source: rewind_collections::Error,
+    },
     /// An OS call outside the library failed (spawning, writing results).
     Io {
         /// What the command was doing.
@@ -59,6 +66,14 @@ impl CliError {
         move |source| CliError::Rewind { action, source }
     }
 
+    /// Wraps a collection error with what we were doing.
+    pub fn collection(
+        action: impl Into<String>,
+    ) -> impl FnOnce(rewind_collections::Error) -> CliError {
+        let action = action.into();
+        move |source| CliError::Collection { action, source }
+    }
+
     /// Wraps an OS error with what we were doing.
     pub fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> CliError {
         let action = action.into();
@@ -69,7 +84,9 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Rewind { action, .. } | CliError::Io { action, .. } => f.write_str(action),
+            CliError::Rewind { action, .. }
+            | CliError::Collection { action, .. }
+            | CliError::Io { action, .. } => f.write_str(action),
             CliError::Json(_) => f.write_str("encoding benchmark results as JSON"),
             CliError::Usage(msg) => f.write_str(msg),
             CliError::Verification { failures } => write!(
@@ -104,6 +121,7 @@ impl std::error::Error for CliError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CliError::Rewind { source, .. } => Some(source),
+            CliError::Collection { source, .. } => Some(source),
             CliError::Io { source, .. } => Some(source),
             CliError::Json(e) => Some(e),
             _ => None,

@@ -1,7 +1,8 @@
 //! `rewind`: the command-line face of the library (docs/design.md).
 //!
-//! * `demo` — a bank workload in a child process killed mid-transaction,
-//!   recovery, verification against a model, and a throughput table;
+//! * `demo` — a transactional B+-tree (rewind-collections) in a child
+//!   process killed mid-transaction, recovery, verification against a
+//!   model, and a throughput table;
 //! * `bench NAME|all` — the papers' experiments, written as JSON, CSV and SVG;
 //! * `info`, `check`, `recover`, `dump-log` — pool inspection, like `pmempool`.
 //!

@@ -67,8 +67,12 @@ fn demo_recovers_and_its_pool_checks_clean() {
     );
     assert!(stdout.contains("all checks passed"), "{stdout}");
     assert!(
-        stdout.contains("persist-nolog"),
+        stdout.contains("volatile") && stdout.contains("rewind-btree"),
         "no throughput table:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("B+-tree invariants") && stdout.contains("orders in key order"),
+        "no B+-tree verification:\n{stdout}"
     );
 
     let check = rewind(&["check", pool_s]);
@@ -113,7 +117,7 @@ fn demo_passes(log: &str, policy: &str) -> bool {
 
 #[test]
 fn demo_recovers_under_every_log_variant_with_force() {
-    for log in ["simple", "optimized", "batch"] {
+    for log in ["simple", "optimized", "batch", "two-layer"] {
         assert!(demo_passes(log, "force"), "{log}/force failed");
     }
 }
@@ -122,8 +126,15 @@ fn demo_recovers_under_every_log_variant_with_force() {
 // was freed and reallocated later (see rewind/tests/regressions.rs).
 #[test]
 fn demo_recovers_under_every_log_variant_with_no_force() {
-    for log in ["simple", "optimized", "batch"] {
+    for log in ["simple", "optimized", "batch", "two-layer"] {
         assert!(demo_passes(log, "no-force"), "{log}/no-force failed");
+    }
+}
+
+#[test]
+fn demo_recovers_under_every_log_variant_with_redo() {
+    for log in ["simple", "optimized", "batch", "two-layer"] {
+        assert!(demo_passes(log, "redo"), "{log}/redo failed");
     }
 }
 

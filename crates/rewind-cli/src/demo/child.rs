@@ -1,9 +1,10 @@
 //! The demo's child process and the parent's side of its protocol.
 //!
 //! The child prints one line per event on stdout, flushed at once:
-//! `committed <i>` after the commit of transfer `i` returned, and
-//! `inflight <i>` from inside every 500th transfer, after which it sleeps in
-//! the transaction so the parent's SIGKILL lands mid-transaction.
+//! `committed <i>` after the commit of transaction `i` returned, and
+//! `inflight <i>` from inside every 500th transaction (after its B+-tree
+//! operations, before its counter update and commit), after which it sleeps in the transaction so the
+//! parent's SIGKILL lands mid-transaction.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use rewind::{OpenOptions, Pool};
 
-use super::bank::{self, Bank, LAYOUT};
+use super::tree::{self, Root, LAYOUT};
 use crate::error::CliError;
 
 /// The child announces and pauses in every this-many-th transaction.
@@ -30,7 +31,7 @@ pub struct ChildArgs {
     /// Pool created by the parent.
     #[arg(long)]
     pool: PathBuf,
-    /// Seed of the transfer sequence.
+    /// Seed of the transaction sequence.
     #[arg(long)]
     seed: u64,
 }
@@ -42,7 +43,7 @@ pub(super) struct Kill {
     pub at: Duration,
 }
 
-/// Spawns the child and kills it at the first announced in-flight transfer
+/// Spawns the child and kills it at the first announced in-flight transaction
 /// after `wait`.
 pub(super) fn run_and_kill(path: &Path, seed: u64, wait: Duration) -> Result<Kill, CliError> {
     let exe = std::env::current_exe().map_err(CliError::io("finding the rewind executable"))?;
@@ -94,7 +95,7 @@ pub(super) fn run_and_kill(path: &Path, seed: u64, wait: Duration) -> Result<Kil
                     .wait()
                     .map_err(CliError::io("waiting for the demo child"))?;
                 return Err(CliError::Child(format!(
-                    "exited ({status}) after committing {last_committed} transfers, before it was killed"
+                    "exited ({status}) after committing {last_committed} transactions, before it was killed"
                 )));
             }
         };
@@ -114,7 +115,7 @@ pub(super) fn run_and_kill(path: &Path, seed: u64, wait: Duration) -> Result<Kil
             _ => {
                 kill(&mut child);
                 return Err(CliError::Child(format!(
-                    "unexpected line {line:?} after transfer {last_committed}"
+                    "unexpected line {line:?} after transaction {last_committed}"
                 )));
             }
         }
@@ -132,17 +133,17 @@ fn parse_line(line: &str) -> Option<(&str, u64)> {
     Some((word, n.trim().parse().ok()?))
 }
 
-/// `rewind __demo-child`: commit transfers until killed.
+/// `rewind __demo-child`: commit B+-tree transactions until killed.
 pub fn child(args: &ChildArgs) -> Result<(), CliError> {
     let pool = Pool::open(&args.pool, LAYOUT, &OpenOptions::default()).map_err(
         CliError::rewind(format!("opening pool {}", args.pool.display())),
     )?;
     let root = pool
-        .root::<Bank>()
+        .root::<Root>()
         .map_err(CliError::rewind("reading the root"))?
-        .ok_or_else(|| CliError::Child("the pool has no bank root".into()))?;
+        .ok_or_else(|| CliError::Child("the pool has no order-book root".into()))?;
     loop {
-        let i = bank::transfer(&pool, root, args.seed, |i| {
+        let i = tree::step(&pool, root, args.seed, |i| {
             if i % INFLIGHT_EVERY == 0 {
                 // A failed write means the parent is gone: stop here, which
                 // is just another crash for the pool to recover from.
@@ -152,7 +153,7 @@ pub fn child(args: &ChildArgs) -> Result<(), CliError> {
                 std::thread::sleep(INFLIGHT_PAUSE);
             }
         })
-        .map_err(CliError::rewind("running a transfer"))?;
+        .map_err(CliError::collection("running a transaction"))?;
         say(format_args!("committed {i}")).map_err(CliError::io("reporting a commit"))?;
     }
 }

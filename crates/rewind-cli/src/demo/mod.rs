@@ -1,20 +1,26 @@
-//! `rewind demo`: crash a process mid-transaction and show nothing is lost.
+//! `rewind demo`: crash a process in the middle of a B+-tree transaction
+//! and show nothing is lost.
 //!
-//! 1. The parent creates a pool and the [`bank`] in it.
-//! 2. It runs `rewind __demo-child`, which commits transfers forever and
-//!    prints `committed <i>` after each commit returns. Every 500th transfer
-//!    prints `inflight <i>` from *inside* the transaction and sleeps there,
-//!    so the parent can SIGKILL it mid-transaction at a point it knows.
-//! 3. The parent reopens the pool (recovery runs) and compares it with a
-//!    model replayed from the seed: exactly the transfers whose commit
-//!    returned must be there, the killed one must be gone.
-//! 4. A [`throughput`] table compares the same workload with and without the log.
+//! 1. The parent creates a pool and an empty persistent B+-tree in it (the
+//!    [`tree`] workload, an order book on `rewind_collections::BTreeMap`).
+//! 2. It runs `rewind __demo-child`, which commits transactions of inserts
+//!    and removals forever and prints `committed <i>` after each commit
+//!    returns. Every 500th transaction prints `inflight <i>` from *inside*
+//!    the transaction and sleeps there, so the parent can SIGKILL it
+//!    mid-transaction at a point it knows.
+//! 3. The parent reopens the pool (recovery runs) and compares the tree
+//!    with a model replayed from the seed: exactly the transactions whose
+//!    commit returned must be there, the killed one must be gone; the
+//!    tree's invariants must hold and its nodes be exactly the allocated
+//!    blocks.
+//! 4. A [`throughput`] table runs the same transactions on a DRAM
+//!    `BTreeMap` and on rewind pools under several configurations.
 //!
 //! The child and its line protocol are in [`child`](mod@child), step 3 in [`verify`].
 
-mod bank;
 mod child;
 mod throughput;
+mod tree;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -24,11 +30,11 @@ use clap::Args;
 use rewind::{LogVariant, Policy, Pool, PoolConfig};
 
 use crate::error::CliError;
-use bank::{ACCOUNTS, INITIAL_BALANCE, LAYOUT};
 pub use child::{child, ChildArgs};
+use tree::{FANOUT, KEYS, LAYOUT};
 
-/// Size of the demo pool: the accounts and history need a few KiB; the
-/// rest leaves the log (pool/8 by default) plenty of room.
+/// Size of the demo pool: the tree needs a few MiB at most; the rest
+/// leaves the log (pool/8 by default) plenty of room.
 const POOL_SIZE: u64 = 16 << 20;
 
 /// Arguments of `rewind demo`.
@@ -40,17 +46,17 @@ pub struct DemoArgs {
     /// Kill the child at the first in-flight transaction after this many seconds.
     #[arg(long, default_value_t = 0.5)]
     seconds_before_kill: f64,
-    /// Seed of the transfer sequence.
+    /// Seed of the transaction sequence.
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Log variant of the demo pool: simple, optimized, batch or two-layer.
     #[arg(long, default_value = "batch")]
     log: LogVariant,
-    /// Policy of the demo pool: force or no-force.
+    /// Policy of the demo pool: force, no-force or redo.
     #[arg(long, default_value = "force")]
     policy: Policy,
     /// Transactions per system in the throughput table (tests use fewer).
-    #[arg(long, default_value_t = 20_000, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10_000, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     throughput_tx: u64,
 }
 
@@ -66,31 +72,31 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         None => std::env::temp_dir().join("rewind-demo.pool"),
     };
     println!(
-        "rewind demo: {ACCOUNTS} bank accounts, crash-consistent transfers (seed {})",
+        "rewind demo: a persistent B+-tree (order book, keys below {KEYS}, {FANOUT} keys per node), crash-consistent transactions (seed {})",
         args.seed
     );
     println!("pool: {}", path.display());
     println!();
 
-    println!("[1/4] create the pool and the bank");
+    println!("[1/4] create the pool and an empty B+-tree");
     remove_old_pool(&path, args.pool.is_none())?;
     let cfg = PoolConfig::default().log(args.log).policy(args.policy);
-    create_bank(&path, &cfg)?;
+    create_tree(&path, &cfg)?;
     println!(
-        "      {} MiB pool, {} log, {} policy; {ACCOUNTS} accounts x {INITIAL_BALANCE} in one transaction: ok",
+        "      {} MiB pool, {} log, {} policy; tree created in one transaction: ok",
         POOL_SIZE >> 20,
         cfg.log,
         cfg.policy
     );
 
-    println!("[2/4] run transfers in a child process and SIGKILL it mid-transaction");
+    println!("[2/4] run B+-tree transactions in a child process and SIGKILL it mid-transaction");
     let kill = child::run_and_kill(
         &path,
         args.seed,
         Duration::from_secs_f64(args.seconds_before_kill),
     )?;
     println!(
-        "      killed at {:.2} s inside transfer {} (last commit returned: {})",
+        "      killed at {:.2} s inside transaction {} (last commit returned: {})",
         kill.at.as_secs_f64(),
         kill.inflight,
         kill.last_committed
@@ -103,7 +109,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     }
 
     println!(
-        "[4/4] throughput: the same transfers in-process, {} per system",
+        "[4/4] throughput: the same B+-tree transactions in-process, {} per system",
         args.throughput_tx
     );
     let rows = throughput::measure(args.throughput_tx)?;
@@ -136,11 +142,11 @@ fn remove_old_pool(path: &Path, is_default: bool) -> Result<(), CliError> {
     )))
 }
 
-fn create_bank(path: &Path, cfg: &PoolConfig) -> Result<(), CliError> {
+fn create_tree(path: &Path, cfg: &PoolConfig) -> Result<(), CliError> {
     let pool = Pool::create(path, LAYOUT, POOL_SIZE, cfg).map_err(CliError::rewind(format!(
         "creating pool {}",
         path.display()
     )))?;
-    bank::init(&pool).map_err(CliError::rewind("initialising the bank"))?;
+    tree::init(&pool).map_err(CliError::collection("creating the B+-tree"))?;
     Ok(())
 }

@@ -1,0 +1,153 @@
+//! The B+-tree's structural invariants, checked from the committed state.
+
+use std::collections::HashSet;
+
+use bytemuck::Pod;
+use rewind::{PPtr, Pool, Tx};
+
+use super::node::Node;
+use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
+use crate::error::{corrupt, Result};
+use crate::mem::Mem;
+
+/// What a walk of the tree collects.
+struct Walk {
+    leaves: Vec<u64>,
+    leaf_depth: Option<usize>,
+    entries: u64,
+    seen: HashSet<u64>,
+}
+
+impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
+    /// Checks the tree's invariants, returning [`Error::Corrupt`](crate::Error::Corrupt)
+    /// for the first one broken: keys strictly increasing in every node and
+    /// within their parent's separators; every leaf at the same depth; key
+    /// counts within bounds (leaves 0 to fan-out, inner nodes at least
+    /// fan-out / 2, the root at least 1); no node reachable twice; the
+    /// leaf chain visiting exactly the leaves in key order; the header's
+    /// entry count and first leaf right.
+    pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut w = Walk {
+            leaves: Vec::new(),
+            leaf_depth: None,
+            entries: 0,
+            seen: HashSet::new(),
+        };
+        self.walk(pool, &h, h.root, 0, None, None, &mut w)?;
+        if w.entries != h.len {
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "entry count differs from the leaves' keys",
+            ));
+        }
+        if w.leaves.first() != Some(&h.first) {
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "first-leaf field is not the leftmost leaf",
+            ));
+        }
+        let mut cur = h.first;
+        for &leaf in &w.leaves {
+            if cur != leaf {
+                return Err(corrupt(WHAT, leaf, "leaf chain skips or reorders leaves"));
+            }
+            cur = Node::<K, V>::load(&mut m, &h.geo, cur)?.next;
+        }
+        if cur != 0 {
+            return Err(corrupt(WHAT, cur, "leaf chain runs past the last leaf"));
+        }
+        Ok(())
+    }
+
+    /// The offsets of every block the tree owns, header first, then every
+    /// node reachable from the root, breadth first (committed state): for
+    /// space accounting and checks. Nodes split off by nested top actions
+    /// of aborted inserts are reachable, so they are here too.
+    pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
+        self.blocks_in(&mut { pool })
+    }
+
+    /// Frees every node and the header, in `tx`; the handle must not be
+    /// used again.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        for off in self.blocks_in(tx)? {
+            tx.free(PPtr::<u8>::from_offset(off))?;
+        }
+        Ok(())
+    }
+
+    fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
+        let h = self.header(m)?;
+        let mut out = vec![self.hdr];
+        let mut level = vec![h.root];
+        for _ in 0..=MAX_DEPTH {
+            if level.is_empty() {
+                return Ok(out);
+            }
+            let mut below = Vec::new();
+            for &off in &level {
+                let node = Node::<K, V>::load(m, &h.geo, off)?;
+                if !node.leaf {
+                    below.extend_from_slice(&node.kids);
+                }
+            }
+            out.append(&mut level);
+            level = below;
+        }
+        Err(corrupt(WHAT, h.root, "deeper than 64 levels"))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &self,
+        pool: &Pool,
+        h: &Header,
+        off: u64,
+        depth: usize,
+        lo: Option<K>,
+        hi: Option<K>,
+        w: &mut Walk,
+    ) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(corrupt(WHAT, off, "deeper than 64 levels"));
+        }
+        if !w.seen.insert(off) {
+            return Err(corrupt(WHAT, off, "node reachable twice"));
+        }
+        let node = Node::<K, V>::load(&mut { pool }, &h.geo, off)?;
+        if node.keys.windows(2).any(|p| p[0] >= p[1]) {
+            return Err(corrupt(WHAT, off, "keys not strictly increasing"));
+        }
+        let below = |k: &K| lo.is_some_and(|lo| *k < lo);
+        let above = |k: &K| hi.is_some_and(|hi| *k >= hi);
+        if node.keys.iter().any(|k| below(k) || above(k)) {
+            return Err(corrupt(WHAT, off, "key outside its parent's separators"));
+        }
+        if node.leaf {
+            if *w.leaf_depth.get_or_insert(depth) != depth {
+                return Err(corrupt(WHAT, off, "leaves at different depths"));
+            }
+            w.leaves.push(off);
+            w.entries += node.keys.len() as u64;
+            return Ok(());
+        }
+        let least = if depth == 0 { 1 } else { h.geo.fanout / 2 };
+        if node.keys.len() < least {
+            return Err(corrupt(WHAT, off, "inner node with too few keys"));
+        }
+        if node.next != 0 {
+            return Err(corrupt(WHAT, off, "inner node with a next pointer"));
+        }
+        let n = node.keys.len();
+        for (j, &kid) in node.kids.iter().enumerate() {
+            let lo = if j == 0 { lo } else { Some(node.keys[j - 1]) };
+            let hi = if j == n { hi } else { Some(node.keys[j]) };
+            self.walk(pool, h, kid, depth + 1, lo, hi, w)?;
+        }
+        Ok(())
+    }
+}

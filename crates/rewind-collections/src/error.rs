@@ -1,0 +1,103 @@
+//! Errors: the pool's own ([`rewind::Error`], out of memory included) and
+//! what a collection finds wrong with its bytes or its arguments.
+
+/// Everything a collection operation can fail with. Converts from
+/// [`rewind::Error`], so it can be a transaction closure's error type.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The pool failed: out of memory, log full, an I/O error, or
+    /// [`rewind::Error::Aborted`] returned by a closure to roll back.
+    #[error(transparent)]
+    Pool(#[from] rewind::Error),
+    /// The pointer does not lead to a collection of this kind.
+    #[error("{what} at offset {offset}: magic {found:02x?}, expected {expected:02x?} (a pointer to something else, or never created)")]
+    WrongMagic {
+        /// The collection kind expected.
+        what: &'static str,
+        /// The header's offset.
+        offset: u64,
+        /// The bytes found.
+        found: [u8; 8],
+        /// The kind's magic.
+        expected: [u8; 8],
+    },
+    /// The collection was created for keys or values of another size than
+    /// the handle's type.
+    #[error("{what} at offset {offset} stores {found}-byte {part}s, but the handle's {part} type is {expected} bytes (open it with the type it was created with)")]
+    TypeMismatch {
+        /// The collection kind.
+        what: &'static str,
+        /// The header's offset.
+        offset: u64,
+        /// "key", "value" or "element".
+        part: &'static str,
+        /// Size recorded in the pool.
+        found: u64,
+        /// Size of the handle's type.
+        expected: u64,
+    },
+    /// A node or header holds an impossible value, or (from
+    /// `check_invariants`) the structure breaks one of its invariants.
+    #[error("{what} at offset {offset} is corrupt: {reason}")]
+    Corrupt {
+        /// Which structure.
+        what: &'static str,
+        /// Its offset in the pool.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// An argument is out of range.
+    #[error("invalid {what}: {value} (expected {expected})")]
+    InvalidArgument {
+        /// Which argument.
+        what: &'static str,
+        /// The value given.
+        value: u64,
+        /// The accepted range.
+        expected: &'static str,
+    },
+    /// An index (or a byte range's end) past the end.
+    #[error("index {index} is out of bounds for a {what} of length {len}")]
+    IndexOutOfBounds {
+        /// The collection kind: "vector", "list", "blob".
+        what: &'static str,
+        /// The index given.
+        index: u64,
+        /// The collection's length.
+        len: u64,
+    },
+    /// A byte string longer than its type holds.
+    #[error("{what}: {len} bytes, but at most {max} fit (use a larger N, or a Blob)")]
+    TooLong {
+        /// The type or collection.
+        what: &'static str,
+        /// Bytes given.
+        len: u64,
+        /// The most that fit.
+        max: u64,
+    },
+    /// A list cursor that does not lead to an element of this list: its
+    /// element was removed, or it came from another list.
+    #[error("list cursor at offset {offset} is not an element of the list at {list}: {reason}")]
+    InvalidCursor {
+        /// The cursor's node offset.
+        offset: u64,
+        /// The list's header offset.
+        list: u64,
+        /// What did not match.
+        reason: &'static str,
+    },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn corrupt(what: &'static str, offset: u64, reason: &'static str) -> Error {
+    Error::Corrupt {
+        what,
+        offset,
+        reason,
+    }
+}

@@ -1,0 +1,404 @@
+//! A persistent hash map with separate chaining.
+//!
+//! The header points at a table of `buckets` chain heads (a power of two);
+//! each entry is its own block holding the next entry's offset, the key and
+//! the value. Keys are hashed with 64-bit FNV-1a over their bytes (stable
+//! across runs and platforms of one endianness) and compared by their bytes,
+//! so two keys are the same key exactly when their bytes are equal.
+//!
+//! When an insert would make the entries outnumber the buckets, the table
+//! doubles inside the inserting transaction: a new table is allocated,
+//! every entry relinked into it (one logged 8-byte write per entry) and
+//! the old table freed. A removal frees its entry; the table never shrinks.
+//!
+//! Layouts, little-endian (`docs/collections.md`):
+//!
+//! ```text
+//! header                          entry
+//! 0   magic     [u8; 8] "RWHASH01"  0   next   u64   next entry in the chain (0: end)
+//! 8   key_size  u32                 8   key    key_size bytes
+//! 12  val_size  u32                 ..  value  val_size bytes
+//! 16  len       u64
+//! 24  buckets   u64  a power of two
+//! 32  table     u64  offset of buckets × u64 chain heads
+//! 40  (end)
+//! ```
+
+use std::marker::PhantomData;
+
+use bytemuck::Pod;
+use rewind::{PPtr, Pool, Tx};
+
+use crate::error::{corrupt, Result};
+use crate::mem::{check_magic, check_size, check_span, le32, le64, put64, Mem};
+
+const WHAT: &str = "hash map";
+const MAGIC: [u8; 8] = *b"RWHASH01";
+const MAGIC_OFF: usize = 0;
+const KEY_SIZE_OFF: usize = MAGIC_OFF + 8;
+const VAL_SIZE_OFF: usize = KEY_SIZE_OFF + 4;
+const LEN_OFF: usize = VAL_SIZE_OFF + 4;
+const BUCKETS_OFF: usize = LEN_OFF + 8;
+const TABLE_OFF: usize = BUCKETS_OFF + 8;
+const HEADER_SIZE: usize = TABLE_OFF + 8;
+const NEXT_OFF: u64 = 0;
+const KEY_OFF: u64 = NEXT_OFF + 8;
+/// Buckets of a new map.
+const INITIAL_BUCKETS: u64 = 16;
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A persistent hash map: a handle to its header in a pool (`Copy`; see
+/// [`BTreeMap`](crate::BTreeMap) for storing handles).
+///
+/// ```
+/// use rewind::{Pool, PoolConfig};
+/// use rewind_collections::HashMap;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let pool = Pool::create(dir.path().join("h.pool"), "h", 8 << 20, &PoolConfig::default())?;
+/// let m = pool.transaction(|tx| {
+///     let m = HashMap::<[u8; 4], u64>::create(tx)?;
+///     for i in 0..100u32 {
+///         m.insert(tx, i.to_le_bytes(), i as u64)?; // grows past 16 buckets
+///     }
+///     m.remove(tx, &7u32.to_le_bytes())?;
+///     Ok::<_, rewind_collections::Error>(m)
+/// })?;
+/// assert_eq!(m.len(&pool)?, 99);
+/// assert_eq!(m.get(&pool, &42u32.to_le_bytes())?, Some(42));
+/// assert_eq!(m.get(&pool, &7u32.to_le_bytes())?, None);
+/// m.check_invariants(&pool)?;
+/// # Ok::<(), rewind_collections::Error>(())
+/// ```
+pub struct HashMap<K, V> {
+    hdr: u64,
+    _t: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for HashMap<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K, V> Copy for HashMap<K, V> {}
+impl<K, V> std::fmt::Debug for HashMap<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HashMap({:#x})", self.hdr)
+    }
+}
+
+struct Header {
+    len: u64,
+    buckets: u64,
+    table: u64,
+}
+
+/// Where a key was found: the link that points at its entry, the entry.
+struct Found<V> {
+    link: u64,
+    entry: u64,
+    next: u64,
+    val: V,
+}
+
+impl<K: Pod, V: Pod> HashMap<K, V> {
+    const KS: u64 = size_of::<K>() as u64;
+    const VS: u64 = size_of::<V>() as u64;
+    const ENTRY: u64 = KEY_OFF + Self::KS + Self::VS;
+
+    /// Creates an empty map of 16 buckets.
+    pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
+        let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
+        let table = tx.alloc_bytes(INITIAL_BUCKETS * 8)?;
+        let mut h = [0u8; HEADER_SIZE];
+        h[MAGIC_OFF..KEY_SIZE_OFF].copy_from_slice(&MAGIC);
+        h[KEY_SIZE_OFF..VAL_SIZE_OFF].copy_from_slice(&(Self::KS as u32).to_le_bytes());
+        h[VAL_SIZE_OFF..LEN_OFF].copy_from_slice(&(Self::VS as u32).to_le_bytes());
+        h[BUCKETS_OFF..TABLE_OFF].copy_from_slice(&INITIAL_BUCKETS.to_le_bytes());
+        h[TABLE_OFF..HEADER_SIZE].copy_from_slice(&table.to_le_bytes());
+        tx.write_bytes(hdr, &h)?;
+        Ok(Self::from_ptr(PPtr::from_offset(hdr)))
+    }
+
+    /// The map whose header `p` points at; checked at first use.
+    pub fn from_ptr(p: PPtr<Self>) -> Self {
+        HashMap {
+            hdr: p.offset(),
+            _t: PhantomData,
+        }
+    }
+
+    /// The pointer to the map's header.
+    pub fn as_ptr(&self) -> PPtr<Self> {
+        PPtr::from_offset(self.hdr)
+    }
+
+    fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
+        let mut h = [0u8; HEADER_SIZE];
+        m.read_at(self.hdr, &mut h)?;
+        check_magic(WHAT, self.hdr, &h, MAGIC)?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "key",
+            le32(&h, KEY_SIZE_OFF),
+            size_of::<K>(),
+        )?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "value",
+            le32(&h, VAL_SIZE_OFF),
+            size_of::<V>(),
+        )?;
+        let h = Header {
+            len: le64(&h, LEN_OFF),
+            buckets: le64(&h, BUCKETS_OFF),
+            table: le64(&h, TABLE_OFF),
+        };
+        if !h.buckets.is_power_of_two() || h.table == 0 {
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "bucket count not a power of two, or no table",
+            ));
+        }
+        check_span(m, WHAT, self.hdr, h.table, h.buckets.checked_mul(8))?;
+        Ok(h)
+    }
+
+    fn bucket(k: &K, buckets: u64) -> u64 {
+        fnv1a(bytemuck::bytes_of(k)) & (buckets - 1)
+    }
+
+    fn read64<M: Mem>(m: &mut M, off: u64) -> Result<u64> {
+        let mut b = [0u8; 8];
+        m.read_at(off, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Reads the entry at `off`: next, key, value.
+    fn entry<M: Mem>(m: &mut M, off: u64) -> Result<(u64, K, V)> {
+        let mut b = vec![0u8; Self::ENTRY as usize];
+        m.read_at(off, &mut b)?;
+        let (ks, vs) = (KEY_OFF as usize, (KEY_OFF + Self::KS) as usize);
+        Ok((
+            le64(&b, NEXT_OFF as usize),
+            bytemuck::pod_read_unaligned(&b[ks..vs]),
+            bytemuck::pod_read_unaligned(&b[vs..]),
+        ))
+    }
+
+    fn find<M: Mem>(&self, m: &mut M, h: &Header, k: &K) -> Result<Option<Found<V>>> {
+        let mut link = h.table + Self::bucket(k, h.buckets) * 8;
+        let mut cur = Self::read64(m, link)?;
+        // A chain longer than the map is a cycle.
+        for _ in 0..=h.len {
+            if cur == 0 {
+                return Ok(None);
+            }
+            let (next, key, val) = Self::entry(m, cur)?;
+            if bytemuck::bytes_of(&key) == bytemuck::bytes_of(k) {
+                return Ok(Some(Found {
+                    link,
+                    entry: cur,
+                    next,
+                    val,
+                }));
+            }
+            (link, cur) = (cur + NEXT_OFF, next);
+        }
+        Err(corrupt(
+            WHAT,
+            self.hdr,
+            "a chain longer than the map (a cycle?)",
+        ))
+    }
+
+    /// The number of entries.
+    pub fn len(&self, pool: &Pool) -> Result<u64> {
+        Ok(self.header(&mut { pool })?.len)
+    }
+
+    /// True if the map has no entries.
+    pub fn is_empty(&self, pool: &Pool) -> Result<bool> {
+        Ok(self.len(pool)? == 0)
+    }
+
+    /// The number of entries, as `tx` sees it.
+    pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        Ok(self.header(tx)?.len)
+    }
+
+    /// The value of `k` (committed state).
+    pub fn get(&self, pool: &Pool, k: &K) -> Result<Option<V>> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        Ok(self.find(&mut m, &h, k)?.map(|f| f.val))
+    }
+
+    /// The value of `k` as `tx` sees it.
+    pub fn get_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        let h = self.header(tx)?;
+        Ok(self.find(tx, &h, k)?.map(|f| f.val))
+    }
+
+    /// Sets `k` to `v`; returns the value it replaced. May double the
+    /// table (in `tx`).
+    pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+        let mut h = self.header(tx)?;
+        if let Some(f) = self.find(tx, &h, &k)? {
+            tx.write_bytes(f.entry + KEY_OFF + Self::KS, bytemuck::bytes_of(&v))?;
+            return Ok(Some(f.val));
+        }
+        if h.len >= h.buckets {
+            h = self.grow(tx, h)?;
+        }
+        let link = h.table + Self::bucket(&k, h.buckets) * 8;
+        let head = Self::read64(tx, link)?;
+        let e = tx.alloc_bytes(Self::ENTRY)?;
+        let mut b = Vec::with_capacity(Self::ENTRY as usize);
+        b.extend_from_slice(&head.to_le_bytes());
+        b.extend_from_slice(bytemuck::bytes_of(&k));
+        b.extend_from_slice(bytemuck::bytes_of(&v));
+        tx.write_bytes(e, &b)?;
+        put64(tx, link, e)?;
+        let len = (h.len.checked_add(1))
+            .ok_or_else(|| corrupt(WHAT, self.hdr, "length at its maximum"))?;
+        put64(tx, self.hdr + LEN_OFF as u64, len)?;
+        Ok(None)
+    }
+
+    /// Doubles the table: relinks every entry into a new one, frees the old.
+    fn grow(&self, tx: &mut Tx<'_>, h: Header) -> Result<Header> {
+        let buckets = h.buckets * 2;
+        let mut heads = vec![0u64; buckets as usize];
+        let mut seen = 0;
+        for b in 0..h.buckets {
+            let mut cur = Self::read64(tx, h.table + b * 8)?;
+            while cur != 0 {
+                seen += 1;
+                if seen > h.len {
+                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                }
+                let (next, key, _) = Self::entry(tx, cur)?;
+                let nb = Self::bucket(&key, buckets) as usize;
+                put64(tx, cur + NEXT_OFF, heads[nb])?;
+                heads[nb] = cur;
+                cur = next;
+            }
+        }
+        let table = tx.alloc_bytes(buckets * 8)?;
+        let bytes: Vec<u8> = heads.iter().flat_map(|o| o.to_le_bytes()).collect();
+        tx.write_bytes(table, &bytes)?; // fresh: not logged
+        tx.free(PPtr::<u64>::from_offset(h.table))?;
+        let mut w = [0u8; 16];
+        w[..8].copy_from_slice(&buckets.to_le_bytes());
+        w[8..].copy_from_slice(&table.to_le_bytes());
+        tx.write_bytes(self.hdr + BUCKETS_OFF as u64, &w)?;
+        Ok(Header {
+            len: h.len,
+            buckets,
+            table,
+        })
+    }
+
+    /// Removes `k` and frees its entry; returns its value.
+    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        let h = self.header(tx)?;
+        let Some(f) = self.find(tx, &h, k)? else {
+            return Ok(None);
+        };
+        let Some(len) = h.len.checked_sub(1) else {
+            return Err(corrupt(WHAT, self.hdr, "length 0 with an entry in a chain"));
+        };
+        put64(tx, f.link, f.next)?;
+        tx.free(PPtr::<u8>::from_offset(f.entry))?;
+        put64(tx, self.hdr + LEN_OFF as u64, len)?;
+        Ok(Some(f.val))
+    }
+
+    /// Every entry, in no particular order (committed state).
+    pub fn entries(&self, pool: &Pool) -> Result<Vec<(K, V)>> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut out = Vec::with_capacity(h.len as usize);
+        for b in 0..h.buckets {
+            let mut cur = Self::read64(&mut m, h.table + b * 8)?;
+            while cur != 0 {
+                if out.len() as u64 >= h.len {
+                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                }
+                let (next, k, v) = Self::entry(&mut m, cur)?;
+                out.push((k, v));
+                cur = next;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The offsets of every block the map owns: header, table, then every
+    /// entry (committed state): for space accounting and checks.
+    pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
+        self.blocks_in(&mut { pool })
+    }
+
+    /// Frees every entry, the table and the header, in `tx`; the handle
+    /// must not be used again.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        for off in self.blocks_in(tx)? {
+            tx.free(PPtr::<u8>::from_offset(off))?;
+        }
+        Ok(())
+    }
+
+    fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
+        let h = self.header(m)?;
+        let mut out = vec![self.hdr, h.table];
+        for b in 0..h.buckets {
+            let mut cur = Self::read64(m, h.table + b * 8)?;
+            while cur != 0 {
+                if out.len() as u64 >= h.len.saturating_add(2) {
+                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                }
+                out.push(cur);
+                cur = Self::read64(m, cur + NEXT_OFF)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks that every entry sits in its key's bucket, no key appears
+    /// twice, and the length is the number of entries.
+    pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut keys = std::collections::HashSet::new();
+        for b in 0..h.buckets {
+            let mut cur = Self::read64(&mut m, h.table + b * 8)?;
+            while cur != 0 {
+                if keys.len() as u64 >= h.len {
+                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                }
+                let (next, k, _) = Self::entry(&mut m, cur)?;
+                if Self::bucket(&k, h.buckets) != b {
+                    return Err(corrupt(WHAT, cur, "entry in another key's bucket"));
+                }
+                if !keys.insert(bytemuck::bytes_of(&k).to_vec()) {
+                    return Err(corrupt(WHAT, cur, "key appears twice"));
+                }
+                cur = next;
+            }
+        }
+        if keys.len() as u64 != h.len {
+            return Err(corrupt(WHAT, self.hdr, "length differs from the entries"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! Crash-consistent collections kept in a [`rewind`] pool: an ordered map
+//! (a B+-tree, [`BTreeMap`]), a hash map ([`HashMap`]), a growable array
+//! ([`Vec`]), a doubly-linked list ([`List`]) and a variable-length byte
+//! string ([`Blob`]), with [`FixedBytes`] for bounded byte-string keys and
+//! values; built only on rewind's public API, without unsafe code.
+//!
+//! A collection lives in the pool as a small header block; the handle a
+//! program holds is that block's offset and nothing else, so a handle is
+//! `Copy`, costs nothing to rebuild ([`BTreeMap::from_ptr`]), and its
+//! pointer ([`BTreeMap::as_ptr`]) can be stored in the program's root
+//! object to find the collection again after the pool is reopened.
+//!
+//! Every change goes through a [`rewind::Tx`]: each mutating method takes
+//! `&mut Tx`, so changes to several collections (and to the program's own
+//! objects) in one transaction commit or roll back together, and survive a
+//! crash the same way. Read-only methods take `&Pool` and need no
+//! transaction; `*_tx` variants read through a transaction and see its
+//! uncommitted writes.
+//!
+//! ```
+//! use rewind::{Pool, PoolConfig};
+//! use rewind_collections::{BTreeMap, Vec};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let pool = Pool::create(dir.path().join("c.pool"), "c", 8 << 20, &PoolConfig::default())?;
+//! let (map, log) = pool.transaction(|tx| {
+//!     let map = BTreeMap::<u64, u64>::create(tx)?;
+//!     let log = Vec::<u64>::create(tx)?;
+//!     Ok::<_, rewind_collections::Error>((map, log))
+//! })?;
+//! // One transaction changes both collections, or neither.
+//! pool.transaction(|tx| {
+//!     map.insert(tx, 7, 49)?;
+//!     log.push(tx, 7)
+//! })?;
+//! assert_eq!(map.get(&pool, &7)?, Some(49));
+//! assert_eq!(log.len(&pool)?, 1);
+//! # Ok::<(), rewind_collections::Error>(())
+//! ```
+//!
+//! **Isolation is the program's** (REWIND §4.7): rewind makes transactions
+//! atomic and durable, not isolated. Two transactions that change one
+//! collection at the same time corrupt it; keep them apart with a lock per
+//! collection (a `Mutex` around the handle, say), held for the whole
+//! transaction, not just the call (`examples/threads.rs`). Readers outside
+//! a transaction must not run beside a writer of the same collection either.
+//!
+//! **Keys and values** are any `Pod` type, stored as their in-memory bytes
+//! (as [`rewind::Tx::write`] stores them): a pool is read back by the same
+//! platform that wrote it. The hash map compares and hashes keys by those
+//! bytes. The B+-tree orders keys by `Ord`, which must be a total order
+//! that does not change between runs. Strings are [`FixedBytes<N>`]
+//! (at most `N` bytes inline, ordered by their bytes; longer input is
+//! [`Error::TooLong`]) or, unbounded, a [`Blob`].
+//!
+//! **B+-tree splits are nested top actions**: an aborted insert may leave
+//! its split behind (the same entries, one more node per split level, kept
+//! and reused by the tree); see [`BTreeMap`]'s module notes.
+//!
+//! The layouts, byte by byte, the space rules, nested top actions,
+//! isolation and the error cases are in `docs/collections.md`.
+
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+mod blob;
+mod btree;
+mod bytes;
+mod error;
+mod hash;
+mod list;
+mod mem;
+mod vec;
+
+pub use blob::Blob;
+pub use btree::{BTreeMap, Iter, DEFAULT_FANOUT, MAX_FANOUT, MIN_FANOUT};
+pub use bytes::{FixedBytes, MAX_FIXED_BYTES};
+pub use error::{Error, Result};
+pub use hash::HashMap;
+pub use list::{Cursor, Iter as ListIter, List};
+pub use vec::Vec;

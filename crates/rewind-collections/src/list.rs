@@ -1,0 +1,563 @@
+//! A persistent doubly-linked list.
+//!
+//! The header holds the length and the offsets of the first and last
+//! nodes; each element is its own node block, linked both ways. A push
+//! allocates one node and changes at most one neighbour's link and the
+//! header; a pop or a removal changes at most two neighbours' links and
+//! the header, and frees the node. A removal in the middle needs the node:
+//! by index (a walk from the nearer end) or by a [`Cursor`] (no walk).
+//! Everything happens in the caller's transaction, so a rollback relinks
+//! and frees exactly what it should; no nested top actions.
+//!
+//! Layouts, little-endian (`docs/collections.md`):
+//!
+//! ```text
+//! header                              node
+//! 0   magic      [u8; 8] "RWLIST01"   0   prev   u64  (0: first)
+//! 8   elem_size  u32                  8   next   u64  (0: last)
+//! 12  reserved   u32     0            16  value  elem_size bytes
+//! 16  len        u64
+//! 24  head       u64     first node (0: empty)
+//! 32  tail       u64     last node (0: empty)
+//! 40  (end)
+//! ```
+
+use std::marker::PhantomData;
+
+use bytemuck::Pod;
+use rewind::{PPtr, Pool, Tx};
+
+use crate::error::{corrupt, Error, Result};
+use crate::mem::{check_magic, check_size, le32, le64, put64, Mem};
+
+const WHAT: &str = "list";
+const MAGIC: [u8; 8] = *b"RWLIST01";
+const MAGIC_OFF: usize = 0;
+const ELEM_SIZE_OFF: usize = MAGIC_OFF + 8;
+const RESERVED_OFF: usize = ELEM_SIZE_OFF + 4;
+const LEN_OFF: usize = RESERVED_OFF + 4;
+const HEAD_OFF: usize = LEN_OFF + 8;
+const TAIL_OFF: usize = HEAD_OFF + 8;
+const HEADER_SIZE: usize = TAIL_OFF + 8;
+const PREV_OFF: u64 = 0;
+const NEXT_OFF: u64 = PREV_OFF + 8;
+const VALUE_OFF: u64 = NEXT_OFF + 8;
+
+/// A position in a [`List`]: the offset of one element's node. Valid until
+/// that element is removed; [`List::remove_at`] checks that it is still
+/// linked into the list and fails with [`Error::InvalidCursor`] if not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cursor(u64);
+
+impl Cursor {
+    /// The node's offset in the pool.
+    pub fn offset(self) -> u64 {
+        self.0
+    }
+}
+
+/// A persistent doubly-linked list of `T`: a handle to its header in a pool
+/// (`Copy`; see [`BTreeMap`](crate::BTreeMap) for storing handles).
+///
+/// ```
+/// use rewind::{Pool, PoolConfig};
+/// use rewind_collections::{Error, List};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let pool = Pool::create(dir.path().join("l.pool"), "l", 8 << 20, &PoolConfig::default())?;
+/// let l = pool.transaction(|tx| {
+///     let l = List::<u32>::create(tx)?;
+///     for i in 1..=5 {
+///         l.push_back(tx, i)?;
+///     }
+///     l.push_front(tx, 0)?;
+///     Ok::<_, Error>(l)
+/// })?;
+/// // Both ways.
+/// let fwd: Vec<u32> = l.iter(&pool)?.collect::<Result<_, _>>()?;
+/// let back: Vec<u32> = l.iter(&pool)?.rev().collect::<Result<_, _>>()?;
+/// assert_eq!(fwd, [0, 1, 2, 3, 4, 5]);
+/// assert_eq!(back, [5, 4, 3, 2, 1, 0]);
+/// // Remove at a cursor (found outside the transaction) and at an index.
+/// let c = l.cursor(&pool, 2)?.expect("index 2 exists");
+/// assert_eq!(l.value(&pool, c)?, 2);
+/// pool.transaction(|tx| {
+///     assert_eq!(l.remove_at(tx, c)?, 2);
+///     assert_eq!(l.remove(tx, 0)?, 0);
+///     assert_eq!(l.pop_back(tx)?, Some(5));
+///     Ok::<_, Error>(())
+/// })?;
+/// assert_eq!(l.iter(&pool)?.collect::<Result<Vec<_>, _>>()?, [1, 3, 4]);
+/// // The cursor's element is gone: an error, not a corrupted list.
+/// let r = pool.transaction(|tx| l.remove_at(tx, c));
+/// assert!(matches!(r, Err(Error::InvalidCursor { .. })));
+/// # Ok::<(), rewind_collections::Error>(())
+/// ```
+pub struct List<T> {
+    hdr: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for List<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for List<T> {}
+impl<T> std::fmt::Debug for List<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "List({:#x})", self.hdr)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Header {
+    len: u64,
+    head: u64,
+    tail: u64,
+}
+
+/// A node's links.
+#[derive(Clone, Copy)]
+struct Links {
+    prev: u64,
+    next: u64,
+}
+
+impl<T: Pod> List<T> {
+    const SIZE: u64 = size_of::<T>() as u64;
+    const NODE: u64 = VALUE_OFF + Self::SIZE;
+
+    /// Creates an empty list.
+    pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
+        let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
+        let mut h = [0u8; HEADER_SIZE];
+        h[MAGIC_OFF..ELEM_SIZE_OFF].copy_from_slice(&MAGIC);
+        h[ELEM_SIZE_OFF..RESERVED_OFF].copy_from_slice(&(Self::SIZE as u32).to_le_bytes());
+        tx.write_bytes(hdr, &h)?;
+        Ok(Self::from_ptr(PPtr::from_offset(hdr)))
+    }
+
+    /// The list whose header `p` points at; checked at first use.
+    pub fn from_ptr(p: PPtr<Self>) -> Self {
+        List {
+            hdr: p.offset(),
+            _t: PhantomData,
+        }
+    }
+
+    /// The pointer to the list's header.
+    pub fn as_ptr(&self) -> PPtr<Self> {
+        PPtr::from_offset(self.hdr)
+    }
+
+    fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
+        let mut h = [0u8; HEADER_SIZE];
+        m.read_at(self.hdr, &mut h)?;
+        check_magic(WHAT, self.hdr, &h, MAGIC)?;
+        check_size(
+            WHAT,
+            self.hdr,
+            "element",
+            le32(&h, ELEM_SIZE_OFF),
+            size_of::<T>(),
+        )?;
+        let h = Header {
+            len: le64(&h, LEN_OFF),
+            head: le64(&h, HEAD_OFF),
+            tail: le64(&h, TAIL_OFF),
+        };
+        if (h.len == 0) != (h.head == 0) || (h.len == 0) != (h.tail == 0) {
+            return Err(corrupt(WHAT, self.hdr, "length disagrees with the ends"));
+        }
+        Ok(h)
+    }
+
+    fn put_header(&self, tx: &mut Tx<'_>, h: Header) -> Result<()> {
+        let mut b = [0u8; 24];
+        b[..8].copy_from_slice(&h.len.to_le_bytes());
+        b[8..16].copy_from_slice(&h.head.to_le_bytes());
+        b[16..].copy_from_slice(&h.tail.to_le_bytes());
+        Ok(tx.write_bytes(self.hdr + LEN_OFF as u64, &b)?)
+    }
+
+    fn links<M: Mem>(m: &mut M, node: u64) -> Result<Links> {
+        let mut b = [0u8; 16];
+        m.read_at(node, &mut b)?;
+        Ok(Links {
+            prev: le64(&b, PREV_OFF as usize),
+            next: le64(&b, NEXT_OFF as usize),
+        })
+    }
+
+    fn value_in<M: Mem>(m: &mut M, node: u64) -> Result<T> {
+        let mut v = T::zeroed();
+        m.read_at(node + VALUE_OFF, bytemuck::bytes_of_mut(&mut v))?;
+        Ok(v)
+    }
+
+    /// The number of elements.
+    pub fn len(&self, pool: &Pool) -> Result<u64> {
+        Ok(self.header(&mut { pool })?.len)
+    }
+
+    /// True if there are no elements.
+    pub fn is_empty(&self, pool: &Pool) -> Result<bool> {
+        Ok(self.len(pool)? == 0)
+    }
+
+    /// The number of elements, as `tx` sees it.
+    pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        Ok(self.header(tx)?.len)
+    }
+
+    /// `len + 1`, or corrupt at `u64::MAX`.
+    fn grown(len: u64, hdr: u64) -> Result<u64> {
+        len.checked_add(1)
+            .ok_or_else(|| corrupt(WHAT, hdr, "length at its maximum"))
+    }
+
+    /// A new node holding `v` with the given links (fresh: not logged).
+    fn new_node(tx: &mut Tx<'_>, prev: u64, next: u64, v: &T) -> Result<u64> {
+        let node = tx.alloc_bytes(Self::NODE)?;
+        let mut b = std::vec::Vec::with_capacity(Self::NODE as usize);
+        b.extend_from_slice(&prev.to_le_bytes());
+        b.extend_from_slice(&next.to_le_bytes());
+        b.extend_from_slice(bytemuck::bytes_of(v));
+        tx.write_bytes(node, &b)?;
+        Ok(node)
+    }
+
+    /// Adds `v` at the front.
+    pub fn push_front(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
+        let mut h = self.header(tx)?;
+        let node = Self::new_node(tx, 0, h.head, &v)?;
+        if h.head == 0 {
+            h.tail = node;
+        } else {
+            put64(tx, h.head + PREV_OFF, node)?;
+        }
+        h.head = node;
+        h.len = Self::grown(h.len, self.hdr)?;
+        self.put_header(tx, h)
+    }
+
+    /// Adds `v` at the back.
+    pub fn push_back(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
+        let mut h = self.header(tx)?;
+        let node = Self::new_node(tx, h.tail, 0, &v)?;
+        if h.tail == 0 {
+            h.head = node;
+        } else {
+            put64(tx, h.tail + NEXT_OFF, node)?;
+        }
+        h.tail = node;
+        h.len = Self::grown(h.len, self.hdr)?;
+        self.put_header(tx, h)
+    }
+
+    /// Removes and returns the first element.
+    pub fn pop_front(&self, tx: &mut Tx<'_>) -> Result<Option<T>> {
+        let h = self.header(tx)?;
+        if h.head == 0 {
+            return Ok(None);
+        }
+        self.unlink(tx, h, h.head).map(Some)
+    }
+
+    /// Removes and returns the last element.
+    pub fn pop_back(&self, tx: &mut Tx<'_>) -> Result<Option<T>> {
+        let h = self.header(tx)?;
+        if h.tail == 0 {
+            return Ok(None);
+        }
+        self.unlink(tx, h, h.tail).map(Some)
+    }
+
+    /// Removes and returns element `i`; [`Error::IndexOutOfBounds`] past
+    /// the end.
+    pub fn remove(&self, tx: &mut Tx<'_>, i: u64) -> Result<T> {
+        let h = self.header(tx)?;
+        let node = self.node_at(tx, &h, i)?;
+        self.unlink(tx, h, node)
+    }
+
+    /// Removes and returns the element at `c`; [`Error::InvalidCursor`] if
+    /// `c` is not an element of this list (as `tx` sees it).
+    pub fn remove_at(&self, tx: &mut Tx<'_>, c: Cursor) -> Result<T> {
+        let h = self.header(tx)?;
+        self.check_linked(tx, &h, c.0)?;
+        self.unlink(tx, h, c.0)
+    }
+
+    /// Checks that `node` is linked into this list: its neighbours (or the
+    /// header, at an end) point back at it.
+    fn check_linked<M: Mem>(&self, m: &mut M, h: &Header, node: u64) -> Result<()> {
+        let bad = |reason| Error::InvalidCursor {
+            offset: node,
+            list: self.hdr,
+            reason,
+        };
+        if node == 0 || h.len == 0 {
+            return Err(bad("null cursor, or the list is empty"));
+        }
+        let l = Self::links(m, node)?;
+        let back = match l.prev {
+            0 => h.head,
+            p => Self::links(m, p)?.next,
+        };
+        let fwd = match l.next {
+            0 => h.tail,
+            n => Self::links(m, n)?.prev,
+        };
+        if back != node || fwd != node {
+            return Err(bad("its neighbours do not link to it (removed?)"));
+        }
+        Ok(())
+    }
+
+    /// Unlinks and frees `node` (known to be in the list), returning its
+    /// value.
+    fn unlink(&self, tx: &mut Tx<'_>, mut h: Header, node: u64) -> Result<T> {
+        let l = Self::links(tx, node)?;
+        let v = Self::value_in(tx, node)?;
+        match l.prev {
+            0 => h.head = l.next,
+            p => put64(tx, p + NEXT_OFF, l.next)?,
+        }
+        match l.next {
+            0 => h.tail = l.prev,
+            n => put64(tx, n + PREV_OFF, l.prev)?,
+        }
+        h.len -= 1;
+        self.put_header(tx, h)?;
+        tx.free(PPtr::<u8>::from_offset(node))?;
+        Ok(v)
+    }
+
+    /// The node of element `i`, walking from the nearer end.
+    fn node_at<M: Mem>(&self, m: &mut M, h: &Header, i: u64) -> Result<u64> {
+        if i >= h.len {
+            return Err(Error::IndexOutOfBounds {
+                what: WHAT,
+                index: i,
+                len: h.len,
+            });
+        }
+        let (mut node, steps, forward) = if i < h.len / 2 {
+            (h.head, i, true)
+        } else {
+            (h.tail, h.len - 1 - i, false)
+        };
+        for _ in 0..steps {
+            let l = Self::links(m, node)?;
+            node = if forward { l.next } else { l.prev };
+            if node == 0 {
+                return Err(corrupt(WHAT, self.hdr, "a chain shorter than the length"));
+            }
+        }
+        Ok(node)
+    }
+
+    /// Element `i`, or `None` past the end (committed state).
+    pub fn get(&self, pool: &Pool, i: u64) -> Result<Option<T>> {
+        self.get_in(&mut { pool }, i)
+    }
+
+    /// Element `i` as `tx` sees it.
+    pub fn get_tx(&self, tx: &mut Tx<'_>, i: u64) -> Result<Option<T>> {
+        self.get_in(tx, i)
+    }
+
+    fn get_in<M: Mem>(&self, m: &mut M, i: u64) -> Result<Option<T>> {
+        let h = self.header(m)?;
+        if i >= h.len {
+            return Ok(None);
+        }
+        let node = self.node_at(m, &h, i)?;
+        Self::value_in(m, node).map(Some)
+    }
+
+    /// The first element (committed state).
+    pub fn front(&self, pool: &Pool) -> Result<Option<T>> {
+        self.get(pool, 0)
+    }
+
+    /// The last element (committed state).
+    pub fn back(&self, pool: &Pool) -> Result<Option<T>> {
+        let n = self.len(pool)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.get(pool, n - 1)
+    }
+
+    /// A cursor at element `i`, or `None` past the end (committed state).
+    pub fn cursor(&self, pool: &Pool, i: u64) -> Result<Option<Cursor>> {
+        self.cursor_in(&mut { pool }, i)
+    }
+
+    /// A cursor at element `i` as `tx` sees the list.
+    pub fn cursor_tx(&self, tx: &mut Tx<'_>, i: u64) -> Result<Option<Cursor>> {
+        self.cursor_in(tx, i)
+    }
+
+    fn cursor_in<M: Mem>(&self, m: &mut M, i: u64) -> Result<Option<Cursor>> {
+        let h = self.header(m)?;
+        if i >= h.len {
+            return Ok(None);
+        }
+        Ok(Some(Cursor(self.node_at(m, &h, i)?)))
+    }
+
+    /// The cursor after `c`, or `None` at the back (committed state).
+    pub fn next(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
+        let next = Self::links(&mut { pool }, c.0)?.next;
+        Ok((next != 0).then_some(Cursor(next)))
+    }
+
+    /// The cursor before `c`, or `None` at the front (committed state).
+    pub fn prev(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
+        let prev = Self::links(&mut { pool }, c.0)?.prev;
+        Ok((prev != 0).then_some(Cursor(prev)))
+    }
+
+    /// The element at `c` (committed state).
+    pub fn value(&self, pool: &Pool, c: Cursor) -> Result<T> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        self.check_linked(&mut m, &h, c.0)?;
+        Self::value_in(&mut m, c.0)
+    }
+
+    /// Every element from front to back, or back to front with `.rev()`
+    /// (committed state). Nodes are read as the iterator goes.
+    pub fn iter<'p>(&self, pool: &'p Pool) -> Result<Iter<'p, T>> {
+        let h = self.header(&mut { pool })?;
+        Ok(Iter {
+            pool,
+            list: self.hdr,
+            front: h.head,
+            back: h.tail,
+            left: h.len,
+            _t: PhantomData,
+        })
+    }
+
+    /// The offsets of every block the list owns, header first (committed
+    /// state): for space accounting and checks.
+    pub fn blocks(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
+        let mut m = pool;
+        let h = self.header(&mut m)?;
+        let mut out = vec![self.hdr];
+        let mut node = h.head;
+        let mut prev = 0;
+        while node != 0 {
+            if out.len() as u64 > h.len {
+                return Err(corrupt(WHAT, self.hdr, "a chain longer than the length"));
+            }
+            let l = Self::links(&mut m, node)?;
+            if l.prev != prev {
+                return Err(corrupt(WHAT, node, "prev link is not the previous node"));
+            }
+            out.push(node);
+            (prev, node) = (node, l.next);
+        }
+        if h.len.checked_add(1) != Some(out.len() as u64) || prev != h.tail {
+            return Err(corrupt(
+                WHAT,
+                self.hdr,
+                "length or tail disagrees with the chain",
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Checks the links: walking forward visits `len` nodes ending at the
+    /// tail, and every node's `prev` is the node before it.
+    pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
+        self.blocks(pool).map(|_| ())
+    }
+
+    /// Frees every node and the header; the handle must not be used again.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        let h = self.header(tx)?;
+        let mut node = h.head;
+        for _ in 0..h.len {
+            if node == 0 {
+                return Err(corrupt(WHAT, self.hdr, "a chain shorter than the length"));
+            }
+            let next = Self::links(tx, node)?.next;
+            tx.free(PPtr::<u8>::from_offset(node))?;
+            node = next;
+        }
+        Ok(tx.free(self.as_ptr())?)
+    }
+}
+
+/// An iterator over a [`List`]'s elements, front to back, or back to front
+/// with `.rev()` (from [`List::iter`]).
+pub struct Iter<'p, T> {
+    pool: &'p Pool,
+    list: u64,
+    front: u64,
+    back: u64,
+    left: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Pod> Iter<'_, T> {
+    /// Reads `node`, moving the end it came from along `step`; ends the
+    /// iterator on an error.
+    fn take(&mut self, node: u64, forward: bool) -> Option<Result<T>> {
+        self.left -= 1;
+        let mut m = self.pool;
+        let read = (|| {
+            if node == 0 {
+                return Err(corrupt(WHAT, self.list, "a chain shorter than the length"));
+            }
+            let l = List::<T>::links(&mut m, node)?;
+            let v = List::<T>::value_in(&mut m, node)?;
+            Ok((l, v))
+        })();
+        match read {
+            Ok((l, v)) => {
+                if forward {
+                    self.front = l.next;
+                } else {
+                    self.back = l.prev;
+                }
+                Some(Ok(v))
+            }
+            Err(e) => {
+                self.left = 0;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl<T: Pod> Iterator for Iter<'_, T> {
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.take(self.front, true)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.left).unwrap_or(usize::MAX);
+        (0, Some(n))
+    }
+}
+
+impl<T: Pod> DoubleEndedIterator for Iter<'_, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.take(self.back, false)
+    }
+}

@@ -1,0 +1,98 @@
+//! Reading a pool's bytes either directly (committed state) or through a
+//! transaction (seeing its own writes), and the little-endian helpers every
+//! header uses.
+
+use rewind::{Pool, Tx};
+
+use crate::error::{corrupt, Error, Result};
+
+/// Something collection bytes can be read through: a [`Pool`] or a [`Tx`].
+pub(crate) trait Mem {
+    fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()>;
+}
+
+impl Mem for &Pool {
+    fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.read_bytes(off, buf)?)
+    }
+}
+
+impl Mem for Tx<'_> {
+    fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.read_bytes(off, buf)?)
+    }
+}
+
+/// The little-endian `u64` at `b[at..at + 8]`.
+pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The little-endian `u32` at `b[at..at + 4]`.
+pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Writes a little-endian `u64` field at `off`.
+pub(crate) fn put64(tx: &mut Tx<'_>, off: u64, v: u64) -> Result<()> {
+    Ok(tx.write_bytes(off, &v.to_le_bytes())?)
+}
+
+/// Checks a header's magic and the stored size of one of its parts.
+pub(crate) fn check_magic(
+    what: &'static str,
+    offset: u64,
+    found: &[u8],
+    expected: [u8; 8],
+) -> Result<()> {
+    let found: [u8; 8] = found[..8].try_into().expect("8 bytes");
+    if found != expected {
+        return Err(Error::WrongMagic {
+            what,
+            offset,
+            found,
+            expected,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a stored part size against the handle's type.
+pub(crate) fn check_size(
+    what: &'static str,
+    offset: u64,
+    part: &'static str,
+    found: u32,
+    expected: usize,
+) -> Result<()> {
+    if found as usize != expected {
+        return Err(Error::TypeMismatch {
+            what,
+            offset,
+            part,
+            found: found as u64,
+            expected: expected as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Checks that the `len` bytes at `off` (a buffer a header points at) lie
+/// in the pool, by reading the last one: sizes from a damaged header then
+/// cannot overflow an offset or ask for more memory than the pool holds.
+/// `len` is `None` when computing it overflowed.
+pub(crate) fn check_span<M: Mem>(
+    m: &mut M,
+    what: &'static str,
+    hdr: u64,
+    off: u64,
+    len: Option<u64>,
+) -> Result<()> {
+    match len.and_then(|l| off.checked_add(l)) {
+        None => Err(corrupt(what, hdr, "a buffer size past 2^64 bytes")),
+        Some(end) if end == off => Ok(()),
+        Some(end) => m
+            .read_at(end - 1, &mut [0u8])
+            .map_err(|_| corrupt(what, hdr, "a buffer that extends past the pool")),
+    }
+}

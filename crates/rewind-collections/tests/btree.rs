@@ -1,0 +1,150 @@
+//! B+-tree scenarios: splits kept or undone on abort, wrong handles, a
+//! full pool.
+
+use rewind::{PPtr, Pool, PoolConfig};
+use rewind_collections::{BTreeMap, Error};
+
+fn pool(dir: &tempfile::TempDir, size: u64) -> Pool {
+    Pool::create(dir.path().join("t.pool"), "t", size, &PoolConfig::default()).unwrap()
+}
+
+fn aborted() -> Error {
+    Error::from(rewind::Error::Aborted)
+}
+
+fn full_leaf(pool: &Pool) -> BTreeMap<u64, u64> {
+    pool.transaction(|tx| {
+        let map = BTreeMap::create_with_fanout(tx, 4)?;
+        for k in 0..4 {
+            map.insert(tx, k, k)?;
+        }
+        Ok::<_, Error>(map)
+    })
+    .unwrap()
+}
+
+/// A split of committed nodes is a nested top action: it stays when the
+/// insert that caused it aborts, and the entries are as before.
+#[test]
+fn split_of_clean_nodes_survives_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 8 << 20);
+    let map = full_leaf(&pool);
+    assert_eq!(map.height(&pool).unwrap(), 1);
+    let r = pool.transaction(|tx| {
+        map.insert(tx, 10, 10)?;
+        Err::<(), _>(aborted())
+    });
+    assert!(matches!(r, Err(Error::Pool(rewind::Error::Aborted))));
+    assert_eq!(map.height(&pool).unwrap(), 2);
+    assert_eq!(map.len(&pool).unwrap(), 4);
+    assert_eq!(map.get(&pool, &10).unwrap(), None);
+    map.check_invariants(&pool).unwrap();
+    let all: Vec<_> = map.iter(&pool).unwrap().map(Result::unwrap).collect();
+    assert_eq!(all, [(0, 0), (1, 1), (2, 2), (3, 3)]);
+}
+
+/// A split of a node the transaction changed is part of the transaction
+/// (a nested top action would be undone under it): it rolls back too.
+#[test]
+fn split_of_dirty_nodes_rolls_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 8 << 20);
+    let map = pool
+        .transaction(|tx| BTreeMap::<u64, u64>::create_with_fanout(tx, 4))
+        .unwrap();
+    let r = pool.transaction(|tx| {
+        for k in 0..40 {
+            map.insert(tx, k, k)?;
+        }
+        assert_eq!(map.len_tx(tx)?, 40);
+        Err::<(), _>(aborted())
+    });
+    assert!(r.is_err());
+    assert_eq!(map.height(&pool).unwrap(), 1);
+    assert!(map.is_empty(&pool).unwrap());
+    map.check_invariants(&pool).unwrap();
+}
+
+/// Savepoints roll back inserts, splits included, and the tree goes on.
+#[test]
+fn rollback_to_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 8 << 20);
+    let map = full_leaf(&pool);
+    pool.transaction(|tx| {
+        map.insert(tx, 100, 1)?;
+        let sp = tx.savepoint()?;
+        for k in 200..260 {
+            map.insert(tx, k, k)?;
+        }
+        tx.rollback_to(sp)?;
+        map.insert(tx, 101, 2)?;
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    map.check_invariants(&pool).unwrap();
+    let keys: Vec<u64> = map.iter(&pool).unwrap().map(|e| e.unwrap().0).collect();
+    assert_eq!(keys, [0, 1, 2, 3, 100, 101]);
+}
+
+#[test]
+fn wrong_handles_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 8 << 20);
+    let map = full_leaf(&pool);
+    let other = BTreeMap::<u64, u32>::from_ptr(map.as_ptr().cast());
+    assert!(matches!(
+        other.get(&pool, &1),
+        Err(Error::TypeMismatch {
+            part: "value",
+            found: 8,
+            expected: 4,
+            ..
+        })
+    ));
+    let junk = pool.transaction(|tx| tx.alloc::<[u64; 8]>()).unwrap();
+    let bogus = BTreeMap::<u64, u64>::from_ptr(junk.cast());
+    assert!(matches!(bogus.len(&pool), Err(Error::WrongMagic { .. })));
+    let null = BTreeMap::<u64, u64>::from_ptr(PPtr::null());
+    assert!(null.len(&pool).is_err());
+    let r = pool.transaction(|tx| BTreeMap::<u64, u64>::create_with_fanout(tx, 2));
+    assert!(matches!(r, Err(Error::InvalidArgument { value: 2, .. })));
+}
+
+/// Filling the pool gives an error, not a panic, and the tree stays whole.
+#[test]
+fn full_pool_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 2 << 20);
+    let map = pool
+        .transaction(BTreeMap::<u64, [u64; 16]>::create)
+        .unwrap();
+    let mut inserted = 0u64;
+    let err = loop {
+        let r = pool.transaction(|tx| {
+            for k in inserted..inserted + 100 {
+                map.insert(tx, k, [k; 16])?;
+            }
+            Ok::<_, Error>(())
+        });
+        match r {
+            Ok(()) => inserted += 100,
+            Err(e) => break e,
+        }
+        assert!(inserted < 1_000_000, "a 2 MiB pool never filled");
+    };
+    assert!(
+        matches!(
+            err,
+            Error::Pool(rewind::Error::OutOfMemory { .. } | rewind::Error::LogFull { .. })
+        ),
+        "{err}"
+    );
+    map.check_invariants(&pool).unwrap();
+    assert_eq!(map.len(&pool).unwrap(), inserted);
+    assert_eq!(
+        map.get(&pool, &(inserted - 1)).unwrap(),
+        Some([inserted - 1; 16])
+    );
+}
