@@ -467,9 +467,17 @@ model_test!(optimized_redo, LogVariant::Optimized, Policy::Redo);
 model_test!(simple_redo, LogVariant::Simple, Policy::Redo);
 model_test!(two_layer_redo, LogVariant::TwoLayer, Policy::Redo);
 model_test!(batch_redo_async, LogVariant::Batch, Policy::RedoAsync);
-model_test!(optimized_redo_async, LogVariant::Optimized, Policy::RedoAsync);
+model_test!(
+    optimized_redo_async,
+    LogVariant::Optimized,
+    Policy::RedoAsync
+);
 model_test!(simple_redo_async, LogVariant::Simple, Policy::RedoAsync);
-model_test!(two_layer_redo_async, LogVariant::TwoLayer, Policy::RedoAsync);
+model_test!(
+    two_layer_redo_async,
+    LogVariant::TwoLayer,
+    Policy::RedoAsync
+);
 
 /// Regression (found by this test): a Batch force commit makes END valid
 /// before its last group's stores; recovery redid whatever subset of a

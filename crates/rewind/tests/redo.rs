@@ -209,10 +209,17 @@ fn async_readers_never_see_torn_or_stale_values_while_write_back_lags() {
         }
     });
     assert!(lagging > 0, "write-back never lagged ({reads} reads)");
-    assert!(pool.write_back_pending() > 0, "the LRU cache holds the hot line");
+    assert!(
+        pool.write_back_pending() > 0,
+        "the LRU cache holds the hot line"
+    );
     pool.sync().unwrap();
     assert_eq!(pool.write_back_pending(), 0);
-    assert_eq!(pool.domain().read_u64(rec.offset()).unwrap(), COMMITS, "in place after sync");
+    assert_eq!(
+        pool.domain().read_u64(rec.offset()).unwrap(),
+        COMMITS,
+        "in place after sync"
+    );
     pool.close().unwrap();
     let pool = Pool::open(&path, LAYOUT, &Default::default()).unwrap();
     assert_eq!(pool.read(rec).unwrap(), [COMMITS; 8]);
@@ -232,7 +239,8 @@ fn async_commits_survive_a_crash_and_write_back_reclaims_the_log() {
     let pool = Pool::create(&path, LAYOUT, 8 << 20, &cfg).unwrap();
     let arr = pool.transaction(|tx| tx.alloc_array::<u64>(4096)).unwrap();
     let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
-    pool.transaction(|tx| tx.write(root, &arr.offset())).unwrap();
+    pool.transaction(|tx| tx.write(root, &arr.offset()))
+        .unwrap();
     for i in 0..20_000u64 {
         pool.transaction(|tx| {
             tx.write(arr.at(i % 4096), &i)?;

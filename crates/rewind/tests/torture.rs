@@ -741,6 +741,8 @@ fn torture_near_exhaustion() {
 
 /// `cycles` kills on a fresh pool of configuration `cfg`.
 fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, mode: Mode, t: &mut Tally) {
+    // Shown with a failure.
+    eprintln!("torture: {}-{}, seed {seed:#x}", cfg.log, cfg.policy);
     let path = pool_dir().join(format!(
         "rewind-torture-{}-{seed:016x}.pool",
         std::process::id()

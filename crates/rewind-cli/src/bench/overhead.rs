@@ -448,8 +448,9 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                     .map(|c| median_ratio(&times[s], &times[c])),
                 us_per_tx: median(times[s].iter().map(Duration::as_secs_f64).collect()) * 1e6
                     / n as f64,
-                commit_us_per_tx: median(commit_times[s].iter().map(Duration::as_secs_f64).collect())
-                    * 1e6
+                commit_us_per_tx: median(
+                    commit_times[s].iter().map(Duration::as_secs_f64).collect(),
+                ) * 1e6
                     / n as f64,
                 fences_per_tx: per_tx(&counters[s], |c| c.fences),
                 flushes_per_tx: per_tx(&counters[s], |c| c.flushed_lines + c.nt_lines),

@@ -368,7 +368,10 @@ impl WriteCache {
     pub(crate) fn drain(&self, eng: &Engine) -> Result<(), Error> {
         let target = {
             let g = self.inner.lock();
-            g.next_seq + g.early.len() as u64
+            g.early
+                .last_key_value()
+                .map_or(g.next_seq, |(&seq, _)| seq + 1)
+                .max(g.next_seq)
         };
         loop {
             let settled = {
@@ -378,8 +381,15 @@ impl WriteCache {
                     && g.next_seq >= target
                     && g.lines.values().all(|l| l.oldest >= target)
             };
-            if settled || !self.step(eng, true)? {
+            if settled {
                 return Ok(());
+            }
+            if !self.step(eng, true)? {
+                // A commit durable before the call whose group has not
+                // reached the cache yet (a later one's is waiting for it):
+                // its thread is between its fence and its insert.
+                eng.usable()?;
+                std::thread::yield_now();
             }
         }
     }

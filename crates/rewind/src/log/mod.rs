@@ -137,9 +137,9 @@ const OFF_BITS: u64 = (1 << 48) - 1;
 /// under the commit's single fence, so a crash may keep the cell and lose
 /// the body: the scan then finds whatever bytes were there before. The tag
 /// tells it such a body may be torn (a bad one is ignored, not corruption),
-/// and the lsn bits, with the bodies a bucket's one-fence records had
-/// being invalidated when it leaves the list, keep an older record left at
-/// the same offset from passing for the new one.
+/// and the lsn bits, with the bodies a block's one-fence records had being
+/// invalidated before the block rejoins the list, keep an older record
+/// left at the same offset from passing for the new one.
 fn tagged_cell(rec_off: u64, lsn: u64) -> u64 {
     rec_off | TAG | ((lsn & 0xffff) << 48)
 }
@@ -219,6 +219,9 @@ struct State {
     words: Vec<u8>,
     /// Two-layer: the tree's update log.
     inner: two_layer::Inner,
+    /// One-fence records' bodies in blocks out of the list, invalidated
+    /// when the block is reused.
+    stale: HashMap<u64, Vec<u64>>,
     /// The next one-fence commit's sequence number: taken with its lsns,
     /// so commit order and log order agree; it starts at the lsn counter's
     /// value at open, above every sequence number in the log (an END's is
@@ -230,17 +233,16 @@ impl State {
     /// Takes `block` out of the list (an ADLL removal) and out of the
     /// volatile state; its block becomes free.
     fn unlist(&mut self, d: &Domain, block: u64) -> Result<(), Error> {
-        if let Some(b) = self.buckets.get(&block) {
-            // One-fence records' bodies made invalid (their lsn zeroed)
-            // before the block can be reused, by the removal's fences: a
-            // later one-fence record placed at the same offset, whose own
-            // body a crash loses, cannot then find this one there.
-            for &rec in &b.tagged {
-                d.store_nt_u64(rec, 0)?;
+        self.list.remove(d, block)?;
+        if let Some(b) = self.buckets.remove(&block) {
+            // Its one-fence records are invalidated when the block is
+            // reused (see `Log::room`), not now: while it is in the list a
+            // crash could find a newer group's record invalid and an older
+            // group whole, and redo the older values over the newer.
+            if !b.tagged.is_empty() {
+                self.stale.insert(block, b.tagged);
             }
         }
-        self.list.remove(d, block)?;
-        self.buckets.remove(&block);
         self.order.remove(block);
         let per_chunk = Blocks::per_chunk(&self.layout);
         self.free.insert(&self.blocks, per_chunk, block);
@@ -281,6 +283,9 @@ impl State {
     /// Forgets log chunk `chunk`, all of whose blocks are free; the caller
     /// frees its descriptor.
     fn forget_chunk(&mut self, chunk: u64) {
+        for b in self.blocks.chunk_blocks(chunk) {
+            self.stale.remove(&b);
+        }
         self.free.forget_chunk(&self.blocks, chunk);
         self.blocks.remove_chunk(chunk);
     }
@@ -438,6 +443,7 @@ impl Log {
                 sorted: Vec::new(),
                 words: Vec::new(),
                 inner,
+                stale: HashMap::new(),
                 csn,
             }),
         };
@@ -907,6 +913,13 @@ impl Log {
             needed: size,
             free: 0,
         })?;
+        // One-fence records the block held in its last use made invalid
+        // (lsn zeroed), persistent by the append's fence before the block
+        // is in the list: a new record placed at one of their offsets,
+        // whose body a crash loses, cannot find an old valid one there.
+        for rec in st.stale.remove(&block).unwrap_or_default() {
+            d.store_nt_u64(rec, 0)?;
+        }
         // Zeroed cells and index: a cell is valid only once written.
         let zeros = vec![0u8; (self.layout.bucket_cells * 8) as usize];
         d.store_nt(block + CELLS, &zeros)?;
