@@ -296,6 +296,18 @@ fn chunk_of(l: &Layout, off: u64) -> Result<u64, Error> {
     Ok((off - l.heap_off) / CHUNK)
 }
 
+/// Whether `off` lies in a heap chunk the log owns now. A chunk goes to
+/// the log only once it is free, so the records recovery finds about its
+/// earlier life (user data, allocations, frees, under no-force not yet
+/// checkpointed) are older than the log's use of it, which is durable
+/// before any block of it is: redoing them would write over the log.
+pub fn in_log_chunk(d: &Domain, l: &Layout, off: u64) -> Result<bool, Error> {
+    if off < l.heap_off || off >= l.heap_end() {
+        return Ok(false);
+    }
+    Ok(table::read(d, l, chunk_of(l, off)?)?.0 == ChunkKind::Log)
+}
+
 /// The offsets of the chunks the log owns, in address order.
 pub fn log_chunks(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
     let mut out = Vec::new();

@@ -405,11 +405,13 @@ impl WriteCache {
 
     /// Whether a thread holds one of the cache's locks (the crash
     /// explorer's two-thread scheduler must not pause it there).
+    #[cfg(feature = "testing")]
     pub(crate) fn latched(&self) -> bool {
         self.inner.is_locked() || self.step.is_locked()
     }
 
     /// Whether committed groups wait for write-back.
+    #[cfg(feature = "testing")]
     pub(crate) fn pending(&self) -> usize {
         self.inner.lock().groups.len()
     }

@@ -36,6 +36,12 @@ pub(super) fn redo(
         if bytes && a.superseded(r) {
             continue;
         }
+        // History of a chunk the log has taken since: the log's use of it
+        // is newer than any record about it.
+        let targets = bytes || matches!(r.kind, Kind::Alloc | Kind::Delete | Kind::Clr);
+        if targets && r.target != 0 && alloc::in_log_chunk(d, l, r.target)? {
+            continue;
+        }
         let e = a.table[&r.tx];
         let facts = RedoFacts {
             checkpointed: matches!(e.status, Status::Committed | Status::Aborted)
