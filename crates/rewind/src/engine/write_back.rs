@@ -87,6 +87,7 @@ const WAKE_GROUPS: usize = 16;
 /// How long the idle thread sleeps before looking again.
 const IDLE: Duration = Duration::from_millis(1);
 
+#[derive(Clone)]
 struct Line {
     data: [u8; LINE as usize],
     /// Which bytes of `data` are committed values.
@@ -304,9 +305,10 @@ impl WriteCache {
     pub(crate) fn step(&self, eng: &Engine, all: bool) -> Result<bool, Error> {
         let _one = self.step.lock();
         let d = &eng.dom;
-        let (done, log_start) = {
-            let mut g = self.inner.lock();
-            let g = &mut *g;
+        // The lines due, copied out under the lock; they stay in the cache
+        // (reads keep finding them) while they are stored in place.
+        let picked: Vec<(u64, Line)> = {
+            let g = self.inner.lock();
             if g.groups.is_empty() && g.lines.is_empty() && g.written.is_empty() {
                 return Ok(false);
             }
@@ -319,25 +321,38 @@ impl WriteCache {
                     pick.truncate(pick.len().saturating_sub(keep));
                 }
             }
-            for &(_, line) in &pick {
-                let l = g.lines.remove(&line).expect("picked from the map");
-                let base = line * LINE;
-                let mut i = 0;
-                while i < LINE as usize {
-                    if l.mask & (1 << i) == 0 {
-                        i += 1;
-                        continue;
-                    }
-                    let start = i;
-                    while i < LINE as usize && l.mask & (1 << i) != 0 {
-                        i += 1;
-                    }
-                    d.store(base + start as u64, &l.data[start..i])?;
+            pick.iter()
+                .map(|&(_, line)| (line, g.lines[&line].clone()))
+                .collect()
+        };
+        for (line, l) in &picked {
+            let base = line * LINE;
+            let mut i = 0;
+            while i < LINE as usize {
+                if l.mask & (1 << i) == 0 {
+                    i += 1;
+                    continue;
                 }
-                d.flush_at(base, LINE, sites::WB_FLUSH)?;
-                // After the store: a reader that finds the slot empty reads
-                // the value in place.
-                self.filter[slot(line)].fetch_sub(1, Ordering::AcqRel);
+                let start = i;
+                while i < LINE as usize && l.mask & (1 << i) != 0 {
+                    i += 1;
+                }
+                d.store(base + start as u64, &l.data[start..i])?;
+            }
+            d.flush_at(base, LINE, sites::WB_FLUSH)?;
+        }
+        let (done, log_start) = {
+            let mut g = self.inner.lock();
+            let g = &mut *g;
+            for (line, l) in &picked {
+                // A line a commit wrote again meanwhile stays (with its
+                // older group too, written again by a later step).
+                if g.lines.get(line).is_some_and(|now| now.tick == l.tick) {
+                    g.lines.remove(line);
+                    // After the store: a reader that finds the slot empty
+                    // reads the value in place.
+                    self.filter[slot(*line)].fetch_sub(1, Ordering::AcqRel);
+                }
             }
             // Groups none of whose lines is left are wholly in place.
             let oldest = g.lines.values().map(|l| l.oldest).min().unwrap_or(u64::MAX);
