@@ -687,7 +687,7 @@ impl Log {
                 // The group's single fence comes after the loop.
                 _ if one_fence => {
                     b.tagged.push(rec_off);
-                    d.store_nt_u64(cell.off(), tagged_cell(rec_off, lsn))?;
+                    st.batch_cells.push((cell, tagged_cell(rec_off, lsn)));
                 }
                 // The node's body is fenced by the tree operation below.
                 LogVariant::TwoLayer => {}
@@ -714,7 +714,10 @@ impl Log {
             });
         }
         if one_fence {
-            // Records and END durable together: the commit point.
+            // The cells after the bodies, a run per line (one line write,
+            // not one per record); records and END durable together: the
+            // commit point.
+            store_cells(d, &mut st.words, &st.batch_cells)?;
             d.fence_at(sites::LOG_ONE_FENCE)?;
         } else if self.variant == LogVariant::Batch && !drafts.is_empty() {
             st.store_others_clears(d)?;
