@@ -185,9 +185,12 @@ impl WriteCache {
     }
 
     /// Whether the thread has work.
+    /// Whether the thread should run a step now rather than wait: a batch
+    /// of commits is waiting (eager), or the cache is over its capacity
+    /// (LRU). After its wait it runs one for whatever is there.
     fn due(&self, g: &Inner) -> bool {
         match self.mode {
-            WriteBack::Eager => !g.groups.is_empty() || !g.written.is_empty(),
+            WriteBack::Eager => g.groups.len() + g.early.len() >= WAKE_GROUPS,
             WriteBack::Lru { lines } => {
                 g.lines.len() > lines.max(16)
                     || g.groups.len() > MAX_GROUPS / 2
@@ -280,10 +283,7 @@ impl WriteCache {
                 g.groups.push_back(grp);
             }
             let help = g.lines.len() > self.limit() || g.groups.len() + g.early.len() > MAX_GROUPS;
-            let wake = match self.mode {
-                WriteBack::Eager => g.groups.len() == WAKE_GROUPS,
-                WriteBack::Lru { .. } => self.due(g),
-            };
+            let wake = self.due(g);
             (help, wake)
         };
         if wake && self.threaded {
@@ -434,14 +434,26 @@ impl WriteCache {
     /// The write-back thread's loop, until [`stop`](Self::stop).
     pub(crate) fn run(&self, eng: &Engine) {
         loop {
-            {
+            let work = {
                 let mut g = self.inner.lock();
-                while !g.stop && !self.due(&g) {
+                if !g.stop && !self.due(&g) {
+                    // A batch of commits, or at most IDLE: eager write-back
+                    // runs a step for every batch, not every commit.
                     self.work.wait_for(&mut g, IDLE);
                 }
                 if g.stop {
                     return;
                 }
+                let lru = matches!(self.mode, WriteBack::Lru { .. });
+                !g.written.is_empty()
+                    || if lru {
+                        self.due(&g)
+                    } else {
+                        !g.groups.is_empty()
+                    }
+            };
+            if !work {
+                continue;
             }
             if let Err(e) = self.step(eng, false) {
                 eng.poison(&e);
