@@ -53,10 +53,11 @@ use crate::log::CellRef;
 use crate::persist::{sites, Domain};
 
 /// How committed values reach their home locations under `redo-async`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WriteBack {
     /// As soon as the write-back thread gets to them (the default).
+    #[default]
     Eager,
     /// The cache keeps up to `lines` 64-byte lines, the least recently
     /// written going back first: a line written again and again is written
@@ -67,11 +68,6 @@ pub enum WriteBack {
     },
 }
 
-impl Default for WriteBack {
-    fn default() -> Self {
-        WriteBack::Eager
-    }
-}
 
 const LINE: u64 = 64;
 /// Slots of the counting filter.
