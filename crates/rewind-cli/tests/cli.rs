@@ -228,12 +228,17 @@ fn bench_overhead_writes_every_row() {
         ("rewind", "optimized-redo"),
         ("rewind", "batch-redo"),
         ("rewind", "two-layer-redo"),
+        ("rewind", "simple-redo-async"),
+        ("rewind", "optimized-redo-async"),
+        ("rewind", "batch-redo-async"),
+        ("rewind", "two-layer-redo-async"),
     ];
     // Built with `--features peers`: PMDK and the C loops run too, and every
     // system gets its speed against PMDK.
     let peers = cfg!(feature = "peers");
     let mut metrics = vec![
         ("us_per_tx", "us"),
+        ("commit_us_per_tx", "us"),
         ("fences_per_tx", "count"),
         ("flushes_per_tx", "lines"),
         ("nvm_writes_per_tx", "writes"),
@@ -241,6 +246,7 @@ fn bench_overhead_writes_every_row() {
     ];
     if peers {
         metrics.push(("speed_vs_pmdk", "x"));
+        metrics.push(("commit_speed_vs_pmdk", "x"));
     }
     let c_loops = [("c-nolog", "c-loop"), ("c-nolog", "c-loop-counted")];
     // Every system at every K, and atomic_write (every policy) at K=1.
@@ -248,18 +254,19 @@ fn bench_overhead_writes_every_row() {
     // fences, lines or NVM writes (3 metrics); persist-nolog's two ratios to
     // the C loops.
     let peer_rows = if peers {
-        c_loops.len() * 3 * metrics.len() + 3 * 3 + 3 * 2
+        c_loops.len() * 3 * metrics.len() + 3 * (metrics.len() - 3) + 3 * 2
     } else {
         0
     };
     assert_eq!(
         rows.len(),
-        (configs.len() * 3 + 3) * metrics.len() + peer_rows
+        (configs.len() * 3 + 4) * metrics.len() + peer_rows
     );
     let atomic = [
         ("atomic_write", "batch-force"),
         ("atomic_write", "batch-no-force"),
         ("atomic_write", "batch-redo"),
+        ("atomic_write", "batch-redo-async"),
     ];
     let cases = configs
         .iter()
@@ -549,8 +556,8 @@ fn bench_intensity_writes_a_ratio_per_configuration_and_intensity() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("intensity.json")).unwrap())
             .unwrap();
     let rows = json["rows"].as_array().unwrap();
-    // Thirteen systems (the baseline and twelve configurations) x six intensities x two metrics.
-    assert_eq!(rows.len(), 13 * 6 * 2);
+    // Seventeen systems (the baseline and sixteen configurations) x six intensities x two metrics.
+    assert_eq!(rows.len(), 17 * 6 * 2);
     for r in rows {
         assert!(r["value"].as_f64().is_some_and(|v| v > 0.0), "{r}");
     }
@@ -708,7 +715,13 @@ fn bench_redu_logs_a_redo_commit_with_a_fixed_number_of_fences() {
         "rand-16",
     ];
     for work in works {
-        for config in ["batch-force", "batch-no-force", "batch-redo"] {
+        for config in [
+            "batch-force",
+            "batch-no-force",
+            "batch-redo",
+            "batch-redo-async",
+            "batch-redo-lru",
+        ] {
             for metric in [
                 "us_per_tx",
                 "speed_vs_force",
@@ -728,4 +741,5 @@ fn bench_redu_logs_a_redo_commit_with_a_fixed_number_of_fences() {
     assert!(f("batch-force", "append-16k") > 500.0);
     assert!(f("batch-redo", "append-16k") < 10.0);
     assert!(f("batch-redo", "append-1k") < f("batch-force", "append-1k") / 5.0);
+    assert!(f("batch-redo-async", "append-16k") < 10.0);
 }
