@@ -80,8 +80,8 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     if let Some(c) = &a.config {
         let cfg = Config::parse(c).ok_or_else(|| {
             CliError::Usage(format!(
-                "unknown configuration `{c}`: expected <simple|optimized|batch|two-layer>-<force|no-force>, \
-                 optionally followed by -2t or -2t-handoff"
+                "unknown configuration `{c}`: expected <simple|optimized|batch|two-layer>-<force|no-force|redo|redo-async>, \
+                 optionally followed by -2t, and by a shape (-handoff, -churn, -checkpoints, -grow, -control)"
             ))
         })?;
         opts.configs = vec![Config { mutation, ..cfg }];
