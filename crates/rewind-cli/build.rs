@@ -1,6 +1,8 @@
 //! With the `peers` feature: links PMDK's libpmemobj (found by pkg-config)
-//! and compiles the C no-log loop (`src/bench/peers/nolog.c`). Without it,
-//! nothing: the default build needs neither a C compiler nor PMDK.
+//! and compiles the C no-log loop (`src/bench/peers/nolog.c`) and the shims
+//! over Berkeley DB and LMDB (`bdb.c`, `lmdb.c`, linking libdb and
+//! liblmdb). Without it, nothing: the default build needs neither a C
+//! compiler nor any peer.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -11,6 +13,11 @@ fn main() {
 #[cfg(feature = "peers")]
 mod peers {
     const C_LOOP: &str = "src/bench/peers/nolog.c";
+    /// The C shims and the library each links.
+    const SHIMS: [(&str, &str, &str); 2] = [
+        ("src/bench/peers/bdb.c", "rewind_peers_bdb", "db"),
+        ("src/bench/peers/lmdb.c", "rewind_peers_lmdb", "lmdb"),
+    ];
 
     pub fn build() {
         println!("cargo:rerun-if-changed={C_LOOP}");
@@ -33,5 +40,15 @@ mod peers {
             .warnings(true)
             .extra_warnings(true)
             .compile("rewind_peers_nolog");
+        for (file, name, lib) in SHIMS {
+            println!("cargo:rerun-if-changed={file}");
+            cc::Build::new()
+                .file(file)
+                .opt_level(2)
+                .warnings(true)
+                .compile(name);
+            // Debian: libdb-dev (db.h, libdb.so), liblmdb-dev (lmdb.h, liblmdb.so).
+            println!("cargo:rustc-link-lib={lib}");
+        }
     }
 }

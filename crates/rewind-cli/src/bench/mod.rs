@@ -5,6 +5,7 @@
 //! depend on machine noise (fences and flushed lines per transaction).
 //! Results go to `DIR/NAME.json`, `DIR/NAME.csv` and `DIR/NAME.svg`.
 
+mod btree;
 mod checkpoint;
 mod fence;
 mod intensity;
@@ -14,6 +15,7 @@ mod recovered;
 mod redu;
 mod skip;
 mod svg;
+mod tree;
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +33,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, or `all`.
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -166,7 +168,7 @@ pub fn array_pool(
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 7] = [
+const BENCHES: [(&str, BenchFn); 8] = [
     ("overhead", overhead::run),
     ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
@@ -174,6 +176,7 @@ const BENCHES: [(&str, BenchFn); 7] = [
     ("skip", skip::run),
     ("recovered", recovered::run),
     ("redu", redu::run),
+    ("btree", btree::run),
 ];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {

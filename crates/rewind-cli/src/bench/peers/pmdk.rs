@@ -38,6 +38,8 @@ const TX_PARAM_NONE: c_int = 0;
 const TX_STAGE_WORK: c_int = 1;
 /// `EINVAL`, the error number an abort for a bad index carries.
 const EINVAL: c_int = 22;
+/// `ECANCELED`, the error number of an abort the caller asked for.
+const ECANCELED: c_int = 125;
 
 // Linked by build.rs (pkg-config libpmemobj).
 extern "C" {
@@ -47,6 +49,7 @@ extern "C" {
         poolsize: usize,
         mode: u32, // mode_t
     ) -> *mut PmemObjPool;
+    fn pmemobj_open(path: *const c_char, layout: *const c_char) -> *mut PmemObjPool;
     fn pmemobj_close(pop: *mut PmemObjPool);
     fn pmemobj_root(pop: *mut PmemObjPool, size: usize) -> PmemOid;
     fn pmemobj_direct(oid: PmemOid) -> *mut c_void;
@@ -64,6 +67,9 @@ extern "C" {
     fn pmemobj_tx_end() -> c_int;
     fn pmemobj_tx_abort(errnum: c_int);
     fn pmemobj_tx_stage() -> c_int; // enum pobj_tx_stage
+    fn pmemobj_tx_zalloc(size: usize, type_num: u64) -> PmemOid;
+    fn pmemobj_tx_free(oid: PmemOid) -> c_int;
+    fn pmemobj_tx_errno() -> c_int;
 }
 
 /// The last libpmemobj error message of this thread.
@@ -229,6 +235,258 @@ impl Drop for PmdkArray {
     }
 }
 
+/// The layout name of [`PmdkHeap`] pools.
+const HEAP_LAYOUT: &CStr = c"rewind-bench-heap";
+
+/// A libpmemobj pool as a heap of byte offsets, for the B+-tree benchmarks:
+/// transactions that snapshot each range before writing it
+/// (`pmemobj_tx_add_range_direct`), allocate (`pmemobj_tx_zalloc`) and free
+/// (`pmemobj_tx_free`). Offsets are from the pool's base, as `PMEMoid.off`.
+pub struct PmdkHeap {
+    pop: NonNull<PmemObjPool>,
+    /// The pool's base address (oid.off 0).
+    base: NonNull<u8>,
+    /// The pool's length: every access is checked against it.
+    size: u64,
+    /// The pool's uuid, for the oids given to `pmemobj_tx_free`.
+    uuid_lo: u64,
+    /// The root object: one u64 the user may use (a tree's meta offset).
+    root: u64,
+}
+
+// SAFETY: the pool handle and its mapping may be used from any thread
+// (libpmemobj's handles are thread-safe); `&mut self` on every call keeps
+// one thread in a transaction of this handle at a time.
+unsafe impl Send for PmdkHeap {}
+
+/// An open libpmemobj transaction of a [`PmdkHeap`]; aborted if dropped
+/// without [`commit`](PmdkTx::commit).
+pub struct PmdkTx<'h> {
+    heap: &'h mut PmdkHeap,
+    open: bool,
+}
+
+impl PmdkHeap {
+    /// Creates a pool of `size` bytes at `path` (replacing any file there).
+    pub fn create(path: &Path, size: u64) -> io::Result<PmdkHeap> {
+        let _ = std::fs::remove_file(path);
+        // See PmdkArray::create: tmpfs stands in for pmem.
+        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
+        let what = format!("creating PMDK pool {}", path.display());
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+        // SAFETY: both strings are NUL-terminated and outlive the call.
+        let pop = unsafe {
+            pmemobj_create(cpath.as_ptr(), HEAP_LAYOUT.as_ptr(), size as usize, 0o600)
+        };
+        let pop = NonNull::new(pop).ok_or_else(|| pmdk_error(&what, 0))?;
+        PmdkHeap::start(pop, size, &what)
+    }
+
+    /// Opens the pool at `path` (recovering any transaction it was left in).
+    pub fn open(path: &Path) -> io::Result<PmdkHeap> {
+        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
+        let what = format!("opening PMDK pool {}", path.display());
+        let size = std::fs::metadata(path)
+            .map_err(|e| io::Error::other(format!("{what}: {e}")))?
+            .len();
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+        // SAFETY: both strings are NUL-terminated and outlive the call.
+        let pop = unsafe { pmemobj_open(cpath.as_ptr(), HEAP_LAYOUT.as_ptr()) };
+        let pop = NonNull::new(pop).ok_or_else(|| pmdk_error(&what, 0))?;
+        PmdkHeap::start(pop, size, &what)
+    }
+
+    fn start(pop: NonNull<PmemObjPool>, size: u64, what: &str) -> io::Result<PmdkHeap> {
+        // SAFETY: `pop` is an open pool; the root object is one u64.
+        let root = unsafe { pmemobj_root(pop.as_ptr(), 8) };
+        if root.off == 0 {
+            // SAFETY: open, and not used after.
+            unsafe { pmemobj_close(pop.as_ptr()) };
+            return Err(pmdk_error(what, 0));
+        }
+        // SAFETY: `root` is a valid oid of this open pool.
+        let p = unsafe { pmemobj_direct(root) }.cast::<u8>();
+        // The base is the root's address less its offset.
+        let base = p.wrapping_sub(root.off as usize);
+        match NonNull::new(base) {
+            Some(base) if root.off + 8 <= size => Ok(PmdkHeap {
+                pop,
+                base,
+                size,
+                uuid_lo: root.pool_uuid_lo,
+                root: root.off,
+            }),
+            _ => {
+                // SAFETY: open, and not used after.
+                unsafe { pmemobj_close(pop.as_ptr()) };
+                Err(pmdk_error(what, 0))
+            }
+        }
+    }
+
+    /// The offset of the root word.
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+
+    /// The range `off..off + len`, checked inside the pool.
+    fn check(&self, off: u64, len: usize) -> io::Result<*mut u8> {
+        match off.checked_add(len as u64) {
+            Some(end) if off > 0 && end <= self.size => {
+                // SAFETY: off < size: inside the pool's mapping.
+                Ok(unsafe { self.base.as_ptr().add(off as usize) })
+            }
+            _ => Err(io::Error::other(format!(
+                "PMDK: access of {len} bytes at {off} outside the pool of {}",
+                self.size
+            ))),
+        }
+    }
+
+    /// Reads committed bytes (no transaction open).
+    pub fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        let p = self.check(off, buf.len())?;
+        // SAFETY: checked inside the mapping; no Rust reference to the
+        // pool's bytes exists, and `&self` excludes a writing transaction.
+        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    /// Begins a transaction.
+    pub fn begin(&mut self) -> io::Result<PmdkTx<'_>> {
+        // SAFETY: `pop` is open; NULL env: errors return, never longjmp.
+        let rc =
+            unsafe { pmemobj_tx_begin(self.pop.as_ptr(), std::ptr::null_mut(), TX_PARAM_NONE) };
+        if rc != 0 {
+            let err = pmdk_error("PMDK transaction begin", rc);
+            // SAFETY: tx_end must follow every tx_begin, even a failed one.
+            unsafe { pmemobj_tx_end() };
+            return Err(err);
+        }
+        Ok(PmdkTx {
+            heap: self,
+            open: true,
+        })
+    }
+}
+
+impl PmdkTx<'_> {
+    /// Fails the transaction after error `rc` of `action`: aborts it (if
+    /// still in WORK) and ends it.
+    fn fail(&mut self, action: &str, rc: c_int) -> io::Error {
+        let err = pmdk_error(action, rc);
+        self.end_aborted(if rc > 0 { rc } else { ECANCELED });
+        err
+    }
+
+    fn end_aborted(&mut self, rc: c_int) {
+        if self.open {
+            self.open = false;
+            // SAFETY: our transaction is open; abort only in WORK, then end.
+            unsafe {
+                if pmemobj_tx_stage() == TX_STAGE_WORK {
+                    pmemobj_tx_abort(rc);
+                }
+                pmemobj_tx_end();
+            }
+        }
+    }
+
+    fn live(&self) -> io::Result<()> {
+        if self.open {
+            Ok(())
+        } else {
+            Err(io::Error::other("PMDK: the transaction has ended"))
+        }
+    }
+
+    /// Reads bytes (this transaction's writes are in place).
+    pub fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.heap.read(off, buf)
+    }
+
+    /// Snapshots `off..off + len` into the undo log, then writes `bytes` there.
+    pub fn write(&mut self, off: u64, bytes: &[u8]) -> io::Result<()> {
+        self.live()?;
+        let p = self.heap.check(off, bytes.len())?;
+        // SAFETY: stage WORK; the range lies inside this pool.
+        let rc = unsafe { pmemobj_tx_add_range_direct(p.cast(), bytes.len()) };
+        if rc != 0 {
+            return Err(self.fail("PMDK pmemobj_tx_add_range_direct", rc));
+        }
+        // SAFETY: inside the mapping (checked); no Rust reference to it exists.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
+        Ok(())
+    }
+
+    /// Allocates `size` zeroed bytes (freed again if the transaction aborts).
+    pub fn zalloc(&mut self, size: u64) -> io::Result<u64> {
+        self.live()?;
+        // SAFETY: stage WORK.
+        let oid = unsafe { pmemobj_tx_zalloc(size as usize, 2) };
+        if oid.off == 0 {
+            // SAFETY: reads this thread's transaction error.
+            let rc = unsafe { pmemobj_tx_errno() };
+            return Err(self.fail("PMDK pmemobj_tx_zalloc", rc));
+        }
+        Ok(oid.off)
+    }
+
+    /// Frees the block at `off` when the transaction commits.
+    pub fn free(&mut self, off: u64) -> io::Result<()> {
+        self.live()?;
+        self.heap.check(off, 1)?;
+        let oid = PmemOid {
+            pool_uuid_lo: self.heap.uuid_lo,
+            off,
+        };
+        // SAFETY: stage WORK; the oid names a block of this pool (libpmemobj
+        // checks that it is allocated and fails the transaction if not).
+        let rc = unsafe { pmemobj_tx_free(oid) };
+        if rc != 0 {
+            return Err(self.fail("PMDK pmemobj_tx_free", rc));
+        }
+        Ok(())
+    }
+
+    /// Commits: durable when it returns `Ok`.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.live()?;
+        self.open = false;
+        // SAFETY: stage WORK; a failed commit moves to ONABORT (NULL env:
+        // no longjmp) and tx_end reports its error code.
+        let rc = unsafe {
+            pmemobj_tx_commit();
+            pmemobj_tx_end()
+        };
+        if rc != 0 {
+            return Err(pmdk_error("PMDK transaction commit", rc));
+        }
+        Ok(())
+    }
+
+    /// Aborts: every write of the transaction is rolled back.
+    pub fn abort(mut self) {
+        self.end_aborted(ECANCELED);
+    }
+}
+
+impl Drop for PmdkTx<'_> {
+    fn drop(&mut self) {
+        self.end_aborted(ECANCELED);
+    }
+}
+
+impl Drop for PmdkHeap {
+    fn drop(&mut self) {
+        // SAFETY: `pop` is open and closed only here; no transaction is open
+        // (a PmdkTx borrows the heap mutably and ends its transaction on drop).
+        unsafe { pmemobj_close(self.pop.as_ptr()) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +509,30 @@ mod tests {
         assert_eq!(a.get(5), Some(9));
         a.update_tx(&[6], 12).unwrap();
         assert_eq!(a.get(6), Some(12));
+    }
+
+    #[test]
+    fn heap_transactions_commit_and_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.pool");
+        let mut h = PmdkHeap::create(&path, 16 << 20).unwrap();
+        let mut tx = h.begin().unwrap();
+        let a = tx.zalloc(64).unwrap();
+        tx.write(a, &[1; 8]).unwrap();
+        tx.commit().unwrap();
+        let mut tx = h.begin().unwrap();
+        tx.write(a, &[2; 8]).unwrap();
+        let mut b = [0u8; 8];
+        tx.read(a, &mut b).unwrap();
+        assert_eq!(b, [2; 8]);
+        tx.abort();
+        h.read(a, &mut b).unwrap();
+        assert_eq!(b, [1; 8]);
+        let mut tx = h.begin().unwrap();
+        tx.free(a).unwrap();
+        tx.commit().unwrap();
+        assert!(h.read(h.root(), &mut b).is_ok());
+        assert!(h.read(16 << 20, &mut b).is_err());
     }
 
     #[test]

@@ -1,0 +1,153 @@
+//! Berkeley DB (libdb, `bdb.c`): a transactional B-tree, synchronous
+//! commit. Safe wrapper over the C shim's plain functions.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr::NonNull;
+
+#[repr(C)]
+struct Raw {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn bdb_strerror(err: c_int) -> *const c_char;
+    fn bdb_open(dir: *const c_char, cache: u64, out: *mut *mut Raw) -> c_int;
+    fn bdb_recover(dir: *const c_char, cache: u64) -> c_int;
+    fn bdb_close(b: *mut Raw) -> c_int;
+    fn bdb_put(b: *mut Raw, key: u64, val: *const c_void, len: u32) -> c_int;
+    fn bdb_get(b: *mut Raw, key: u64, val: *mut c_void, len: u32, found: *mut c_int) -> c_int;
+    fn bdb_del(b: *mut Raw, key: u64, found: *mut c_int) -> c_int;
+    fn bdb_begin(b: *mut Raw) -> c_int;
+    fn bdb_commit(b: *mut Raw) -> c_int;
+    fn bdb_abort(b: *mut Raw) -> c_int;
+}
+
+fn check(action: &str, rc: c_int) -> io::Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    // SAFETY: db_strerror returns a static NUL-terminated string for any code.
+    let msg = unsafe { CStr::from_ptr(bdb_strerror(rc)) }.to_string_lossy();
+    Err(io::Error::other(format!(
+        "{action}: Berkeley DB: {msg} (error {rc})"
+    )))
+}
+
+fn c_path(dir: &Path) -> io::Result<CString> {
+    CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
+}
+
+/// An open environment and its tree.
+pub struct Bdb {
+    raw: NonNull<Raw>,
+}
+
+impl Bdb {
+    /// Opens (creating) the environment in the existing directory `dir`,
+    /// with a cache of `cache` bytes.
+    pub fn open(dir: &Path, cache: u64) -> io::Result<Bdb> {
+        let cdir = c_path(dir)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `cdir` is NUL-terminated and outlives the call; `raw` is
+        // written only on success.
+        check("opening Berkeley DB", unsafe {
+            bdb_open(cdir.as_ptr(), cache, &mut raw)
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| io::Error::other("bdb_open: null handle"))?;
+        Ok(Bdb { raw })
+    }
+
+    /// Runs normal recovery on the environment in `dir` (not open).
+    pub fn recover(dir: &Path, cache: u64) -> io::Result<()> {
+        let cdir = c_path(dir)?;
+        // SAFETY: `cdir` is NUL-terminated and outlives the call.
+        check("recovering Berkeley DB", unsafe {
+            bdb_recover(cdir.as_ptr(), cache)
+        })
+    }
+
+    /// Stores `val` under `key` (its own transaction outside a batch).
+    pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<()> {
+        // SAFETY: the handle is open; `val` is valid for its length.
+        check("Berkeley DB put", unsafe {
+            bdb_put(self.raw.as_ptr(), key, val.as_ptr().cast(), val.len() as u32)
+        })
+    }
+
+    /// Reads `key`'s value into `out`; whether it was there.
+    pub fn get(&mut self, key: u64, out: &mut [u8]) -> io::Result<bool> {
+        let mut found = 0;
+        // SAFETY: the handle is open; `out` is writable for its length.
+        check("Berkeley DB get", unsafe {
+            bdb_get(
+                self.raw.as_ptr(),
+                key,
+                out.as_mut_ptr().cast(),
+                out.len() as u32,
+                &mut found,
+            )
+        })?;
+        Ok(found != 0)
+    }
+
+    /// Deletes `key`; whether it was there.
+    pub fn del(&mut self, key: u64) -> io::Result<bool> {
+        let mut found = 0;
+        // SAFETY: the handle is open.
+        check("Berkeley DB del", unsafe {
+            bdb_del(self.raw.as_ptr(), key, &mut found)
+        })?;
+        Ok(found != 0)
+    }
+
+    /// Opens a batch: one transaction for the operations until commit or abort.
+    pub fn begin(&mut self) -> io::Result<()> {
+        // SAFETY: the handle is open.
+        check("Berkeley DB txn_begin", unsafe { bdb_begin(self.raw.as_ptr()) })
+    }
+
+    /// Commits the batch (durable when it returns).
+    pub fn commit(&mut self) -> io::Result<()> {
+        // SAFETY: the handle is open.
+        check("Berkeley DB commit", unsafe { bdb_commit(self.raw.as_ptr()) })
+    }
+
+    /// Aborts the batch: its changes are rolled back.
+    pub fn abort(&mut self) -> io::Result<()> {
+        // SAFETY: the handle is open.
+        check("Berkeley DB abort", unsafe { bdb_abort(self.raw.as_ptr()) })
+    }
+}
+
+impl Drop for Bdb {
+    fn drop(&mut self) {
+        // SAFETY: the handle is open and closed only here.
+        unsafe { bdb_close(self.raw.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_get_del_and_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Bdb::open(dir.path(), 8 << 20).unwrap();
+        b.put(5, &[7; 24]).unwrap();
+        let mut v = [0u8; 24];
+        assert!(b.get(5, &mut v).unwrap());
+        assert_eq!(v, [7; 24]);
+        b.begin().unwrap();
+        assert!(b.del(5).unwrap());
+        b.abort().unwrap();
+        assert!(b.get(5, &mut v).unwrap());
+        assert!(b.del(5).unwrap());
+        assert!(!b.get(5, &mut v).unwrap());
+        assert!(!b.del(5).unwrap());
+    }
+}

@@ -1,0 +1,324 @@
+//! The peers of the B+-tree benchmarks (`--features peers`): the same tree
+//! on PMDK's libpmemobj (an [`Engine`] over `rewind_peers::pmdk`), and
+//! four stores with B-trees of their own, each operation its own durable
+//! transaction: Berkeley DB (transactional B-tree, synchronous commit),
+//! LMDB (default sync), SQLite (WAL, `synchronous=FULL`, one table with an
+//! INTEGER PRIMARY KEY and a BLOB) and redb (`Durability::Immediate`).
+//! Keys are the same u64s, values the same 24 bytes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rewind_peers::bdb::Bdb;
+use rewind_peers::lmdb::Lmdb;
+use rewind_peers::pmdk::{PmdkHeap, PmdkTx};
+
+use super::store::Store;
+use super::workload::{value_of, Digest, Op};
+use super::{Engine, MemError, TxMem, Value, VALUE};
+
+impl TxMem for PmdkTx<'_> {
+    #[inline]
+    fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        Ok(PmdkTx::read(self, off, buf)?)
+    }
+
+    #[inline]
+    fn write(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
+        Ok(PmdkTx::write(self, off, bytes)?)
+    }
+
+    fn alloc(&mut self, size: u64) -> Result<u64, MemError> {
+        Ok(self.zalloc(size)?)
+    }
+
+    fn free(&mut self, off: u64, _size: u64) -> Result<(), MemError> {
+        Ok(PmdkTx::free(self, off)?)
+    }
+}
+
+/// The tree on libpmemobj: each transaction `pmemobj_tx_begin` ..
+/// `pmemobj_tx_commit`, each write snapshotted first.
+pub struct Pmdk(pub PmdkHeap);
+
+impl Engine for Pmdk {
+    type Tx<'a> = PmdkTx<'a>;
+
+    #[inline]
+    fn transaction<R>(
+        &mut self,
+        f: impl FnOnce(&mut PmdkTx<'_>) -> Result<R, MemError>,
+    ) -> Result<R, MemError> {
+        let mut tx = self.0.begin()?;
+        match f(&mut tx) {
+            Ok(r) => {
+                tx.commit()?;
+                Ok(r)
+            }
+            Err(e) => {
+                tx.abort();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A peer's error, with what we were doing.
+fn peer<E: std::error::Error + Send + Sync + 'static>(what: &'static str) -> impl Fn(E) -> MemError {
+    move |e| MemError::Io(std::io::Error::other(format!("{what}: {e}")))
+}
+
+/// Berkeley DB's own B-tree.
+pub struct BdbStore(pub Bdb);
+
+/// Berkeley DB's cache: the whole tree and more, as every system here
+/// holds its data in memory.
+pub const BDB_CACHE: u64 = 256 << 20;
+
+impl BdbStore {
+    /// A new environment in the directory `dir` (created).
+    pub fn create(dir: &Path) -> Result<BdbStore, MemError> {
+        std::fs::create_dir_all(dir)?;
+        Ok(BdbStore(Bdb::open(dir, BDB_CACHE)?))
+    }
+}
+
+impl Store for BdbStore {
+    #[inline]
+    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
+        match op {
+            Op::Get(k) => {
+                let mut v: Value = [0; VALUE];
+                let found = self.0.get(k, &mut v)?;
+                d.get(found.then_some(&v[..]));
+            }
+            Op::Insert(k) => {
+                self.0.put(k, &value_of(k))?;
+                d.update(true);
+            }
+            Op::Remove(k) => d.update(self.0.del(k)?),
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+        self.0.begin()?;
+        for &op in ops {
+            if let Err(e) = self.apply(op, d) {
+                let _ = self.0.abort();
+                return Err(e);
+            }
+        }
+        let start = Instant::now();
+        if commit {
+            self.0.commit()?;
+        } else {
+            self.0.abort()?;
+        }
+        Ok(start.elapsed())
+    }
+}
+
+/// LMDB's B+-tree.
+pub struct LmdbStore(pub Lmdb);
+
+/// LMDB's map: room for the tree and its copy-on-write pages.
+const LMDB_MAP: u64 = 4 << 30;
+
+impl LmdbStore {
+    /// A new environment in the directory `dir` (created).
+    pub fn create(dir: &Path) -> Result<LmdbStore, MemError> {
+        std::fs::create_dir_all(dir)?;
+        Ok(LmdbStore(Lmdb::open(dir, LMDB_MAP)?))
+    }
+}
+
+impl Store for LmdbStore {
+    #[inline]
+    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
+        match op {
+            Op::Get(k) => {
+                let mut v: Value = [0; VALUE];
+                let found = self.0.get(k, &mut v)?;
+                d.get(found.then_some(&v[..]));
+            }
+            Op::Insert(k) => {
+                self.0.put(k, &value_of(k))?;
+                d.update(true);
+            }
+            Op::Remove(k) => d.update(self.0.del(k)?),
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+        self.0.begin()?;
+        for &op in ops {
+            if let Err(e) = self.apply(op, d) {
+                let _ = self.0.abort();
+                return Err(e);
+            }
+        }
+        let start = Instant::now();
+        if commit {
+            self.0.commit()?;
+        } else {
+            self.0.abort()?;
+        }
+        Ok(start.elapsed())
+    }
+}
+
+/// SQLite: one table `kv(k INTEGER PRIMARY KEY, v BLOB)`, WAL journal,
+/// `synchronous=FULL`; each statement autocommits outside a batch.
+pub struct SqliteStore(pub rusqlite::Connection);
+
+const SQL_GET: &str = "SELECT v FROM kv WHERE k = ?1";
+const SQL_PUT: &str = "INSERT INTO kv (k, v) VALUES (?1, ?2)";
+const SQL_DEL: &str = "DELETE FROM kv WHERE k = ?1";
+
+impl SqliteStore {
+    /// A new database file at `path` (replaced).
+    pub fn create(path: &Path) -> Result<SqliteStore, MemError> {
+        let _ = std::fs::remove_file(path);
+        let err = peer("opening SQLite");
+        let c = rusqlite::Connection::open(path).map_err(&err)?;
+        let mode: String = c
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(&err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(MemError::Io(std::io::Error::other(format!(
+                "SQLite refused WAL mode (journal_mode is {mode})"
+            ))));
+        }
+        c.execute_batch(
+            "PRAGMA synchronous = FULL;
+             CREATE TABLE kv (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
+        )
+        .map_err(&err)?;
+        Ok(SqliteStore(c))
+    }
+}
+
+impl Store for SqliteStore {
+    #[inline]
+    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
+        let err = peer("SQLite");
+        // The key's bits as SQLite's signed 64-bit integer.
+        match op {
+            Op::Get(k) => {
+                let mut st = self.0.prepare_cached(SQL_GET).map_err(&err)?;
+                let mut rows = st.query([k as i64]).map_err(&err)?;
+                match rows.next().map_err(&err)? {
+                    Some(row) => {
+                        let v = row.get_ref(0).map_err(&err)?.as_blob().map_err(peer("SQLite value"))?;
+                        d.get(Some(v));
+                    }
+                    None => d.get(None),
+                }
+            }
+            Op::Insert(k) => {
+                let mut st = self.0.prepare_cached(SQL_PUT).map_err(&err)?;
+                let n = st
+                    .execute(rusqlite::params![k as i64, &value_of(k)[..]])
+                    .map_err(&err)?;
+                d.update(n == 1);
+            }
+            Op::Remove(k) => {
+                let mut st = self.0.prepare_cached(SQL_DEL).map_err(&err)?;
+                d.update(st.execute([k as i64]).map_err(&err)? == 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+        let err = peer("SQLite");
+        self.0.execute_batch("BEGIN").map_err(&err)?;
+        for &op in ops {
+            if let Err(e) = self.apply(op, d) {
+                let _ = self.0.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        let start = Instant::now();
+        self.0
+            .execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })
+            .map_err(&err)?;
+        Ok(start.elapsed())
+    }
+}
+
+/// redb: one table of u64 keys and byte values, each write transaction
+/// committed with `Durability::Immediate`.
+pub struct RedbStore(pub redb::Database);
+
+const REDB_TABLE: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("tree");
+
+impl RedbStore {
+    /// A new database file at `path` (replaced).
+    pub fn create(path: &Path) -> Result<RedbStore, MemError> {
+        let _ = std::fs::remove_file(path);
+        let db = redb::Database::create(path).map_err(peer("creating redb"))?;
+        let w = db.begin_write().map_err(peer("redb begin_write"))?;
+        w.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
+        w.commit().map_err(peer("redb commit"))?;
+        Ok(RedbStore(db))
+    }
+
+    fn write_ops(
+        &mut self,
+        ops: &[Op],
+        commit: bool,
+        d: &mut Digest,
+    ) -> Result<Duration, MemError> {
+        let mut w = self.0.begin_write().map_err(peer("redb begin_write"))?;
+        w.set_durability(redb::Durability::Immediate);
+        {
+            let mut t = w.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
+            for &op in ops {
+                match op {
+                    Op::Get(k) => {
+                        let v = t.get(k).map_err(peer("redb get"))?;
+                        d.get(v.as_ref().map(|g| g.value()));
+                    }
+                    Op::Insert(k) => {
+                        let old = t.insert(k, &value_of(k)[..]).map_err(peer("redb insert"))?;
+                        d.update(old.is_none());
+                    }
+                    Op::Remove(k) => {
+                        let old = t.remove(k).map_err(peer("redb remove"))?;
+                        d.update(old.is_some());
+                    }
+                }
+            }
+        }
+        let start = Instant::now();
+        if commit {
+            w.commit().map_err(peer("redb commit"))?;
+        } else {
+            w.abort().map_err(peer("redb abort"))?;
+        }
+        Ok(start.elapsed())
+    }
+}
+
+impl Store for RedbStore {
+    #[inline]
+    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
+        match op {
+            Op::Get(k) => {
+                let r = self.0.begin_read().map_err(peer("redb begin_read"))?;
+                let t = r.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
+                let v = t.get(k).map_err(peer("redb get"))?;
+                d.get(v.as_ref().map(|g| g.value()));
+                Ok(())
+            }
+            _ => self.write_ops(&[op], true, d).map(|_| ()),
+        }
+    }
+
+    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+        self.write_ops(ops, commit, d)
+    }
+}
