@@ -9,6 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use redb::ReadableTable;
+
 use rewind_peers::bdb::Bdb;
 use rewind_peers::lmdb::Lmdb;
 use rewind_peers::pmdk::{PmdkHeap, PmdkTx};

@@ -69,7 +69,7 @@ pub fn rewind_tree(
     }
     let pool = Pool::create(&path, LAYOUT, plan.space, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
-    let mut store =
+    let store =
         TreeStore::create(Rewind(Box::new(pool))).map_err(built(format!("the tree in {name}")))?;
     let meta = store.tree.meta();
     store
