@@ -36,6 +36,12 @@ static int env_open(const char *dir, uint64_t cache, uint32_t extra, DB_ENV **ou
     if (rc != 0)
         return rc;
     rc = env->set_cachesize(env, (uint32_t)(cache >> 30), (uint32_t)(cache & ((1u << 30) - 1)), 1);
+    /* One transaction may touch every page of the tree (the rollback
+     * benchmark's large transactions): room for that many locks. */
+    if (rc == 0)
+        rc = env->set_lk_max_locks(env, 1000000);
+    if (rc == 0)
+        rc = env->set_lk_max_objects(env, 1000000);
     if (rc == 0)
         rc = env->open(env, dir,
                        DB_CREATE | DB_INIT_TXN | DB_INIT_LOCK | DB_INIT_LOG | DB_INIT_MPOOL | extra,

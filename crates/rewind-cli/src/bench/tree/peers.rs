@@ -15,7 +15,7 @@ use rewind_peers::bdb::Bdb;
 use rewind_peers::lmdb::Lmdb;
 use rewind_peers::pmdk::{PmdkHeap, PmdkTx};
 
-use super::store::Store;
+use super::store::{End, Store};
 use super::workload::{value_of, Digest, Op};
 use super::{Engine, MemError, TxMem, Value, VALUE};
 
@@ -103,7 +103,7 @@ impl Store for BdbStore {
         Ok(())
     }
 
-    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         self.0.begin()?;
         for &op in ops {
             if let Err(e) = self.apply(op, d) {
@@ -111,8 +111,12 @@ impl Store for BdbStore {
                 return Err(e);
             }
         }
+        if let Err(e) = end.before_end() {
+            let _ = self.0.abort();
+            return Err(e);
+        }
         let start = Instant::now();
-        if commit {
+        if matches!(end, End::Commit) {
             self.0.commit()?;
         } else {
             self.0.abort()?;
@@ -153,7 +157,7 @@ impl Store for LmdbStore {
         Ok(())
     }
 
-    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         self.0.begin()?;
         for &op in ops {
             if let Err(e) = self.apply(op, d) {
@@ -161,8 +165,12 @@ impl Store for LmdbStore {
                 return Err(e);
             }
         }
+        if let Err(e) = end.before_end() {
+            let _ = self.0.abort();
+            return Err(e);
+        }
         let start = Instant::now();
-        if commit {
+        if matches!(end, End::Commit) {
             self.0.commit()?;
         } else {
             self.0.abort()?;
@@ -234,7 +242,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         let err = peer("SQLite");
         self.0.execute_batch("BEGIN").map_err(&err)?;
         for &op in ops {
@@ -243,7 +251,12 @@ impl Store for SqliteStore {
                 return Err(e);
             }
         }
+        if let Err(e) = end.before_end() {
+            let _ = self.0.execute_batch("ROLLBACK");
+            return Err(e);
+        }
         let start = Instant::now();
+        let commit = matches!(end, End::Commit);
         self.0
             .execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })
             .map_err(&err)?;
@@ -268,12 +281,7 @@ impl RedbStore {
         Ok(RedbStore(db))
     }
 
-    fn write_ops(
-        &mut self,
-        ops: &[Op],
-        commit: bool,
-        d: &mut Digest,
-    ) -> Result<Duration, MemError> {
+    fn write_ops(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         let mut w = self.0.begin_write().map_err(peer("redb begin_write"))?;
         w.set_durability(redb::Durability::Immediate);
         {
@@ -295,8 +303,9 @@ impl RedbStore {
                 }
             }
         }
+        end.before_end()?;
         let start = Instant::now();
-        if commit {
+        if matches!(end, End::Commit) {
             w.commit().map_err(peer("redb commit"))?;
         } else {
             w.abort().map_err(peer("redb abort"))?;
@@ -316,11 +325,11 @@ impl Store for RedbStore {
                 d.get(v.as_ref().map(|g| g.value()));
                 Ok(())
             }
-            _ => self.write_ops(&[op], true, d).map(|_| ()),
+            _ => self.write_ops(&[op], End::Commit, d).map(|_| ()),
         }
     }
 
-    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
-        self.write_ops(ops, commit, d)
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
+        self.write_ops(ops, end, d)
     }
 }

@@ -16,16 +16,42 @@ use super::{BTree, Engine, MemError, TxMem};
 /// Records per transaction when loading.
 pub const LOAD_BATCH: usize = 500;
 
+/// How a batch ends.
+#[derive(Clone, Copy)]
+pub enum End<'a> {
+    /// Commit: durable when `batch` returns.
+    Commit,
+    /// Roll back.
+    Abort,
+    /// Call `copy` with the transaction still open (it copies the system's
+    /// files: the crash image a process killed there leaves), then roll back.
+    Crash(&'a dyn Fn() -> std::io::Result<()>),
+}
+
+impl End<'_> {
+    fn commits(&self) -> bool {
+        matches!(self, End::Commit)
+    }
+
+    /// At the end of the batch's operations: the crash copy, if any.
+    pub fn before_end(&self) -> Result<(), MemError> {
+        match self {
+            End::Crash(copy) => Ok(copy()?),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A system under test.
 pub trait Store {
     /// Applies `op` as its own durable transaction (a lookup as a read
     /// transaction), folding the outcome into `d`.
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError>;
 
-    /// Applies `ops` in one transaction, then commits it (`commit`) or rolls
-    /// it back. Returns the time of that end alone: from the last
-    /// operation's return to the commit's or rollback's.
-    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError>;
+    /// Applies `ops` in one transaction, then ends it as `end` says.
+    /// Returns the time of the commit or rollback alone: from the last
+    /// operation's return (or the crash copy's) to the end's.
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError>;
 
     /// Fences and flushed lines so far, for systems on a rewind `Domain`.
     fn counters(&self) -> Option<Counters> {
@@ -36,7 +62,7 @@ pub trait Store {
     fn load(&mut self, ops: &[Op]) -> Result<(), MemError> {
         let mut d = Digest::default();
         for chunk in ops.chunks(LOAD_BATCH) {
-            self.batch(chunk, true, &mut d)?;
+            self.batch(chunk, End::Commit, &mut d)?;
         }
         Ok(())
     }
@@ -79,7 +105,8 @@ impl<E: Engine> Store for TreeStore<E> {
         self.engine.transaction(|m| apply_in(t, m, op, d))
     }
 
-    fn batch(&mut self, ops: &[Op], commit: bool, d: &mut Digest) -> Result<Duration, MemError> {
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
+        let commit = end.commits();
         if !commit && !self.engine.recoverable() {
             return Err(MemError::Io(std::io::Error::other(
                 "this engine cannot roll a transaction back",
@@ -91,6 +118,7 @@ impl<E: Engine> Store for TreeStore<E> {
             for &op in ops {
                 apply_in(t, m, op, d)?;
             }
+            end.before_end()?;
             returned = Instant::now();
             if commit {
                 Ok(())

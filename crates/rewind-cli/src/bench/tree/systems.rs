@@ -123,16 +123,24 @@ pub fn build(dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
 #[cfg(feature = "peers")]
 fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError> {
     use super::peers::{BdbStore, LmdbStore, Pmdk, RedbStore, SqliteStore};
+    use super::{Engine, TxMem};
     use rewind_peers::pmdk::PmdkHeap;
 
     let path = dir.join("pmdk.pool");
     // libpmemobj's undo logs live in the pool: the same room as rewind's log.
     let heap = PmdkHeap::create(&path, plan.space + plan.log.unwrap_or(0))
         .map_err(CliError::io(format!("creating {}", path.display())))?;
+    let mut store = TreeStore::create(Pmdk(heap)).map_err(built("the PMDK tree".into()))?;
+    // The tree's meta offset in the root word, for a recovered pool.
+    let (root, meta) = (store.engine.0.root(), store.tree.meta());
+    store
+        .engine
+        .transaction(|m| m.write_u64(root, meta))
+        .map_err(built("the PMDK tree's root".into()))?;
     out.push(Subject {
         system: "pmdk",
         config: "libpmemobj".into(),
-        store: Box::new(TreeStore::create(Pmdk(heap)).map_err(built("the PMDK tree".into()))?),
+        store: Box::new(store),
     });
     out.push(Subject {
         system: "bdb",

@@ -73,6 +73,7 @@ impl Digest {
 }
 
 /// The present keys, from which operations are drawn.
+#[derive(Clone)]
 pub struct Model {
     rng: SmallRng,
     keys: Vec<u64>,
@@ -92,6 +93,11 @@ impl Model {
     /// Keys present now.
     pub fn len(&self) -> usize {
         self.keys.len()
+    }
+
+    /// The present keys, in no order.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
     }
 
     /// Whether `key` is present.
