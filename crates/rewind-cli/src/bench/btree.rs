@@ -129,6 +129,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         space: space(scale),
         log: None,
         baselines: true,
+        auto_checkpoint: true,
         latency: ctx.latency,
     };
     let mut model = Model::new(SEED);

@@ -13,6 +13,7 @@ mod interleave;
 mod overhead;
 mod recovered;
 mod redu;
+mod rollback;
 mod skip;
 mod svg;
 mod tree;
@@ -168,7 +169,7 @@ pub fn array_pool(
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 8] = [
+const BENCHES: [(&str, BenchFn); 9] = [
     ("overhead", overhead::run),
     ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
@@ -177,6 +178,7 @@ const BENCHES: [(&str, BenchFn); 8] = [
     ("recovered", recovered::run),
     ("redu", redu::run),
     ("btree", btree::run),
+    ("rollback", rollback::run),
 ];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {

@@ -252,6 +252,10 @@ impl<P: Deref<Target = Pool>> Engine for Rewind<P> {
         self.0.transaction(f)
     }
 
+    fn checkpoint(&self) -> Result<(), MemError> {
+        Ok(self.0.checkpoint()?)
+    }
+
     fn counters(&self) -> Option<Counters> {
         Some(self.0.counters())
     }

@@ -171,6 +171,12 @@ pub trait Engine {
         true
     }
 
+    /// Makes committed transactions durable in place and empties the log
+    /// (rewind's checkpoint; nothing elsewhere).
+    fn checkpoint(&self) -> Result<(), MemError> {
+        Ok(())
+    }
+
     /// Fences and flushed lines so far, for engines on a rewind `Domain`.
     fn counters(&self) -> Option<rewind::Counters> {
         None

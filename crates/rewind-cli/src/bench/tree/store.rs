@@ -58,6 +58,12 @@ pub trait Store {
         None
     }
 
+    /// Makes committed transactions durable in place and empties the log
+    /// (rewind's checkpoint; nothing elsewhere).
+    fn checkpoint(&self) -> Result<(), MemError> {
+        Ok(())
+    }
+
     /// Loads `ops` (inserts) in transactions of [`LOAD_BATCH`].
     fn load(&mut self, ops: &[Op]) -> Result<(), MemError> {
         let mut d = Digest::default();
@@ -132,6 +138,10 @@ impl<E: Engine> Store for TreeStore<E> {
             Err(MemError::Aborted) if !commit => Ok(end),
             Err(e) => Err(e),
         }
+    }
+
+    fn checkpoint(&self) -> Result<(), MemError> {
+        self.engine.checkpoint()
     }
 
     fn counters(&self) -> Option<Counters> {

@@ -40,6 +40,9 @@ pub struct Plan {
     pub log: Option<u64>,
     /// `volatile` and `persist-nolog` too (they cannot roll back).
     pub baselines: bool,
+    /// Whether rewind checkpoints when its log fills (`false`: only when
+    /// asked; the log must hold every transaction in between).
+    pub auto_checkpoint: bool,
     /// The emulated NVM latency of every rewind domain.
     pub latency: NvmLatency,
 }
@@ -67,8 +70,11 @@ pub fn rewind_tree(
     if let Some(log) = plan.log {
         cfg = cfg.log_size(log);
     }
-    let pool = Pool::create(&path, LAYOUT, plan.space, &cfg)
+    let mut pool = Pool::create(&path, LAYOUT, plan.space, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    if !plan.auto_checkpoint {
+        pool.set_checkpoint_fill(1.0);
+    }
     let store =
         TreeStore::create(Rewind(Box::new(pool))).map_err(built(format!("the tree in {name}")))?;
     let meta = store.tree.meta();

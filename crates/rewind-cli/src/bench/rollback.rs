@@ -1,0 +1,411 @@
+//! REWIND Fig. 8: rollback and recovery of the B+-tree.
+//!
+//! **Rollback** (left): the tree loaded as in `btree`, then one large
+//! transaction of N operations, insert/delete pairs (the paper's mix: the
+//! tree's size stays put, the log grows), rolled back. Timed: the rollback
+//! alone, from the closure's last operation to the rollback's return (for
+//! a peer, its abort call: BDB `txn->abort`, LMDB `mdb_txn_abort`, SQLite
+//! `ROLLBACK`, redb `abort`, libpmemobj `pmemobj_tx_abort`).
+//!
+//! **Recovery** (right): N operations in transactions of 200, each
+//! committed but the last, inside which the system's files are copied: the
+//! crash image a process killed there leaves (stores in the shared mapping
+//! are in the file; nothing is in flight). Timed: opening the copy and one
+//! lookup (SQLite and redb recover on first use, so the lookup belongs to
+//! it), which for rewind is `Pool::open` running analysis, redo and undo.
+//! Before each trial rewind pools are checkpointed, so recovery sees the
+//! trial's transactions only; the log is sized so no checkpoint runs
+//! within a trial.
+//!
+//! Every trial is checked: after a rollback, and in every recovered copy,
+//! each key the transaction inserted is absent, each it deleted present,
+//! and a sample of the others present. Systems take turns per round; the
+//! median round counts. The baselines cannot roll back and do not run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rewind::{OpenOptions, Pool};
+
+use super::btree::{check_digests, configs};
+use super::tree::mem::Rewind;
+use super::tree::plot::{self, Series};
+use super::tree::store::{End, Store, TreeStore};
+use super::tree::systems::{Plan, Subject, LAYOUT};
+use super::tree::workload::{value_of, Digest, Model, Op};
+use super::tree::{BTree, Engine, MemError, TxMem};
+use super::{median, Ctx, Scale};
+use crate::error::CliError;
+use crate::report::{Report, Row};
+
+/// Operations per transaction in the recovery runs (the paper's 200).
+const TX_OPS: usize = 200;
+const SEED: u64 = 0x8b;
+/// Present keys sampled by each check.
+const SAMPLE: usize = 200;
+
+/// Records loaded, rollback sizes, recovery sizes, rounds.
+fn sizes(scale: Scale) -> (usize, Vec<usize>, Vec<usize>, usize) {
+    match scale {
+        Scale::Tiny => (300, vec![20, 100], vec![400], 1),
+        Scale::Quick => (100_000, vec![1_000, 4_000, 16_000], vec![2_000, 10_000], 3),
+        Scale::Full => (
+            100_000,
+            vec![1_000, 10_000, 100_000],
+            vec![20_000, 80_000, 200_000],
+            3,
+        ),
+    }
+}
+
+/// Pool and log room for the largest transaction (~1 KiB of log per
+/// operation at most, with its reserved compensation records) and, in the
+/// recovery runs, every transaction since the checkpoint.
+fn plan(scale: Scale, ctx: &Ctx) -> Plan {
+    let (_, rb, rc, _) = sizes(scale);
+    let ops = rb.into_iter().chain(rc).max().unwrap_or(0) as u64;
+    let log = (ops * 1536).max(8 << 20).next_power_of_two();
+    Plan {
+        space: (64 << 20) + log,
+        log: Some(log),
+        baselines: false,
+        auto_checkpoint: false,
+        latency: ctx.latency,
+    }
+}
+
+/// The lookups that check a trial: each key `ops` inserts or deletes, and
+/// a sample of the keys present before it. `model` is the state the system
+/// must be in: the expected digest follows from it.
+fn checks(model: &Model, ops: &[Op]) -> (Vec<Op>, Digest) {
+    let mut keys: Vec<u64> = ops
+        .iter()
+        .map(|op| match *op {
+            Op::Get(k) | Op::Insert(k) | Op::Remove(k) => k,
+        })
+        .collect();
+    let present = model.keys();
+    let step = (present.len() / SAMPLE).max(1);
+    keys.extend(present.iter().step_by(step).take(SAMPLE));
+    let mut want = Digest::default();
+    let gets: Vec<Op> = keys.into_iter().map(Op::Get).collect();
+    for op in &gets {
+        let Op::Get(k) = *op else { unreachable!() };
+        want.get(model.contains(k).then(|| value_of(k)).as_ref().map(|v| &v[..]));
+    }
+    (gets, want)
+}
+
+fn verify(s: &mut dyn Store, name: &str, gets: &[Op], want: Digest, what: &str) -> Result<(), CliError> {
+    let mut d = Digest::default();
+    for &op in gets {
+        s.apply(op, &mut d)
+            .map_err(|e| CliError::Bench(format!("{name}: checking after {what}: {e}")))?;
+    }
+    if d != want {
+        return Err(CliError::Verification {
+            failures: vec![format!(
+                "{name}: after {what}, the keys the transaction touched or a sample of the others are not as before it"
+            )],
+        });
+    }
+    Ok(())
+}
+
+/// The files of `s`, in its directory `dir`, to copy for a crash image.
+fn files(dir: &Path, s: &Subject) -> Vec<PathBuf> {
+    let f = |n: &str| dir.join(n);
+    let list = match s.system {
+        "rewind" => vec![f(&format!("{}.pool", s.config))],
+        "pmdk" => vec![f("pmdk.pool")],
+        "sqlite" => vec![f("sqlite.db"), f("sqlite.db-wal"), f("sqlite.db-shm")],
+        "redb" => vec![f("redb.db")],
+        // Whole environments: their directory's files.
+        "bdb" | "lmdb" => std::fs::read_dir(f(s.system))
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    list
+}
+
+/// A system's place while its original is closed and its crash image not
+/// yet recovered (two handles on one pool's copies cannot be open at once
+/// in libpmemobj, which refuses a second pool with the same uuid).
+struct Gone;
+
+impl Store for Gone {
+    fn apply(&mut self, _: Op, _: &mut Digest) -> Result<(), MemError> {
+        Err(MemError::Io(std::io::Error::other("the store is closed")))
+    }
+
+    fn batch(&mut self, _: &[Op], _: End<'_>, _: &mut Digest) -> Result<Duration, MemError> {
+        Err(MemError::Io(std::io::Error::other("the store is closed")))
+    }
+}
+
+/// Copies `files` into the fresh directory `image`.
+fn copy_all(files: &[PathBuf], image: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_dir_all(image);
+    std::fs::create_dir_all(image)?;
+    for f in files {
+        if let Some(name) = f.file_name() {
+            if f.exists() {
+                std::fs::copy(f, image.join(name))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens the crash image of `s` in `image` and makes one lookup of `probe`
+/// (timed: that is recovery); returns the time and the recovered store.
+fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn Store>), CliError> {
+    let err = |e: MemError| CliError::Bench(format!("recovering {}: {e}", s.name()));
+    let mut d = Digest::default();
+    let start = Instant::now();
+    let mut store: Box<dyn Store> = match s.system {
+        "rewind" => {
+            let path = image.join(format!("{}.pool", s.config));
+            let pool = Pool::open(&path, LAYOUT, &OpenOptions::default())
+                .map_err(CliError::rewind(format!("recovering {}", path.display())))?;
+            let mut engine = Rewind(Box::new(pool));
+            let meta = engine
+                .transaction(|tx| {
+                    let root = tx.root::<u64>()?;
+                    Ok(tx.read(root)?)
+                })
+                .map_err(err)?;
+            Box::new(TreeStore {
+                engine,
+                tree: BTree::at(meta),
+            })
+        }
+        #[cfg(feature = "peers")]
+        other => peer_open(other, image).map_err(err)?,
+        #[cfg(not(feature = "peers"))]
+        other => return Err(CliError::Bench(format!("no recovery for {other}"))),
+    };
+    store.apply(Op::Get(probe), &mut d).map_err(err)?;
+    Ok((start.elapsed(), store))
+}
+
+#[cfg(feature = "peers")]
+fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
+    use super::tree::peers::{BdbStore, LmdbStore, Pmdk, RedbStore, SqliteStore, BDB_CACHE};
+    use rewind_peers::bdb::Bdb;
+    use rewind_peers::pmdk::PmdkHeap;
+    let peer = |what: &'static str| {
+        move |e: Box<dyn std::error::Error + Send + Sync>| {
+            MemError::Io(std::io::Error::other(format!("{what}: {e}")))
+        }
+    };
+    Ok(match system {
+        "pmdk" => {
+            let heap = PmdkHeap::open(&image.join("pmdk.pool"))?;
+            let mut engine = Pmdk(heap);
+            let root = engine.0.root();
+            let meta = engine.transaction(|m| m.read_u64(root))?;
+            Box::new(TreeStore {
+                engine,
+                tree: BTree::at(meta),
+            })
+        }
+        "bdb" => {
+            Bdb::recover(image, BDB_CACHE)?;
+            Box::new(BdbStore(Bdb::open(image, BDB_CACHE)?))
+        }
+        "lmdb" => Box::new(LmdbStore::create(image)?),
+        "sqlite" => Box::new(SqliteStore(
+            rusqlite::Connection::open(image.join("sqlite.db"))
+                .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
+        )),
+        "redb" => Box::new(RedbStore(
+            redb::Database::create(image.join("redb.db"))
+                .map_err(|e| peer("opening redb")(Box::new(e)))?,
+        )),
+        other => {
+            return Err(MemError::Io(std::io::Error::other(format!(
+                "no recovery for {other}"
+            ))))
+        }
+    })
+}
+
+/// Checkpoints a rewind pool (the trial's recovery then sees its own
+/// transactions only); nothing for the others.
+fn settle(s: &mut Subject) -> Result<(), CliError> {
+    s.store
+        .checkpoint()
+        .map_err(|e| CliError::Bench(format!("checkpointing {}: {e}", s.name())))
+}
+
+pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
+    let scale = ctx.scale;
+    let (n_load, rb_sizes, rc_sizes, rounds) = sizes(scale);
+    println!(
+        "bench rollback (REWIND Fig. 8): B+-tree of {n_load} records; rollback of one transaction of \
+         {rb_sizes:?} operations; recovery after {rc_sizes:?} operations in transactions of {TX_OPS}"
+    );
+    println!(
+        "  insert/delete pairs; median of {rounds} alternating rounds{}",
+        super::tiny_note(scale)
+    );
+    println!("  {}", super::latency_line(ctx.latency));
+    let dir = crate::scratch::dir()?;
+    let plan = plan(scale, ctx);
+    let mut model = Model::new(SEED);
+    let load = model.load(n_load);
+    let mut subjects = super::btree::loaded(dir.path(), &plan, &load)?;
+    let n = subjects.len();
+    let trials = (rb_sizes.len() + rc_sizes.len()) * rounds * n;
+    let bar = super::progress(trials as u64);
+    let mut rows = Vec::new();
+    let mut add = |s: &Subject, param: String, metric: &str, value: f64, unit: &str| {
+        rows.push(Row {
+            system: s.system.into(),
+            config: s.config.clone(),
+            param,
+            metric: metric.into(),
+            value,
+            unit: unit.into(),
+        })
+    };
+
+    for &size in &rb_sizes {
+        let mut times = vec![Vec::new(); n];
+        for round in 0..rounds {
+            // Drawn from a copy: the transaction is rolled back, the model stays.
+            let ops = model.clone().pairs(size / 2);
+            let (gets, want) = checks(&model, &ops);
+            let mut digests = Vec::new();
+            for (i, s) in subjects.iter_mut().enumerate() {
+                bar.set_message(format!("rollback {size} {}", s.name()));
+                settle(s)?;
+                let mut d = Digest::default();
+                let t = s
+                    .store
+                    .batch(&ops, End::Abort, &mut d)
+                    .map_err(|e| CliError::Bench(format!("{}: rollback of {size}: {e}", s.name())))?;
+                times[i].push(t);
+                digests.push(d);
+                let name = s.name();
+                verify(s.store.as_mut(), &name, &gets, want, "a rollback")?;
+                bar.inc(1);
+            }
+            check_digests(&subjects, &digests, &format!("rollback {size} round {round}"))?;
+        }
+        for (i, s) in subjects.iter().enumerate() {
+            let ms = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e3;
+            add(s, format!("ops={size}"), "rollback_ms", ms, "ms");
+            add(s, format!("ops={size}"), "rollback_us_per_op", ms * 1e3 / size as f64, "us");
+        }
+    }
+
+    // Where each system's files are: the recovered copy carries on.
+    let mut homes: Vec<PathBuf> = vec![dir.path().to_path_buf(); n];
+    let mut trial = 0;
+    for &size in &rc_sizes {
+        let mut times = vec![Vec::new(); n];
+        for _ in 0..rounds {
+            let mut committed = model.clone();
+            let all = committed.mix(size, 1.0);
+            let split = size.saturating_sub(TX_OPS);
+            let (done, open) = all.split_at(split);
+            // The state recovery must restore: the last transaction undone.
+            let mut after = model.clone();
+            let _ = after.mix(split, 1.0);
+            let (gets, want) = checks(&after, open);
+            let probe = after.keys().first().copied().unwrap_or(1);
+            for (i, s) in subjects.iter_mut().enumerate() {
+                bar.set_message(format!("recovery {size} {}", s.name()));
+                settle(s)?;
+                let mut d = Digest::default();
+                let name = s.name();
+                let fail = |e: MemError| CliError::Bench(format!("{name}: recovery run: {e}"));
+                for tx in done.chunks(TX_OPS) {
+                    s.store.batch(tx, End::Commit, &mut d).map_err(fail)?;
+                }
+                let list = files(&homes[i], s);
+                trial += 1;
+                let image = dir.path().join(format!("crash-{trial}-{}", name.replace('/', "-")));
+                let copy = || copy_all(&list, &image);
+                s.store.batch(open, End::Crash(&copy), &mut d).map_err(fail)?;
+                // The original (its last transaction rolled back) closes;
+                // the recovered copy carries on in its place.
+                s.store = Box::new(Gone);
+                let (t, mut recovered) = recover(s, &image, probe)?;
+                times[i].push(t);
+                verify(recovered.as_mut(), &name, &gets, want, "recovery")?;
+                s.store = recovered;
+                for f in list {
+                    let _ = std::fs::remove_file(f);
+                }
+                homes[i] = image;
+                bar.inc(1);
+            }
+            model = after;
+        }
+        for (i, s) in subjects.iter().enumerate() {
+            let ms = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e3;
+            add(s, format!("ops={size}"), "recovery_ms", ms, "ms");
+            add(s, format!("ops={size}"), "transactions", size.div_ceil(TX_OPS) as f64, "count");
+        }
+    }
+    bar.finish_and_clear();
+    drop(subjects);
+
+    let report = Report {
+        bench: "rollback".into(),
+        rows,
+    };
+    print_table(&report, &rb_sizes, &rc_sizes);
+    let chart = chart(&report, &rb_sizes)?;
+    super::write_results(&report, out, &chart)
+}
+
+fn print_table(report: &Report, rb: &[usize], rc: &[usize]) {
+    let v = |s: &str, c: &str, p: &str, m: &str| report.value(s, c, p, m).unwrap_or(f64::NAN);
+    println!();
+    let mut head = format!("  {:<28}", "system/config");
+    for size in rb {
+        head.push_str(&format!(" {:>12}", format!("rb {size} ms")));
+    }
+    for size in rc {
+        head.push_str(&format!(" {:>13}", format!("rec {size} ms")));
+    }
+    println!("{head}");
+    for (s, c) in configs(report) {
+        let mut line = format!("  {:<28}", format!("{s}/{c}"));
+        for size in rb {
+            line.push_str(&format!(" {:>12.3}", v(&s, &c, &format!("ops={size}"), "rollback_ms")));
+        }
+        for size in rc {
+            line.push_str(&format!(" {:>13.3}", v(&s, &c, &format!("ops={size}"), "recovery_ms")));
+        }
+        println!("{line}");
+    }
+    println!();
+}
+
+fn chart(report: &Report, rb: &[usize]) -> Result<String, CliError> {
+    let xs: Vec<f64> = rb.iter().map(|&n| n as f64).collect();
+    let series: Vec<Series> = configs(report)
+        .into_iter()
+        .map(|(s, c)| Series {
+            ys: rb
+                .iter()
+                .map(|n| report.value(&s, &c, &format!("ops={n}"), "rollback_ms").unwrap_or(f64::NAN))
+                .collect(),
+            name: if s == "rewind" { c } else { s },
+        })
+        .collect();
+    plot::lines(
+        "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
+        "operations in the transaction",
+        "rollback time, ms (log scale)",
+        &xs,
+        &series,
+        true,
+    )
+}
