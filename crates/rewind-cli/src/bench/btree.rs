@@ -63,7 +63,10 @@ pub fn param(u: f64) -> String {
 
 /// Applies `ops` to `s`, each its own transaction: the time, the counters
 /// spent and the digest.
-pub fn measure(s: &mut Subject, ops: &[Op]) -> Result<(Duration, Option<Counters>, Digest), CliError> {
+pub fn measure(
+    s: &mut Subject,
+    ops: &[Op],
+) -> Result<(Duration, Option<Counters>, Digest), CliError> {
     let before = s.store.counters();
     let mut d = Digest::default();
     let start = Instant::now();
@@ -137,7 +140,8 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut subjects = loaded(dir.path(), &plan, &load)?;
     let n = subjects.len();
     let bar = super::progress((FRACTIONS.len() * (rounds + 1) * n) as u64);
-    let find = |subjects: &[Subject], system: &str| subjects.iter().position(|s| s.system == system);
+    let find =
+        |subjects: &[Subject], system: &str| subjects.iter().position(|s| s.system == system);
     let nolog = find(&subjects, "persist-nolog");
     let peers: Vec<(&str, usize)> = PEERS
         .iter()
@@ -180,19 +184,28 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                     unit: unit.into(),
                 })
             };
-            let us = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e6 / n_ops as f64;
+            let us =
+                median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e6 / n_ops as f64;
             add("us_per_op", us, "us");
             if let Some(b) = nolog {
                 add("ratio_vs_nolog", median_ratio(&times[i], &times[b]), "x");
             }
             for &(p, j) in &peers {
                 if j != i {
-                    add(&format!("speed_vs_{p}"), median_ratio(&times[j], &times[i]), "x");
+                    add(
+                        &format!("speed_vs_{p}"),
+                        median_ratio(&times[j], &times[i]),
+                        "x",
+                    );
                 }
             }
             if let Some(c) = &counters[i] {
                 add("fences_per_op", c.fences as f64 / per_op, "count");
-                add("flushes_per_op", (c.flushed_lines + c.nt_lines) as f64 / per_op, "lines");
+                add(
+                    "flushes_per_op",
+                    (c.flushed_lines + c.nt_lines) as f64 / per_op,
+                    "lines",
+                );
             }
         }
     }
@@ -229,7 +242,11 @@ fn print_tables(report: &Report) {
         head.push_str(&format!(" | {:>15}", format!("update={u}")));
     }
     println!("{head}");
-    println!("  {:<28}{}", "", " | us/op  x nolog".repeat(FRACTIONS.len()));
+    println!(
+        "  {:<28}{}",
+        "",
+        " | us/op  x nolog".repeat(FRACTIONS.len())
+    );
     for (s, c) in configs(report) {
         let mut line = format!("  {:<28}", format!("{s}/{c}"));
         for u in FRACTIONS {
@@ -247,7 +264,12 @@ fn print_tables(report: &Report) {
     let peers: Vec<&str> = PEERS
         .iter()
         .copied()
-        .filter(|peer| report.rows.iter().any(|r| r.metric == format!("speed_vs_{peer}")))
+        .filter(|peer| {
+            report
+                .rows
+                .iter()
+                .any(|r| r.metric == format!("speed_vs_{peer}"))
+        })
         .collect();
     println!();
     let mut head = format!("  {:<28} {:>8} {:>8}", "at update=1", "fences", "lines");
@@ -263,7 +285,10 @@ fn print_tables(report: &Report) {
             v(&s, &c, &p, "flushes_per_op")
         );
         for peer in &peers {
-            line.push_str(&format!(" {:>8.2}x", v(&s, &c, &p, &format!("speed_vs_{peer}"))));
+            line.push_str(&format!(
+                " {:>8.2}x",
+                v(&s, &c, &p, &format!("speed_vs_{peer}"))
+            ));
         }
         println!("{line}");
     }
@@ -285,7 +310,12 @@ fn print_goals(report: &Report) {
         let ok = if r <= 1.5 { "met" } else { "NOT met" };
         println!("    within 1.5x of persist-nolog: {r:.2}x, {ok}");
     }
-    for (peer, goal) in [("bdb", 10.0), ("lmdb", 15.0), ("sqlite", 30.0), ("pmdk", 3.0)] {
+    for (peer, goal) in [
+        ("bdb", 10.0),
+        ("lmdb", 15.0),
+        ("sqlite", 30.0),
+        ("pmdk", 3.0),
+    ] {
         if let Some(x) = v(&format!("speed_vs_{peer}")) {
             let ok = if x >= goal { "met" } else { "NOT met" };
             println!("    {goal}x faster than {peer}: {x:.2}x, {ok}");
@@ -301,7 +331,11 @@ fn chart(report: &Report) -> Result<String, CliError> {
         .map(|(s, c)| Series {
             ys: FRACTIONS
                 .iter()
-                .map(|&u| report.value(&s, &c, &param(u), "us_per_op").unwrap_or(f64::NAN))
+                .map(|&u| {
+                    report
+                        .value(&s, &c, &param(u), "us_per_op")
+                        .unwrap_or(f64::NAN)
+                })
                 .collect(),
             name: if s == "rewind" { c } else { s },
         })

@@ -16,6 +16,7 @@ mod redu;
 mod rollback;
 mod skip;
 mod svg;
+mod threads;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -169,7 +170,7 @@ pub fn array_pool(
 type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
 /// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 9] = [
+const BENCHES: [(&str, BenchFn); 10] = [
     ("overhead", overhead::run),
     ("intensity", intensity::run),
     ("checkpoint", checkpoint::run),
@@ -179,6 +180,7 @@ const BENCHES: [(&str, BenchFn); 9] = [
     ("redu", redu::run),
     ("btree", btree::run),
     ("rollback", rollback::run),
+    ("threads", threads::run),
 ];
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {

@@ -91,12 +91,24 @@ fn checks(model: &Model, ops: &[Op]) -> (Vec<Op>, Digest) {
     let gets: Vec<Op> = keys.into_iter().map(Op::Get).collect();
     for op in &gets {
         let Op::Get(k) = *op else { unreachable!() };
-        want.get(model.contains(k).then(|| value_of(k)).as_ref().map(|v| &v[..]));
+        want.get(
+            model
+                .contains(k)
+                .then(|| value_of(k))
+                .as_ref()
+                .map(|v| &v[..]),
+        );
     }
     (gets, want)
 }
 
-fn verify(s: &mut dyn Store, name: &str, gets: &[Op], want: Digest, what: &str) -> Result<(), CliError> {
+fn verify(
+    s: &mut dyn Store,
+    name: &str,
+    gets: &[Op],
+    want: Digest,
+    what: &str,
+) -> Result<(), CliError> {
     let mut d = Digest::default();
     for &op in gets {
         s.apply(op, &mut d)
@@ -112,21 +124,29 @@ fn verify(s: &mut dyn Store, name: &str, gets: &[Op], want: Digest, what: &str) 
     Ok(())
 }
 
-/// The files of `s`, in its directory `dir`, to copy for a crash image.
-fn files(dir: &Path, s: &Subject) -> Vec<PathBuf> {
-    let f = |n: &str| dir.join(n);
-    let list = match s.system {
+/// Where the files of `s` are when built in `dir`: Berkeley DB's and
+/// LMDB's environments are directories of their own.
+fn first_home(dir: &Path, s: &Subject) -> PathBuf {
+    match s.system {
+        "bdb" | "lmdb" => dir.join(s.system),
+        _ => dir.to_path_buf(),
+    }
+}
+
+/// The files of `s`, in its directory `home`, to copy for a crash image.
+fn files(home: &Path, s: &Subject) -> Vec<PathBuf> {
+    let f = |n: &str| home.join(n);
+    match s.system {
         "rewind" => vec![f(&format!("{}.pool", s.config))],
         "pmdk" => vec![f("pmdk.pool")],
         "sqlite" => vec![f("sqlite.db"), f("sqlite.db-wal"), f("sqlite.db-shm")],
         "redb" => vec![f("redb.db")],
-        // Whole environments: their directory's files.
-        "bdb" | "lmdb" => std::fs::read_dir(f(s.system))
+        // Whole environments: every file of their directory.
+        "bdb" | "lmdb" => std::fs::read_dir(home)
             .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
             .unwrap_or_default(),
         _ => Vec::new(),
-    };
-    list
+    }
 }
 
 /// A system's place while its original is closed and its crash image not
@@ -283,27 +303,36 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 bar.set_message(format!("rollback {size} {}", s.name()));
                 settle(s)?;
                 let mut d = Digest::default();
-                let t = s
-                    .store
-                    .batch(&ops, End::Abort, &mut d)
-                    .map_err(|e| CliError::Bench(format!("{}: rollback of {size}: {e}", s.name())))?;
+                let t = s.store.batch(&ops, End::Abort, &mut d).map_err(|e| {
+                    CliError::Bench(format!("{}: rollback of {size}: {e}", s.name()))
+                })?;
                 times[i].push(t);
                 digests.push(d);
                 let name = s.name();
                 verify(s.store.as_mut(), &name, &gets, want, "a rollback")?;
                 bar.inc(1);
             }
-            check_digests(&subjects, &digests, &format!("rollback {size} round {round}"))?;
+            check_digests(
+                &subjects,
+                &digests,
+                &format!("rollback {size} round {round}"),
+            )?;
         }
         for (i, s) in subjects.iter().enumerate() {
             let ms = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e3;
             add(s, format!("ops={size}"), "rollback_ms", ms, "ms");
-            add(s, format!("ops={size}"), "rollback_us_per_op", ms * 1e3 / size as f64, "us");
+            add(
+                s,
+                format!("ops={size}"),
+                "rollback_us_per_op",
+                ms * 1e3 / size as f64,
+                "us",
+            );
         }
     }
 
     // Where each system's files are: the recovered copy carries on.
-    let mut homes: Vec<PathBuf> = vec![dir.path().to_path_buf(); n];
+    let mut homes: Vec<PathBuf> = subjects.iter().map(|s| first_home(dir.path(), s)).collect();
     let mut trial = 0;
     for &size in &rc_sizes {
         let mut times = vec![Vec::new(); n];
@@ -328,9 +357,13 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 }
                 let list = files(&homes[i], s);
                 trial += 1;
-                let image = dir.path().join(format!("crash-{trial}-{}", name.replace('/', "-")));
+                let image = dir
+                    .path()
+                    .join(format!("crash-{trial}-{}", name.replace('/', "-")));
                 let copy = || copy_all(&list, &image);
-                s.store.batch(open, End::Crash(&copy), &mut d).map_err(fail)?;
+                s.store
+                    .batch(open, End::Crash(&copy), &mut d)
+                    .map_err(fail)?;
                 // The original (its last transaction rolled back) closes;
                 // the recovered copy carries on in its place.
                 s.store = Box::new(Gone);
@@ -349,7 +382,13 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         for (i, s) in subjects.iter().enumerate() {
             let ms = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e3;
             add(s, format!("ops={size}"), "recovery_ms", ms, "ms");
-            add(s, format!("ops={size}"), "transactions", size.div_ceil(TX_OPS) as f64, "count");
+            add(
+                s,
+                format!("ops={size}"),
+                "transactions",
+                size.div_ceil(TX_OPS) as f64,
+                "count",
+            );
         }
     }
     bar.finish_and_clear();
@@ -378,10 +417,16 @@ fn print_table(report: &Report, rb: &[usize], rc: &[usize]) {
     for (s, c) in configs(report) {
         let mut line = format!("  {:<28}", format!("{s}/{c}"));
         for size in rb {
-            line.push_str(&format!(" {:>12.3}", v(&s, &c, &format!("ops={size}"), "rollback_ms")));
+            line.push_str(&format!(
+                " {:>12.3}",
+                v(&s, &c, &format!("ops={size}"), "rollback_ms")
+            ));
         }
         for size in rc {
-            line.push_str(&format!(" {:>13.3}", v(&s, &c, &format!("ops={size}"), "recovery_ms")));
+            line.push_str(&format!(
+                " {:>13.3}",
+                v(&s, &c, &format!("ops={size}"), "recovery_ms")
+            ));
         }
         println!("{line}");
     }
@@ -395,7 +440,11 @@ fn chart(report: &Report, rb: &[usize]) -> Result<String, CliError> {
         .map(|(s, c)| Series {
             ys: rb
                 .iter()
-                .map(|n| report.value(&s, &c, &format!("ops={n}"), "rollback_ms").unwrap_or(f64::NAN))
+                .map(|n| {
+                    report
+                        .value(&s, &c, &format!("ops={n}"), "rollback_ms")
+                        .unwrap_or(f64::NAN)
+                })
                 .collect(),
             name: if s == "rewind" { c } else { s },
         })

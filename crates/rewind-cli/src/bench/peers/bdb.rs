@@ -74,7 +74,12 @@ impl Bdb {
     pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<()> {
         // SAFETY: the handle is open; `val` is valid for its length.
         check("Berkeley DB put", unsafe {
-            bdb_put(self.raw.as_ptr(), key, val.as_ptr().cast(), val.len() as u32)
+            bdb_put(
+                self.raw.as_ptr(),
+                key,
+                val.as_ptr().cast(),
+                val.len() as u32,
+            )
         })
     }
 
@@ -107,13 +112,17 @@ impl Bdb {
     /// Opens a batch: one transaction for the operations until commit or abort.
     pub fn begin(&mut self) -> io::Result<()> {
         // SAFETY: the handle is open.
-        check("Berkeley DB txn_begin", unsafe { bdb_begin(self.raw.as_ptr()) })
+        check("Berkeley DB txn_begin", unsafe {
+            bdb_begin(self.raw.as_ptr())
+        })
     }
 
     /// Commits the batch (durable when it returns).
     pub fn commit(&mut self) -> io::Result<()> {
         // SAFETY: the handle is open.
-        check("Berkeley DB commit", unsafe { bdb_commit(self.raw.as_ptr()) })
+        check("Berkeley DB commit", unsafe {
+            bdb_commit(self.raw.as_ptr())
+        })
     }
 
     /// Aborts the batch: its changes are rolled back.

@@ -64,7 +64,12 @@ impl Lmdb {
     pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<()> {
         // SAFETY: the handle is open; `val` is valid for its length.
         check("LMDB put", unsafe {
-            lm_put(self.raw.as_ptr(), key, val.as_ptr().cast(), val.len() as u32)
+            lm_put(
+                self.raw.as_ptr(),
+                key,
+                val.as_ptr().cast(),
+                val.len() as u32,
+            )
         })
     }
 

@@ -276,9 +276,8 @@ impl PmdkHeap {
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
         // SAFETY: both strings are NUL-terminated and outlive the call.
-        let pop = unsafe {
-            pmemobj_create(cpath.as_ptr(), HEAP_LAYOUT.as_ptr(), size as usize, 0o600)
-        };
+        let pop =
+            unsafe { pmemobj_create(cpath.as_ptr(), HEAP_LAYOUT.as_ptr(), size as usize, 0o600) };
         let pop = NonNull::new(pop).ok_or_else(|| pmdk_error(&what, 0))?;
         PmdkHeap::start(pop, size, &what)
     }

@@ -293,12 +293,11 @@ mod tests {
             recs.into_iter().map(|(k, _)| k).collect()
         }
         let want = run(&mut Volatile::new(8 << 20), ops);
-        let mut nolog = NoLog::create(&dir.path().join("n"), 8 << 20, NvmLatency::default()).unwrap();
+        let mut nolog =
+            NoLog::create(&dir.path().join("n"), 8 << 20, NvmLatency::default()).unwrap();
         assert_eq!(run(&mut nolog, ops), want);
         for policy in Policy::ALL {
-            let cfg = PoolConfig::default()
-                .log(LogVariant::Batch)
-                .policy(policy);
+            let cfg = PoolConfig::default().log(LogVariant::Batch).policy(policy);
             let path = dir.path().join(format!("p-{policy}"));
             let pool = Pool::create(&path, "t", 32 << 20, &cfg).unwrap();
             assert_eq!(run(&mut Rewind(&pool), ops), want, "{policy}");

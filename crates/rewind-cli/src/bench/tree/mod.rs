@@ -76,7 +76,11 @@ pub enum MemError {
     /// The engine's space is exhausted (`volatile`, `persist-nolog`).
     OutOfSpace { requested: u64, capacity: u64 },
     /// An access outside the engine's space.
-    OutOfBounds { offset: u64, len: u64, capacity: u64 },
+    OutOfBounds {
+        offset: u64,
+        len: u64,
+        capacity: u64,
+    },
     /// The tree's bytes are not a tree (a bad header or height).
     Corrupt { node: u64, what: &'static str },
     /// The closure asked for the transaction to be rolled back.

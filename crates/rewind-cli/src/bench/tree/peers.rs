@@ -66,7 +66,9 @@ impl Engine for Pmdk {
 }
 
 /// A peer's error, with what we were doing.
-fn peer<E: std::error::Error + Send + Sync + 'static>(what: &'static str) -> impl Fn(E) -> MemError {
+fn peer<E: std::error::Error + Send + Sync + 'static>(
+    what: &'static str,
+) -> impl Fn(E) -> MemError {
     move |e| MemError::Io(std::io::Error::other(format!("{what}: {e}")))
 }
 
@@ -221,7 +223,11 @@ impl Store for SqliteStore {
                 let mut rows = st.query([k as i64]).map_err(&err)?;
                 match rows.next().map_err(&err)? {
                     Some(row) => {
-                        let v = row.get_ref(0).map_err(&err)?.as_blob().map_err(peer("SQLite value"))?;
+                        let v = row
+                            .get_ref(0)
+                            .map_err(&err)?
+                            .as_blob()
+                            .map_err(peer("SQLite value"))?;
                         d.get(Some(v));
                     }
                     None => d.get(None),
@@ -281,7 +287,12 @@ impl RedbStore {
         Ok(RedbStore(db))
     }
 
-    fn write_ops(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
+    fn write_ops(
+        &mut self,
+        ops: &[Op],
+        end: End<'_>,
+        d: &mut Digest,
+    ) -> Result<Duration, MemError> {
         let mut w = self.0.begin_write().map_err(peer("redb begin_write"))?;
         w.set_durability(redb::Durability::Immediate);
         {

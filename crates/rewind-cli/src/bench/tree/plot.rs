@@ -34,7 +34,11 @@ pub fn lines(
     let (x0, x1) = xs
         .iter()
         .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-    let (x0, x1) = if x0 < x1 { (x0, x1) } else { (x0 - 1.0, x0 + 1.0) };
+    let (x0, x1) = if x0 < x1 {
+        (x0, x1)
+    } else {
+        (x0 - 1.0, x0 + 1.0)
+    };
     let pad = (x1 - x0) * 0.03;
     let mut svg = String::new();
     {
@@ -72,11 +76,7 @@ pub fn lines(
                             PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
                         });
                     chart
-                        .draw_series(
-                            points
-                                .iter()
-                                .map(|&p| Circle::new(p, 3, color.filled())),
-                        )
+                        .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
                         .map_err(|e| err(e.to_string()))?;
                 }
                 chart

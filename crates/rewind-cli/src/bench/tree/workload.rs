@@ -51,7 +51,9 @@ impl Digest {
     /// Folds one outcome in.
     #[inline]
     pub fn add(&mut self, outcome: u64) {
-        self.0 = (self.0 ^ outcome).wrapping_mul(0x0100_0000_01b3).rotate_left(5);
+        self.0 = (self.0 ^ outcome)
+            .wrapping_mul(0x0100_0000_01b3)
+            .rotate_left(5);
     }
 
     /// A lookup's answer.
@@ -76,15 +78,27 @@ impl Digest {
 #[derive(Clone)]
 pub struct Model {
     rng: SmallRng,
+    /// Keys are drawn from `base..base + span`.
+    base: u64,
+    span: u64,
     keys: Vec<u64>,
     present: HashSet<u64>,
 }
 
 impl Model {
-    /// A model seeded with `seed`; nothing present.
+    /// A model seeded with `seed`, keys from 1 to `u64::MAX - 1` (no key is
+    /// a sentinel anywhere); nothing present.
     pub fn new(seed: u64) -> Model {
+        Model::in_range(seed, 1, u64::MAX - 1)
+    }
+
+    /// A model whose keys are drawn from `base..base + span` only (disjoint
+    /// ranges keep threads' keys apart in a shared tree).
+    pub fn in_range(seed: u64, base: u64, span: u64) -> Model {
         Model {
             rng: SmallRng::seed_from_u64(seed),
+            base,
+            span,
             keys: Vec::new(),
             present: HashSet::new(),
         }
@@ -107,8 +121,7 @@ impl Model {
 
     fn fresh_key(&mut self) -> u64 {
         loop {
-            // Not 0 or u64::MAX, so no key is a sentinel anywhere.
-            let k = self.rng.gen_range(1..u64::MAX);
+            let k = self.base + self.rng.gen_range(0..self.span);
             if self.present.insert(k) {
                 self.keys.push(k);
                 return k;
@@ -140,7 +153,7 @@ impl Model {
                     insert_next = !insert_next;
                     op
                 } else if self.keys.is_empty() {
-                    Op::Get(self.rng.gen_range(1..u64::MAX))
+                    Op::Get(self.base + self.rng.gen_range(0..self.span))
                 } else {
                     Op::Get(self.keys[self.rng.gen_range(0..self.keys.len())])
                 }
