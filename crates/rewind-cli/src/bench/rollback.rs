@@ -48,7 +48,7 @@ const SAMPLE: usize = 200;
 fn sizes(scale: Scale) -> (usize, Vec<usize>, Vec<usize>, usize) {
     match scale {
         Scale::Tiny => (300, vec![20, 100], vec![400], 1),
-        Scale::Quick => (100_000, vec![1_000, 4_000, 16_000], vec![2_000, 10_000], 3),
+        Scale::Quick => (100_000, vec![1_000, 3_000, 10_000], vec![2_000, 6_000], 3),
         Scale::Full => (
             100_000,
             vec![1_000, 10_000, 100_000],

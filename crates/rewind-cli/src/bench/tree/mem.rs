@@ -140,10 +140,13 @@ impl Engine for Volatile {
 }
 
 /// The tree with durable stores and no log: each write stored and flushed
-/// (`clwb` of its lines), one fence per transaction. Durable, not atomic.
+/// (`clwb` of its lines), one fence per transaction that stored anything.
+/// Durable, not atomic.
 pub struct NoLog {
     dom: Domain,
     heap: Heap,
+    /// Whether this transaction stored anything (a lookup needs no fence).
+    dirty: bool,
 }
 
 impl NoLog {
@@ -156,6 +159,7 @@ impl NoLog {
         Ok(NoLog {
             dom,
             heap: Heap::new(capacity),
+            dirty: false,
         })
     }
 }
@@ -168,6 +172,7 @@ impl TxMem for NoLog {
 
     #[inline]
     fn write(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
+        self.dirty = true;
         self.dom.store(off, bytes)?;
         Ok(self.dom.flush(off, bytes.len() as u64)?)
     }
@@ -175,6 +180,7 @@ impl TxMem for NoLog {
     fn alloc(&mut self, size: u64) -> Result<u64, MemError> {
         const Z: [u8; 1024] = [0; 1024];
         let off = self.heap.alloc(size)?;
+        self.dirty = true;
         let mut done = 0;
         while done < size {
             let n = (size - done).min(Z.len() as u64);
@@ -199,9 +205,12 @@ impl Engine for NoLog {
         &mut self,
         f: impl FnOnce(&mut NoLog) -> Result<R, MemError>,
     ) -> Result<R, MemError> {
+        self.dirty = false;
         let r = f(self)?;
         // What makes the transaction durable; nothing makes it atomic.
-        self.dom.fence()?;
+        if self.dirty {
+            self.dom.fence()?;
+        }
         Ok(r)
     }
 

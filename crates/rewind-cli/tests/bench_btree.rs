@@ -1,0 +1,187 @@
+//! `rewind bench btree|rollback|threads --tiny` (REWIND §5.2, Figs. 7–9):
+//! every system and parameter has its rows, and the counts are right.
+//! Times are never checked. Without `--features peers` only rewind and the
+//! baselines run; with it, the peers' rows must be there too.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bench(name: &str, out_dir: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["bench", name, "--tiny", "--out", out_dir.to_str().unwrap()])
+        .output()
+        .expect("run the rewind binary");
+    assert!(
+        out.status.success(),
+        "bench {name} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join(format!("{name}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["bench"], name);
+    assert!(out_dir.join(format!("{name}.csv")).exists());
+    let svg = std::fs::read_to_string(out_dir.join(format!("{name}.svg"))).unwrap();
+    assert!(
+        svg.starts_with("<svg"),
+        "not an SVG: {}",
+        &svg[..svg.len().min(60)]
+    );
+    json["rows"].as_array().unwrap().clone()
+}
+
+fn value(
+    rows: &[serde_json::Value],
+    system: &str,
+    config: &str,
+    param: &str,
+    metric: &str,
+) -> Option<f64> {
+    rows.iter()
+        .find(|r| {
+            r["system"] == system
+                && r["config"] == config
+                && r["param"] == param
+                && r["metric"] == metric
+        })
+        .and_then(|r| r["value"].as_f64())
+}
+
+/// rewind's configurations: every log variant × policy.
+fn rewind_configs() -> Vec<String> {
+    let mut out = Vec::new();
+    for v in ["simple", "optimized", "batch", "two-layer"] {
+        for p in ["force", "no-force", "redo"] {
+            out.push(format!("{v}-{p}"));
+        }
+    }
+    out
+}
+
+fn peers() -> Vec<(&'static str, &'static str)> {
+    if cfg!(feature = "peers") {
+        vec![
+            ("pmdk", "libpmemobj"),
+            ("bdb", "btree-txn-sync"),
+            ("lmdb", "sync"),
+            ("sqlite", "wal-full"),
+            ("redb", "immediate"),
+        ]
+    } else {
+        Vec::new()
+    }
+}
+
+#[test]
+fn bench_btree_has_every_system_at_every_update_fraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = bench("btree", dir.path());
+    let mut systems: Vec<(String, String)> = vec![
+        ("volatile".into(), "dram".into()),
+        ("persist-nolog".into(), "nolog".into()),
+    ];
+    systems.extend(rewind_configs().into_iter().map(|c| ("rewind".into(), c)));
+    systems.extend(peers().into_iter().map(|(s, c)| (s.into(), c.into())));
+    for (s, c) in &systems {
+        for u in ["0", "0.1", "0.5", "1"] {
+            let p = format!("update={u}");
+            for m in ["us_per_op", "ratio_vs_nolog"] {
+                assert!(
+                    value(&rows, s, c, &p, m).is_some(),
+                    "no row {s}/{c} {p} {m}"
+                );
+            }
+            for (peer, _) in peers() {
+                if peer != s {
+                    let m = format!("speed_vs_{peer}");
+                    assert!(
+                        value(&rows, s, c, &p, &m).is_some(),
+                        "no row {s}/{c} {p} {m}"
+                    );
+                }
+            }
+        }
+    }
+    // The counters: nolog fences once per update and never for a lookup,
+    // and an update in rewind logs, so it fences more than a lookup.
+    let at =
+        |s: &str, c: &str, u: &str, m: &str| value(&rows, s, c, &format!("update={u}"), m).unwrap();
+    assert_eq!(at("persist-nolog", "nolog", "0", "fences_per_op"), 0.0);
+    assert_eq!(at("persist-nolog", "nolog", "1", "fences_per_op"), 1.0);
+    assert_eq!(at("volatile", "dram", "1", "flushes_per_op"), 0.0);
+    for c in rewind_configs() {
+        assert!(
+            at("rewind", &c, "1", "fences_per_op") > at("rewind", &c, "0", "fences_per_op"),
+            "{c}: updates should fence more than lookups"
+        );
+        assert!(at("rewind", &c, "1", "flushes_per_op") > 0.0, "{c}");
+    }
+    // The peers have no rewind counters.
+    for (s, c) in peers() {
+        assert!(value(&rows, s, c, "update=1", "fences_per_op").is_none());
+    }
+}
+
+#[test]
+fn bench_rollback_times_every_size_for_every_recoverable_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = bench("rollback", dir.path());
+    let mut systems: Vec<(String, String)> = rewind_configs()
+        .into_iter()
+        .map(|c| ("rewind".into(), c))
+        .collect();
+    systems.extend(peers().into_iter().map(|(s, c)| (s.into(), c.into())));
+    for (s, c) in &systems {
+        for n in [20, 100] {
+            let p = format!("ops={n}");
+            assert!(
+                value(&rows, s, c, &p, "rollback_ms").is_some(),
+                "{s}/{c} {p}"
+            );
+            assert!(
+                value(&rows, s, c, &p, "rollback_us_per_op").is_some(),
+                "{s}/{c} {p}"
+            );
+        }
+        assert!(
+            value(&rows, s, c, "ops=400", "recovery_ms").is_some(),
+            "{s}/{c}"
+        );
+        // 400 operations in transactions of 200.
+        assert_eq!(value(&rows, s, c, "ops=400", "transactions"), Some(2.0));
+    }
+    // The baselines cannot roll back: they do not run.
+    assert!(!rows
+        .iter()
+        .any(|r| r["system"] == "volatile" || r["system"] == "persist-nolog"));
+}
+
+#[test]
+fn bench_threads_reports_both_sharings_at_one_and_two_threads_at_least() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = bench("threads", dir.path());
+    let mut systems: Vec<(String, String)> = vec![
+        ("volatile".into(), "dram".into()),
+        ("persist-nolog".into(), "nolog".into()),
+    ];
+    systems.extend(rewind_configs().into_iter().map(|c| ("rewind".into(), c)));
+    for (s, c) in &systems {
+        for sharing in ["own", "shared"] {
+            for t in [1, 2] {
+                let p = format!("{sharing}-tree,threads={t}");
+                let v = value(&rows, s, c, &p, "ops_per_s");
+                assert!(v.is_some_and(|v| v > 0.0), "{s}/{c} {p}: {v:?}");
+            }
+        }
+    }
+    // Each (system, param) once.
+    let mut keys: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{}/{} {}", r["system"], r["config"], r["param"]))
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "duplicate rows");
+}
