@@ -33,7 +33,9 @@ use super::tree::plot::{self, Series};
 use super::tree::store::{End, Store, TreeStore};
 use super::tree::systems::{Plan, Subject, LAYOUT};
 use super::tree::workload::{value_of, Digest, Model, Op};
-use super::tree::{BTree, Engine, MemError, TxMem};
+#[cfg(feature = "peers")]
+use super::tree::TxMem;
+use super::tree::{BTree, Engine, MemError};
 use super::{median, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};

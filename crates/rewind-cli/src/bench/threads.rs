@@ -38,7 +38,7 @@ use super::tree::plot::{self, Series};
 use super::tree::store::{Store, TreeStore};
 use super::tree::systems::LAYOUT;
 use super::tree::workload::{Digest, Model, Op};
-use super::tree::{BTree, Engine, MemError};
+use super::tree::{BTree, MemError};
 use super::{median, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
