@@ -41,7 +41,7 @@ const SEED: u64 = 0x7ee;
 fn sizes(scale: Scale) -> (usize, usize, usize) {
     match scale {
         Scale::Tiny => (300, 100, 2),
-        Scale::Quick => (100_000, 8_000, 3),
+        Scale::Quick => (100_000, 5_000, 3),
         // 5 rounds of 40k: the paper's 200k operations per fraction.
         Scale::Full => (100_000, 40_000, 5),
     }

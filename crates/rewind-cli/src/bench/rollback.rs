@@ -50,7 +50,8 @@ const SAMPLE: usize = 200;
 fn sizes(scale: Scale) -> (usize, Vec<usize>, Vec<usize>, usize) {
     match scale {
         Scale::Tiny => (300, vec![20, 100], vec![400], 1),
-        Scale::Quick => (100_000, vec![1_000, 3_000, 10_000], vec![2_000, 6_000], 3),
+        // Half the paper's tree, to keep `bench all --quick` within minutes.
+        Scale::Quick => (50_000, vec![1_000, 4_000], vec![2_000, 4_000], 3),
         Scale::Full => (
             100_000,
             vec![1_000, 10_000, 100_000],
@@ -68,7 +69,7 @@ fn plan(scale: Scale, ctx: &Ctx) -> Plan {
     let ops = rb.into_iter().chain(rc).max().unwrap_or(0) as u64;
     let log = (ops * 1536).max(8 << 20).next_power_of_two();
     Plan {
-        space: (64 << 20) + log,
+        space: (48 << 20) + log,
         log: Some(log),
         baselines: false,
         auto_checkpoint: false,

@@ -51,7 +51,7 @@ const KEY_SPAN: u64 = 1 << 56;
 fn sizes(scale: Scale) -> (usize, usize, usize) {
     match scale {
         Scale::Tiny => (200, 50, 1),
-        Scale::Quick => (20_000, 4_000, 3),
+        Scale::Quick => (10_000, 2_000, 3),
         // The paper's 100k operations per thread.
         Scale::Full => (100_000, 100_000, 3),
     }

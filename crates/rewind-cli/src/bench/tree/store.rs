@@ -64,11 +64,14 @@ pub trait Store {
         Ok(())
     }
 
-    /// Loads `ops` (inserts) in transactions of [`LOAD_BATCH`].
+    /// Loads `ops` (inserts) in transactions of [`LOAD_BATCH`], each
+    /// followed by a checkpoint, so that a log without automatic
+    /// checkpoints need not hold the whole load.
     fn load(&mut self, ops: &[Op]) -> Result<(), MemError> {
         let mut d = Digest::default();
         for chunk in ops.chunks(LOAD_BATCH) {
             self.batch(chunk, End::Commit, &mut d)?;
+            self.checkpoint()?;
         }
         Ok(())
     }
