@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use rewind::Counters;
 
-use super::tree::plot::{self, Series};
+use super::tree::plot::{self, Legend, Series};
 use super::tree::systems::{self, Plan, Subject, PEERS};
 use super::tree::workload::{Digest, Model, Op};
 use super::{median, median_ratio, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
+use plotters::prelude::SeriesLabelPosition;
 
 /// Update fractions.
 pub const FRACTIONS: [f64; 4] = [0.0, 0.1, 0.5, 1.0];
@@ -342,10 +343,16 @@ fn chart(report: &Report) -> Result<String, CliError> {
         .collect();
     plot::lines(
         "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
-        "fraction of updates",
-        "microseconds per operation (log scale)",
+        (
+            "fraction of updates",
+            "microseconds per operation (log scale)",
+        ),
         &xs,
         &series,
         true,
+        Legend {
+            pos: SeriesLabelPosition::UpperLeft,
+            room: 1.0,
+        },
     )
 }

@@ -29,7 +29,7 @@ use rewind::{OpenOptions, Pool};
 
 use super::btree::{check_digests, configs};
 use super::tree::mem::Rewind;
-use super::tree::plot::{self, Series};
+use super::tree::plot::{self, Legend, Series};
 use super::tree::store::{End, Store, TreeStore};
 use super::tree::systems::{Plan, Subject, LAYOUT};
 use super::tree::workload::{value_of, Digest, Model, Op};
@@ -39,6 +39,7 @@ use super::tree::{BTree, Engine, MemError};
 use super::{median, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
+use plotters::prelude::SeriesLabelPosition;
 
 /// Operations per transaction in the recovery runs (the paper's 200).
 const TX_OPS: usize = 200;
@@ -454,10 +455,16 @@ fn chart(report: &Report, rb: &[usize]) -> Result<String, CliError> {
         .collect();
     plot::lines(
         "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
-        "operations in the transaction",
-        "rollback time, ms (log scale)",
+        (
+            "operations in the transaction",
+            "rollback time, ms (log scale)",
+        ),
         &xs,
         &series,
         true,
+        Legend {
+            pos: SeriesLabelPosition::LowerRight,
+            room: 30.0,
+        },
     )
 }

@@ -11,14 +11,34 @@ pub struct Series {
     pub ys: Vec<f64>,
 }
 
-/// A line chart of `series` over `xs`, y on a log scale when `log_y`.
+/// Where the legend goes, and room for it: on a log scale the y range
+/// reaches down `room` times below the lowest point.
+pub struct Legend {
+    pub pos: SeriesLabelPosition,
+    pub room: f64,
+}
+
+/// An axis label: no more digits than the value needs.
+fn tick(v: &f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A line chart of `series` over `xs` (one tick per x), y on a log scale
+/// when `log_y`.
 pub fn lines(
     title: &str,
-    x_label: &str,
-    y_label: &str,
+    (x_label, y_label): (&str, &str),
     xs: &[f64],
     series: &[Series],
     log_y: bool,
+    legend: Legend,
 ) -> Result<String, CliError> {
     let err = |e: String| CliError::Bench(format!("drawing the chart `{title}`: {e}"));
     let finite = || {
@@ -56,6 +76,9 @@ pub fn lines(
                 let mut chart = $chart;
                 chart
                     .configure_mesh()
+                    .x_labels(xs.len().max(2) * 2)
+                    .x_label_formatter(&|x| tick(x))
+                    .y_label_formatter(&|y| tick(y))
                     .x_desc(x_label)
                     .y_desc(y_label)
                     .draw()
@@ -81,7 +104,7 @@ pub fn lines(
                 }
                 chart
                     .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
+                    .position(legend.pos)
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK)
                     .label_font(("sans-serif", 11))
@@ -90,7 +113,7 @@ pub fn lines(
             }};
         }
         if log_y {
-            let y_range = (lo / 1.5)..(hi * 1.5);
+            let y_range = (lo / 1.5 / legend.room.max(1.0))..(hi * 1.5);
             draw!(builder
                 .build_cartesian_2d(x_range, y_range.log_scale())
                 .map_err(|e| err(e.to_string()))?);
@@ -121,7 +144,11 @@ mod tests {
                 ys: vec![1.0, 2.0, 3.0],
             },
         ];
-        let svg = lines("t", "x", "y", &[0.0, 0.5, 1.0], &series, true).unwrap();
+        let legend = Legend {
+            pos: SeriesLabelPosition::UpperLeft,
+            room: 1.0,
+        };
+        let svg = lines("t", ("x", "y"), &[0.0, 0.5, 1.0], &series, true, legend).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
         assert!(svg.contains("volatile") && svg.contains("rewind"));
     }
