@@ -26,8 +26,39 @@ fn tick(v: &f64) -> String {
     } else if a >= 1.0 {
         format!("{v:.1}")
     } else {
-        format!("{v:.2}")
+        // One significant digit more than the magnitude: 0.001, 0.05.
+        let digits = (-a.log10().floor()).clamp(1.0, 9.0) as usize + 1;
+        format!("{v:.digits$}")
     }
+}
+
+/// Strong colours, told apart on white (plotters' palettes include pale ones).
+const COLORS: [(u8, u8, u8); 20] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (100, 100, 100),
+    (160, 160, 20),
+    (23, 170, 190),
+    (0, 0, 128),
+    (128, 0, 0),
+    (0, 128, 128),
+    (110, 110, 0),
+    (20, 20, 20),
+    (220, 0, 220),
+    (0, 100, 0),
+    (139, 69, 19),
+    (72, 61, 139),
+    (205, 92, 92),
+];
+
+fn color(i: usize) -> RGBAColor {
+    let (r, g, b) = COLORS[i % COLORS.len()];
+    RGBColor(r, g, b).to_rgba()
 }
 
 /// A line chart of `series` over `xs` (one tick per x), y on a log scale
@@ -84,7 +115,7 @@ pub fn lines(
                     .draw()
                     .map_err(|e| err(e.to_string()))?;
                 for (i, s) in series.iter().enumerate() {
-                    let color = Palette99::pick(i).to_rgba();
+                    let color = color(i);
                     let points: Vec<(f64, f64)> = xs
                         .iter()
                         .copied()
