@@ -103,6 +103,11 @@ fn param(sharing: Sharing, t: usize) -> String {
     format!("{}-tree,threads={t}", sharing.name())
 }
 
+/// A worker thread's failure outside its store.
+fn worker(what: &str) -> MemError {
+    MemError::Io(std::io::Error::other(format!("a worker thread {what}")))
+}
+
 /// What a thread returns: when it started and ended, and its digest.
 type Span = (Instant, Instant, Digest);
 
@@ -146,7 +151,7 @@ fn own_run<S: Store + Send>(
         span(
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or(Err(MemError::Aborted))),
+                .map(|h| h.join().unwrap_or_else(|_| Err(worker("panicked")))),
         )
     })
 }
@@ -167,7 +172,9 @@ fn shared_run<S: Store + Send>(
                     barrier.wait();
                     let start = Instant::now();
                     for &op in ops {
-                        let mut s = store.lock().map_err(|_| MemError::Aborted)?;
+                        let mut s = store
+                            .lock()
+                            .map_err(|_| worker("found the lock poisoned"))?;
                         s.apply(op, &mut d)?;
                     }
                     Ok::<_, MemError>((start, Instant::now(), d))
@@ -178,7 +185,7 @@ fn shared_run<S: Store + Send>(
         span(
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or(Err(MemError::Aborted))),
+                .map(|h| h.join().unwrap_or_else(|_| Err(worker("panicked")))),
         )
     })
 }

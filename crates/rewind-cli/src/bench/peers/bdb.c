@@ -122,7 +122,8 @@ static int txn_end(DB_TXN *own, int rc) {
     return c != 0 ? c : rc;
 }
 
-int bdb_put(struct bdb *b, uint64_t key, const void *val, uint32_t len) {
+/* Inserts `key` unless present: `*inserted` is 1, or 0 if it was there. */
+int bdb_put(struct bdb *b, uint64_t key, const void *val, uint32_t len, int *inserted) {
     unsigned char kb[8];
     key_be(key, kb);
     DBT k, v;
@@ -136,7 +137,11 @@ int bdb_put(struct bdb *b, uint64_t key, const void *val, uint32_t len) {
     int rc = txn_for(b, &own, &txn);
     if (rc != 0)
         return rc;
-    return txn_end(own, b->db->put(b->db, txn, &k, &v, 0));
+    rc = b->db->put(b->db, txn, &k, &v, DB_NOOVERWRITE);
+    *inserted = rc == 0;
+    if (rc == DB_KEYEXIST)
+        rc = 0;
+    return txn_end(own, rc);
 }
 
 /* `*found` is 1 and `val` holds up to `len` bytes of the value, or 0. */

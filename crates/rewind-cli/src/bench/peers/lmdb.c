@@ -82,10 +82,9 @@ static int write_op(struct lm *l, uint64_t key, const void *val, uint32_t len, i
     int rc;
     if (t == NULL && (rc = mdb_txn_begin(l->env, NULL, 0, &t)) != 0)
         return rc;
-    rc = del ? mdb_del(t, l->dbi, &k, NULL) : mdb_put(t, l->dbi, &k, &v, 0);
-    if (found != NULL)
-        *found = rc == 0;
-    if (rc == MDB_NOTFOUND)
+    rc = del ? mdb_del(t, l->dbi, &k, NULL) : mdb_put(t, l->dbi, &k, &v, MDB_NOOVERWRITE);
+    *found = rc == 0;
+    if (rc == MDB_NOTFOUND || rc == MDB_KEYEXIST)
         rc = 0;
     if (l->batch == NULL) {
         if (rc != 0)
@@ -96,8 +95,9 @@ static int write_op(struct lm *l, uint64_t key, const void *val, uint32_t len, i
     return rc;
 }
 
-int lm_put(struct lm *l, uint64_t key, const void *val, uint32_t len) {
-    return write_op(l, key, val, len, 0, NULL);
+/* Inserts `key` unless present: `*inserted` is 1, or 0 if it was there. */
+int lm_put(struct lm *l, uint64_t key, const void *val, uint32_t len, int *inserted) {
+    return write_op(l, key, val, len, 0, inserted);
 }
 
 int lm_del(struct lm *l, uint64_t key, int *found) { return write_op(l, key, NULL, 0, 1, found); }

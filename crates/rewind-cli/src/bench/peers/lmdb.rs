@@ -16,7 +16,7 @@ extern "C" {
     fn lm_strerror(err: c_int) -> *const c_char;
     fn lm_open(dir: *const c_char, mapsize: u64, out: *mut *mut Raw) -> c_int;
     fn lm_close(b: *mut Raw);
-    fn lm_put(b: *mut Raw, key: u64, val: *const c_void, len: u32) -> c_int;
+    fn lm_put(b: *mut Raw, key: u64, val: *const c_void, len: u32, inserted: *mut c_int) -> c_int;
     fn lm_get(b: *mut Raw, key: u64, val: *mut c_void, len: u32, found: *mut c_int) -> c_int;
     fn lm_del(b: *mut Raw, key: u64, found: *mut c_int) -> c_int;
     fn lm_begin(b: *mut Raw) -> c_int;
@@ -60,8 +60,10 @@ impl Lmdb {
         Ok(Lmdb { raw })
     }
 
-    /// Stores `val` under `key` (its own transaction outside a batch).
-    pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<()> {
+    /// Inserts `val` under `key` unless `key` is present (its own
+    /// transaction outside a batch); whether it inserted.
+    pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<bool> {
+        let mut inserted = 0;
         // SAFETY: the handle is open; `val` is valid for its length.
         check("LMDB put", unsafe {
             lm_put(
@@ -69,8 +71,10 @@ impl Lmdb {
                 key,
                 val.as_ptr().cast(),
                 val.len() as u32,
+                &mut inserted,
             )
-        })
+        })?;
+        Ok(inserted != 0)
     }
 
     /// Reads `key`'s value into `out`; whether it was there.
@@ -133,7 +137,8 @@ mod tests {
     fn put_get_del_and_abort() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = Lmdb::open(dir.path(), 8 << 20).unwrap();
-        b.put(5, &[7; 24]).unwrap();
+        assert!(b.put(5, &[7; 24]).unwrap());
+        assert!(!b.put(5, &[8; 24]).unwrap());
         let mut v = [0u8; 24];
         assert!(b.get(5, &mut v).unwrap());
         assert_eq!(v, [7; 24]);

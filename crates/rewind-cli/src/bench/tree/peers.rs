@@ -96,10 +96,7 @@ impl Store for BdbStore {
                 let found = self.0.get(k, &mut v)?;
                 d.get(found.then_some(&v[..]));
             }
-            Op::Insert(k) => {
-                self.0.put(k, &value_of(k))?;
-                d.update(true);
-            }
+            Op::Insert(k) => d.update(self.0.put(k, &value_of(k))?),
             Op::Remove(k) => d.update(self.0.del(k)?),
         }
         Ok(())
@@ -150,10 +147,7 @@ impl Store for LmdbStore {
                 let found = self.0.get(k, &mut v)?;
                 d.get(found.then_some(&v[..]));
             }
-            Op::Insert(k) => {
-                self.0.put(k, &value_of(k))?;
-                d.update(true);
-            }
+            Op::Insert(k) => d.update(self.0.put(k, &value_of(k))?),
             Op::Remove(k) => d.update(self.0.del(k)?),
         }
         Ok(())
@@ -186,7 +180,8 @@ impl Store for LmdbStore {
 pub struct SqliteStore(pub rusqlite::Connection);
 
 const SQL_GET: &str = "SELECT v FROM kv WHERE k = ?1";
-const SQL_PUT: &str = "INSERT INTO kv (k, v) VALUES (?1, ?2)";
+/// Like the tree's insert, no change when the key is present.
+const SQL_PUT: &str = "INSERT OR IGNORE INTO kv (k, v) VALUES (?1, ?2)";
 const SQL_DEL: &str = "DELETE FROM kv WHERE k = ?1";
 
 impl SqliteStore {
@@ -304,7 +299,16 @@ impl RedbStore {
                         d.get(v.as_ref().map(|g| g.value()));
                     }
                     Op::Insert(k) => {
-                        let old = t.insert(k, &value_of(k)[..]).map_err(peer("redb insert"))?;
+                        // redb's insert replaces; the tree's leaves a present
+                        // key alone. The old value goes back (never, in this
+                        // workload: every insert is of a new key).
+                        let old = t
+                            .insert(k, &value_of(k)[..])
+                            .map_err(peer("redb insert"))?
+                            .map(|g| g.value().to_vec());
+                        if let Some(old) = &old {
+                            t.insert(k, &old[..]).map_err(peer("redb insert"))?;
+                        }
                         d.update(old.is_none());
                     }
                     Op::Remove(k) => {
