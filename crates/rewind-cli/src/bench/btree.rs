@@ -19,6 +19,11 @@
 //! per round against the system measured beside it and the median ratio
 //! reported. Each system's answers are folded into a digest, and the run
 //! fails if two systems' digests differ.
+//!
+//! A round's time runs until every committed value is in place: under
+//! rewind's redo-async a commit returns before its values are written back
+//! (by a thread of the pool), so the round ends with `Pool::sync`, and the
+//! time until the last commit returned is reported beside it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,12 +67,20 @@ pub fn param(u: f64) -> String {
     format!("update={u}")
 }
 
-/// Applies `ops` to `s`, each its own transaction: the time, the counters
-/// spent and the digest.
-pub fn measure(
-    s: &mut Subject,
-    ops: &[Op],
-) -> Result<(Duration, Option<Counters>, Digest), CliError> {
+/// What one system's round gave.
+pub struct Measured {
+    /// Until every committed value was in place (redo-async's write-back
+    /// included: a run has not finished while write-back is behind).
+    pub time: Duration,
+    /// Until the last commit returned.
+    pub commits: Duration,
+    pub counters: Option<Counters>,
+    pub digest: Digest,
+}
+
+/// Applies `ops` to `s`, each its own transaction, then waits for any
+/// write-back.
+pub fn measure(s: &mut Subject, ops: &[Op]) -> Result<Measured, CliError> {
     let before = s.store.counters();
     let mut d = Digest::default();
     let start = Instant::now();
@@ -76,9 +89,18 @@ pub fn measure(
             return Err(CliError::Bench(format!("{}: {op:?}: {e}", s.name())));
         }
     }
-    let t = start.elapsed();
-    let spent = s.store.counters().zip(before).map(|(a, b)| a.since(&b));
-    Ok((t, spent, d))
+    let commits = start.elapsed();
+    s.store
+        .sync()
+        .map_err(|e| CliError::Bench(format!("{}: sync: {e}", s.name())))?;
+    let time = start.elapsed();
+    let counters = s.store.counters().zip(before).map(|(a, b)| a.since(&b));
+    Ok(Measured {
+        time,
+        commits,
+        counters,
+        digest: d,
+    })
 }
 
 /// Fails unless every digest equals the first.
@@ -154,21 +176,23 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         let mut digests = Vec::new();
         for s in subjects.iter_mut() {
             bar.set_message(format!("update={u} {} (warm-up)", s.name()));
-            digests.push(measure(s, &warm)?.2);
+            digests.push(measure(s, &warm)?.digest);
             bar.inc(1);
         }
         check_digests(&subjects, &digests, &format!("update={u} warm-up"))?;
         let mut times = vec![Vec::new(); n];
+        let mut commit_times = vec![Vec::new(); n];
         let mut counters: Vec<Option<Counters>> = vec![Some(Counters::default()); n];
         for round in 0..rounds {
             let ops = model.mix(n_ops, u);
             let mut digests = Vec::new();
             for (i, s) in subjects.iter_mut().enumerate() {
                 bar.set_message(format!("update={u} {}", s.name()));
-                let (t, c, d) = measure(s, &ops)?;
-                times[i].push(t);
-                counters[i] = counters[i].zip(c).map(|(a, b)| a + b);
-                digests.push(d);
+                let m = measure(s, &ops)?;
+                times[i].push(m.time);
+                commit_times[i].push(m.commits);
+                counters[i] = counters[i].zip(m.counters).map(|(a, b)| a + b);
+                digests.push(m.digest);
                 bar.inc(1);
             }
             check_digests(&subjects, &digests, &format!("update={u} round {round}"))?;
@@ -188,6 +212,10 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
             let us =
                 median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e6 / n_ops as f64;
             add("us_per_op", us, "us");
+            if s.config.ends_with("redo-async") {
+                let secs = commit_times[i].iter().map(Duration::as_secs_f64).collect();
+                add("us_per_op_commits", median(secs) * 1e6 / n_ops as f64, "us");
+            }
             if let Some(b) = nolog {
                 add("ratio_vs_nolog", median_ratio(&times[i], &times[b]), "x");
             }
@@ -259,6 +287,21 @@ fn print_tables(report: &Report) {
             ));
         }
         println!("{line}");
+    }
+    // Redo-async's time is until its write-back finished; until the last
+    // commit returned, too.
+    for (s, c) in configs(report)
+        .into_iter()
+        .filter(|(_, c)| c.ends_with("redo-async"))
+    {
+        let times: Vec<String> = FRACTIONS
+            .iter()
+            .map(|&u| format!("{:.3}", v(&s, &c, &param(u), "us_per_op_commits")))
+            .collect();
+        println!(
+            "  {c}: us/op until the last commit returned (write-back still behind): {}",
+            times.join(", ")
+        );
     }
     // At 100% updates: speed against each peer, counters per operation.
     let p = param(1.0);

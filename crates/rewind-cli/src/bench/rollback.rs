@@ -15,7 +15,9 @@
 //! it), which for rewind is `Pool::open` running analysis, redo and undo.
 //! Before each trial rewind pools are checkpointed, so recovery sees the
 //! trial's transactions only; the log is sized so no checkpoint runs
-//! within a trial.
+//! within a trial. Under redo-async the committed transactions' write-back
+//! is waited for before the last transaction (a copy made while the
+//! write-back thread stores would mix instants no crash can).
 //!
 //! Every trial is checked: after a rollback, and in every recovered copy,
 //! each key the transaction inserted is absent, each it deleted present,
@@ -256,12 +258,13 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
     })
 }
 
-/// Checkpoints a rewind pool (the trial's recovery then sees its own
-/// transactions only); nothing for the others.
+/// Waits for redo-async's write-back and checkpoints a rewind pool (the
+/// trial's recovery then sees its own transactions only); nothing for the
+/// others.
 fn settle(s: &mut Subject) -> Result<(), CliError> {
-    s.store
-        .checkpoint()
-        .map_err(|e| CliError::Bench(format!("checkpointing {}: {e}", s.name())))
+    let err = |e| CliError::Bench(format!("checkpointing {}: {e}", s.name()));
+    s.store.sync().map_err(err)?;
+    s.store.checkpoint().map_err(err)
 }
 
 pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
@@ -359,6 +362,10 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 for tx in done.chunks(TX_OPS) {
                     s.store.batch(tx, End::Commit, &mut d).map_err(fail)?;
                 }
+                // No write-back thread may store while the files are
+                // copied: the copy would mix instants (redo-async only; the
+                // open transaction's values stay in its write set).
+                s.store.sync().map_err(fail)?;
                 let list = files(&homes[i], s);
                 trial += 1;
                 let image = dir

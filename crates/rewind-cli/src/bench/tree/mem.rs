@@ -265,6 +265,10 @@ impl<P: Deref<Target = Pool>> Engine for Rewind<P> {
         Ok(self.0.checkpoint()?)
     }
 
+    fn sync(&self) -> Result<(), MemError> {
+        Ok(self.0.sync()?)
+    }
+
     fn counters(&self) -> Option<Counters> {
         Some(self.0.counters())
     }

@@ -182,6 +182,13 @@ pub trait Engine {
         Ok(())
     }
 
+    /// Waits until every committed transaction's values are in place and
+    /// durable (rewind's redo-async writes back after its commit returns;
+    /// every other engine is done when its commit returns).
+    fn sync(&self) -> Result<(), MemError> {
+        Ok(())
+    }
+
     /// Fences and flushed lines so far, for engines on a rewind `Domain`.
     fn counters(&self) -> Option<rewind::Counters> {
         None

@@ -64,6 +64,12 @@ pub trait Store {
         Ok(())
     }
 
+    /// Waits until every committed transaction's values are in place
+    /// (rewind's redo-async write-back; nothing elsewhere).
+    fn sync(&self) -> Result<(), MemError> {
+        Ok(())
+    }
+
     /// Loads `ops` (inserts) in transactions of [`LOAD_BATCH`], each
     /// followed by a checkpoint, so that a log without automatic
     /// checkpoints need not hold the whole load.
@@ -145,6 +151,10 @@ impl<E: Engine> Store for TreeStore<E> {
 
     fn checkpoint(&self) -> Result<(), MemError> {
         self.engine.checkpoint()
+    }
+
+    fn sync(&self) -> Result<(), MemError> {
+        self.engine.sync()
     }
 
     fn counters(&self) -> Option<Counters> {
