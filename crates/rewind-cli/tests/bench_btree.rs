@@ -52,7 +52,7 @@ fn value(
 fn rewind_configs() -> Vec<String> {
     let mut out = Vec::new();
     for v in ["simple", "optimized", "batch", "two-layer"] {
-        for p in ["force", "no-force", "redo"] {
+        for p in ["force", "no-force", "redo", "redo-async"] {
             out.push(format!("{v}-{p}"));
         }
     }
@@ -117,6 +117,23 @@ fn bench_btree_has_every_system_at_every_update_fraction() {
         );
         assert!(at("rewind", &c, "1", "flushes_per_op") > 0.0, "{c}");
     }
+    // Redo-async's time runs until its write-back is done; the time until
+    // the last commit returned is beside it.
+    for v in ["simple", "optimized", "batch", "two-layer"] {
+        let c = format!("{v}-redo-async");
+        assert!(
+            value(&rows, "rewind", &c, "update=1", "us_per_op_commits").is_some(),
+            "{c}"
+        );
+    }
+    assert!(value(
+        &rows,
+        "rewind",
+        "batch-redo",
+        "update=1",
+        "us_per_op_commits"
+    )
+    .is_none());
     // The peers have no rewind counters.
     for (s, c) in peers() {
         assert!(value(&rows, s, c, "update=1", "fences_per_op").is_none());

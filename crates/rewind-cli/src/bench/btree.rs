@@ -47,18 +47,20 @@ const SEED: u64 = 0x7ee;
 fn sizes(scale: Scale) -> (usize, usize, usize) {
     match scale {
         Scale::Tiny => (300, 100, 2),
-        Scale::Quick => (100_000, 5_000, 3),
+        // Half the paper's tree, to keep `bench all --quick` within minutes.
+        Scale::Quick => (50_000, 3_000, 3),
         // 5 rounds of 40k: the paper's 200k operations per fraction.
         Scale::Full => (100_000, 40_000, 5),
     }
 }
 
-/// Each tree's space: the loaded tree is ~7 MB; the rest is headroom for
-/// rewind's log (an eighth) and the allocators.
+/// Each tree's space: the loaded tree is ~7 MB at 100k records; the rest
+/// is headroom for rewind's log (an eighth) and the allocators.
 fn space(scale: Scale) -> u64 {
     match scale {
         Scale::Tiny => 16 << 20,
-        _ => 256 << 20,
+        Scale::Quick => 96 << 20,
+        Scale::Full => 256 << 20,
     }
 }
 

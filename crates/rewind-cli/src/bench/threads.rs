@@ -52,7 +52,7 @@ const KEY_SPAN: u64 = 1 << 56;
 fn sizes(scale: Scale) -> (usize, usize, usize) {
     match scale {
         Scale::Tiny => (200, 50, 1),
-        Scale::Quick => (10_000, 2_000, 3),
+        Scale::Quick => (10_000, 1_000, 3),
         // The paper's 100k operations per thread.
         Scale::Full => (100_000, 100_000, 3),
     }
@@ -375,7 +375,8 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     println!("  {}", super::latency_line(ctx.latency));
     let space = match scale {
         Scale::Tiny => 32 << 20,
-        _ => 256 << 20,
+        Scale::Quick => 64 << 20,
+        Scale::Full => 256 << 20,
     };
     let mut rows = Vec::new();
     for sharing in [Sharing::Own, Sharing::Shared] {

@@ -14,7 +14,7 @@ use super::workload::{value_of, Digest, Op};
 use super::{BTree, Engine, MemError, TxMem};
 
 /// Records per transaction when loading.
-pub const LOAD_BATCH: usize = 500;
+pub const LOAD_BATCH: usize = 64;
 
 /// How a batch ends.
 #[derive(Clone, Copy)]
