@@ -55,26 +55,21 @@ fn sizes(scale: Scale) -> (usize, Vec<usize>, Vec<usize>, usize) {
         Scale::Tiny => (300, vec![20, 100], vec![400], 1),
         // A fifth of the paper's tree, to keep `bench all --quick` within minutes.
         Scale::Quick => (20_000, vec![1_000, 3_000], vec![1_000, 2_000], 3),
-        // The paper's tree and rollback sizes; recovery after up to 500
-        // transactions (the paper: 400 to 4,000), as every configuration's
-        // pool must hold them all in its log at once.
-        Scale::Full => (
-            100_000,
-            vec![1_000, 10_000, 100_000],
-            vec![20_000, 50_000, 100_000],
-            3,
-        ),
+        // The paper's tree; transactions up to 50,000 operations and
+        // recovery after up to 250 transactions (the paper: 400 to 4,000),
+        // as every configuration's pool must hold them in its log at once.
+        Scale::Full => (100_000, vec![1_000, 10_000, 50_000], vec![20_000, 50_000], 3),
     }
 }
 
-/// Pool and log room for the largest transaction (~1.5 KiB of log per
-/// operation at most, with its reserved compensation records) and, in the
+/// Pool and log room for the largest transaction (up to 3 KiB of log per
+/// operation under Simple, with its reserved compensation records) and, in the
 /// recovery runs, every transaction since the checkpoint. Pools are
 /// written whole when created: the full run's 16 take ~3 GiB of tmpfs.
 fn plan(scale: Scale, ctx: &Ctx) -> Plan {
     let (_, rb, rc, _) = sizes(scale);
     let ops = rb.into_iter().chain(rc).max().unwrap_or(0) as u64;
-    let log = (ops * 1536).max(8 << 20).next_multiple_of(1 << 20);
+    let log = (ops * 3072).max(8 << 20).next_multiple_of(1 << 20);
     Plan {
         // The tree (~7 MB at 100k records) and the allocator's headroom.
         space: (if scale == Scale::Full {
