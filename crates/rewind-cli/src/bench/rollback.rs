@@ -58,7 +58,12 @@ fn sizes(scale: Scale) -> (usize, Vec<usize>, Vec<usize>, usize) {
         // The paper's tree; transactions up to 50,000 operations and
         // recovery after up to 250 transactions (the paper: 400 to 4,000),
         // as every configuration's pool must hold them in its log at once.
-        Scale::Full => (100_000, vec![1_000, 10_000, 50_000], vec![20_000, 50_000], 3),
+        Scale::Full => (
+            100_000,
+            vec![1_000, 10_000, 50_000],
+            vec![20_000, 50_000],
+            3,
+        ),
     }
 }
 
