@@ -68,7 +68,6 @@ pub enum WriteBack {
     },
 }
 
-
 const LINE: u64 = 64;
 /// Slots of the counting filter.
 const FILTER_BITS: u32 = 14;
