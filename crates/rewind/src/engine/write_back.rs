@@ -239,6 +239,7 @@ impl WriteCache {
         let (help, wake) = {
             let mut g = self.inner.lock();
             let g = &mut *g;
+            let was_due = self.due(g);
             let seq = end.seq;
             g.tick += 1;
             for (off, bytes) in entries {
@@ -278,7 +279,9 @@ impl WriteCache {
                 g.groups.push_back(grp);
             }
             let help = g.lines.len() > self.limit() || g.groups.len() + g.early.len() > MAX_GROUPS;
-            let wake = self.due(g);
+            // Woken when work becomes due, not at every commit after: a
+            // wake is a system call, and the thread loops while work is due.
+            let wake = !was_due && self.due(g);
             (help, wake)
         };
         if wake && self.threaded {
@@ -360,9 +363,8 @@ impl WriteCache {
         // This step's lines durable, and the Log Start the last step
         // stored: the groups it covers are never redone now.
         d.fence_at(sites::WB_FENCE)?;
-        for grp in &done {
-            eng.log.release_later(d, &grp.cells, grp.end)?;
-        }
+        eng.log
+            .release_later_all(d, done.iter().map(|g| (&g.cells[..], g.end)))?;
         if let Some(lsn) = log_start {
             // Persisted by the next step's fence; until then recovery
             // redoes these groups (their values are the newest).

@@ -984,13 +984,28 @@ impl Log {
     /// not wait for them. Until then recovery finds the group whole, and
     /// redoes its values, which are the newest.
     pub fn release_later(&self, d: &Domain, cells: &[CellRef], end: CellRef) -> Result<(), Error> {
+        self.release_later_all(d, std::iter::once((cells, end)))
+    }
+
+    /// [`release_later`](Self::release_later) of several transactions, in
+    /// order, under one acquisition of the latch (redo-async's write-back
+    /// releases a step's commits together).
+    pub fn release_later_all<'a>(
+        &self,
+        d: &Domain,
+        groups: impl IntoIterator<Item = (&'a [CellRef], CellRef)>,
+    ) -> Result<(), Error> {
         let mut st = self.state.lock();
-        if self.variant == LogVariant::TwoLayer {
-            // Tree operations are fenced one by one.
-            return self.release_locked(d, &mut st, cells, Some(end));
+        for (cells, end) in groups {
+            if self.variant == LogVariant::TwoLayer {
+                // Tree operations are fenced one by one.
+                self.release_locked(d, &mut st, cells, Some(end))?;
+            } else {
+                st.pending_clears.extend_from_slice(cells);
+                self.forget_cells(d, &mut st, cells, Some(end))?;
+            }
         }
-        st.pending_clears.extend_from_slice(cells);
-        self.forget_cells(d, &mut st, cells, Some(end))
+        Ok(())
     }
 
     fn release_locked(
