@@ -227,7 +227,7 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
 
 #[cfg(feature = "peers")]
 fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
-    use super::tree::peers::{BdbStore, LmdbStore, Pmdk, RedbStore, SqliteStore, BDB_CACHE};
+    use super::tree::peers::{LmdbStore, Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
     use rewind_peers::bdb::Bdb;
     use rewind_peers::pmdk::PmdkHeap;
     let peer = |what: &'static str| {
@@ -248,7 +248,7 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
         }
         "bdb" => {
             Bdb::recover(image, BDB_CACHE)?;
-            Box::new(BdbStore(Bdb::open(image, BDB_CACHE)?))
+            Box::new(ShimStore(Bdb::open(image, BDB_CACHE)?))
         }
         "lmdb" => Box::new(LmdbStore::create(image)?),
         "sqlite" => Box::new(SqliteStore(

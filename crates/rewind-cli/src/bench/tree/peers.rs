@@ -72,73 +72,77 @@ fn peer<E: std::error::Error + Send + Sync + 'static>(
     move |e| MemError::Io(std::io::Error::other(format!("{what}: {e}")))
 }
 
+/// What the two C shims (Berkeley DB, LMDB) offer: the same calls, so one
+/// [`Store`] serves both.
+pub trait Shim {
+    fn put(&mut self, key: u64, val: &[u8]) -> std::io::Result<bool>;
+    fn get(&mut self, key: u64, out: &mut [u8]) -> std::io::Result<bool>;
+    fn del(&mut self, key: u64) -> std::io::Result<bool>;
+    fn begin(&mut self) -> std::io::Result<()>;
+    fn commit(&mut self) -> std::io::Result<()>;
+    fn abort(&mut self) -> std::io::Result<()>;
+}
+
+macro_rules! shim {
+    ($t:ty) => {
+        impl Shim for $t {
+            fn put(&mut self, key: u64, val: &[u8]) -> std::io::Result<bool> {
+                <$t>::put(self, key, val)
+            }
+            fn get(&mut self, key: u64, out: &mut [u8]) -> std::io::Result<bool> {
+                <$t>::get(self, key, out)
+            }
+            fn del(&mut self, key: u64) -> std::io::Result<bool> {
+                <$t>::del(self, key)
+            }
+            fn begin(&mut self) -> std::io::Result<()> {
+                <$t>::begin(self)
+            }
+            fn commit(&mut self) -> std::io::Result<()> {
+                <$t>::commit(self)
+            }
+            fn abort(&mut self) -> std::io::Result<()> {
+                <$t>::abort(self)
+            }
+        }
+    };
+}
+shim!(Bdb);
+shim!(Lmdb);
+
+/// A store of its own behind a C shim: each batch one of its transactions.
+pub struct ShimStore<T>(pub T);
+
 /// Berkeley DB's own B-tree.
-pub struct BdbStore(pub Bdb);
+pub type BdbStore = ShimStore<Bdb>;
+
+/// LMDB's B+-tree.
+pub type LmdbStore = ShimStore<Lmdb>;
 
 /// Berkeley DB's cache: the whole tree and more, as every system here
 /// holds its data in memory.
 pub const BDB_CACHE: u64 = 256 << 20;
 
+/// LMDB's map: room for the tree and its copy-on-write pages.
+const LMDB_MAP: u64 = 4 << 30;
+
 impl BdbStore {
     /// A new environment in the directory `dir` (created).
     pub fn create(dir: &Path) -> Result<BdbStore, MemError> {
         std::fs::create_dir_all(dir)?;
-        Ok(BdbStore(Bdb::open(dir, BDB_CACHE)?))
+        Ok(ShimStore(Bdb::open(dir, BDB_CACHE)?))
     }
 }
-
-impl Store for BdbStore {
-    #[inline]
-    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
-        match op {
-            Op::Get(k) => {
-                let mut v: Value = [0; VALUE];
-                let found = self.0.get(k, &mut v)?;
-                d.get(found.then_some(&v[..]));
-            }
-            Op::Insert(k) => d.update(self.0.put(k, &value_of(k))?),
-            Op::Remove(k) => d.update(self.0.del(k)?),
-        }
-        Ok(())
-    }
-
-    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
-        self.0.begin()?;
-        for &op in ops {
-            if let Err(e) = self.apply(op, d) {
-                let _ = self.0.abort();
-                return Err(e);
-            }
-        }
-        if let Err(e) = end.before_end() {
-            let _ = self.0.abort();
-            return Err(e);
-        }
-        let start = Instant::now();
-        if matches!(end, End::Commit) {
-            self.0.commit()?;
-        } else {
-            self.0.abort()?;
-        }
-        Ok(start.elapsed())
-    }
-}
-
-/// LMDB's B+-tree.
-pub struct LmdbStore(pub Lmdb);
-
-/// LMDB's map: room for the tree and its copy-on-write pages.
-const LMDB_MAP: u64 = 4 << 30;
 
 impl LmdbStore {
     /// A new environment in the directory `dir` (created).
     pub fn create(dir: &Path) -> Result<LmdbStore, MemError> {
         std::fs::create_dir_all(dir)?;
-        Ok(LmdbStore(Lmdb::open(dir, LMDB_MAP)?))
+        Ok(ShimStore(Lmdb::open(dir, LMDB_MAP)?))
     }
 }
 
-impl Store for LmdbStore {
+impl<T: Shim> Store for ShimStore<T> {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         match op {
