@@ -117,12 +117,28 @@ pub const ONE_FENCE_PAYLOAD: usize = 16;
 /// record's lsn and stored CRC (which covers the whole record), in lsn
 /// order.
 pub fn group_checksum(records: impl IntoIterator<Item = (u64, u32)>) -> u64 {
-    let mut h = crc32fast::Hasher::new();
+    let mut h = GroupChecksum::default();
     for (lsn, crc) in records {
-        h.update(&lsn.to_le_bytes());
-        h.update(&crc.to_le_bytes());
+        h.add(lsn, crc);
     }
-    h.finalize() as u64
+    h.value()
+}
+
+/// [`group_checksum`] built record by record, as the log encodes them.
+#[derive(Clone, Default)]
+pub struct GroupChecksum(crc32fast::Hasher);
+
+impl GroupChecksum {
+    /// Adds the next record of the group: its lsn and stored CRC.
+    pub fn add(&mut self, lsn: u64, crc: u32) {
+        self.0.update(&lsn.to_le_bytes());
+        self.0.update(&crc.to_le_bytes());
+    }
+
+    /// The checksum of the records added so far.
+    pub fn value(&self) -> u64 {
+        self.0.clone().finalize() as u64
+    }
 }
 
 /// UPDATE flag: the record travelled in its transaction's commit group

@@ -627,7 +627,7 @@ impl Log {
         }
         // One-fence commit: the group's checksum, built as its records are
         // encoded, and END's payload (commit sequence number, checksum).
-        let mut group = crc32fast::Hasher::new();
+        let mut group = record::GroupChecksum::default();
         let mut end_payload = [0u8; record::ONE_FENCE_PAYLOAD];
         // The append's lsns, taken at once before any record is written: a
         // locked instruction drains the write-combining buffers, so one
@@ -652,7 +652,7 @@ impl Log {
             if one_fence && draft.kind == Kind::End {
                 let csn = seq;
                 end_payload[..8].copy_from_slice(&csn.to_le_bytes());
-                end_payload[8..].copy_from_slice(&(group.clone().finalize() as u64).to_le_bytes());
+                end_payload[8..].copy_from_slice(&group.value().to_le_bytes());
                 Draft::end_one_fence(draft.tx, draft.aux, &end_payload).encode(
                     lsn,
                     prev,
@@ -661,8 +661,7 @@ impl Log {
             } else {
                 draft.encode(lsn, prev, &mut st.scratch);
                 if one_fence {
-                    group.update(&lsn.to_le_bytes());
-                    group.update(&record::stored_crc(&st.scratch).to_le_bytes());
+                    group.add(lsn, record::stored_crc(&st.scratch));
                 }
             }
             let b = st.buckets.get_mut(&block).expect("tail bucket is tracked");
