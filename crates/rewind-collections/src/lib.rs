@@ -70,12 +70,14 @@ mod error;
 mod hash;
 mod list;
 mod mem;
+mod types;
 mod vec;
 
 pub use blob::Blob;
-pub use btree::{BTreeMap, Iter, DEFAULT_FANOUT, MAX_FANOUT, MIN_FANOUT};
+pub use btree::{BTreeMap, Iter, MAX_FANOUT, MIN_FANOUT};
 pub use bytes::{FixedBytes, MAX_FIXED_BYTES};
 pub use error::{Error, Result};
 pub use hash::HashMap;
 pub use list::{Cursor, Iter as ListIter, List};
+pub use types::Stored;
 pub use vec::Vec;

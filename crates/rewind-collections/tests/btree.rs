@@ -96,12 +96,7 @@ fn wrong_handles_are_errors() {
     let other = BTreeMap::<u64, u32>::from_ptr(map.as_ptr().cast());
     assert!(matches!(
         other.get(&pool, &1),
-        Err(Error::TypeMismatch {
-            part: "value",
-            found: 8,
-            expected: 4,
-            ..
-        })
+        Err(Error::TypeMismatch { part: "value", .. })
     ));
     let junk = pool.transaction(|tx| tx.alloc::<[u64; 8]>()).unwrap();
     let bogus = BTreeMap::<u64, u64>::from_ptr(junk.cast());
