@@ -87,7 +87,7 @@ pub(crate) fn check_size(
 /// in the pool, by reading the last one: sizes from a damaged header then
 /// cannot overflow an offset or ask for more memory than the pool holds.
 /// `len` is `None` when computing it overflowed.
-pub(crate) fn check_span<M: Mem>(
+pub(crate) fn check_span<M: Mem + ?Sized>(
     m: &mut M,
     what: &'static str,
     hdr: u64,

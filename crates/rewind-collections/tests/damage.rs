@@ -58,10 +58,10 @@ fn hash_map_with_too_many_buckets() {
     let pool = pool();
     let m = pool.transaction(HashMap::<u64, u64>::create).unwrap();
     let hdr = m.as_ptr().offset();
-    poke(&pool, hdr + 24, 1 << 40); // buckets
+    poke(&pool, hdr + 16, 1 << 40); // buckets
     corrupt(m.get(&pool, &1));
     corrupt(m.entries(&pool));
-    poke(&pool, hdr + 24, 3); // not a power of two
+    poke(&pool, hdr + 16, 3); // not a power of two
     corrupt(m.len(&pool));
 }
 
