@@ -62,6 +62,24 @@ pub struct Bench {
     pub chart: Chart,
     /// The peers (`--features peers`) this experiment runs when built with them.
     pub peers: &'static [&'static str],
+    /// What the paper reports, for `BENCHMARKS.md`.
+    pub paper: &'static str,
+    /// Two or three sentences on what the results show and why.
+    pub notes: &'static str,
+    /// The lines of `BENCHMARKS.md`'s summary table.
+    pub headlines: &'static [Headline],
+}
+
+/// A summary line: rewind's best configuration against the best of
+/// `against` (systems, or `system/config`s) by `metric` at `param` (`None`:
+/// the last point measured).
+pub struct Headline {
+    pub what: &'static str,
+    pub param: Option<&'static str>,
+    pub metric: &'static str,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+    pub against: &'static [&'static str],
 }
 
 /// How much work each measurement does.

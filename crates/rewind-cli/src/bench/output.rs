@@ -31,6 +31,12 @@ pub struct Row {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub bench: String,
+    /// The machine, the directory's filesystem and the backend it ran on.
+    #[serde(default)]
+    pub machine: String,
+    /// `full`, `quick` or `tiny`.
+    #[serde(default)]
+    pub scale: String,
     pub rows: Vec<Row>,
 }
 
@@ -44,13 +50,15 @@ pub struct Chart {
     pub y_label: &'static str,
     pub metrics: &'static [&'static str],
     pub log_y: bool,
+    /// Whether a higher value is the better one (a throughput, a speed-up).
+    pub higher_is_better: bool,
 }
 
 impl Report {
     pub fn new(bench: &str) -> Report {
         Report {
             bench: bench.into(),
-            rows: Vec::new(),
+            ..Report::default()
         }
     }
 
@@ -106,14 +114,19 @@ impl Report {
         text.push('\n');
         write_file(&json, &text)?;
         let csv = dir.join(format!("{}.csv", self.bench));
-        let err = |e: csv::Error| CliError::Bench(format!("writing {}: {e}", csv.display()));
-        let mut w = csv::Writer::from_path(&csv).map_err(err)?;
-        for r in &self.rows {
-            w.serialize(r).map_err(err)?;
-        }
-        w.flush()
-            .map_err(CliError::io(format!("writing {}", csv.display())))?;
+        write_file(&csv, &self.csv()?)?;
         Ok(vec![json, csv])
+    }
+
+    /// The rows as CSV, with a header line.
+    pub fn csv(&self) -> Result<String, CliError> {
+        let err = |e: String| CliError::Bench(format!("{}: CSV: {e}", self.bench));
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in &self.rows {
+            w.serialize(r).map_err(|e| err(e.to_string()))?;
+        }
+        let bytes = w.into_inner().map_err(|e| err(e.to_string()))?;
+        String::from_utf8(bytes).map_err(|e| err(e.to_string()))
     }
 
     /// Prints one line per system/config and parameter, one column per
@@ -327,6 +340,7 @@ mod tests {
             y_label: "y",
             metrics: &["us"],
             log_y: true,
+            higher_is_better: false,
         };
         let svg = r.chart(&chart).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("a,b") && svg.contains("K=1"));

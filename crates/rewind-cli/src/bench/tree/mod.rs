@@ -35,7 +35,6 @@
 pub mod mem;
 #[cfg(feature = "peers")]
 pub mod peers;
-pub mod plot;
 pub mod store;
 pub mod systems;
 pub mod workload;
