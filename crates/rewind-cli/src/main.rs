@@ -99,8 +99,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}", error::render(&e));
-            ExitCode::from(e.exit_code())
+            let code = e.exit_code();
+            eprintln!("{}", error::render(e));
+            ExitCode::from(code)
         }
     }
 }

@@ -216,29 +216,11 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// Strong colours, told apart on white (plotters' palettes include pale ones).
-const COLORS: [(u8, u8, u8); 20] = [
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (100, 100, 100),
-    (160, 160, 20),
-    (23, 170, 190),
-    (0, 0, 128),
-    (128, 0, 0),
-    (0, 128, 128),
-    (110, 110, 0),
-    (20, 20, 20),
-    (220, 0, 220),
-    (0, 100, 0),
-    (139, 69, 19),
-    (72, 61, 139),
-    (205, 92, 92),
-];
+/// Series `i`'s colour: plotters' 99-colour palette, told apart on white.
+fn color(i: usize) -> RGBColor {
+    let (r, g, b) = Palette99::pick(i).rgb();
+    RGBColor(r, g, b)
+}
 
 type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -285,8 +267,7 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
                     .y_desc(chart.y_label)
                     .draw()?;
                 for (i, (_, ys)) in series.iter().enumerate() {
-                    let (r, g, b) = COLORS[i % COLORS.len()];
-                    let color = RGBColor(r, g, b).stroke_width(2);
+                    let color = color(i).stroke_width(2);
                     let pts: Vec<(f64, f64)> = (ys.iter().enumerate())
                         .map(|(x, &y)| (x as f64, y))
                         .filter(|(_, y)| ok(y))
@@ -302,12 +283,8 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
             lines!(builder.build_cartesian_2d(x_range, 0.0..(hi * 1.1))?);
         }
         for (i, (name, _)) in series.iter().enumerate() {
-            let (r, g, b) = COLORS[i % COLORS.len()];
             let y = 40 + 18 * i as i32;
-            legend.draw(&Rectangle::new(
-                [(8, y), (22, y + 10)],
-                RGBColor(r, g, b).filled(),
-            ))?;
+            legend.draw(&Rectangle::new([(8, y), (22, y + 10)], color(i).filled()))?;
             legend.draw(&Text::new(name.clone(), (28, y), ("sans-serif", 12)))?;
         }
         root.present()?;

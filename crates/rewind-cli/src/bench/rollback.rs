@@ -262,9 +262,9 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
 
 #[cfg(feature = "peers")]
 fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
-    use super::tree::peers::{LmdbStore, Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
-    use rewind_peers::bdb::Bdb;
+    use super::tree::peers::{Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
     use rewind_peers::pmdk::PmdkHeap;
+    use rewind_peers::shim::Shim;
     let peer = |what: &'static str| {
         move |e: Box<dyn std::error::Error + Send + Sync>| {
             MemError::Io(std::io::Error::other(format!("{what}: {e}")))
@@ -282,10 +282,10 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
             })
         }
         "bdb" => {
-            Bdb::recover(image, BDB_CACHE)?;
-            Box::new(ShimStore(Bdb::open(image, BDB_CACHE)?))
+            Shim::bdb_recover(image, BDB_CACHE)?;
+            Box::new(ShimStore::bdb(image)?)
         }
-        "lmdb" => Box::new(LmdbStore::create(image)?),
+        "lmdb" => Box::new(ShimStore::lmdb(image)?),
         "sqlite" => Box::new(SqliteStore(
             rusqlite::Connection::open(image.join("sqlite.db"))
                 .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
