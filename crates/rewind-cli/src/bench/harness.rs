@@ -135,17 +135,7 @@ impl Ctx {
     /// A fresh scratch directory for pools and peer files, removed with
     /// everything in it when dropped.
     pub fn scratch(&self) -> Result<TempDir, CliError> {
-        let base = match &self.dir {
-            Some(d) => d.clone(),
-            None => crate::scratch::base_dir(),
-        };
-        tempfile::Builder::new()
-            .prefix("rewind-bench-")
-            .tempdir_in(&base)
-            .map_err(CliError::io(format!(
-                "creating a scratch directory in {}",
-                base.display()
-            )))
+        crate::scratch::dir(self.dir.as_deref())
     }
 
     /// A pool configuration of `variant` × `policy` on this run's backend

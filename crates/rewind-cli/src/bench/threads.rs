@@ -146,64 +146,45 @@ fn span(results: impl Iterator<Item = Result<Span, MemError>>) -> Result<Run, Me
     ))
 }
 
-/// Runs each thread's operations on its store; the wall time and each
-/// thread's digest.
-fn own_run<S: Store + Send>(stores: &mut [S], ops: &[Vec<Op>]) -> Result<Run, MemError> {
-    let barrier = Barrier::new(stores.len() + 1);
+/// Runs thread `i`'s operations `ops[i]` with `workers[i]`, every thread
+/// starting at one barrier; the wall time and each thread's digest.
+fn threads<T: Send>(
+    workers: Vec<T>,
+    ops: &[Vec<Op>],
+    apply: impl Fn(&mut T, Op, &mut Digest) -> Result<(), MemError> + Sync,
+) -> Result<Run, MemError> {
+    let barrier = Barrier::new(workers.len() + 1);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = stores
-            .iter_mut()
-            .zip(ops)
-            .map(|(s, ops)| {
-                let barrier = &barrier;
+        let handles: Vec<_> = (workers.into_iter().zip(ops))
+            .map(|(mut w, ops)| {
+                let (barrier, apply) = (&barrier, &apply);
                 scope.spawn(move || {
                     let mut d = Digest::default();
                     barrier.wait();
                     let start = Instant::now();
                     for &op in ops {
-                        s.apply(op, &mut d)?;
+                        apply(&mut w, op, &mut d)?;
                     }
                     Ok::<_, MemError>((start, Instant::now(), d))
                 })
             })
             .collect();
         barrier.wait();
-        span(
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(worker("panicked")))),
-        )
+        let joined = handles.into_iter().map(|h| h.join());
+        span(joined.map(|r| r.unwrap_or_else(|_| Err(worker("panicked")))))
     })
 }
 
-/// Runs each thread's operations on the one store, each under its lock.
+/// Each thread on its own store.
+fn own_run<S: Store + Send>(stores: &mut [S], ops: &[Vec<Op>]) -> Result<Run, MemError> {
+    threads(stores.iter_mut().collect(), ops, |s, op, d| s.apply(op, d))
+}
+
+/// Every thread on the one store, each operation under its lock.
 fn shared_run<S: Store + Send>(store: &Mutex<S>, ops: &[Vec<Op>]) -> Result<Run, MemError> {
-    let barrier = Barrier::new(ops.len() + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = ops
-            .iter()
-            .map(|ops| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let mut d = Digest::default();
-                    barrier.wait();
-                    let start = Instant::now();
-                    for &op in ops {
-                        let mut s = store
-                            .lock()
-                            .map_err(|_| worker("found the lock poisoned"))?;
-                        s.apply(op, &mut d)?;
-                    }
-                    Ok::<_, MemError>((start, Instant::now(), d))
-                })
-            })
-            .collect();
-        barrier.wait();
-        span(
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(worker("panicked")))),
-        )
+    threads(vec![store; ops.len()], ops, |m, op, d| {
+        let mut s = m.lock().map_err(|_| worker("found the lock poisoned"))?;
+        s.apply(op, d)
     })
 }
 
