@@ -36,7 +36,11 @@
 //! the standard rows ([`Measured::report`]: time per operation, fences and
 //! lines per operation, ratios to the baseline and the peers). `rewind
 //! bench` then prints the table ([`Bench::table`]), writes JSON and CSV,
-//! and draws the chart ([`Bench::chart`]).
+//! and draws the chart ([`Bench::chart`]). For `BENCHMARKS.md`, the
+//! experiment also states the paper's number ([`Bench::paper`]), two or
+//! three sentences on what it shows ([`Bench::notes`]) and its lines of the
+//! summary table ([`Bench::headlines`]); run it with `--out docs/bench` and
+//! regenerate the document with `rewind bench report --out docs/bench`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -45,9 +45,11 @@ pub fn generate(benches: &[&Bench], data: &Path) -> Result<Vec<(PathBuf, String)
     machines.dedup();
     let _ = write!(
         md,
-        "\nMachine: {}. Regenerate this page, the charts and the CSV files from \
-         `docs/bench/*.json` with `cargo run -p rewind-cli -- bench report --out docs/bench`; \
-         a test checks that doing so changes nothing.\n",
+        "\nMachine: {}. The peers (libpmemobj, Berkeley DB, LMDB, SQLite, redb) run with \
+         `--features peers` once `scripts/install-peers.sh` has installed them. Regenerate this \
+         page, the charts and the CSV files from `docs/bench/*.json` with `cargo run -p \
+         rewind-cli -- bench report --out docs/bench`; a test checks that doing so changes \
+         nothing.\n",
         machines.join("; ")
     );
     for (b, r) in benches.iter().zip(&reports) {
@@ -151,11 +153,12 @@ fn section(b: &Bench, r: &Report) -> String {
         " --features peers"
     };
     let mut s = format!("\n## {}: {}\n\n", b.name, b.about);
+    let quick = if r.scale == "quick" { " --quick" } else { "" };
     let _ = writeln!(
         s,
-        "`cargo run --release -p rewind-cli{features} -- bench {}` ({} run; `--quick` for a \
-         shorter one, `--dir DIR --backend msync` for a disk)\n",
-        b.name, r.scale
+        "`cargo run --release -p rewind-cli{features} -- bench {}{quick}` (add `--dir DIR \
+         --backend msync` to run it on a disk)\n",
+        b.name
     );
     let _ = writeln!(s, "**Paper:** {}\n", b.paper);
     // The other systems, then rewind's best configurations at the last point.
@@ -175,17 +178,21 @@ fn section(b: &Bench, r: &Report) -> String {
     });
     let more = ours.len().saturating_sub(SHOWN);
     ours.truncate(SHOWN);
-    let _ = writeln!(s, "**Ours** ({metric}; {}):\n", b.chart.y_label);
+    let what = b.chart.y_label.trim_end_matches(" (log scale)");
+    let _ = writeln!(s, "**Ours** (`{metric}`: {what}):\n");
     let _ = write!(s, "| system/config |");
     for p in &params {
         let _ = write!(s, " {p} |");
     }
     let _ = write!(s, "\n|---|{}\n", "---:|".repeat(params.len()));
     for (sy, c) in others.iter().chain(&ours) {
+        let vals: Vec<Option<f64>> = params.iter().map(|p| r.value(sy, c, p, metric)).collect();
+        if vals.iter().all(Option::is_none) {
+            continue;
+        }
         let _ = write!(s, "| {sy}/{c} |");
-        for p in &params {
-            let v = r.value(sy, c, p, metric).map_or("–".into(), num);
-            let _ = write!(s, " {v} |");
+        for v in vals {
+            let _ = write!(s, " {} |", v.map_or("–".into(), num));
         }
         s.push('\n');
     }
