@@ -5,6 +5,7 @@
 //! copies out of the mapping; writes go through a [`Tx`].
 
 mod file;
+mod stream;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
