@@ -165,7 +165,7 @@ pub enum RegisterError {
 /// (`Connection::open_with_flags_and_vfs`) and set `PRAGMA
 /// journal_mode=WAL`.
 pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
-    if cfg.block_size < 4096 || cfg.block_size % 64 != 0 {
+    if cfg.block_size < 4096 || !cfg.block_size.is_multiple_of(64) {
         return Err(RegisterError::BadBlockSize {
             block_size: cfg.block_size,
         });

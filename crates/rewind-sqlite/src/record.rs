@@ -118,7 +118,7 @@ impl Header {
         let h = b.get(..REC_HDR)?;
         let len = u32_at(h, LEN_OFF) as usize;
         let kind = Kind::from_u8(h[KIND_OFF])?;
-        if len < REC_HDR || len % 8 != 0 || len > room || h[KIND_OFF + 1] != 0 {
+        if len < REC_HDR || !len.is_multiple_of(8) || len > room || h[KIND_OFF + 1] != 0 {
             return None;
         }
         Some(Header {

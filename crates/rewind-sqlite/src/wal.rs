@@ -299,7 +299,6 @@ impl WalFile {
         let first = self.committed;
         let mut overlay: HashMap<u32, usize> = HashMap::new();
         let mut outs = Vec::with_capacity(last + 1 - first);
-        let whole;
         for i in first..=last {
             let slot = &self.frames[i];
             let pgno = slot.pgno();
@@ -326,7 +325,7 @@ impl WalFile {
                 base,
             });
         }
-        whole = outs.len() as u64 * self.frame_size();
+        let whole = outs.len() as u64 * self.frame_size();
         let before = self.log.bytes_written();
         self.log.commit(&outs, self.differential)?;
         self.stats.record_bytes += self.log.bytes_written() - before;
