@@ -61,6 +61,8 @@ pub mod wal;
 use rewind::{Backend, NvmLatency};
 
 pub use error::Error;
+/// The rusqlite this crate registers its VFS with (bundled SQLite).
+pub use rusqlite;
 pub use vfs::{last_error, pool_path, stats, LAYOUT};
 pub use wal::Stats;
 

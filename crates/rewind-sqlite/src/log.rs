@@ -31,6 +31,7 @@
 //! earlier generation can pass for one of this.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use rewind::{PPtr, Pool};
 
@@ -116,6 +117,20 @@ pub struct WalLog {
     frames: u32,
     /// Record bytes written so far.
     bytes_written: u64,
+    persist: Persist,
+}
+
+/// What the commits' copies and fences cost (NVWAL Fig. 6), apart from
+/// building records and linking blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Persist {
+    /// Time in `write_unlogged` and `fence`.
+    pub time: Duration,
+    /// Their counters (fences, lines).
+    pub counters: rewind::Counters,
+    /// Blocks linked by rewind transactions.
+    pub blocks_linked: u64,
 }
 
 fn seed(gen: u64, header: Option<&WalHeader>) -> u32 {
@@ -188,6 +203,7 @@ impl WalLog {
             chain: seed(gen, header.as_ref()),
             frames: 0,
             bytes_written: 0,
+            persist: Persist::default(),
         };
         let frames = match &header {
             Some(h) if page_size(h).is_power_of_two() && page_size(h) >= 512 => {
@@ -312,6 +328,7 @@ impl WalLog {
             Ok::<_, rewind::Error>(b)
         })?;
         self.blocks.push(b);
+        self.persist.blocks_linked += 1;
         Ok(())
     }
 
@@ -418,11 +435,14 @@ impl WalLog {
         let (si, at) = commit_at;
         segs[si].2[at + CRC_OFF..at + CRC_OFF + 4].copy_from_slice(&sum.to_le_bytes());
         // Copies without ordering, then the one fence: the commit point.
+        let (t0, c0) = (Instant::now(), self.pool.counters());
         for (b, off, bytes) in segs.iter().filter(|s| !s.2.is_empty()) {
             self.pool.write_unlogged(self.blocks[*b] + off, bytes)?;
             self.bytes_written += bytes.len() as u64;
         }
         self.pool.fence()?;
+        self.persist.time += t0.elapsed();
+        self.persist.counters = self.persist.counters + self.pool.counters().since(&c0);
         (self.cur, self.pos, self.chain) = (cur, pos, sum);
         self.frames += frames.len() as u32;
         Ok(())
@@ -459,6 +479,11 @@ impl WalLog {
     /// Closes the pool.
     pub fn close(self) -> Result<(), Error> {
         Ok(self.pool.close()?)
+    }
+
+    /// What the commits' copies and fences cost since open.
+    pub fn persist(&self) -> Persist {
+        self.persist
     }
 
     /// Record bytes written since open.

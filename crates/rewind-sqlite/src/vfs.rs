@@ -79,6 +79,7 @@ pub fn stats(db: &Path) -> Option<Stats> {
     let f = f.as_ref()?;
     let mut s = f.stats();
     s.pool = f.counters();
+    s.persist = f.persist();
     Some(s)
 }
 

@@ -16,11 +16,12 @@
 //! So the commit point is the write that completes the commit frame's page,
 //! whatever `PRAGMA synchronous` says: `xSync` has nothing left to do.
 //!
-//! **Checksums.** The pool keeps no SQLite checksum. The frame headers of
-//! committed frames are computed here from the pages and the WAL header,
-//! with SQLite's algorithm, so that they are right even when a crash came
-//! between a commit and SQLite's rewrite of the checksums; SQLite verifies
-//! them again when it rebuilds its wal-index from this file after a crash.
+//! **Checksums.** The pool keeps no SQLite checksum. While the pool is open
+//! the frame headers are the ones SQLite wrote (and rewrote); when it is
+//! opened they are computed from the recovered pages and the WAL header with
+//! SQLite's algorithm, so that they are right even when a crash came between
+//! a commit and SQLite's rewrite of the checksums. SQLite verifies them when
+//! it rebuilds its wal-index from this file.
 //!
 //! **Restart and truncation.** SQLite writes a new WAL header only when a
 //! checkpoint has copied every frame into the database file; a truncation
@@ -56,6 +57,8 @@ pub struct Stats {
     pub restarts: u64,
     /// The pool's counters (fences, lines written) since it was opened.
     pub pool: rewind::Counters,
+    /// The commits' copies and one fence each: their time and counters.
+    pub persist: crate::log::Persist,
 }
 
 struct Slot {
@@ -105,7 +108,7 @@ pub struct WalFile {
     committed: usize,
     /// Each page's last committed frame (index in `frames`).
     latest: HashMap<u32, usize>,
-    /// SQLite's running checksum after the last committed frame.
+    /// SQLite's running checksum while recovered frames are sealed.
     cksum: [u32; 2],
     stats: Stats,
 }
@@ -160,7 +163,7 @@ impl WalFile {
         self.header = Some(h);
     }
 
-    /// Completes committed frame `i`'s header (salts and checksums, from
+    /// Completes recovered frame `i`'s header (salts and checksums, from
     /// the running checksum) and records it as its page's latest.
     fn seal(&mut self, i: usize) {
         let h = self.header.expect("frames follow a header");
@@ -259,11 +262,12 @@ impl WalFile {
             let (piece, rest) = d.split_at(n);
             if idx < self.committed {
                 // Only walRewriteChecksums writes here: a header with the
-                // same page and commit flag (its checksums are ours).
-                let slot = &self.frames[idx];
+                // same page and commit flag, and its final checksums.
+                let slot = &mut self.frames[idx];
                 if within != 0 || n != FRAME_HDR || piece[..8] != slot.hdr[..8] {
                     return Err(bad("a committed frame changes"));
                 }
+                slot.hdr.copy_from_slice(piece);
             } else {
                 while self.frames.len() <= idx {
                     self.frames.push(Slot {
@@ -333,13 +337,12 @@ impl WalFile {
         self.stats.commits += 1;
         self.stats.frames += (last + 1 - first) as u64;
         // Frames past the commit frame were left by a rolled-back spill.
+        // The headers stay as SQLite wrote them (it rewrites the checksums
+        // of a transaction that overwrote a frame of its own next).
         self.frames.truncate(last + 1);
         for i in first..=last {
-            if i != last {
-                // Only the transaction's last frame carries the flag.
-                self.frames[i].hdr[4..8].fill(0);
-            }
-            self.seal(i);
+            let pgno = self.frames[i].pgno();
+            self.latest.insert(pgno, i);
         }
         self.committed = last + 1;
         Ok(())
@@ -402,6 +405,11 @@ impl WalFile {
     /// The pool's counters.
     pub fn counters(&self) -> rewind::Counters {
         self.log.pool().counters()
+    }
+
+    /// The commits' copies and fences.
+    pub fn persist(&self) -> crate::log::Persist {
+        self.log.persist()
     }
 
     /// Committed frames (for tests).
