@@ -160,6 +160,8 @@ fn second_opener_child() {
         return;
     };
     vfs();
+    // The harness printed the test's name without a newline.
+    println!();
     let r = Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS)
         .and_then(|c| c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)));
     match r {

@@ -182,6 +182,8 @@ fn kill_child() {
     setup(&c);
     let start: u64 = c.query_row("SELECT n FROM meta", [], |r| r.get(0)).unwrap();
     let mut out = std::io::stdout().lock();
+    // The harness printed the test's name without a newline.
+    writeln!(out).unwrap();
     let mut r = SmallRng::seed_from_u64(seed.wrapping_add(start));
     for i in start + 1..start + CHILD_TXS {
         let (rolled, ops) = plan(seed, i);
