@@ -8,7 +8,10 @@
 //! the tree in DRAM (`volatile`), with durable stores and no log
 //! (`persist-nolog`), in rewind in every log variant × policy, and with
 //! `--features peers` on libpmemobj (`pmdk`), beside Berkeley DB, LMDB,
-//! SQLite and redb with their own trees. Every system sits on the same
+//! SQLite and redb with their own trees; and `rewind-collections`' own
+//! `BTreeMap` (`coll-btree`: unsorted leaves with fingerprints) and
+//! `HashMap` (`coll-hash`, MARS Fig. 7's hash table beside the tree) in
+//! pools of the default configuration. Every system sits on the same
 //! tmpfs.
 //!
 //! Fair measurement, as in `overhead`: one workload model draws each
@@ -139,6 +142,40 @@ pub fn loaded(dir: &Path, plan: &Plan, load: &[Op]) -> Result<Vec<Subject>, CliE
     Ok(subjects)
 }
 
+/// `rewind-collections`' maps, loaded with `load`, after the others.
+fn collections(
+    dir: &Path,
+    plan: &Plan,
+    load: &[Op],
+    out: &mut Vec<Subject>,
+) -> Result<(), CliError> {
+    use super::tree::coll::MapStore;
+    use super::tree::Value;
+    use rewind_collections::{BTreeMap, HashMap};
+    let built = |e| CliError::Bench(format!("creating a collection: {e}"));
+    let stores: [(&'static str, Box<dyn super::tree::store::Store>); 2] = [
+        (
+            "coll-btree",
+            Box::new(MapStore::<BTreeMap<u64, Value>>::create(dir, plan).map_err(built)?),
+        ),
+        (
+            "coll-hash",
+            Box::new(MapStore::<HashMap<u64, Value>>::create(dir, plan).map_err(built)?),
+        ),
+    ];
+    for (system, mut store) in stores {
+        store
+            .load(load)
+            .map_err(|e| CliError::Bench(format!("loading {system}: {e}")))?;
+        out.push(Subject {
+            system,
+            config: "default".into(),
+            store,
+        });
+    }
+    Ok(())
+}
+
 pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let scale = ctx.scale;
     let (n_load, n_ops, rounds) = sizes(scale);
@@ -163,6 +200,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
     let mut subjects = loaded(dir.path(), &plan, &load)?;
+    collections(dir.path(), &plan, &load, &mut subjects)?;
     let n = subjects.len();
     let bar = super::progress((FRACTIONS.len() * (rounds + 1) * n) as u64);
     let find =
@@ -366,6 +404,32 @@ fn print_goals(report: &Report) {
             let ok = if x >= goal { "met" } else { "NOT met" };
             println!("    {goal}x faster than {peer}: {x:.2}x, {ok}");
         }
+    }
+    println!();
+    collection_goals(report);
+}
+
+/// Issue 18's goals for `rewind-collections`' `BTreeMap` at 100% updates.
+fn collection_goals(report: &Report) {
+    let p = param(1.0);
+    let v = |m: &str| report.value("coll-btree", "default", &p, m);
+    let Some(us) = v("us_per_op") else { return };
+    println!("  goals at update=1, coll-btree (rewind-collections' BTreeMap, default policy): {us:.3} us/op");
+    let show = |what: String, x: Option<f64>, ok: &dyn Fn(f64) -> bool| {
+        if let Some(x) = x {
+            let met = if ok(x) { "met" } else { "NOT met" };
+            println!("    {what}: {x:.2}, {met}");
+        }
+    };
+    show("lines per update <= 6".into(), v("flushes_per_op"), &|x| x <= 6.0);
+    show("fences per update <= 1".into(), v("fences_per_op"), &|x| x <= 1.0);
+    show("time <= 1.2x persist-nolog".into(), v("ratio_vs_nolog"), &|x| x <= 1.2);
+    for (peer, goal) in [("pmdk", 2.0), ("bdb", 5.0), ("lmdb", 5.0), ("sqlite", 10.0)] {
+        show(
+            format!("{goal}x faster than {peer}"),
+            v(&format!("speed_vs_{peer}")),
+            &move |x| x >= goal,
+        );
     }
     println!();
 }
