@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rewind::{Backend, Counters, Pool, PoolConfig, Tx};
+use rewind::{Backend, Counters, Policy, Pool, PoolConfig, Tx};
 use rewind_collections::{BTreeMap, Error, HashMap};
 
 use super::store::{End, Store};
@@ -75,18 +75,24 @@ pub struct MapStore<M: Map> {
 }
 
 impl<M: Map> MapStore<M> {
-    /// A pool `DIR/SYSTEM.pool` of the default configuration holding a new
-    /// map.
-    pub fn create(dir: &Path, plan: &Plan) -> Result<MapStore<M>, MemError> {
-        let path = dir.join(format!("{}.pool", M::SYSTEM));
+    /// A pool `DIR/SYSTEM-NAME.pool` holding a new map: the default
+    /// configuration, under `policy` if given.
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        policy: Option<Policy>,
+        plan: &Plan,
+    ) -> Result<MapStore<M>, MemError> {
+        let path = dir.join(format!("{}-{name}.pool", M::SYSTEM));
         let _ = std::fs::remove_file(&path);
-        let cfg = PoolConfig::default()
+        let mut cfg = PoolConfig::default()
             .backend(Backend::Pmem)
             .nvm_latency(plan.latency);
+        if let Some(p) = policy {
+            cfg = cfg.policy(p);
+        }
         let pool = Box::new(Pool::create(&path, LAYOUT, plan.space, &cfg)?);
-        let map = pool
-            .transaction(|tx| M::create(tx))
-            .map_err(mem)?;
+        let map = pool.transaction(|tx| M::create(tx)).map_err(mem)?;
         Ok(MapStore { pool, map })
     }
 
@@ -104,7 +110,12 @@ impl<M: Map> Store for MapStore<M> {
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         let map = self.map;
         match op {
-            Op::Get(k) => d.get(map.get(&self.pool, k).map_err(mem)?.as_ref().map(|v| &v[..])),
+            Op::Get(k) => d.get(
+                map.get(&self.pool, k)
+                    .map_err(mem)?
+                    .as_ref()
+                    .map(|v| &v[..]),
+            ),
             Op::Insert(k) => {
                 let old = self.pool.transaction(|tx| map.insert(tx, k, value_of(k)));
                 d.update(old.map_err(mem)?.is_none())
