@@ -11,9 +11,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rewind::{Backend, Counters, Policy, Pool, PoolConfig, Tx};
+use rewind::{Counters, Policy, Pool, PoolConfig, Tx};
 use rewind_collections::{BTreeMap, Error, HashMap};
 
+use super::super::harness::Ctx;
 use super::store::{End, Store};
 use super::systems::{Plan, LAYOUT};
 use super::workload::{value_of, Digest, Op};
@@ -78,6 +79,7 @@ impl<M: Map> MapStore<M> {
     /// A pool `DIR/SYSTEM-NAME.pool` holding a new map: the default
     /// configuration, under `policy` if given.
     pub fn create(
+        ctx: &Ctx,
         dir: &Path,
         name: &str,
         policy: Option<Policy>,
@@ -86,8 +88,8 @@ impl<M: Map> MapStore<M> {
         let path = dir.join(format!("{}-{name}.pool", M::SYSTEM));
         let _ = std::fs::remove_file(&path);
         let mut cfg = PoolConfig::default()
-            .backend(Backend::Pmem)
-            .nvm_latency(plan.latency);
+            .backend(ctx.backend)
+            .nvm_latency(ctx.latency);
         if let Some(p) = policy {
             cfg = cfg.policy(p);
         }
