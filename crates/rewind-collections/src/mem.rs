@@ -63,26 +63,6 @@ pub(crate) fn check_magic(
     Ok(())
 }
 
-/// Checks a stored part size against the handle's type.
-pub(crate) fn check_size(
-    what: &'static str,
-    offset: u64,
-    part: &'static str,
-    found: u32,
-    expected: usize,
-) -> Result<()> {
-    if found as usize != expected {
-        return Err(Error::TypeMismatch {
-            what,
-            offset,
-            part,
-            found: format!("a type of {found} bytes"),
-            expected: format!("a type of {expected} bytes"),
-        });
-    }
-    Ok(())
-}
-
 /// Checks that the `len` bytes at `off` (a buffer a header points at) lie
 /// in the pool, by reading the last one: sizes from a damaged header then
 /// cannot overflow an offset or ask for more memory than the pool holds.

@@ -17,8 +17,11 @@ pub fn generate(benches: &[&Bench], data: &Path) -> Result<Vec<(PathBuf, String)
     let mut reports = Vec::new();
     for b in benches {
         let path = data.join(format!("{}.json", b.name));
-        let text = std::fs::read_to_string(&path)
-            .map_err(CliError::io(format!("reading {}", path.display())))?;
+        // An experiment not run yet has a section that says so.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            reports.push(Report::new(b.name));
+            continue;
+        };
         let report: Report = serde_json::from_str(&text)?;
         files.push((
             data.join(format!("{}.svg", b.name)),
@@ -161,6 +164,10 @@ fn section(b: &Bench, r: &Report) -> String {
         b.name
     );
     let _ = writeln!(s, "**Paper:** {}\n", b.paper);
+    if r.rows.is_empty() {
+        let _ = writeln!(s, "No results in `docs/bench/` yet.");
+        return s;
+    }
     // The other systems, then rewind's best configurations at the last point.
     let last = params.last().cloned().unwrap_or_default();
     let mut systems: Vec<(String, String)> = r.systems();

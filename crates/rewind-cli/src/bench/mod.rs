@@ -9,6 +9,7 @@ mod harness;
 mod intensity;
 mod interleave;
 mod markdown;
+mod nvwal;
 mod output;
 mod overhead;
 mod recovered;
@@ -32,7 +33,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, or `all`; or
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -110,7 +111,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 10] = [
+const BENCHES: [&Bench; 11] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -121,6 +122,7 @@ const BENCHES: [&Bench; 10] = [
     &btree::BENCH,
     &rollback::BENCH,
     &threads::BENCH,
+    &nvwal::BENCH,
 ];
 
 /// The peers this build has (`--features peers`).

@@ -311,25 +311,29 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let h = self.header(m)?;
         let leaf = descend(m, &h, k, None)?;
         let fp = fingerprint(bytemuck::bytes_of(k));
-        Ok(leaf.find(&h.geo, k, fp).map(|i| leaf.val(&h.geo, i)))
+        match leaf.find_in(m, &h.geo, k, fp)? {
+            Some(i) => Ok(Some(leaf.val_in(m, &h.geo, i)?)),
+            None => Ok(None),
+        }
     }
 }
 
 /// Walks from the root to the leaf that holds (or would hold) `k`,
-/// recording each inner node and the child taken in `path`.
+/// recording each inner node and the child taken in `path`. The leaf is
+/// read as [`Raw::load_head`] reads it: its words and fingerprints.
 fn descend<K: Stored + Ord, M: Mem + ?Sized>(
     m: &mut M,
     h: &Header,
     k: &K,
     mut path: Option<&mut Vec<(Raw, usize)>>,
 ) -> Result<Raw> {
-    let mut node = Raw::load(m, &h.geo, h.root)?;
+    let mut node = Raw::load_head(m, &h.geo, h.root)?;
     for _ in 0..MAX_DEPTH {
         if node.is_leaf() {
             return Ok(node);
         }
         let i = node.child_for(&h.geo, k);
-        let child = Raw::load(m, &h.geo, node.kid(&h.geo, i))?;
+        let child = Raw::load_head(m, &h.geo, node.kid(&h.geo, i))?;
         if let Some(p) = path.as_deref_mut() {
             p.push((node, i));
         }
