@@ -4,6 +4,7 @@
 //! checkpoints (`checkpoint`) own their state here.
 
 pub(crate) mod checkpoint;
+pub(crate) mod locks;
 pub(crate) mod write_back;
 
 use std::path::Path;
@@ -49,6 +50,8 @@ pub(crate) struct Engine {
     pub(crate) poisoned: OnceLock<String>,
     /// The redo-async policy's write cache.
     pub(crate) write_back: Option<write_back::WriteCache>,
+    /// Transactions' locks on pool objects (two-phase, volatile).
+    pub(crate) locks: locks::LockTable,
 }
 
 impl Engine {
@@ -108,6 +111,7 @@ impl Engine {
             report,
             poisoned: OnceLock::new(),
             write_back: cache,
+            locks: locks::LockTable::new(),
         })
     }
 
