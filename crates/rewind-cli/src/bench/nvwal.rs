@@ -10,7 +10,7 @@
 //!   stock SQLite (the same bundled build) in WAL mode with
 //!   `synchronous=FULL` on the temp directory's disk and in the scratch
 //!   directory, and with the rollback journal (`DELETE`, `FULL`) on the
-//!   disk.
+//!   disk (inserts only: 30 ms a transaction on the VM's disk).
 //! - **Table 2**: the log's bytes per transaction with differential frames
 //!   and with whole-page frames (`Config::differential(false)`), beside the
 //!   bytes SQLite's own WAL file takes for the same frames.
@@ -59,8 +59,8 @@ pub const BENCH: Bench = Bench {
         higher_is_better: true,
     },
     peers: &[],
-    paper: "NVWAL Figs. 7 and 9: with the WAL in NVRAM, differential frames and lazy synchronization, SQLite's one-row transactions run several times faster than with its WAL on flash; Table 2: differential frames cut the bytes logged per transaction.",
-    notes: "Every system runs the same bundled SQLite; only where its WAL lives and how it is made durable differ. The pool's counters are the NVWAL commit's own work: its copies and its one fence per transaction.",
+    paper: "NVWAL: a one-row insert 10.7× faster than stock WAL FULL on flash (541 → 5,812 tx/s); differential frames log 73–84 % fewer bytes; one barrier per commit; at 2,000 ns per line 0.96× the throughput at 0 ns.",
+    notes: "Every system runs the same bundled SQLite; only where its WAL lives and how it is made durable differ. The pool's counters are the NVWAL commit's own work: its copies and its one fence per transaction; block links and WAL restarts add the rest of the lines (a new 8 KiB block is zeroed, 128 lines, every ~53 inserts).",
     headlines: &[],
 };
 
@@ -344,9 +344,15 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         scratch: scratch.path().to_path_buf(),
         disk: disk.path().to_path_buf(),
     };
+    // The rollback journal (an fsync of the journal and one of the
+    // database per transaction, 30 ms on the VM's disk) runs inserts only.
     let mut points: Vec<(Work, Vec<System>)> = [Work::Insert, Work::Update, Work::Delete]
         .into_iter()
-        .map(|w| (w, ONE_ROW_SYSTEMS.to_vec()))
+        .map(|w| {
+            let systems = ONE_ROW_SYSTEMS.iter().copied();
+            let systems = systems.filter(|&s| w == Work::Insert || s != System::StockRollback);
+            (w, systems.collect())
+        })
         .collect();
     points.extend([1, 2, 4, 8, 16, 32].map(|k| (Work::Rows(k), MULTI_SYSTEMS.to_vec())));
     for (work, mut systems) in points {
