@@ -24,9 +24,7 @@ fn eight_threads_on_one_btree_keep_exactly_the_committed_entries() {
     for policy in [Policy::Force, Policy::Redo] {
         let dir = tempfile::tempdir().unwrap();
         let pool = pool(&dir, policy);
-        let map = pool
-            .transaction(|tx| BTreeMap::<u64, u64>::create(tx))
-            .unwrap();
+        let map = pool.transaction(BTreeMap::<u64, u64>::create).unwrap();
         let committed: Vec<Vec<(u64, u64)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..THREADS)
                 .map(|t| {
@@ -73,9 +71,7 @@ fn eight_threads_on_one_btree_keep_exactly_the_committed_entries() {
 fn eight_threads_on_one_hash_map_keep_exactly_the_committed_entries() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(&dir, Policy::Force);
-    let map = pool
-        .transaction(|tx| HashMap::<u64, u64>::create(tx))
-        .unwrap();
+    let map = pool.transaction(HashMap::<u64, u64>::create).unwrap();
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let pool = &pool;
