@@ -6,6 +6,7 @@
 
 mod file;
 mod nesting;
+mod stream;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
