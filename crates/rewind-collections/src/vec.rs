@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_span, le64, put64, Mem};
+use crate::mem::{check_span, le64, put64, read_header, Mem};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "vector";
@@ -121,16 +121,8 @@ impl<T: Stored> Vec<T> {
 
     fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        m.read_at(self.hdr, &mut h)?;
-        if h[..8] == OLD_MAGIC {
-            return Err(crate::Error::UnsupportedLayout {
-                what: WHAT,
-                offset: self.hdr,
-                found: "RWVEC001",
-                expected: "RWVEC002",
-            });
-        }
-        check_magic(WHAT, self.hdr, &h, MAGIC)?;
+        let old = (OLD_MAGIC, "RWVEC001", "RWVEC002");
+        read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {
             len: le64(&h, LEN_OFF),

@@ -271,3 +271,38 @@ fn every_collection_checks_its_types() {
         0
     );
 }
+
+/// A map in the layout of an earlier version (its header smaller than
+/// today's) is `UnsupportedLayout` naming both layouts, not a misread.
+#[test]
+fn an_earlier_layout_is_a_typed_error() {
+    use rewind_collections::HashMap;
+    let pool = Pool::create_sim("old", 4 << 20, &PoolConfig::default()).unwrap();
+    let old = |magic: &[u8; 8]| {
+        pool.transaction(|tx| {
+            let p = tx.alloc::<[u8; 48]>()?;
+            let mut b = [0u8; 48];
+            b[..8].copy_from_slice(magic);
+            tx.write(p, &b)?;
+            Ok::<_, rewind::Error>(p)
+        })
+        .unwrap()
+    };
+    let t = BTreeMap::<u64, u64>::from_ptr(old(b"RWBTREE1").cast());
+    assert!(matches!(
+        t.len(&pool),
+        Err(Error::UnsupportedLayout {
+            found: "RWBTREE1",
+            expected: "RWBTREE2",
+            ..
+        })
+    ));
+    let h = HashMap::<u64, u64>::from_ptr(old(b"RWHASH01").cast());
+    assert!(matches!(
+        h.len(&pool),
+        Err(Error::UnsupportedLayout {
+            found: "RWHASH01",
+            ..
+        })
+    ));
+}

@@ -59,7 +59,7 @@ use std::marker::PhantomData;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, le32, le64, Mem};
+use crate::mem::{le32, le64, read_header, Mem};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 use node::{fingerprint, store_leaf, Geo, Raw};
 
@@ -229,16 +229,8 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        m.read_at(self.hdr, &mut h)?;
-        if h[..8] == OLD_MAGIC {
-            return Err(Error::UnsupportedLayout {
-                what: WHAT,
-                offset: self.hdr,
-                found: "RWBTREE1",
-                expected: "RWBTREE2",
-            });
-        }
-        check_magic(WHAT, self.hdr, &h, MAGIC)?;
+        let old = (OLD_MAGIC, "RWBTREE1", "RWBTREE2");
+        read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
         TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
         let fanout = le32(&h, FANOUT_OFF) as usize;

@@ -140,14 +140,14 @@ impl Raw {
     /// slots are read one at a time by [`find_in`](Self::find_in) and
     /// [`val_in`](Self::val_in)): a lookup reads the leaf's first line and
     /// the slots whose fingerprint matches, not the whole node. The rest
-    /// of the buffer is zeros; [`load`](Self::load) reads a whole node.
+    /// buffer ends there; [`load`](Self::load) reads a whole node.
     pub fn load_head<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
         if off == 0 {
             return Err(corrupt(WHAT, off, "null child or root pointer"));
         }
         let head = geo.slots_off();
-        let mut b = vec![0u8; geo.size()];
-        m.read_at(off, &mut b[..head])?;
+        let mut b = vec![0u8; head];
+        m.read_at(off, &mut b)?;
         let n = Raw { off, b };
         match le32(&n.b, KIND_OFF) {
             KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
@@ -161,6 +161,7 @@ impl Raw {
                 let mut n = n;
                 let end = geo.kids_off() + (n.count() + 1) * 8;
                 if end > head {
+                    n.b.resize(end, 0);
                     m.read_at(off + head as u64, &mut n.b[head..end])?;
                 }
                 Ok(n)
@@ -179,13 +180,16 @@ impl Raw {
         fp: u8,
     ) -> Result<Option<usize>> {
         let mut bits = self.bitmap();
-        let mut key = vec![0u8; geo.ks];
+        let mut key = K::zeroed();
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if self.b[FPS_OFF + i] == fp {
-                m.read_at(self.off + geo.slot(i) as u64, &mut key)?;
-                if bytemuck::pod_read_unaligned::<K>(&key) == *k {
+                m.read_at(
+                    self.off + geo.slot(i) as u64,
+                    bytemuck::bytes_of_mut(&mut key),
+                )?;
+                if key == *k {
                     return Ok(Some(i));
                 }
             }
@@ -266,8 +270,8 @@ impl Raw {
         Ok(tx.write_bytes(self.off + STAMP_OFF as u64, &self.b[STAMP_OFF..end])?)
     }
 
-    /// Puts `k`, `v` in free slot `i` of the buffer and the pool, and sets
-    /// its fingerprint in the buffer (the caller writes the words).
+    /// Writes `k`, `v` into free slot `i` in the pool and sets its
+    /// fingerprint in the buffer (the caller writes the words).
     pub fn put_slot<K: Pod, V: Pod>(
         &mut self,
         tx: &mut Tx<'_>,
@@ -276,11 +280,11 @@ impl Raw {
         k: &K,
         v: &V,
     ) -> Result<()> {
-        let at = geo.slot(i);
-        self.b[at..at + geo.ks].copy_from_slice(bytemuck::bytes_of(k));
-        self.b[at + geo.ks..at + geo.ks + geo.vs].copy_from_slice(bytemuck::bytes_of(v));
+        let mut kv = Vec::with_capacity(geo.ks + geo.vs);
+        kv.extend_from_slice(bytemuck::bytes_of(k));
+        kv.extend_from_slice(bytemuck::bytes_of(v));
         self.b[FPS_OFF + i] = fingerprint(bytemuck::bytes_of(k));
-        tx.write_bytes(self.off + at as u64, &self.b[at..at + geo.ks + geo.vs])?;
+        tx.write_bytes(self.off + geo.slot(i) as u64, &kv)?;
         Ok(())
     }
 

@@ -26,6 +26,7 @@ pub trait Map: Copy {
     const SYSTEM: &'static str;
     fn create(tx: &mut Tx<'_>) -> Result<Self, Error>;
     fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error>;
+    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error>;
     fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error>;
     fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error>;
 }
@@ -37,6 +38,9 @@ impl Map for BTreeMap<u64, Value> {
     }
     fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error> {
         BTreeMap::get(self, pool, &k)
+    }
+    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
+        BTreeMap::get_tx(self, tx, &k)
     }
     fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error> {
         BTreeMap::insert(self, tx, k, v)
@@ -53,6 +57,9 @@ impl Map for HashMap<u64, Value> {
     }
     fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error> {
         HashMap::get(self, pool, &k)
+    }
+    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
+        HashMap::get_tx(self, tx, &k)
     }
     fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error> {
         HashMap::insert(self, tx, k, v)
@@ -98,9 +105,10 @@ impl<M: Map> MapStore<M> {
         Ok(MapStore { pool, map })
     }
 
+    /// One operation inside a batch's transaction (a lookup through it).
     fn one(&self, tx: &mut Tx<'_>, op: Op, d: &mut Digest) -> Result<(), Error> {
         match op {
-            Op::Get(k) => d.get(self.map.get(&self.pool, k)?.as_ref().map(|v| &v[..])),
+            Op::Get(k) => d.get(self.map.get_tx(tx, k)?.as_ref().map(|v| &v[..])),
             Op::Insert(k) => d.update(self.map.insert(tx, k, value_of(k))?.is_none()),
             Op::Remove(k) => d.update(self.map.remove(tx, k)?.is_some()),
         }
