@@ -6,10 +6,12 @@
 //! Depends on nothing of rewind but its errors.
 
 mod codes;
+mod fingerprint;
 pub mod header;
 pub mod layout;
 mod pptr;
 pub mod record;
 
 pub use codes::{Backend, LogVariant, Policy};
+pub use fingerprint::{TypeFingerprint, Typed};
 pub use pptr::PPtr;
