@@ -4,26 +4,62 @@
 //! so they work on a pool that would not open (and change nothing);
 //! `recover` opens it, which is what runs recovery.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rewind::{OpenOptions, Pool};
 
 use crate::error::CliError;
 
-pub fn info(path: &Path) -> Result<(), CliError> {
+/// A pool file, and whether to print JSON.
+#[derive(clap::Args)]
+pub struct PoolArgs {
+    /// The pool file.
+    pub pool: PathBuf,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn print_json(v: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    );
+}
+
+pub fn info(a: &PoolArgs) -> Result<(), CliError> {
+    let path = &a.pool;
     let info = rewind::inspect::info(path)
         .map_err(CliError::rewind(format!("reading pool {}", path.display())))?;
-    println!("{info}");
+    if a.json {
+        print_json(&info);
+    } else {
+        println!("{info}");
+    }
     Ok(())
 }
 
-pub fn check(path: &Path) -> Result<(), CliError> {
+pub fn check(a: &PoolArgs) -> Result<(), CliError> {
+    let path = &a.pool;
     let report = rewind::inspect::check(path).map_err(CliError::rewind(format!(
         "checking pool {}",
         path.display()
     )))?;
-    // The report's last line says "consistent" or counts the problems.
-    println!("{}", report.to_string().trim_end());
+    if a.json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            consistent: bool,
+            #[serde(flatten)]
+            report: &'a rewind::inspect::CheckReport,
+        }
+        print_json(&Out {
+            consistent: report.is_ok(),
+            report: &report,
+        });
+    } else {
+        // The report's last line says "consistent" or counts the problems.
+        println!("{}", report.to_string().trim_end());
+    }
     if report.is_ok() {
         Ok(())
     } else {
@@ -51,16 +87,21 @@ pub fn recover(path: &Path, layout: Option<&str>) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn dump_log(path: &Path) -> Result<(), CliError> {
-    let lines = rewind::inspect::dump_log(path).map_err(CliError::rewind(format!(
+pub fn dump_log(a: &PoolArgs) -> Result<(), CliError> {
+    let path = &a.pool;
+    let txs = rewind::inspect::dump_log(path).map_err(CliError::rewind(format!(
         "reading the log of {}",
         path.display()
     )))?;
-    if lines.is_empty() {
+    if a.json {
+        print_json(&txs);
+        return Ok(());
+    }
+    if txs.is_empty() {
         println!("(log is empty)");
     }
-    for line in lines {
-        println!("{line}");
+    for t in txs {
+        println!("{t}");
     }
     Ok(())
 }

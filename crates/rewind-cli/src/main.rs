@@ -49,16 +49,10 @@ enum Command {
     /// Explore crash states of every log variant and policy; ends with
     /// `crash states: N checked, V violations`.
     Crashtest(crashtest::CrashtestArgs),
-    /// Print a pool's header and layout.
-    Info {
-        /// The pool file.
-        pool: PathBuf,
-    },
+    /// Print a pool's header, layout and usage (header only for a pool in use).
+    Info(inspect::PoolArgs),
     /// Check a pool's consistency without opening it; exit 1 on problems.
-    Check {
-        /// The pool file.
-        pool: PathBuf,
-    },
+    Check(inspect::PoolArgs),
     /// Open a pool, which runs recovery, and print the recovery report.
     Recover {
         /// The pool file.
@@ -67,11 +61,8 @@ enum Command {
         #[arg(long)]
         layout: Option<String>,
     },
-    /// Print the pool's log records, one per line, in log order.
-    DumpLog {
-        /// The pool file.
-        pool: PathBuf,
-    },
+    /// Print the pool's log records grouped by transaction, with each one's status.
+    DumpLog(inspect::PoolArgs),
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -80,10 +71,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::DemoChild(args) => demo::child(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),
-        Command::Info { pool } => inspect::info(&pool),
-        Command::Check { pool } => inspect::check(&pool),
+        Command::Info(a) => inspect::info(&a),
+        Command::Check(a) => inspect::check(&a),
         Command::Recover { pool, layout } => inspect::recover(&pool, layout.as_deref()),
-        Command::DumpLog { pool } => inspect::dump_log(&pool),
+        Command::DumpLog(a) => inspect::dump_log(&a),
     }
 }
 

@@ -420,10 +420,22 @@ fn inspecting_a_pool_in_use_says_so() {
     let path = dir.path().join("live.pool");
     small_pool(&path);
     let held = Pool::open(&path, "cli-test", &rewind::OpenOptions::default()).unwrap();
-    for cmd in ["info", "check", "dump-log", "recover"] {
+    for cmd in ["check", "dump-log", "recover"] {
         let out = rewind(&[cmd, path.to_str().unwrap()]);
         assert_clean_failure(&out, &["in use"]);
     }
+    // info shows the header, which never changes, and says the pool is in use.
+    let out = rewind(&["info", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("IN USE") && text.contains("cli-test"),
+        "{text}"
+    );
+    let out = rewind(&["info", "--json", path.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["in_use"], true);
+    assert!(v["log_records"].is_null());
     drop(held);
     // A sibling test forking a child at this moment holds our file until
     // the child execs: try a few times.
@@ -733,4 +745,27 @@ fn bench_redu_logs_a_redo_commit_with_a_fixed_number_of_fences() {
     assert!(f("batch-redo", "append-16k") < 10.0);
     assert!(f("batch-redo", "append-1k") < f("batch-force", "append-1k") / 5.0);
     assert!(f("batch-redo-async", "append-16k") < 10.0);
+}
+
+#[test]
+fn info_check_and_dump_log_print_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.pool");
+    small_pool(&path);
+    let p = path.to_str().unwrap();
+    let out = rewind(&["info", "--json", p]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["layout"], "cli-test");
+    assert_eq!(v["in_use"], false);
+    assert!(v["heap_usage"]["bytes_free"].as_u64().unwrap() > 0);
+    let out = rewind(&["check", "--json", p]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["consistent"], true);
+    assert!(v["problems"].as_array().unwrap().is_empty());
+    let out = rewind(&["dump-log", "--json", p]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.is_array());
 }

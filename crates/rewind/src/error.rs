@@ -176,6 +176,24 @@ pub enum Error {
         /// Heap end.
         heap_end: u64,
     },
+    /// A read or write through the null pointer (offset 0, the header).
+    #[error("access of {len} bytes through a null pointer")]
+    NullPointer {
+        /// Bytes asked for.
+        len: u64,
+    },
+    /// An access that does not lie inside one allocated heap block: memory
+    /// never allocated, a block freed (in this transaction or before), or a
+    /// range that runs past the end of its block into the next.
+    #[error("access to [{offset}, {offset}+{len}) is not inside one allocated block ({reason})")]
+    NotAllocated {
+        /// Start offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// Why.
+        reason: &'static str,
+    },
     /// `free` of an offset that is not the start of an allocated block.
     #[error("free of offset {offset}, which is not an allocated block ({reason})")]
     InvalidFree {
@@ -191,6 +209,27 @@ pub enum Error {
         found: u64,
         /// Requested size.
         expected: u64,
+    },
+    /// A named root exists with another type than the one asked for.
+    #[error("root `{name}` holds {found}, but it was opened as {expected}")]
+    TypeMismatch {
+        /// The root's name.
+        name: String,
+        /// The type recorded in the pool (its fingerprint, displayed).
+        found: String,
+        /// The type asked for.
+        expected: String,
+    },
+    /// `open_or_create` found a pool whose settings differ from the ones
+    /// asked for (it never silently opens a pool unlike the one asked for).
+    #[error("the existing pool's {what} is {found}, but {asked} was asked for (open it with Pool::open, or ask for what it has)")]
+    ConfigMismatch {
+        /// Which setting.
+        what: &'static str,
+        /// What the pool has.
+        found: String,
+        /// What was asked for.
+        asked: String,
     },
     /// An earlier commit or rollback failed midway (an I/O error, say), so
     /// this handle no longer knows the pool's state. Close it and reopen

@@ -1,35 +1,113 @@
-//! Offline inspection, like `pmempool info | check`: reads a pool file's
-//! bytes and never writes the file. Recovery is tried on an in-memory copy.
+//! Offline inspection, like `pmempool info | check`: never writes the file.
+//!
+//! The pool's recorded size is mapped privately (copy on write), never read
+//! whole: recovery is tried on that private copy, and only the pages it
+//! touches (metadata and log) take memory, so a 4 MiB pool whose file was
+//! extended to a sparse terabyte is inspected in a few MiB. The reports
+//! derive `serde::Serialize` (`rewind info --json`, `check --json`,
+//! `dump-log --json`).
+//!
+//! A pool in use (another process holds its lock) is not recovered or
+//! scanned: its log and heap change under the reader. [`info`] then
+//! reports the header, which never changes after create, and says the pool
+//! is in use; [`check`] and [`dump_log`] refuse it (`PoolInUse`).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use serde::Serialize;
+
 use crate::alloc;
 use crate::error::Error;
-use crate::format::header::Header;
-use crate::format::layout::{META_ROOT_OFF, META_ROOT_SIZE};
+use crate::format::header::{Header, VERSION};
+use crate::format::layout::{HEADER_SIZE, META_ROOT_OFF, META_ROOT_SIZE};
+use crate::format::record::{Kind, END_COMMITTED};
 use crate::log::{Log, Scanned};
 use crate::persist::Domain;
-use crate::pool::{read_file, Pool};
+use crate::pool::{file, Pool};
 use crate::{Backend, LogVariant, Policy};
 
 /// What `info` shows.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 #[non_exhaustive]
 pub struct PoolInfo {
     /// The verified header.
+    #[serde(skip)]
     pub(crate) header: Header,
-    /// File size.
+    /// Layout name given at create.
+    pub layout: String,
+    /// UUID, hex.
+    pub uuid_hex: String,
+    /// On-media format version.
+    pub format_version: u32,
+    /// Pool size the header records.
+    pub size: u64,
+    /// File size (a file may be longer than its pool).
     pub file_len: u64,
-    /// Records in the log (awaiting recovery or a checkpoint).
-    pub log_records: u64,
-    /// Blocks in the log list.
-    pub log_blocks_used: u64,
-    /// Root object offset (0 = none) and size.
-    pub root: (u64, u64),
+    /// Log variant, commit policy, backend recorded at create.
+    pub log_variant: String,
+    /// Commit policy.
+    pub commit_policy: String,
+    /// Backend recorded at create.
+    pub created_backend: String,
+    /// Log region: offset, blocks, block size, cells per block.
+    pub log_region: (u64, u64, u64, u64),
+    /// Heap: offset and chunk count.
+    pub heap: (u64, u64),
+    /// Another opener holds the pool: only the header is shown (the log
+    /// and heap change under a reader).
+    pub in_use: bool,
+    /// Records in the log (awaiting recovery or a checkpoint); `None` for
+    /// a pool in use.
+    pub log_records: Option<u64>,
+    /// Blocks in the log list; `None` for a pool in use.
+    pub log_blocks_used: Option<u64>,
+    /// Root object offset (0 = none) and size; `None` for a pool in use.
+    pub root: Option<(u64, u64)>,
+    /// Heap usage after recovery; `None` for a pool in use or one whose
+    /// recovery fails.
+    pub heap_usage: Option<HeapUsage>,
+}
+
+/// Heap usage: chunks, and bytes allocated and free (see [`crate::AllocStats`]).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct HeapUsage {
+    /// Blocks allocated.
+    pub blocks: u64,
+    /// Bytes in allocated blocks.
+    pub bytes_used: u64,
+    /// Bytes free (free chunks and free blocks of class chunks).
+    pub bytes_free: u64,
+    /// Free chunks of the total.
+    pub free_chunks: u64,
+    /// Chunks in the heap.
+    pub total_chunks: u64,
 }
 
 impl PoolInfo {
+    fn new(header: Header, file_len: u64) -> PoolInfo {
+        let l = header.layout;
+        PoolInfo {
+            layout: header.layout_name.clone(),
+            uuid_hex: header.uuid.iter().map(|b| format!("{b:02x}")).collect(),
+            format_version: VERSION,
+            size: l.pool_size,
+            file_len,
+            log_variant: header.variant.to_string(),
+            commit_policy: header.policy.to_string(),
+            created_backend: header.backend.to_string(),
+            log_region: (l.log_off, l.log_blocks, l.log_block_size, l.bucket_cells),
+            heap: (l.heap_off, l.heap_chunks),
+            in_use: false,
+            log_records: None,
+            log_blocks_used: None,
+            root: None,
+            heap_usage: None,
+            header,
+        }
+    }
+
     /// The layout name.
     pub fn layout_name(&self) -> &str {
         &self.header.layout_name
@@ -65,9 +143,12 @@ impl fmt::Display for PoolInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let h = &self.header;
         let l = &h.layout;
-        let uuid: String = h.uuid.iter().map(|b| format!("{b:02x}")).collect();
+        if self.in_use {
+            writeln!(f, "IN USE         another opener holds the pool: header only (the log and heap change under a reader)")?;
+        }
         writeln!(f, "layout name    {}", h.layout_name)?;
-        writeln!(f, "uuid           {uuid}")?;
+        writeln!(f, "uuid           {}", self.uuid_hex)?;
+        writeln!(f, "format         version {}", self.format_version)?;
         writeln!(
             f,
             "pool size      {} bytes (file {})",
@@ -75,31 +156,36 @@ impl fmt::Display for PoolInfo {
         )?;
         writeln!(f, "log            {} / {}", h.variant, h.policy)?;
         writeln!(f, "backend        {} (recorded at create)", h.backend)?;
-        writeln!(
+        write!(
             f,
-            "log region     {:#x}: {} blocks of {} bytes, {} cells each; {} in use, {} records",
-            l.log_off,
-            l.log_blocks,
-            l.log_block_size,
-            l.bucket_cells,
-            self.log_blocks_used,
-            self.log_records
+            "log region     {:#x}: {} blocks of {} bytes, {} cells each",
+            l.log_off, l.log_blocks, l.log_block_size, l.bucket_cells,
         )?;
-        writeln!(
+        if let (Some(b), Some(r)) = (self.log_blocks_used, self.log_records) {
+            write!(f, "; {b} in use, {r} records")?;
+        }
+        writeln!(f)?;
+        write!(
             f,
             "heap           {:#x}: {} chunks of 256 KiB",
             l.heap_off, l.heap_chunks
         )?;
-        write!(
-            f,
-            "root object    {:#x} ({} bytes)",
-            self.root.0, self.root.1
-        )
+        if let Some(u) = self.heap_usage {
+            write!(
+                f,
+                "; {} blocks, {} bytes used, {} free; {} chunks free",
+                u.blocks, u.bytes_used, u.bytes_free, u.free_chunks
+            )?;
+        }
+        if let Some((off, size)) = self.root {
+            write!(f, "\nroot object    {off:#x} ({size} bytes)")?;
+        }
+        Ok(())
     }
 }
 
 /// What `check` found.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize)]
 #[non_exhaustive]
 pub struct CheckReport {
     /// Inconsistencies; empty means the pool is consistent.
@@ -131,8 +217,45 @@ impl fmt::Display for CheckReport {
     }
 }
 
-fn scan(header: &Header, bytes: &[u8]) -> Result<(Vec<Scanned>, u64, bool), Error> {
-    let dom = Domain::sim_from_image(bytes[..header.layout.pool_size as usize].to_vec());
+/// Where the bytes come from: a pool file (mapped privately, a fresh
+/// mapping for each use) or an image in memory.
+enum Source<'a> {
+    File(&'a Path),
+    Image(&'a [u8]),
+}
+
+impl Source<'_> {
+    /// The verified header and the file's length.
+    fn header(&self) -> Result<(Header, u64), Error> {
+        match self {
+            Source::File(path) => {
+                let (f, len) = file::open(path, file::Access::Shared)?;
+                let page = file::read_prefix(path, &f, HEADER_SIZE)?;
+                Ok((Header::decode(path, &page, len)?, len))
+            }
+            Source::Image(b) => {
+                let page = &b[..b.len().min(HEADER_SIZE as usize)];
+                let h = Header::decode(Path::new("<image>"), page, b.len() as u64)?;
+                Ok((h, b.len() as u64))
+            }
+        }
+    }
+
+    /// A domain over the pool's bytes whose stores stay private.
+    fn domain(&self, h: &Header) -> Result<Domain, Error> {
+        let size = h.layout.pool_size;
+        match self {
+            Source::File(path) => {
+                let (f, _) = file::open(path, file::Access::Shared)?;
+                Domain::map_private(path, f, size)
+            }
+            Source::Image(b) => Ok(Domain::sim_from_image(b[..size as usize].to_vec())),
+        }
+    }
+}
+
+fn scan(src: &Source<'_>, header: &Header) -> Result<(Vec<Scanned>, u64, bool), Error> {
+    let dom = src.domain(header)?;
     let opened = Log::open(
         &dom,
         &header.layout,
@@ -148,40 +271,63 @@ fn scan(header: &Header, bytes: &[u8]) -> Result<(Vec<Scanned>, u64, bool), Erro
     ))
 }
 
-fn word(bytes: &[u8], off: u64) -> u64 {
-    u64::from_le_bytes(bytes[off as usize..off as usize + 8].try_into().expect("8"))
+/// Header and usage of a pool file. A pool in use shows its header only,
+/// with `in_use` set.
+pub fn info(path: &Path) -> Result<PoolInfo, Error> {
+    let src = Source::File(path);
+    let (header, len) = match src.header() {
+        Err(Error::PoolInUse { .. }) => {
+            // The header never changes after create: safe to read unlocked.
+            let (f, len) = file::open(path, file::Access::Unlocked)?;
+            let page = file::read_prefix(path, &f, HEADER_SIZE)?;
+            let mut info = PoolInfo::new(Header::decode(path, &page, len)?, len);
+            info.in_use = true;
+            return Ok(info);
+        }
+        r => r?,
+    };
+    let mut info = PoolInfo::new(header, len);
+    let (records, blocks, _) = scan(&src, &info.header)?;
+    info.log_records = Some(records.len() as u64);
+    info.log_blocks_used = Some(blocks);
+    let dom = src.domain(&info.header)?;
+    info.root = Some((dom.read_u64(META_ROOT_OFF)?, dom.read_u64(META_ROOT_SIZE)?));
+    if let Ok(pool) = Pool::from_domain(src.domain(&info.header)?, &info.header.layout_name) {
+        info.heap_usage = heap_usage(&pool).ok();
+    }
+    Ok(info)
 }
 
-/// Header and usage of a pool file.
-pub fn info(path: &Path) -> Result<PoolInfo, Error> {
-    let (header, bytes) = read_file(path)?;
-    let (records, blocks, _) = scan(&header, &bytes)?;
-    Ok(PoolInfo {
-        file_len: bytes.len() as u64,
-        log_records: records.len() as u64,
-        log_blocks_used: blocks,
-        root: (word(&bytes, META_ROOT_OFF), word(&bytes, META_ROOT_SIZE)),
-        header,
+fn heap_usage(pool: &Pool) -> Result<HeapUsage, Error> {
+    let blocks = alloc::allocated_blocks(&pool.eng.dom, &pool.eng.hdr.layout)?;
+    let s = pool.alloc_stats();
+    Ok(HeapUsage {
+        blocks: blocks.len() as u64,
+        bytes_used: s.bytes_used,
+        bytes_free: s.bytes_free,
+        free_chunks: s.free_chunks,
+        total_chunks: s.total_chunks,
     })
 }
 
 /// Verifies header, log and allocator, and that recovery would succeed.
 /// `Err` when the header itself cannot be read.
 pub fn check(path: &Path) -> Result<CheckReport, Error> {
-    let (header, bytes) = read_file(path)?;
-    Ok(check_bytes(&header, &bytes))
+    let src = Source::File(path);
+    let (header, _) = src.header()?;
+    Ok(check_source(&src, &header))
 }
 
 /// [`check`] on a pool image in memory (a copy of a pool file's bytes).
 pub fn check_image(bytes: &[u8]) -> Result<CheckReport, Error> {
-    let page = &bytes[..bytes.len().min(crate::format::layout::HEADER_SIZE as usize)];
-    let header = Header::decode(Path::new("<image>"), page, bytes.len() as u64)?;
-    Ok(check_bytes(&header, bytes))
+    let src = Source::Image(bytes);
+    let (header, _) = src.header()?;
+    Ok(check_source(&src, &header))
 }
 
-fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
+fn check_source(src: &Source<'_>, header: &Header) -> CheckReport {
     let mut r = CheckReport::default();
-    match scan(header, bytes) {
+    match scan(src, header) {
         Ok((records, _, repaired)) => {
             if repaired {
                 r.notes
@@ -199,8 +345,10 @@ fn check_bytes(header: &Header, bytes: &[u8]) -> CheckReport {
     if !r.is_ok() {
         return r;
     }
-    let image = bytes[..header.layout.pool_size as usize].to_vec();
-    match Pool::from_image(image, &header.layout_name) {
+    match src
+        .domain(header)
+        .and_then(|d| Pool::from_domain(d, &header.layout_name))
+    {
         Ok(pool) => check_open(&pool, &mut r),
         Err(e) => r.problems.push(format!("recovery would fail: {e}")),
     }
@@ -233,39 +381,126 @@ fn check_open(pool: &Pool, r: &mut CheckReport) {
             Err(e) => r.problems.push(format!("root object at {root:#x}: {e}")),
         }
     }
-    match alloc::allocated_blocks(d, l) {
-        Ok(blocks) => {
-            let s = pool.alloc_stats();
-            r.notes.push(format!(
-                "heap: {} blocks allocated; {} of {} chunks free",
-                blocks.len(),
-                s.free_chunks,
-                s.total_chunks
-            ));
-        }
+    match heap_usage(pool) {
+        Ok(u) => r.notes.push(format!(
+            "heap: {} blocks allocated ({} bytes), {} bytes free; {} of {} chunks free",
+            u.blocks, u.bytes_used, u.bytes_free, u.free_chunks, u.total_chunks
+        )),
         Err(e) => r.problems.push(format!("heap: {e}")),
     }
 }
 
-/// One line per log record, in log order.
-pub fn dump_log(path: &Path) -> Result<Vec<String>, Error> {
-    let (header, bytes) = read_file(path)?;
-    let (records, _, _) = scan(&header, &bytes)?;
-    Ok(records
-        .iter()
-        .map(|s| {
-            let r = &s.rec;
-            format!(
-                "lsn {:>6}  tx {:>6}  {:<10} target {:#010x}  len {:>4}  aux {}  (block {:#x} cell {})",
-                r.lsn,
-                r.tx,
-                r.kind.name(),
-                r.target,
-                r.new.len(),
-                r.aux,
-                s.cell.block,
-                s.cell.idx
-            )
+/// One log record, as `dump-log` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogRecord {
+    /// Log sequence number.
+    pub lsn: u64,
+    /// Kind (UPDATE, CLR, END, ...).
+    pub kind: &'static str,
+    /// Flags byte.
+    pub flags: u8,
+    /// Target offset (0: none).
+    pub target: u64,
+    /// Bytes in its value.
+    pub len: u64,
+    /// Aux word.
+    pub aux: u64,
+    /// The transaction's previous record.
+    pub prev: u64,
+    /// Where it is: log block and cell.
+    pub block: u64,
+    /// Its cell in the block.
+    pub cell: u64,
+}
+
+/// A transaction's records in the log and what recovery does with it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogTransaction {
+    /// Transaction id (0: checkpoint records).
+    pub tx: u64,
+    /// `committed`, `rolled back`, `rolling back` (recovery finishes the
+    /// rollback), `in flight` (recovery undoes it), `torn commit`
+    /// (a redo group without its END: discarded), or `checkpoint`.
+    pub status: &'static str,
+    /// Its records, in log order.
+    pub records: Vec<LogRecord>,
+}
+
+impl fmt::Display for LogTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tx {} — {} ({} records)",
+            self.tx,
+            self.status,
+            self.records.len()
+        )?;
+        for r in &self.records {
+            write!(
+                f,
+                "\n  lsn {:>6}  {:<10} target {:#010x}  len {:>4}  aux {}  prev {}  (block {:#x} cell {})",
+                r.lsn, r.kind, r.target, r.len, r.aux, r.prev, r.block, r.cell
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The log's records grouped by transaction (in the order of each one's
+/// first record), with each transaction's status.
+pub fn dump_log(path: &Path) -> Result<Vec<LogTransaction>, Error> {
+    let src = Source::File(path);
+    let (header, _) = src.header()?;
+    let (mut records, _, _) = scan(&src, &header)?;
+    records.sort_by_key(|s| s.rec.lsn);
+    let mut order = Vec::new();
+    let mut by_tx: BTreeMap<u64, Vec<&Scanned>> = BTreeMap::new();
+    for s in &records {
+        let e = by_tx.entry(s.rec.tx).or_default();
+        if e.is_empty() {
+            order.push(s.rec.tx);
+        }
+        e.push(s);
+    }
+    Ok(order
+        .into_iter()
+        .map(|tx| {
+            let recs = &by_tx[&tx];
+            let has = |k: Kind| recs.iter().any(|s| s.rec.kind == k);
+            let committed = recs
+                .iter()
+                .any(|s| s.rec.kind == Kind::End && s.rec.flags & END_COMMITTED != 0);
+            let status = if tx == 0 {
+                "checkpoint"
+            } else if committed {
+                "committed"
+            } else if has(Kind::End) {
+                "rolled back"
+            } else if has(Kind::Rollback) {
+                "rolling back"
+            } else if has(Kind::Redo) && recs.iter().all(|s| s.rec.kind == Kind::Redo) {
+                "torn commit"
+            } else {
+                "in flight"
+            };
+            LogTransaction {
+                tx,
+                status,
+                records: recs
+                    .iter()
+                    .map(|s| LogRecord {
+                        lsn: s.rec.lsn,
+                        kind: s.rec.kind.name(),
+                        flags: s.rec.flags,
+                        target: s.rec.target,
+                        len: s.rec.new.len() as u64,
+                        aux: s.rec.aux,
+                        prev: s.rec.prev,
+                        block: s.cell.block,
+                        cell: s.cell.idx as u64,
+                    })
+                    .collect(),
+            }
         })
         .collect())
 }

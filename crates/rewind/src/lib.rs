@@ -75,7 +75,7 @@ pub mod recovery;
 mod recovery;
 mod tx;
 
-pub use alloc::AllocStats;
+pub use alloc::{AllocStats, ClassStats};
 /// Re-exported so `Pod`/`Zeroable` derives can name it; a crate deriving
 /// them needs `bytemuck = { version = "1", features = ["derive"] }` itself,
 /// because the derive macros refer to `::bytemuck`.
@@ -83,6 +83,7 @@ pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
 pub use engine::write_back::WriteBack;
 pub use error::{Error, Result};
+pub use format::{TypeFingerprint, Typed};
 pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters, NvmLatency};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};

@@ -84,7 +84,7 @@ fn clean_close_leaves_an_empty_log() {
             }
             drop(pool);
             let info = rewind::inspect::info(&path).unwrap();
-            assert_eq!(info.log_records, 0, "{log}/{policy}");
+            assert_eq!(info.log_records, Some(0), "{log}/{policy}");
             let pool = Pool::open(&path, "regress", &rewind::OpenOptions::default()).unwrap();
             assert_eq!(
                 pool.read(pool.root::<[u64; 4]>().unwrap().unwrap())

@@ -72,6 +72,27 @@ pub struct AllocStats {
     pub total_chunks: u64,
     /// Free blocks on the small-class free lists.
     pub free_small_blocks: u64,
+    /// Bytes in allocated blocks (block sizes, not the sizes asked for).
+    pub bytes_used: u64,
+    /// Bytes free: free chunks and the free blocks of class chunks.
+    pub bytes_free: u64,
+    /// Per small class (64 B << index): bytes allocated and free in the
+    /// chunks that class holds.
+    pub classes: [ClassStats; CLASSES],
+}
+
+/// One size class's figures in [`AllocStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClassStats {
+    /// Block size of the class.
+    pub block_size: u64,
+    /// Chunks holding the class.
+    pub chunks: u64,
+    /// Bytes in allocated blocks.
+    pub bytes_used: u64,
+    /// Bytes in free blocks.
+    pub bytes_free: u64,
 }
 
 /// The allocator of one pool.
@@ -270,13 +291,38 @@ impl Allocator {
         self.state.is_locked()
     }
 
-    /// Usage figures.
-    pub fn stats(&self) -> AllocStats {
+    /// Usage figures: the volatile free lists, and the chunk table for the
+    /// chunks each class holds.
+    pub fn stats(&self, d: &Domain) -> AllocStats {
         let st = self.state.lock();
+        let mut classes = [ClassStats::default(); CLASSES];
+        for (i, c) in classes.iter_mut().enumerate() {
+            c.block_size = MIN_CLASS << i;
+            c.bytes_free = st.free[i].len() as u64 * c.block_size;
+        }
+        let mut log_chunks = 0;
+        for c in 0..self.l.heap_chunks {
+            match table::read(d, &self.l, c) {
+                Ok((ChunkKind::Small, k)) if (k as usize) < CLASSES => {
+                    classes[k as usize].chunks += 1
+                }
+                Ok((ChunkKind::Log, _)) => log_chunks += 1,
+                _ => {}
+            }
+        }
+        for c in &mut classes {
+            c.bytes_used = (c.chunks * CHUNK).saturating_sub(c.bytes_free);
+        }
+        let free_chunks = st.free_chunks.len() as u64;
+        let small_free: u64 = classes.iter().map(|c| c.bytes_free).sum();
+        let bytes_free = free_chunks * CHUNK + small_free;
         AllocStats {
-            free_chunks: st.free_chunks.len() as u64,
+            free_chunks,
             total_chunks: self.l.heap_chunks,
             free_small_blocks: st.free.iter().map(|v| v.len() as u64).sum(),
+            bytes_used: ((self.l.heap_chunks - log_chunks) * CHUNK).saturating_sub(bytes_free),
+            bytes_free,
+            classes,
         }
     }
 }
@@ -441,7 +487,74 @@ pub fn allocated_size(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
     }
 }
 
-/// Every allocated block, `(offset, block size)`, in address order, read
+/// `Ok` when `[off, off+len)` lies inside one block allocated on media:
+/// not null, not in the header, meta page, allocator or log, not in memory
+/// never allocated or freed, not across the end of its block. Every
+/// transactional write and typed read goes through it: two metadata reads
+/// (the chunk's descriptor and one bitmap byte), more only in a large
+/// run's later chunks.
+pub fn check_access(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Error> {
+    if off == 0 {
+        return Err(Error::NullPointer { len });
+    }
+    l.check_in_heap(off, len)?;
+    let (start, size) = block_containing(d, l, off, len)?;
+    if off - start + len > size {
+        return Err(Error::NotAllocated {
+            offset: off,
+            len,
+            reason: "the range runs past the end of its block",
+        });
+    }
+    Ok(())
+}
+
+/// The allocated block (start, block size) that holds heap offset `off`,
+/// or `NotAllocated` naming an access of `len` bytes.
+pub fn block_containing(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(u64, u64), Error> {
+    let not = |reason| Error::NotAllocated {
+        offset: off,
+        len,
+        reason,
+    };
+    let chunk = chunk_of(l, off).map_err(|_| not("outside the heap"))?;
+    let start = chunk_start(l, chunk);
+    match table::read(d, l, chunk)? {
+        (ChunkKind::Small, low) if (low as usize) < CLASSES => {
+            let size = MIN_CLASS << low;
+            let slot = (off - start) / size;
+            let mut b = [0u8];
+            d.read(bitmap_off(l, chunk) + slot / 8, &mut b)?;
+            if b[0] & (1 << (slot % 8)) == 0 {
+                return Err(not("memory never allocated, or freed"));
+            }
+            Ok((start + slot * size, size))
+        }
+        (ChunkKind::Large, n) if n >= 1 => Ok((start, n.saturating_mul(CHUNK))),
+        (ChunkKind::Cont, _) => {
+            // Back to the run's head.
+            let mut c = chunk;
+            while c > 0 {
+                c -= 1;
+                match table::read(d, l, c)? {
+                    (ChunkKind::Cont, _) => {}
+                    (ChunkKind::Large, n) if c.saturating_add(n) > chunk => {
+                        return Ok((chunk_start(l, c), n * CHUNK))
+                    }
+                    _ => break,
+                }
+            }
+            Err(Error::HeapCorrupt {
+                offset: desc_off(l, chunk),
+                reason: "large run continuation without its head",
+            })
+        }
+        (ChunkKind::Log, _) => Err(not("memory of the log")),
+        _ => Err(not("memory never allocated, or freed")),
+    }
+}
+
+/// Every allocated block, `(offset, block size)`, in address order, read/// Every allocated block, `(offset, block size)`, in address order, read
 /// from the media state (descriptors and bitmaps).
 pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error> {
     let mut out = Vec::new();

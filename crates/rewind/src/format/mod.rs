@@ -6,6 +6,7 @@
 //! Depends on nothing of rewind but its errors.
 
 mod codes;
+mod fingerprint;
 pub mod header;
 pub mod layout;
 // `unsafe impl Pod` and `Zeroable` for `PPtr<T>` (bytemuck's derive cannot
@@ -15,4 +16,5 @@ mod pptr;
 pub mod record;
 
 pub use codes::{Backend, LogVariant, Policy};
+pub use fingerprint::{TypeFingerprint, Typed};
 pub use pptr::PPtr;

@@ -336,7 +336,7 @@ impl Lsns {
     /// Makes every later lsn greater than `lsn` (one found in a log).
     pub fn observe(&self, lsn: u64) {
         self.0
-            .fetch_max(lsn + 1, std::sync::atomic::Ordering::Relaxed);
+            .fetch_max(lsn.saturating_add(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The next lsn, without taking it.

@@ -85,6 +85,22 @@ impl Mapping {
         })
     }
 
+    /// A private (copy-on-write) mapping of the file's first `len` bytes:
+    /// stores change this process's copy only, never the file, and only
+    /// the pages touched take memory (inspection of a pool file).
+    pub(super) fn map_file_private(file: &File, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a private mapping: the file is never written through it,
+        // and it is kept alive by `backing`. A file truncated underneath
+        // would fault, as for every mmap (documented in the README).
+        let mut map = unsafe { MmapOptions::new().len(len).map_copy(file)? };
+        let base = map.as_mut_ptr();
+        Ok(Mapping {
+            base,
+            len,
+            backing: Backing::Map(map),
+        })
+    }
+
     pub(super) fn owned(bytes: Vec<u8>) -> Mapping {
         let mut b = bytes.into_boxed_slice();
         let base = b.as_mut_ptr();

@@ -323,6 +323,22 @@ impl Domain {
         Ok(d)
     }
 
+    /// The first `len` bytes of a pool file, mapped privately (copy on
+    /// write): recovery can run on it for inspection while the file stays
+    /// untouched, and only the pages it touches take memory. Fences and
+    /// flushes do nothing a file would keep.
+    pub fn map_private(path: &Path, file: std::fs::File, len: u64) -> Result<Domain, Error> {
+        let len = usize::try_from(len).map_err(|_| Error::OutOfBounds {
+            offset: 0,
+            len,
+            size: usize::MAX as u64,
+        })?;
+        let map = Mapping::map_file_private(&file, len).map_err(|e| Error::io(path, e))?;
+        let mut d = Domain::with(map, Backend::Pmem);
+        d._file = Some(file);
+        Ok(d)
+    }
+
     /// A simulated domain of `len` zero bytes.
     pub fn sim(len: usize) -> Domain {
         Domain::sim_from_image(vec![0; len])

@@ -120,9 +120,9 @@ sites! {
     STREAM_FENCE = "pool.stream.fence": "a program's unlogged stream (Pool::write_unlogged) persistent: its own commit point, such as rewind-sqlite's commit mark",
         redundant: "not an engine ordering point: the program's format decides what it orders, and its own tests crash it";
     POOL_HEADER_FLUSH = "pool.header.flush": "the header written back at create",
-        redundant: "creation is not crash-atomic (as in libpmemobj): a file whose header never persisted is refused by open with a typed error; exploration starts from a created pool";
+        redundant: "a simulated pool's header (a file pool's is written and made durable under a temporary name before the file is renamed into place, so a crash leaves no pool or a whole one); exploration starts from a created pool";
     POOL_HEADER_FENCE = "pool.header.fence": "the header persistent before the pool is used",
-        redundant: "creation is not crash-atomic (see pool.header.flush)";
+        redundant: "a simulated pool's header (see pool.header.flush)";
     ADLL_APPEND_NODE = "adll.append.node": "new node (prev, next, zeroed cells) and the toAppend check word persistent before toAppend names the node";
     ADLL_APPEND_TO_APPEND = "adll.append.to_append": "toAppend persistent before the links change, so recovery can redo them";
     ADLL_APPEND_LINKS = "adll.append.links": "head/tail/next links persistent before toAppend is cleared";

@@ -26,6 +26,9 @@ pub(crate) enum Access {
     Exclusive,
     /// Read-only, shared lock (inspection).
     Shared,
+    /// Read-only, no lock: only for what never changes after create (the
+    /// header of a pool in use).
+    Unlocked,
 }
 
 fn kind_of(ft: std::fs::FileType) -> &'static str {
@@ -59,7 +62,7 @@ fn require_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), Error> {
 fn lock(path: &Path, file: &File, access: Access) -> Result<(), Error> {
     let r = match access {
         Access::Exclusive => file.try_lock(),
-        Access::Shared => file.try_lock_shared(),
+        Access::Shared | Access::Unlocked => file.try_lock_shared(),
     };
     match r {
         Ok(()) => Ok(()),
@@ -84,22 +87,39 @@ pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
     // file actually opened.
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     require_regular(path, &meta)?;
-    lock(path, &file, access)?;
+    if access != Access::Unlocked {
+        lock(path, &file, access)?;
+    }
     Ok((file, meta.len()))
 }
 
-/// Creates a new pool file of `len` bytes (it must not exist) and locks it.
+/// Creates a new pool file of `len` bytes whose first bytes are `prefix`
+/// (the header page), atomically: the file is built under a temporary
+/// name in the same directory (sized, its blocks allocated, the prefix
+/// written and made durable), then renamed into place without replacing
+/// anything, and the directory made durable. A crash leaves no pool or a
+/// whole one (and perhaps a `.NAME.PID.creating` file to delete), never a
+/// zeroed file that every later open refuses. The path must not exist
+/// (`AlreadyExists` otherwise). Returns the file, locked.
+///
 /// The blocks are allocated now (`fallocate`), so a full filesystem is an
 /// error here rather than a `SIGBUS` when a store into a hole of the
 /// mapping finds no space later.
-pub(crate) fn create(path: &Path, len: u64) -> Result<File, Error> {
+pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<File, Error> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Err(Error::io(
+            path,
+            std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        ));
+    }
+    let tmp = temp_name(path);
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
-        .open(path)
+        .open(&tmp)
         .map_err(|e| Error::io(path, e))?;
-    let sized = lock(path, &file, Access::Exclusive)
+    let built = lock(path, &file, Access::Exclusive)
         .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))
         .and_then(|()| {
             match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len) {
@@ -112,15 +132,58 @@ pub(crate) fn create(path: &Path, len: u64) -> Result<File, Error> {
                 Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
                 Err(e) => Err(Error::io(path, e.into())),
             }
-        });
-    match sized {
+        })
+        .and_then(|()| file.write_all_at(prefix, 0).map_err(|e| Error::io(path, e)))
+        .and_then(|()| file.sync_all().map_err(|e| Error::io(path, e)))
+        .and_then(|()| rename_no_replace(&tmp, path))
+        .and_then(|()| sync_dir(path));
+    match built {
         Ok(()) => Ok(file),
         Err(e) => {
             // Nothing of a refused pool stays behind.
-            let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(&tmp);
             Err(e)
         }
     }
+}
+
+/// `.NAME.PID.N.creating` beside `path`.
+fn temp_name(path: &Path) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().map(|s| s.to_string_lossy().into_owned());
+    let tmp = format!(
+        ".{}.{}.{n}.creating",
+        name.unwrap_or_default(),
+        std::process::id()
+    );
+    path.with_file_name(tmp)
+}
+
+/// Renames `from` to `to` unless `to` exists (`AlreadyExists`): with
+/// `RENAME_NOREPLACE`, or where the filesystem lacks it, a hard link and
+/// an unlink.
+fn rename_no_replace(from: &Path, to: &Path) -> Result<(), Error> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::OPNOTSUPP) => {
+            std::fs::hard_link(from, to).map_err(|e| Error::io(to, e))?;
+            std::fs::remove_file(from).map_err(|e| Error::io(from, e))
+        }
+        Err(e) => Err(Error::io(to, e.into())),
+    }
+}
+
+/// Makes the directory entry of `path` durable.
+pub(crate) fn sync_dir(path: &Path) -> Result<(), Error> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
 }
 
 /// Reads up to `n` bytes from the start of `file` (fewer at its end).

@@ -4,7 +4,7 @@
 //! page, the allocator's metadata, the log and the heap (`layout`). Reads are
 //! copies out of the mapping; writes go through a [`Tx`].
 
-mod file;
+pub(crate) mod file;
 mod nesting;
 mod stream;
 
@@ -24,7 +24,7 @@ use crate::format::layout::{Layout, HEADER_SIZE, MIN_POOL};
 use crate::format::layout::{DEFAULT_GROUP, MAX_BUCKET_CELLS, MAX_POOL};
 pub use crate::format::PPtr;
 use crate::log::{LogStats, LogVariant};
-use crate::persist::{sites, Backend, Counters, Domain, NvmLatency};
+use crate::persist::{Backend, Counters, Domain, NvmLatency};
 use crate::recovery::RecoveryReport;
 use crate::tx::{Policy, Tx};
 
@@ -171,6 +171,8 @@ pub struct Pool {
     pub(crate) eng: Arc<Engine>,
     /// The redo-async policy's write-back thread.
     write_back: Option<std::thread::JoinHandle<()>>,
+    /// This handle created the pool.
+    created: bool,
 }
 
 fn check_layout_name(name: &str) -> Result<(), Error> {
@@ -204,7 +206,11 @@ impl Pool {
                     .ok()
             })
             .flatten();
-        Pool { eng, write_back }
+        Pool {
+            eng,
+            write_back,
+            created: false,
+        }
     }
 
     /// Stops the write-back thread (what it left is drained by a clean
@@ -252,16 +258,29 @@ impl Pool {
                 expected: "pmem or msync for a file pool (Pool::create_sim makes a simulated one)",
             });
         }
-        let f = file::create(path, size)?;
+        check_write_back(cfg.write_back)?;
+        // The header is durable in the file before the file has its name.
+        let f = file::create(path, size, &hdr.encode())?;
         let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
             dom.set_latency(cfg.nvm_latency);
-            write_header(&dom, &hdr)?;
             Engine::start(dom, path, layout, cfg.write_back).map(Pool::start)
         });
-        if r.is_err() {
-            let _ = std::fs::remove_file(path);
+        match r {
+            Ok(mut p) => {
+                p.created = true;
+                Ok(p)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(path);
+                Err(e)
+            }
         }
-        r
+    }
+
+    /// Whether this handle created its pool (`create`, or `open_or_create`
+    /// finding no file) rather than opening an existing one.
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     /// Opens a pool file, verifying its header and running recovery, on
@@ -269,6 +288,7 @@ impl Pool {
     pub fn open(path: impl AsRef<Path>, layout: &str, opts: &OpenOptions) -> Result<Pool, Error> {
         let path = path.as_ref();
         check_layout_name(layout)?;
+        check_write_back(opts.write_back)?;
         let (f, len) = file::open(path, file::Access::Exclusive)?;
         // The header verified before the file is mapped: a truncated or
         // foreign file is a typed error, not a failed mmap.
@@ -286,6 +306,24 @@ impl Pool {
 
     /// Opens the pool file at `path` if there is one, else creates it with
     /// `size` and `cfg`. A file another opener creates meanwhile is opened.
+    /// [`created`](Self::created) says which happened. An existing pool
+    /// must be the one asked for: another size, log, policy, bucket cell
+    /// count, group size or log size is [`Error::ConfigMismatch`] (never
+    /// silently the old pool); it is opened on `cfg`'s backend, latencies
+    /// and write-back.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("ooc.pool");
+    /// use rewind::{Error, Policy, Pool, PoolConfig};
+    /// let cfg = PoolConfig::default();
+    /// assert!(Pool::open_or_create(&path, "doc", 4 << 20, &cfg)?.created());
+    /// assert!(!Pool::open_or_create(&path, "doc", 4 << 20, &cfg)?.created());
+    /// let other = cfg.clone().policy(Policy::NoForce);
+    /// let e = Pool::open_or_create(&path, "doc", 4 << 20, &other).err().unwrap();
+    /// assert!(matches!(e, Error::ConfigMismatch { what: "policy", .. }));
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn open_or_create(
         path: impl AsRef<Path>,
         layout: &str,
@@ -293,10 +331,17 @@ impl Pool {
         cfg: &PoolConfig,
     ) -> Result<Pool, Error> {
         let path = path.as_ref();
-        let opts = OpenOptions::default();
+        let want = plan(layout, size, cfg)?;
+        let opts = OpenOptions {
+            backend: Some(cfg.backend),
+            nvm_latency: cfg.nvm_latency,
+            write_back: cfg.write_back,
+        };
         match Pool::create(path, layout, size, cfg) {
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
-                Pool::open(path, layout, &opts)
+                let pool = Pool::open(path, layout, &opts)?;
+                same_config(&pool.eng.hdr, &want)?;
+                Ok(pool)
             }
             r => r,
         }
@@ -313,8 +358,16 @@ impl Pool {
         r
     }
 
-    /// Opens a pool image (a copy of a pool's bytes) in memory: inspection
-    /// and crash images.
+    /// Opens the pool in a domain of its own (inspection: a private
+    /// mapping of a file, or an image), running recovery there.
+    pub(crate) fn from_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
+        check_layout_name(layout)?;
+        Engine::start(dom, Path::new("<inspection>"), layout, WriteBack::default()).map(Pool::start)
+    }
+
+    /// Opens a pool image (a copy of a pool's bytes) in memory: crash
+    /// images.
+    #[cfg(feature = "testing")]
     pub(crate) fn from_image(image: Vec<u8>, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
         Engine::start(
@@ -405,6 +458,13 @@ impl Pool {
     /// concurrent transactions the program did not isolate).
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<T, Error> {
         self.eng.usable()?;
+        let l = &self.eng.hdr.layout;
+        crate::alloc::check_access(
+            &self.eng.dom,
+            l,
+            p.offset(),
+            std::mem::size_of::<T>() as u64,
+        )?;
         let mut v = T::zeroed();
         self.eng
             .read_committed(p.offset(), bytemuck::bytes_of_mut(&mut v))?;
@@ -414,6 +474,7 @@ impl Pool {
     /// Reads bytes at a pool offset.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.eng.usable()?;
+        crate::alloc::check_access(&self.eng.dom, &self.eng.hdr.layout, off, buf.len() as u64)?;
         self.eng.read_committed(off, buf)
     }
 
@@ -449,7 +510,7 @@ impl Pool {
 
     /// Heap usage.
     pub fn alloc_stats(&self) -> AllocStats {
-        self.eng.alloc.stats()
+        self.eng.alloc.stats(&self.eng.dom)
     }
 
     /// Makes the work of every finished transaction durable in place and
@@ -476,9 +537,13 @@ impl Pool {
     /// Creates a pool in a simulated persistence domain (no file).
     pub fn create_sim(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
         let hdr = plan(layout, size, &cfg.clone().backend(Backend::Sim))?;
+        check_write_back(cfg.write_back)?;
         let dom = Domain::sim(size as usize);
         write_header(&dom, &hdr)?;
-        Engine::start(dom, Path::new("<sim>"), layout, cfg.write_back).map(Pool::start)
+        let mut p =
+            Engine::start(dom, Path::new("<sim>"), layout, cfg.write_back).map(Pool::start)?;
+        p.created = true;
+        Ok(p)
     }
 
     /// Opens a pool image (a crash image, say) in a simulated domain.
@@ -602,21 +667,76 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
     })
 }
 
+/// `Err(ConfigMismatch)` naming the first setting of `want` (a planned
+/// header) that the pool's header `have` does not have.
+fn same_config(have: &Header, want: &Header) -> Result<(), Error> {
+    let mismatch =
+        |what, found: String, asked: String| Err(Error::ConfigMismatch { what, found, asked });
+    let (h, w) = (&have.layout, &want.layout);
+    if have.variant != want.variant {
+        return mismatch(
+            "log",
+            format!("{:?}", have.variant),
+            format!("{:?}", want.variant),
+        );
+    }
+    if have.policy != want.policy {
+        return mismatch(
+            "policy",
+            format!("{:?}", have.policy),
+            format!("{:?}", want.policy),
+        );
+    }
+    if h.pool_size != w.pool_size {
+        return mismatch(
+            "size",
+            format!("{} bytes", h.pool_size),
+            format!("{} bytes", w.pool_size),
+        );
+    }
+    if h.bucket_cells != w.bucket_cells {
+        return mismatch(
+            "bucket cells",
+            h.bucket_cells.to_string(),
+            w.bucket_cells.to_string(),
+        );
+    }
+    if have.group != want.group {
+        return mismatch("group size", have.group.to_string(), want.group.to_string());
+    }
+    if h != w {
+        let log = |l: &Layout| format!("{} bytes", l.log_blocks * l.log_block_size);
+        return mismatch("log size", log(h), log(w));
+    }
+    Ok(())
+}
+
+/// `Err(InvalidConfig)` for a write-back the cache cannot honour.
+fn check_write_back(w: WriteBack) -> Result<(), Error> {
+    match w {
+        WriteBack::Lru { lines } if lines < MIN_LRU_LINES => Err(Error::InvalidConfig {
+            what: "LRU write-back lines",
+            value: lines.to_string(),
+            expected: "at least 16",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The fewest lines `WriteBack::Lru` holds.
+const MIN_LRU_LINES: usize = 16;
+
+#[cfg(feature = "testing")]
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
     let page = hdr.encode();
     dom.store(0, &page)?;
-    dom.flush_at(0, page.len() as u64, sites::POOL_HEADER_FLUSH)?;
+    dom.flush_at(
+        0,
+        page.len() as u64,
+        crate::persist::sites::POOL_HEADER_FLUSH,
+    )?;
     // The header persistent before the pool is used.
-    dom.fence_at(sites::POOL_HEADER_FENCE)
-}
-
-/// Reads a pool file for inspection, under a shared lock (so never while
-/// a `Pool` has it open): its verified header and every byte.
-pub fn read_file(path: &Path) -> Result<(Header, Vec<u8>), Error> {
-    let (f, len) = file::open(path, file::Access::Shared)?;
-    let header = Header::decode(path, &file::read_prefix(path, &f, HEADER_SIZE)?, len)?;
-    let bytes = file::read_prefix(path, &f, len)?;
-    Ok((header, bytes))
+    dom.fence_at(crate::persist::sites::POOL_HEADER_FENCE)
 }
 
 impl Drop for Pool {

@@ -94,6 +94,9 @@ fn dooms(e: &Error) -> bool {
     !matches!(
         e,
         Error::NotInHeap { .. }
+            | Error::NullPointer { .. }
+            | Error::NotAllocated { .. }
+            | Error::TypeMismatch { .. }
             | Error::InvalidFree { .. }
             | Error::RootMismatch { .. }
             | Error::InvalidConfig { .. }
@@ -229,6 +232,7 @@ impl<'p> Tx<'p> {
 
     /// Reads bytes, seeing this transaction's own writes.
     pub fn read_bytes(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
+        self.check_access(off, buf.len() as u64)?;
         self.eng.read_committed(off, buf)?;
         self.log.overlay(off, buf);
         Ok(())
@@ -241,10 +245,29 @@ impl<'p> Tx<'p> {
 
     /// Writes bytes at a pool offset inside the heap.
     pub fn write_bytes(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        self.eng.hdr.layout.check_in_heap(off, bytes.len() as u64)?;
+        self.check_access(off, bytes.len() as u64)?;
         self.live()?;
         let r = self.write_logged(off, bytes);
         self.check(r)
+    }
+
+    /// `Ok` when `[off, off+len)` lies inside one block allocated now:
+    /// on media, or allocated by this transaction, and not freed by it
+    /// (see `alloc::check_access`; refused before anything is changed).
+    fn check_access(&self, off: u64, len: u64) -> Result<(), Error> {
+        let inside =
+            |&(s, n): &(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
+        match crate::alloc::check_access(&self.eng.dom, &self.eng.hdr.layout, off, len) {
+            Err(Error::NotAllocated { .. }) if self.fresh.iter().any(inside) => Ok(()),
+            Ok(()) if self.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
+                Err(Error::NotAllocated {
+                    offset: off,
+                    len,
+                    reason: "a block this transaction freed",
+                })
+            }
+            r => r,
+        }
     }
 
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {

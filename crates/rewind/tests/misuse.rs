@@ -1,0 +1,156 @@
+//! Misuse is a typed error, never `Ok`: null pointers, memory never
+//! allocated, blocks freed (before or in this transaction), writes across
+//! the end of a block, bad write-back sizes, and `open_or_create` asked for
+//! a pool unlike the one it finds.
+
+use rewind::{Error, PPtr, Policy, Pool, PoolConfig, WriteBack};
+
+fn pool() -> Pool {
+    Pool::create_sim("misuse", 4 << 20, &PoolConfig::default()).unwrap()
+}
+
+#[test]
+fn null_pointer_reads_and_writes_are_errors() {
+    let p = pool();
+    let null = PPtr::<u64>::null();
+    assert!(matches!(p.read(null), Err(Error::NullPointer { len: 8 })));
+    let e = p.transaction(|tx| tx.read(null)).unwrap_err();
+    assert!(matches!(e, Error::NullPointer { .. }), "{e}");
+    let e = p.transaction(|tx| tx.write(null, &1)).unwrap_err();
+    assert!(matches!(e, Error::NullPointer { .. }), "{e}");
+}
+
+#[test]
+fn memory_never_allocated_is_refused() {
+    let p = pool();
+    let a = p.transaction(|tx| tx.alloc::<[u64; 4]>()).unwrap();
+    // The next 64-byte slot of the same chunk was never allocated.
+    let next = PPtr::<u64>::from_offset(a.offset() + 64);
+    let e = p.transaction(|tx| tx.write(next, &7)).unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    assert!(matches!(p.read(next), Err(Error::NotAllocated { .. })));
+    // A chunk no allocation ever used.
+    let far = PPtr::<u64>::from_offset(p.layout().heap_end() - 4096);
+    assert!(matches!(p.read(far), Err(Error::NotAllocated { .. })));
+}
+
+#[test]
+fn a_write_across_the_end_of_its_block_is_refused() {
+    let p = pool();
+    let root: PPtr<u64> = p.transaction(|tx| tx.root()).unwrap();
+    let neighbour = p.transaction(|tx| tx.alloc::<u64>()).unwrap();
+    p.transaction(|tx| tx.write(neighbour, &5)).unwrap();
+    // root.at(100) lies 800 bytes on: in another 64-byte block.
+    let e = p.transaction(|tx| tx.write(root.at(100), &1)).unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    // A range that starts inside the block and runs past its end.
+    let e = p
+        .transaction(|tx| tx.write_bytes(root.offset() + 60, &[1u8; 8]))
+        .unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    assert_eq!(p.read(neighbour).unwrap(), 5);
+}
+
+#[test]
+fn freed_blocks_are_refused_in_and_after_the_freeing_transaction() {
+    let p = pool();
+    let a = p.transaction(|tx| tx.alloc::<u64>()).unwrap();
+    let e = p
+        .transaction(|tx| {
+            tx.free(a)?;
+            tx.write(a, &3)
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    // That transaction rolled back: the block is still allocated.
+    p.transaction(|tx| tx.write(a, &4)).unwrap();
+    p.transaction(|tx| tx.free(a)).unwrap();
+    let e = p.transaction(|tx| tx.write(a, &5)).unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    assert!(matches!(p.read(a), Err(Error::NotAllocated { .. })));
+}
+
+#[test]
+fn a_refused_access_does_not_doom_the_transaction() {
+    let p = pool();
+    let a = p.transaction(|tx| tx.alloc::<u64>()).unwrap();
+    p.transaction(|tx| {
+        assert!(tx.write(PPtr::<u64>::null(), &1).is_err());
+        assert!(tx.write(a.at(8), &1).is_err()); // the next 64-byte block
+        tx.write(a, &9)
+    })
+    .unwrap();
+    assert_eq!(p.read(a).unwrap(), 9);
+}
+
+#[test]
+fn lru_write_back_below_its_minimum_is_refused() {
+    let cfg = PoolConfig::default()
+        .policy(Policy::RedoAsync)
+        .write_back(WriteBack::Lru { lines: 0 });
+    let e = Pool::create_sim("x", 4 << 20, &cfg).err().unwrap();
+    assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
+    let cfg = cfg.write_back(WriteBack::Lru { lines: 16 });
+    Pool::create_sim("x", 4 << 20, &cfg).unwrap();
+}
+
+#[test]
+fn open_or_create_says_what_it_did_and_refuses_another_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let cfg = PoolConfig::default();
+    let p = Pool::open_or_create(&path, "x", 4 << 20, &cfg).unwrap();
+    assert!(p.created());
+    drop(p);
+    let p = Pool::open_or_create(&path, "x", 4 << 20, &cfg).unwrap();
+    assert!(!p.created());
+    drop(p);
+    for (what, other, size) in [
+        ("size", cfg.clone(), 8 << 20),
+        ("policy", cfg.clone().policy(Policy::Redo), 4 << 20),
+        ("log", cfg.clone().log(rewind::LogVariant::Simple), 4 << 20),
+        ("log size", cfg.clone().log_size(1 << 20), 4 << 20),
+        ("bucket cells", cfg.clone().bucket_cells(64), 4 << 20),
+    ] {
+        match Pool::open_or_create(&path, "x", size, &other) {
+            Err(Error::ConfigMismatch { what: w, .. }) => assert_eq!(w, what),
+            Err(e) => panic!("{what}: {e}"),
+            Ok(_) => panic!("{what}: opened"),
+        }
+    }
+}
+
+#[test]
+fn create_leaves_no_temporary_file_and_refuses_an_existing_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    drop(Pool::create(&path, "x", 4 << 20, &PoolConfig::default()).unwrap());
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("p.pool")]);
+    let e = Pool::create(&path, "x", 4 << 20, &PoolConfig::default())
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    // The existing pool is untouched.
+    drop(Pool::open(&path, "x", &Default::default()).unwrap());
+}
+
+#[test]
+fn a_create_killed_before_its_rename_leaves_a_usable_state() {
+    // What a create killed midway leaves: a zeroed file under the
+    // temporary name, never one under the pool's name.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let stale = dir.path().join(".p.pool.4242.0.creating");
+    std::fs::write(&stale, vec![0u8; 4 << 20]).unwrap();
+    let p = Pool::open_or_create(&path, "x", 4 << 20, &PoolConfig::default()).unwrap();
+    assert!(p.created());
+    let r: PPtr<u64> = p.transaction(|tx| tx.root()).unwrap();
+    p.transaction(|tx| tx.write(r, &1)).unwrap();
+    drop(p);
+    let p = Pool::open(&path, "x", &Default::default()).unwrap();
+    assert_eq!(p.read(r).unwrap(), 1);
+}
