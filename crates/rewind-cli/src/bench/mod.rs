@@ -7,6 +7,7 @@
 
 mod btree;
 mod checkpoint;
+mod disk;
 mod fence;
 mod intensity;
 mod interleave;
@@ -35,7 +36,8 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, or `all`.
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, or `all`; or
+    /// `disk` (durable one-word transactions on `--dir`, not part of `all`).
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -55,6 +57,10 @@ pub struct BenchArgs {
     /// Emulated latency per fence, in ns.
     #[arg(long, default_value_t = 0, value_name = "NS")]
     fence_ns: u64,
+    /// `disk`: the directory on the disk to measure (its scratch files are
+    /// made there); default: the results directory.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
 }
 
 /// What every benchmark is run with.
@@ -189,6 +195,14 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         (false, true) => Scale::Quick,
         (false, false) => Scale::Full,
     };
+    if args.name == "disk" {
+        let ctx = Ctx {
+            scale,
+            latency: NvmLatency::new(args.nvm_write_ns, args.fence_ns),
+        };
+        let dir = args.dir.clone().unwrap_or_else(|| args.out.clone());
+        return disk::run_in(&ctx, &dir, &args.out);
+    }
     let chosen: Vec<_> = if args.name == "all" {
         BENCHES.iter().collect()
     } else {
@@ -200,7 +214,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     if chosen.is_empty() {
         let names: Vec<_> = BENCHES.iter().map(|(n, _)| *n).collect();
         return Err(CliError::Usage(format!(
-            "unknown benchmark `{}`; available: {}, or all",
+            "unknown benchmark `{}`; available: {}, disk, or all",
             args.name,
             names.join(", ")
         )));

@@ -37,6 +37,14 @@
 //! from outside: its rows carry no `fences_per_tx` or `flushes_per_tx` (NaN
 //! in the table). The plain C loop's are computed, not counted: it issues
 //! exactly K `clwb` and one `sfence` per transaction; the other one counts.
+//!
+//! Also with `peers`: `c-floor` (`redo-floor`), the redo commit's physical
+//! floor as a C loop (`peers/floor.c`): per transaction the commit ring's
+//! lines (32-byte header, 16 bytes per update, whole lines) with
+//! non-temporal stores, one `sfence`, then the K values stored and their
+//! lines written back with no fence. Its counters are computed. Every
+//! rewind row gets `ratio_vs_floor` (its time / the floor's, per round,
+//! median), printed for the redo rows.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -50,7 +58,7 @@ use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
 use crate::report::{Report, Row};
 #[cfg(feature = "peers")]
-use rewind_peers::{cloop, pmdk};
+use rewind_peers::{cloop, floor, pmdk};
 
 const LAYOUT: &str = "rewind-bench-overhead";
 /// Updates per transaction.
@@ -130,6 +138,11 @@ enum System {
         array: cloop::CLoopArray,
         counted: bool,
     },
+    /// The redo commit's physical floor as a C loop (`peers/floor.c`): the
+    /// commit ring's lines with non-temporal stores, one fence, the data
+    /// lines written back with no fence.
+    #[cfg(feature = "peers")]
+    Floor(floor::FloorArray),
 }
 
 struct Subject {
@@ -185,6 +198,17 @@ fn subjects(dir: &Path, m: u64, k: u64, latency: NvmLatency) -> Result<Vec<Subje
             system: "c-nolog",
             config: config.into(),
             inner: System::CLoop { array, counted },
+        });
+    }
+    #[cfg(feature = "peers")]
+    {
+        let path = dir.join("floor.pool");
+        let array = floor::FloorArray::create(&path, m)
+            .map_err(CliError::io(format!("creating {}", path.display())))?;
+        out.push(Subject {
+            system: "c-floor",
+            config: "redo-floor".into(),
+            inner: System::Floor(array),
         });
     }
     for variant in LogVariant::ALL {
@@ -312,6 +336,10 @@ impl Subject {
                     array.run(&checked).map_err(err)?;
                 }
             }
+            #[cfg(feature = "peers")]
+            System::Floor(array) => {
+                array.run(&checked).map_err(CliError::io("floor run"))?;
+            }
         }
         let elapsed = start.elapsed();
         let commits = commits.unwrap_or(elapsed);
@@ -329,6 +357,17 @@ impl Subject {
                 c.nvm_writes = c.flushed_lines;
                 Some(c)
             }
+            // Computed: per transaction the group's lines (32 + 16K bytes,
+            // whole lines) non-temporal, K lines written back, one fence.
+            #[cfg(feature = "peers")]
+            System::Floor(_) => {
+                let mut c = Counters::default();
+                c.nt_lines = seq.n * (32 + 16 * seq.k).div_ceil(64);
+                c.flushed_lines = seq.n * seq.k;
+                c.fences = seq.n;
+                c.nvm_writes = c.nt_lines + c.flushed_lines;
+                Some(c)
+            }
             _ => self.counters().zip(before).map(|(a, b)| a.since(&b)),
         };
         Ok((elapsed, commits, spent))
@@ -341,7 +380,7 @@ impl Subject {
             System::NoLog(d) => Some(d.counters()),
             System::Rewind { pool, .. } | System::Atomic { pool, .. } => Some(pool.counters()),
             #[cfg(feature = "peers")]
-            System::Pmdk(_) | System::CLoop { .. } => None,
+            System::Pmdk(_) | System::CLoop { .. } | System::Floor(_) => None,
         }
     }
 }
@@ -372,6 +411,9 @@ struct Result1 {
     /// persist-nolog only: the same against the C loop with the Domain's
     /// counter stores.
     ratio_vs_c_loop_counted: Option<f64>,
+    /// rewind only: median over rounds of its time / the redo floor loop's
+    /// (when it ran).
+    ratio_vs_floor: Option<f64>,
 }
 
 pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
@@ -428,6 +470,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         let (nolog, pmdk) = (find("persist-nolog", "nolog"), find("pmdk", "libpmemobj"));
         let c_loop = find("c-nolog", "c-loop");
         let c_loop_counted = find("c-nolog", "c-loop-counted");
+        let floor = find("c-floor", "redo-floor");
         for (s, subject) in subjects.iter().enumerate() {
             let tx = (n * ROUNDS as u64) as f64;
             let per_tx = |c: &Option<Counters>, f: fn(&Counters) -> u64| {
@@ -446,6 +489,9 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 ratio_vs_c_loop_counted: c_loop_counted
                     .filter(|_| Some(s) == nolog)
                     .map(|c| median_ratio(&times[s], &times[c])),
+                ratio_vs_floor: floor
+                    .filter(|_| subject.system == "rewind")
+                    .map(|f| median_ratio(&times[s], &times[f])),
                 us_per_tx: median(times[s].iter().map(Duration::as_secs_f64).collect()) * 1e6
                     / n as f64,
                 commit_us_per_tx: median(
@@ -468,7 +514,31 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     print_table(&report);
     print_async(&report);
     print_c_loop_check(&report);
+    print_floor(&report);
     super::write_results(&report, out, &chart(&report))
+}
+
+/// The redo rows' time over the floor loop's, per K (when it ran).
+fn print_floor(report: &Report) {
+    let redo: Vec<String> = configs(report)
+        .into_iter()
+        .filter(|(s, c)| s == "rewind" && c.ends_with("-redo"))
+        .map(|(_, c)| c)
+        .collect();
+    if !report.rows.iter().any(|r| r.metric == "ratio_vs_floor") {
+        return;
+    }
+    println!("  redo time / the C floor loop's (same lines, one fence, clwb of the data):");
+    for c in redo {
+        let cells: Vec<String> = KS
+            .iter()
+            .map(|k| {
+                let v = report.value("rewind", &c, &format!("K={k}"), "ratio_vs_floor");
+                format!("K={k}: {:.2}x", v.unwrap_or(f64::NAN))
+            })
+            .collect();
+        println!("    {c:<24} {}", cells.join("  "));
+    }
 }
 
 /// Redo-async's commit latency beside its sustained time (the table's,
@@ -563,6 +633,7 @@ fn rows(results: &[Result1]) -> Vec<Row> {
             ("commit_speed_vs_pmdk", r.commit_speed_vs_pmdk, "x"),
             ("ratio_vs_c_loop", r.ratio_vs_c_loop, "x"),
             ("ratio_vs_c_loop_counted", r.ratio_vs_c_loop_counted, "x"),
+            ("ratio_vs_floor", r.ratio_vs_floor, "x"),
         ] {
             // Metrics a system does not have (PMDK's counters, the ratios
             // to peers that did not run) get no row.

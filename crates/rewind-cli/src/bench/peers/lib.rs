@@ -18,6 +18,8 @@ pub mod bdb;
 #[cfg(feature = "peers")]
 pub mod cloop;
 #[cfg(feature = "peers")]
+pub mod floor;
+#[cfg(feature = "peers")]
 pub mod lmdb;
 #[cfg(feature = "peers")]
 pub mod pmdk;
