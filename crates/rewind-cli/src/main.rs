@@ -16,7 +16,6 @@ mod crashtest;
 mod demo;
 mod error;
 mod inspect;
-mod report;
 mod scratch;
 
 use std::path::PathBuf;
