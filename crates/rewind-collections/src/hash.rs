@@ -28,8 +28,8 @@ use std::marker::PhantomData;
 
 use rewind::{PPtr, Pool, Tx};
 
-use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_span, le64, put64, Mem};
+use crate::error::{corrupt, Result};
+use crate::mem::{check_span, le64, put64, read_header, Mem};
 use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
@@ -138,16 +138,8 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        m.read_at(self.hdr, &mut h)?;
-        if h[..8] == OLD_MAGIC {
-            return Err(Error::UnsupportedLayout {
-                what: WHAT,
-                offset: self.hdr,
-                found: "RWHASH01",
-                expected: "RWHASH02",
-            });
-        }
-        check_magic(WHAT, self.hdr, &h, MAGIC)?;
+        let old = (OLD_MAGIC, "RWHASH01", "RWHASH02");
+        read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
         TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
         let h = Header {

@@ -44,7 +44,44 @@ pub(crate) fn put64(tx: &mut Tx<'_>, off: u64, v: u64) -> Result<()> {
     Ok(tx.write_bytes(off, &v.to_le_bytes())?)
 }
 
-/// Checks a header's magic and the stored size of one of its parts.
+/// The magic of a collection's earlier layout, and the names of the old
+/// and the current layout for [`Error::UnsupportedLayout`].
+pub(crate) type OldLayout = ([u8; 8], &'static str, &'static str);
+
+/// Reads the header of `buf.len()` bytes at `hdr` and checks its magic:
+/// [`Error::UnsupportedLayout`] for an earlier layout's, [`Error::WrongMagic`]
+/// for another. A read that fails (a block shorter than the header: a
+/// pointer to something else, or an earlier, smaller header) is retried
+/// for the magic alone, to say which.
+pub(crate) fn read_header<M: Mem + ?Sized>(
+    m: &mut M,
+    what: &'static str,
+    hdr: u64,
+    buf: &mut [u8],
+    magic: [u8; 8],
+    old: OldLayout,
+) -> Result<()> {
+    let read = m.read_at(hdr, buf);
+    if read.is_err() {
+        let mut first = [0u8; 8];
+        if m.read_at(hdr, &mut first).is_err() || first == magic {
+            return read;
+        }
+        buf[..8].copy_from_slice(&first);
+    }
+    if buf[..8] == old.0 {
+        return Err(Error::UnsupportedLayout {
+            what,
+            offset: hdr,
+            found: old.1,
+            expected: old.2,
+        });
+    }
+    check_magic(what, hdr, buf, magic)?;
+    read
+}
+
+/// Checks a header's magic.
 pub(crate) fn check_magic(
     what: &'static str,
     offset: u64,
@@ -58,26 +95,6 @@ pub(crate) fn check_magic(
             offset,
             found,
             expected,
-        });
-    }
-    Ok(())
-}
-
-/// Checks a stored part size against the handle's type.
-pub(crate) fn check_size(
-    what: &'static str,
-    offset: u64,
-    part: &'static str,
-    found: u32,
-    expected: usize,
-) -> Result<()> {
-    if found as usize != expected {
-        return Err(Error::TypeMismatch {
-            what,
-            offset,
-            part,
-            found: format!("a type of {found} bytes"),
-            expected: format!("a type of {expected} bytes"),
         });
     }
     Ok(())

@@ -29,7 +29,6 @@
 use std::any::TypeId;
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use bytemuck::Pod;
 
@@ -108,18 +107,23 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 thread_local! {
-    /// Each type's name hash and length, computed once per thread: a name
-    /// may be built by `format!`, and every operation checks it.
-    static NAME_HASHES: RefCell<HashMap<TypeId, (u64, usize)>> = RefCell::new(HashMap::new());
+    /// Each type's name hash and name length, computed once per thread: a
+    /// name may be built by `format!`, and every operation checks it. A
+    /// program stores few types, so a list searched in order is fastest.
+    static NAME_HASHES: RefCell<Vec<(TypeId, u64, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `T`'s name hash and name length.
 fn name_hash<T: Stored>() -> (u64, usize) {
+    let id = TypeId::of::<T>();
     NAME_HASHES.with(|c| {
-        *c.borrow_mut().entry(TypeId::of::<T>()).or_insert_with(|| {
-            let name = T::type_name();
-            (fnv1a(name.as_bytes()), name.len().min(u16::MAX as usize))
-        })
+        if let Some(&(_, h, n)) = c.borrow().iter().find(|e| e.0 == id) {
+            return (h, n);
+        }
+        let name = T::type_name();
+        let e = (fnv1a(name.as_bytes()), name.len().min(u16::MAX as usize));
+        c.borrow_mut().push((id, e.0, e.1));
+        e
     })
 }
 

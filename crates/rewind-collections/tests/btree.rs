@@ -235,3 +235,74 @@ fn emptied_tree_gives_its_space_back() {
     assert_eq!(map.blocks(&pool).unwrap().len(), 2, "header and one leaf");
     assert_eq!(allocated(&pool), before, "{full} blocks when full");
 }
+
+/// The hash map, the vector and the list check their types too.
+#[test]
+fn every_collection_checks_its_types() {
+    use rewind_collections::{HashMap, List, Vec as PVec};
+    let pool = Pool::create_sim("types", 4 << 20, &PoolConfig::default()).unwrap();
+    let (h, v, l) = pool
+        .transaction(|tx| {
+            let h = HashMap::<u64, u32>::create(tx)?;
+            let v = PVec::<u64>::create(tx)?;
+            let l = List::<[u8; 4]>::create(tx)?;
+            Ok::<_, Error>((h, v, l))
+        })
+        .unwrap();
+    let mismatch = |r: Result<u64, Error>, want: &str| match r {
+        Err(Error::TypeMismatch { found, .. }) => assert!(found.starts_with(want), "{found}"),
+        r => panic!("{r:?}"),
+    };
+    mismatch(
+        HashMap::<i64, u32>::from_ptr(h.as_ptr().cast()).len(&pool),
+        "u64",
+    );
+    mismatch(
+        HashMap::<u64, f32>::from_ptr(h.as_ptr().cast()).len(&pool),
+        "u32",
+    );
+    mismatch(PVec::<f64>::from_ptr(v.as_ptr().cast()).len(&pool), "u64");
+    mismatch(
+        List::<u32>::from_ptr(l.as_ptr().cast()).len(&pool),
+        "[u8; 4]",
+    );
+    assert_eq!(
+        h.len(&pool).unwrap() + v.len(&pool).unwrap() + l.len(&pool).unwrap(),
+        0
+    );
+}
+
+/// A map in the layout of an earlier version (its header smaller than
+/// today's) is `UnsupportedLayout` naming both layouts, not a misread.
+#[test]
+fn an_earlier_layout_is_a_typed_error() {
+    use rewind_collections::HashMap;
+    let pool = Pool::create_sim("old", 4 << 20, &PoolConfig::default()).unwrap();
+    let old = |magic: &[u8; 8]| {
+        pool.transaction(|tx| {
+            let p = tx.alloc::<[u8; 48]>()?;
+            let mut b = [0u8; 48];
+            b[..8].copy_from_slice(magic);
+            tx.write(p, &b)?;
+            Ok::<_, rewind::Error>(p)
+        })
+        .unwrap()
+    };
+    let t = BTreeMap::<u64, u64>::from_ptr(old(b"RWBTREE1").cast());
+    assert!(matches!(
+        t.len(&pool),
+        Err(Error::UnsupportedLayout {
+            found: "RWBTREE1",
+            expected: "RWBTREE2",
+            ..
+        })
+    ));
+    let h = HashMap::<u64, u64>::from_ptr(old(b"RWHASH01").cast());
+    assert!(matches!(
+        h.len(&pool),
+        Err(Error::UnsupportedLayout {
+            found: "RWHASH01",
+            ..
+        })
+    ));
+}

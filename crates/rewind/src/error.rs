@@ -213,6 +213,29 @@ pub enum Error {
     /// A transaction was used after it ended, or nested illegally.
     #[error("transaction misuse: {0}")]
     TxMisuse(&'static str),
+    /// `Pool::transaction` (or `atomic_write`) was called on a thread that is
+    /// already inside a transaction of the same pool. The inner one could
+    /// commit and then be undone by the outer one's rollback, so it is
+    /// refused: do the work in the outer transaction's `Tx`.
+    #[error("a transaction of this pool is already running on this thread: use its Tx instead of starting another")]
+    NestedTransaction,
+    /// Waiting for the lock at `offset` would never end: the holder waits,
+    /// directly or through others, for a lock this transaction holds. The
+    /// transaction is doomed and rolls back, releasing its locks; retry it.
+    #[error("deadlock on the lock at offset {offset}: this transaction was chosen to roll back; retry it")]
+    Deadlock {
+        /// The lock's offset.
+        offset: u64,
+    },
+    /// The lock at `offset` was not granted within the pool's lock timeout
+    /// (`Pool::set_lock_timeout`). The transaction is doomed and rolls back.
+    #[error("the lock at offset {offset} was not granted within {waited_ms} ms (the pool's lock timeout); the transaction rolls back")]
+    LockTimeout {
+        /// The lock's offset.
+        offset: u64,
+        /// How long it waited.
+        waited_ms: u64,
+    },
 }
 
 impl Error {

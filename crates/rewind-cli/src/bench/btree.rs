@@ -8,8 +8,10 @@
 //! the tree in DRAM (`volatile`), with durable stores and no log
 //! (`persist-nolog`), in rewind in every log variant × policy, and with
 //! `--features peers` on libpmemobj (`pmdk`), beside Berkeley DB, LMDB,
-//! SQLite and redb with their own trees. Every system sits on the same
-//! tmpfs.
+//! SQLite and redb with their own trees; and `rewind-collections`' own
+//! `BTreeMap` (`coll-btree`: unsorted leaves with fingerprints, under the
+//! default policy and under redo) and `HashMap` (`coll-hash`, MARS Fig. 7's
+//! hash table beside the tree). Every system sits on the same tmpfs.
 //!
 //! Fair measurement, as in `overhead`: one workload model draws each
 //! round's operations before the round (every lookup hits, every update
@@ -95,6 +97,65 @@ pub fn loaded(ctx: &Ctx, dir: &Path, plan: &Plan, load: &[Op]) -> Result<Vec<Sub
     Ok(subjects)
 }
 
+/// `rewind-collections`' maps, loaded with `load`, after the others.
+fn collections(
+    ctx: &Ctx,
+    dir: &Path,
+    plan: &Plan,
+    load: &[Op],
+    out: &mut Vec<Subject>,
+) -> Result<(), CliError> {
+    use super::tree::coll::MapStore;
+    use super::tree::store::Store;
+    use super::tree::Value;
+    use rewind::Policy;
+    use rewind_collections::{BTreeMap, HashMap};
+    let built = |e| CliError::Bench(format!("creating a collection: {e}"));
+    let stores: [(&'static str, &str, Box<dyn Store>); 3] = [
+        (
+            "coll-btree",
+            "default",
+            Box::new(
+                MapStore::<BTreeMap<u64, Value>>::create(ctx, dir, "default", None, plan)
+                    .map_err(built)?,
+            ),
+        ),
+        (
+            "coll-btree",
+            "redo",
+            Box::new(
+                MapStore::<BTreeMap<u64, Value>>::create(
+                    ctx,
+                    dir,
+                    "redo",
+                    Some(Policy::Redo),
+                    plan,
+                )
+                .map_err(built)?,
+            ),
+        ),
+        (
+            "coll-hash",
+            "default",
+            Box::new(
+                MapStore::<HashMap<u64, Value>>::create(ctx, dir, "default", None, plan)
+                    .map_err(built)?,
+            ),
+        ),
+    ];
+    for (system, config, mut store) in stores {
+        store
+            .load(load)
+            .map_err(|e| CliError::Bench(format!("loading {system}/{config}: {e}")))?;
+        out.push(Subject {
+            system,
+            config: config.into(),
+            store,
+        });
+    }
+    Ok(())
+}
+
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Records loaded, operations per round, measured rounds, each tree's
     // space (the loaded tree is ~7 MB at 100k records; the rest is room
@@ -119,6 +180,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
     let mut subjects = loaded(ctx, dir.path(), &plan, &load)?;
+    collections(ctx, dir.path(), &plan, &load, &mut subjects)?;
     for u in FRACTIONS {
         let labels = (subjects.iter())
             .map(|s| Label::new(s.system, s.config.clone(), format!("update={u}")))

@@ -8,6 +8,7 @@ mod fence;
 mod harness;
 mod intensity;
 mod interleave;
+mod nvwal;
 mod output;
 mod overhead;
 mod recovered;
@@ -35,7 +36,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, or `all`.
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, or `all`.
     name: String,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
@@ -178,7 +179,7 @@ impl Entry {
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [Entry; 10] = [
+const BENCHES: [Entry; 11] = [
     Entry::New(&overhead::BENCH),
     Entry::New(&intensity::BENCH),
     Entry::Old("checkpoint", checkpoint::run),
@@ -189,6 +190,7 @@ const BENCHES: [Entry; 10] = [
     Entry::New(&btree::BENCH),
     Entry::Old("rollback", rollback::run),
     Entry::Old("threads", threads::run),
+    Entry::New(&nvwal::BENCH),
 ];
 
 /// The peers this build has (`--features peers`).

@@ -59,7 +59,7 @@ use std::marker::PhantomData;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, le32, le64, Mem};
+use crate::mem::{le32, le64, read_header, Mem};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 use node::{fingerprint, store_leaf, Geo, Raw};
 
@@ -229,16 +229,8 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        m.read_at(self.hdr, &mut h)?;
-        if h[..8] == OLD_MAGIC {
-            return Err(Error::UnsupportedLayout {
-                what: WHAT,
-                offset: self.hdr,
-                found: "RWBTREE1",
-                expected: "RWBTREE2",
-            });
-        }
-        check_magic(WHAT, self.hdr, &h, MAGIC)?;
+        let old = (OLD_MAGIC, "RWBTREE1", "RWBTREE2");
+        read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
         TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
         let fanout = le32(&h, FANOUT_OFF) as usize;
@@ -311,25 +303,29 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let h = self.header(m)?;
         let leaf = descend(m, &h, k, None)?;
         let fp = fingerprint(bytemuck::bytes_of(k));
-        Ok(leaf.find(&h.geo, k, fp).map(|i| leaf.val(&h.geo, i)))
+        match leaf.find_in(m, &h.geo, k, fp)? {
+            Some(i) => Ok(Some(leaf.val_in(m, &h.geo, i)?)),
+            None => Ok(None),
+        }
     }
 }
 
 /// Walks from the root to the leaf that holds (or would hold) `k`,
-/// recording each inner node and the child taken in `path`.
+/// recording each inner node and the child taken in `path`. The leaf is
+/// read as [`Raw::load_head`] reads it: its words and fingerprints.
 fn descend<K: Stored + Ord, M: Mem + ?Sized>(
     m: &mut M,
     h: &Header,
     k: &K,
     mut path: Option<&mut Vec<(Raw, usize)>>,
 ) -> Result<Raw> {
-    let mut node = Raw::load(m, &h.geo, h.root)?;
+    let mut node = Raw::load_head(m, &h.geo, h.root)?;
     for _ in 0..MAX_DEPTH {
         if node.is_leaf() {
             return Ok(node);
         }
         let i = node.child_for(&h.geo, k);
-        let child = Raw::load(m, &h.geo, node.kid(&h.geo, i))?;
+        let child = Raw::load_head(m, &h.geo, node.kid(&h.geo, i))?;
         if let Some(p) = path.as_deref_mut() {
             p.push((node, i));
         }

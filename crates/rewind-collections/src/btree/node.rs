@@ -1,6 +1,6 @@
 //! B+-tree nodes on media, read into a byte buffer and decoded field by
-//! field as they are needed (a lookup decodes only the keys whose
-//! fingerprints match).
+//! field as they are needed (a lookup reads a leaf's first line and then
+//! only the slots whose fingerprints match).
 //!
 //! Every node is one block of [`Geo::size`] bytes, leaf and inner alike.
 //! Little-endian; `F` is the fan-out (at most 64, the bits of the bitmap),
@@ -135,6 +135,76 @@ impl Raw {
         }
     }
 
+    /// Reads what a descent needs of the node at `off`: an inner node's
+    /// separators and children, a leaf's words and fingerprints only (its
+    /// slots are read one at a time by [`find_in`](Self::find_in) and
+    /// [`val_in`](Self::val_in)): a lookup reads the leaf's first line and
+    /// the slots whose fingerprint matches, not the whole node. The rest
+    /// buffer ends there; [`load`](Self::load) reads a whole node.
+    pub fn load_head<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
+        if off == 0 {
+            return Err(corrupt(WHAT, off, "null child or root pointer"));
+        }
+        let head = geo.slots_off();
+        let mut b = vec![0u8; head];
+        m.read_at(off, &mut b)?;
+        let n = Raw { off, b };
+        match le32(&n.b, KIND_OFF) {
+            KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
+                Err(corrupt(WHAT, off, "bitmap bits past the fan-out"))
+            }
+            KIND_LEAF => Ok(n),
+            KIND_INNER if n.count() > geo.fanout => {
+                Err(corrupt(WHAT, off, "key count above the fan-out"))
+            }
+            KIND_INNER => {
+                let mut n = n;
+                let end = geo.kids_off() + (n.count() + 1) * 8;
+                if end > head {
+                    n.b.resize(end, 0);
+                    m.read_at(off + head as u64, &mut n.b[head..end])?;
+                }
+                Ok(n)
+            }
+            _ => Err(corrupt(WHAT, off, "unknown node kind")),
+        }
+    }
+
+    /// The slot holding `k` (fingerprint `fp`), reading only the keys
+    /// whose fingerprint matches.
+    pub fn find_in<K: Pod + Ord, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        k: &K,
+        fp: u8,
+    ) -> Result<Option<usize>> {
+        let mut bits = self.bitmap();
+        let mut key = K::zeroed();
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if self.b[FPS_OFF + i] == fp {
+                m.read_at(
+                    self.off + geo.slot(i) as u64,
+                    bytemuck::bytes_of_mut(&mut key),
+                )?;
+                if key == *k {
+                    return Ok(Some(i));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The value in slot `i`, read from the pool.
+    pub fn val_in<V: Pod, M: Mem + ?Sized>(&self, m: &mut M, geo: &Geo, i: usize) -> Result<V> {
+        let mut v = V::zeroed();
+        let at = self.off + (geo.slot(i) + geo.ks) as u64;
+        m.read_at(at, bytemuck::bytes_of_mut(&mut v))?;
+        Ok(v)
+    }
+
     pub fn is_leaf(&self) -> bool {
         le32(&self.b, KIND_OFF) == KIND_LEAF
     }
@@ -164,19 +234,6 @@ impl Raw {
 
     pub fn val<V: Pod>(&self, geo: &Geo, i: usize) -> V {
         bytemuck::pod_read_unaligned(&self.b[geo.slot(i) + geo.ks..][..geo.vs])
-    }
-
-    /// The slot holding `k`, whose fingerprint is `fp`.
-    pub fn find<K: Pod + Ord>(&self, geo: &Geo, k: &K, fp: u8) -> Option<usize> {
-        let mut bits = self.bitmap();
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if self.b[FPS_OFF + i] == fp && self.key::<K>(geo, i) == *k {
-                return Some(i);
-            }
-        }
-        None
     }
 
     /// The leaf's entries in key order, as (key, slot).
@@ -213,8 +270,8 @@ impl Raw {
         Ok(tx.write_bytes(self.off + STAMP_OFF as u64, &self.b[STAMP_OFF..end])?)
     }
 
-    /// Puts `k`, `v` in free slot `i` of the buffer and the pool, and sets
-    /// its fingerprint in the buffer (the caller writes the words).
+    /// Writes `k`, `v` into free slot `i` in the pool and sets its
+    /// fingerprint in the buffer (the caller writes the words).
     pub fn put_slot<K: Pod, V: Pod>(
         &mut self,
         tx: &mut Tx<'_>,
@@ -223,11 +280,11 @@ impl Raw {
         k: &K,
         v: &V,
     ) -> Result<()> {
-        let at = geo.slot(i);
-        self.b[at..at + geo.ks].copy_from_slice(bytemuck::bytes_of(k));
-        self.b[at + geo.ks..at + geo.ks + geo.vs].copy_from_slice(bytemuck::bytes_of(v));
+        let mut kv = Vec::with_capacity(geo.ks + geo.vs);
+        kv.extend_from_slice(bytemuck::bytes_of(k));
+        kv.extend_from_slice(bytemuck::bytes_of(v));
         self.b[FPS_OFF + i] = fingerprint(bytemuck::bytes_of(k));
-        tx.write_bytes(self.off + at as u64, &self.b[at..at + geo.ks + geo.vs])?;
+        tx.write_bytes(self.off + geo.slot(i) as u64, &kv)?;
         Ok(())
     }
 

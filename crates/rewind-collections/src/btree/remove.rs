@@ -20,10 +20,10 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let geo = h.geo;
         let mut path = Vec::new();
         let mut leaf = descend(tx, &h, k, Some(&mut path))?;
-        let Some(i) = leaf.find(&geo, k, fingerprint(bytemuck::bytes_of(k))) else {
+        let Some(i) = leaf.find_in(tx, &geo, k, fingerprint(bytemuck::bytes_of(k)))? else {
             return Ok(None);
         };
-        let old: V = leaf.val(&geo, i);
+        let old: V = leaf.val_in(tx, &geo, i)?;
         let (next, bitmap) = (leaf.next(), leaf.bitmap() & !(1u64 << i));
         leaf.set_words(tx.id(), next, bitmap);
         leaf.write_words(tx, FPS_OFF)?;
@@ -31,6 +31,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
         put64(tx, self.hdr + LEN_OFF as u64, len)?;
         if !path.is_empty() && leaf.entries() < geo.min_leaf() {
+            let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
             self.rebalance_leaf(tx, &h, path, leaf)?;
         }
         Ok(Some(old))

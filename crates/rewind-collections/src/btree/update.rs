@@ -27,8 +27,8 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             let mut path = Vec::new();
             let mut leaf = descend(tx, &h, &k, Some(&mut path))?;
             let geo = h.geo;
-            if let Some(i) = leaf.find(&geo, &k, fp) {
-                let old: V = leaf.val(&geo, i);
+            if let Some(i) = leaf.find_in(tx, &geo, &k, fp)? {
+                let old: V = leaf.val_in(tx, &geo, i)?;
                 let at = leaf.off + (geo.slot(i) + geo.ks) as u64;
                 tx.write_bytes(at, bytemuck::bytes_of(&v))?;
                 if leaf.stamp() != id {
@@ -50,6 +50,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
                 put64(tx, self.hdr + LEN_OFF as u64, len)?;
                 return Ok(None);
             }
+            let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
             self.split(tx, &h, path, leaf)?;
         }
         Err(corrupt(

@@ -4,6 +4,7 @@
 //! checkpoints (`checkpoint`) own their state here.
 
 pub(crate) mod checkpoint;
+pub(crate) mod locks;
 pub(crate) mod write_back;
 
 use std::path::Path;
@@ -52,6 +53,8 @@ pub(crate) struct Engine {
     pub(crate) write_back: Option<write_back::WriteCache>,
     /// The redo policy's commit ring.
     pub(crate) ring: Option<Ring>,
+    /// Transactions' locks on pool objects (two-phase, volatile).
+    pub(crate) locks: locks::LockTable,
 }
 
 impl Engine {
@@ -119,6 +122,7 @@ impl Engine {
             poisoned: OnceLock::new(),
             write_back: cache,
             ring,
+            locks: locks::LockTable::new(),
         })
     }
 

@@ -120,6 +120,8 @@ macro_rules! sites {
 sites! {
     USER = "user": "a fence or flush issued through the public Domain API, outside the engine",
         redundant: "not an engine ordering point";
+    STREAM_FENCE = "pool.stream.fence": "a program's unlogged stream (Pool::write_unlogged) persistent: its own commit point, such as rewind-sqlite's commit mark",
+        redundant: "not an engine ordering point: the program's format decides what it orders, and its own tests crash it";
     POOL_HEADER_FLUSH = "pool.header.flush": "the header written back at create",
         redundant: "creation is not crash-atomic (as in libpmemobj): a file whose header never persisted is refused by open with a typed error; exploration starts from a created pool";
     POOL_HEADER_FENCE = "pool.header.fence": "the header persistent before the pool is used",

@@ -5,6 +5,8 @@
 //! copies out of the mapping; writes go through a [`Tx`].
 
 mod file;
+mod nesting;
+mod stream;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
@@ -333,6 +335,7 @@ impl Pool {
         f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
         self.eng.usable()?;
+        let _inside = nesting::InTransaction::enter(self.nesting_key())?;
         let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
         let mut tx = Tx::new(&self.eng, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
@@ -378,7 +381,24 @@ impl Pool {
 
     /// [`atomic_write`](Self::atomic_write) of bytes at a pool offset.
     pub fn atomic_write_bytes(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        // It is a transaction of its own: not inside one of this pool.
+        if nesting::InTransaction::active(self.nesting_key()) {
+            return Err(Error::NestedTransaction);
+        }
         crate::tx::atomic::atomic_write(&self.eng, off, bytes)
+    }
+
+    /// The key of this pool in the thread's record of open transactions.
+    fn nesting_key(&self) -> usize {
+        Arc::as_ptr(&self.eng) as usize
+    }
+
+    /// Sets how long a transaction waits for a lock another transaction
+    /// holds ([`Tx::lock`]) before its request fails with
+    /// [`Error::LockTimeout`] (default 10 s). Deadlocks are found at once,
+    /// whatever the bound. Not recorded in the pool.
+    pub fn set_lock_timeout(&self, timeout: std::time::Duration) {
+        self.eng.locks.set_timeout(timeout);
     }
 
     /// Reads a value (the committed state, plus any in-flight stores of

@@ -36,9 +36,15 @@
 //! later call returns [`Error::Poisoned`]) and reopening the pool lets
 //! recovery finish or undo the transaction.
 //!
-//! Isolation of user data between concurrent transactions is the program's
-//! (REWIND §4.7): two transactions writing the same bytes at once must be
-//! kept apart by the program's own locks.
+//! **Isolation.** [`Tx::lock`] and [`Tx::lock_shared`] take a lock on a
+//! pool object in the pool's lock table (`engine/locks.rs`) and hold it
+//! until the transaction has committed or rolled back: strict two-phase
+//! locking, so transactions that lock what they touch are serializable.
+//! `rewind-collections` locks each collection this way. A deadlock or a
+//! wait past the pool's lock timeout is an error that dooms the
+//! transaction. Memory a transaction writes without locking it is not
+//! protected (REWIND §4.7): two transactions writing the same bytes at
+//! once must then be kept apart by the program.
 
 pub(crate) mod atomic;
 mod control;
@@ -46,6 +52,7 @@ mod handle;
 
 use bytemuck::Pod;
 
+use crate::engine::locks::Mode;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
@@ -77,6 +84,8 @@ pub struct Tx<'p> {
     frames: u64,
     /// Length of the undo list when the running nested top action began.
     frame_start: usize,
+    /// The locks held, released when the transaction has ended.
+    locks: Vec<(u64, Mode)>,
 }
 
 /// Whether an error leaves the transaction usable: only those raised by
@@ -97,6 +106,12 @@ fn dooms(e: &Error) -> bool {
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
+        // Strict two-phase locking: released only now, after the commit or
+        // the rollback (both consume the transaction before it drops).
+        if !self.locks.is_empty() {
+            let keys = self.locks.iter().map(|&(k, _)| k);
+            self.eng.locks.release_all(self.log.id, keys);
+        }
         self.log.recycle();
     }
 }
@@ -113,7 +128,73 @@ impl<'p> Tx<'p> {
             frame: 0,
             frames: 0,
             frame_start: 0,
+            locks: Vec::new(),
         }
+    }
+
+    /// Locks the object at `ptr` for this transaction alone (readers and
+    /// writers of other transactions that lock it wait) until the
+    /// transaction ends. Taking a lock this transaction holds is free; a
+    /// shared lock it holds is upgraded.
+    ///
+    /// A deadlock ([`Error::Deadlock`]) or a wait past the pool's lock
+    /// timeout ([`Error::LockTimeout`]) dooms the transaction: it rolls
+    /// back, releasing its locks, and `Pool::transaction` returns the
+    /// error, so the program can retry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("lock.pool");
+    /// use rewind::{Pool, PoolConfig};
+    /// let pool = Pool::create(&path, "doc", 4 << 20, &PoolConfig::default())?;
+    /// let counter = pool.transaction(|tx| tx.root::<u64>())?;
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| {
+    ///             for _ in 0..100 {
+    ///                 pool.transaction(|tx| {
+    ///                     tx.lock(counter)?; // read-modify-write, isolated
+    ///                     let v = tx.read(counter)?;
+    ///                     tx.write(counter, &(v + 1))
+    ///                 })
+    ///                 .unwrap();
+    ///             }
+    ///         });
+    ///     }
+    /// });
+    /// assert_eq!(pool.read(counter)?, 400);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn lock<T>(&mut self, ptr: PPtr<T>) -> Result<(), Error> {
+        let r = self.take_lock(ptr.offset(), Mode::Exclusive);
+        self.check(r)
+    }
+
+    /// Locks the object at `ptr` for reading: other transactions may hold
+    /// it shared too, none exclusively, until this transaction ends.
+    /// Errors as [`Tx::lock`].
+    pub fn lock_shared<T>(&mut self, ptr: PPtr<T>) -> Result<(), Error> {
+        let r = self.take_lock(ptr.offset(), Mode::Shared);
+        self.check(r)
+    }
+
+    fn take_lock(&mut self, key: u64, mode: Mode) -> Result<(), Error> {
+        self.live()?;
+        if key == 0 {
+            return Err(Error::OutOfBounds {
+                offset: 0,
+                len: 0,
+                size: self.eng.dom.len(),
+            });
+        }
+        let slot = self.locks.iter().position(|&(k, _)| k == key);
+        let held = slot.map(|i| self.locks[i].1);
+        let now = self.eng.locks.acquire(self.log.id, key, mode, held)?;
+        match slot {
+            Some(i) => self.locks[i].1 = now,
+            None => self.locks.push((key, now)),
+        }
+        Ok(())
     }
 
     /// Records the error that dooms the transaction, if it does.

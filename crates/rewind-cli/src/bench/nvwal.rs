@@ -1,0 +1,370 @@
+//! NVWAL (Kim et al., ASPLOS 2016) Figs. 7 and 9, Table 2 and Fig. 6:
+//! SQLite with its WAL in a rewind pool (`rewind-sqlite`) against stock
+//! SQLite.
+//!
+//! - **Figs. 7/9**: one-row transactions (insert, update, delete of a
+//!   100-byte record), each an autocommit transaction, in microseconds and
+//!   transactions per second. Systems: the WAL in a pool in the scratch
+//!   directory (tmpfs unless `--dir`), the database file beside it, at
+//!   emulated NVM write latencies of 0, 500, 1,000 and 2,000 ns per line;
+//!   stock SQLite (the same bundled build) in WAL mode with
+//!   `synchronous=FULL` on the temp directory's disk and in the scratch
+//!   directory, and with the rollback journal (`DELETE`, `FULL`) on the
+//!   disk (inserts only: 30 ms a transaction on the VM's disk).
+//! - **Table 2**: the log's bytes per transaction with differential frames
+//!   and with whole-page frames (`Config::differential(false)`), beside the
+//!   bytes SQLite's own WAL file takes for the same frames.
+//! - **Fig. 6**: transactions of 1 to 32 inserted rows, and the share of
+//!   their time spent copying records and fencing (each commit's persist
+//!   phase), at 0 and 2,000 ns.
+//!
+//! Counters are the pool's: fences and lines per transaction in all (block
+//! links and WAL restarts included), and the commits' own copies and fence.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rewind::NvmLatency;
+use rewind_sqlite::rusqlite::{params, Connection, OpenFlags};
+use rewind_sqlite::{Config, Stats};
+
+use super::harness::{Bench, Ctx, Label, Per, Sample};
+use super::output::{Chart, Col, Report};
+use crate::error::CliError;
+
+pub const BENCH: Bench = Bench {
+    name: "nvwal",
+    about: "NVWAL Figs. 6, 7, 9 and Table 2: SQLite transactions with the WAL in a pool, against stock SQLite",
+    run,
+    table: &[
+        Col("us_per_tx", "us/tx", 1),
+        Col("tx_per_s", "tx/s", 0),
+        Col("speed_vs_sqlite-wal-disk", "x wal disk", 1),
+        Col("speed_vs_sqlite-wal-scratch", "x wal tmp", 2),
+        Col("fences_per_tx", "fences", 2),
+        Col("flushes_per_tx", "lines", 2),
+        Col("commit_fences_per_tx", "c.fences", 2),
+        Col("commit_lines_per_tx", "c.lines", 2),
+        Col("record_bytes_per_tx", "log B", 0),
+        Col("sqlite_wal_bytes_per_tx", "wal B", 0),
+        Col("persist_share", "persist", 3),
+    ],
+    chart: Chart {
+        title: "SQLite transactions per second (NVWAL Figs. 6, 7, 9)",
+        y_label: "transactions per second (log scale)",
+        metrics: &["tx_per_s"],
+        log_y: true,
+    },
+    peers: &[],
+};
+
+/// Stock SQLite's systems, whose time the others are compared with.
+const PEERS: [&str; 2] = ["sqlite-wal-disk", "sqlite-wal-scratch"];
+
+/// A system under test.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum System {
+    /// The WAL in a pool: write latency in ns, differential frames or not.
+    Pool { write_ns: u64, differential: bool },
+    /// Stock SQLite, WAL, synchronous=FULL, on the disk or in scratch.
+    StockWal { disk: bool },
+    /// Stock SQLite, rollback journal (DELETE), synchronous=FULL, on disk.
+    StockRollback,
+}
+
+impl System {
+    fn label(self, param: &str) -> Label {
+        match self {
+            System::Pool {
+                write_ns,
+                differential,
+            } => {
+                let kind = if differential { "" } else { "whole-" };
+                Label::new("rewind-sqlite", format!("pool-{kind}{write_ns}ns"), param)
+            }
+            System::StockWal { disk: true } => Label::new(PEERS[0], "full", param),
+            System::StockWal { disk: false } => Label::new(PEERS[1], "full", param),
+            System::StockRollback => Label::new("sqlite-rollback-disk", "full", param),
+        }
+    }
+}
+
+const fn pool(write_ns: u64) -> System {
+    System::Pool {
+        write_ns,
+        differential: true,
+    }
+}
+
+const ONE_ROW_SYSTEMS: [System; 8] = [
+    pool(0),
+    pool(500),
+    pool(1000),
+    pool(2000),
+    System::Pool {
+        write_ns: 0,
+        differential: false,
+    },
+    System::StockWal { disk: true },
+    System::StockWal { disk: false },
+    System::StockRollback,
+];
+const MULTI_SYSTEMS: [System; 3] = [pool(0), pool(2000), System::StockWal { disk: false }];
+
+/// A workload: one-row transactions, or transactions of k inserted rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Work {
+    Insert,
+    Update,
+    Delete,
+    Rows(u32),
+}
+
+impl Work {
+    fn name(self) -> String {
+        match self {
+            Work::Insert => "insert".into(),
+            Work::Update => "update".into(),
+            Work::Delete => "delete".into(),
+            Work::Rows(k) => format!("insert-{k}-rows"),
+        }
+    }
+}
+
+/// Bytes of a record.
+const RECORD: usize = 100;
+
+fn sql(what: &str) -> impl FnOnce(rewind_sqlite::rusqlite::Error) -> CliError + '_ {
+    move |e| match rewind_sqlite::last_error() {
+        Some(vfs) => CliError::Bench(format!("{what}: {e} (last VFS error: {vfs})")),
+        None => CliError::Bench(format!("{what}: {e}")),
+    }
+}
+
+/// Registers the VFS of a pool system (once per process) and names it.
+fn vfs_name(system: System, ctx: &Ctx) -> String {
+    let System::Pool {
+        write_ns,
+        differential,
+    } = system
+    else {
+        return String::new();
+    };
+    let name = format!("rewind-bench-{write_ns}-{differential}");
+    let cfg = Config::default()
+        .differential(differential)
+        .backend(ctx.backend)
+        .nvm_latency(NvmLatency::new(write_ns, ctx.latency.fence_ns));
+    // Registered already by an earlier point: the same configuration.
+    let _ = rewind_sqlite::register(&name, &cfg);
+    name
+}
+
+fn open(system: System, db: &Path, ctx: &Ctx) -> Result<Connection, CliError> {
+    let c = match system {
+        System::Pool { .. } => {
+            let vfs = vfs_name(system, ctx);
+            Connection::open_with_flags_and_vfs(db, OpenFlags::default(), vfs.as_str())
+        }
+        _ => Connection::open(db),
+    }
+    .map_err(sql("opening the database"))?;
+    let mode = match system {
+        System::StockRollback => "DELETE",
+        _ => "WAL",
+    };
+    c.pragma_update(None, "journal_mode", mode)
+        .map_err(sql("setting the journal mode"))?;
+    c.pragma_update(None, "synchronous", "FULL")
+        .map_err(sql("setting synchronous"))?;
+    c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB NOT NULL)")
+        .map_err(sql("creating the table"))?;
+    Ok(c)
+}
+
+/// What the pool did between two snapshots.
+fn delta(a: &Stats, b: &Stats) -> Stats {
+    let mut d = *b;
+    d.commits -= a.commits;
+    d.frames -= a.frames;
+    d.record_bytes -= a.record_bytes;
+    d.whole_frame_bytes -= a.whole_frame_bytes;
+    d.restarts -= a.restarts;
+    d.pool = b.pool.since(&a.pool);
+    d.persist.time -= a.persist.time;
+    d.persist.counters = b.persist.counters.since(&a.persist.counters);
+    d.persist.blocks_linked -= a.persist.blocks_linked;
+    d
+}
+
+/// Where the systems keep their files.
+struct Dirs {
+    scratch: PathBuf,
+    disk: PathBuf,
+}
+
+/// `txs` transactions of `work` on a fresh database of `system`.
+fn run_once(
+    dirs: &Dirs,
+    system: System,
+    work: Work,
+    txs: u64,
+    ctx: &Ctx,
+    seed: u64,
+) -> Result<Sample, CliError> {
+    let parent = match system {
+        System::StockWal { disk: true } | System::StockRollback => &dirs.disk,
+        _ => &dirs.scratch,
+    };
+    let sub = tempfile::Builder::new()
+        .prefix("nvwal-")
+        .tempdir_in(parent)
+        .map_err(CliError::io(format!(
+            "creating a directory in {}",
+            parent.display()
+        )))?;
+    let db = sub.path().join("bench.db");
+    let c = open(system, &db, ctx)?;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut value = vec![0u8; RECORD];
+    if matches!(work, Work::Update | Work::Delete) {
+        c.execute_batch("BEGIN").map_err(sql("loading"))?;
+        for _ in 0..txs {
+            rng.fill(&mut value[..]);
+            c.execute("INSERT INTO t(v) VALUES (?1)", [&value])
+                .map_err(sql("loading"))?;
+        }
+        c.execute_batch("COMMIT").map_err(sql("loading"))?;
+        // Start from an empty WAL, as the insert runs do.
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(sql("checkpointing"))?;
+    }
+    let before = rewind_sqlite::stats(&db);
+    let mut ins = c
+        .prepare("INSERT INTO t(v) VALUES (?1)")
+        .map_err(sql("preparing"))?;
+    let mut upd = c
+        .prepare("UPDATE t SET v = ?1 WHERE id = ?2")
+        .map_err(sql("preparing"))?;
+    let mut del = c
+        .prepare("DELETE FROM t WHERE id = ?1")
+        .map_err(sql("preparing"))?;
+    let start = Instant::now();
+    for i in 0..txs {
+        rng.fill(&mut value[..]);
+        match work {
+            Work::Insert => ins.execute([&value]).map(drop),
+            Work::Update => upd
+                .execute(params![&value, rng.gen_range(1..=txs as i64)])
+                .map(drop),
+            Work::Delete => del.execute([i as i64 + 1]).map(drop),
+            Work::Rows(k) => (|| {
+                c.execute_batch("BEGIN")?;
+                for _ in 0..k {
+                    rng.fill(&mut value[..]);
+                    ins.execute([&value])?;
+                }
+                c.execute_batch("COMMIT")
+            })(),
+        }
+        .map_err(sql("a transaction"))?;
+    }
+    let time = start.elapsed();
+    let after = rewind_sqlite::stats(&db);
+    drop((ins, upd, del));
+    drop(c);
+    let n = txs as f64;
+    let mut sample = Sample {
+        time,
+        values: vec![("tx_per_s", n / time.as_secs_f64(), "tx/s")],
+        ..Sample::default()
+    };
+    if let (Some(a), Some(b)) = (before, after) {
+        let d = delta(&a, &b);
+        sample.counters = Some(d.pool);
+        sample.values.extend([
+            (
+                "commit_fences_per_tx",
+                d.persist.counters.fences as f64 / n,
+                "count",
+            ),
+            (
+                "commit_lines_per_tx",
+                d.persist.counters.nt_lines as f64 / n,
+                "lines",
+            ),
+            ("record_bytes_per_tx", d.record_bytes as f64 / n, "bytes"),
+            (
+                "sqlite_wal_bytes_per_tx",
+                d.whole_frame_bytes as f64 / n,
+                "bytes",
+            ),
+            ("frames_per_tx", d.frames as f64 / n, "count"),
+            (
+                "blocks_linked_per_tx",
+                d.persist.blocks_linked as f64 / n,
+                "count",
+            ),
+            (
+                "persist_share",
+                d.persist.time.as_secs_f64() / time.as_secs_f64(),
+                "fraction",
+            ),
+        ]);
+    }
+    Ok(sample)
+}
+
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    let (txs, rounds) = ctx
+        .scale
+        .pick((20, (0, 1)), (1_000, (0, 1)), (2_000, (1, 3)));
+    let scratch = ctx.scratch()?;
+    let disk = tempfile::Builder::new()
+        .prefix("rewind-bench-nvwal-")
+        .tempdir()
+        .map_err(CliError::io("creating a directory in the temp dir"))?;
+    println!(
+        "  {txs} transactions per run ({} for multi-row ones), {RECORD}-byte records; median of {} rounds",
+        txs / 4,
+        rounds.1
+    );
+    println!(
+        "  scratch files (pools, sqlite-wal-scratch) in {}, disk files in {}",
+        scratch.path().display(),
+        disk.path().display()
+    );
+    let dirs = Dirs {
+        scratch: scratch.path().to_path_buf(),
+        disk: disk.path().to_path_buf(),
+    };
+    // The rollback journal (an fsync of the journal and one of the
+    // database per transaction, 30 ms on the VM's disk) runs inserts only.
+    let mut points: Vec<(Work, Vec<System>)> = [Work::Insert, Work::Update, Work::Delete]
+        .into_iter()
+        .map(|w| {
+            let systems = ONE_ROW_SYSTEMS.iter().copied();
+            let systems = systems.filter(|&s| w == Work::Insert || s != System::StockRollback);
+            (w, systems.collect())
+        })
+        .collect();
+    points.extend([1, 2, 4, 8, 16, 32].map(|k| (Work::Rows(k), MULTI_SYSTEMS.to_vec())));
+    for (work, mut systems) in points {
+        let n = match work {
+            Work::Rows(k) if k > 1 => (txs / 4).max(10),
+            _ => txs,
+        };
+        let labels = systems.iter().map(|s| s.label(&work.name())).collect();
+        let m = ctx.rounds(
+            labels,
+            &mut systems,
+            rounds,
+            |r| r as u64,
+            |&mut s, &seed| run_once(&dirs, s, work, n, ctx, seed),
+        )?;
+        m.report(report, &Per::us("tx", "us_per_tx", n), &[], &PEERS);
+    }
+    Ok(())
+}

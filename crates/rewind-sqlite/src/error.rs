@@ -1,0 +1,46 @@
+//! Errors of the WAL in a pool. The VFS turns them into SQLite result codes
+//! (and keeps the last one for [`last_error`](crate::last_error)).
+
+use std::path::PathBuf;
+
+/// What went wrong with a database's WAL pool.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The pool failed (full, in use by another process, damaged, I/O).
+    #[error(transparent)]
+    Pool(#[from] rewind::Error),
+    /// The pool's root is not a WAL log.
+    #[error("not a rewind-sqlite WAL pool: root magic {found:#018x} (the file beside the database is another pool)")]
+    NotAWalPool {
+        /// The magic found.
+        found: u64,
+    },
+    /// A structure in the pool is inconsistent.
+    #[error("WAL pool damaged: {what}")]
+    Damaged {
+        /// What was found.
+        what: &'static str,
+    },
+    /// SQLite wrote what a WAL file never holds at this place.
+    #[error("unexpected WAL write of {len} bytes at offset {offset}: {why}")]
+    UnexpectedWrite {
+        /// File offset.
+        offset: u64,
+        /// Bytes.
+        len: usize,
+        /// Why it is refused.
+        why: &'static str,
+    },
+    /// A transaction's frames without SQLite's commit flag on the last.
+    #[error("a WAL commit whose last frame has no commit flag")]
+    NoCommitFlag,
+    /// The database file could not be made durable before a WAL restart.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,176 @@
+//! SQLite with its write-ahead log in a rewind pool: NVWAL (Kim et al.,
+//! ASPLOS 2016) as a SQLite VFS for rusqlite.
+//!
+//! ```no_run
+//! use rusqlite::{Connection, OpenFlags};
+//! rewind_sqlite::register("rewind-wal", &rewind_sqlite::Config::default())?;
+//! let db = Connection::open_with_flags_and_vfs("app.db", OpenFlags::default(), "rewind-wal")?;
+//! db.pragma_update(None, "journal_mode", "WAL")?;
+//! db.execute_batch("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES (1);")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The database file stays an ordinary file; the WAL lives in a pool file
+//! beside it, `<db>-wal.rewind`, as NVWAL keeps it in NVRAM (§3–4 of the
+//! paper):
+//!
+//! * **differential frames** (§3.2): a frame's record holds only the byte
+//!   ranges that differ from the page's previous frame ([`record`]'s
+//!   format, in `docs/design.md`);
+//! * **lazy synchronization** (§4.2): a transaction's records are copied
+//!   with non-temporal stores and no ordering, and one fence makes them and
+//!   their checksummed commit mark durable;
+//! * **a user-level heap** (§3.3): blocks allocated, linked and freed by
+//!   rewind transactions, so no crash leaks or reuses one.
+//!
+//! SQLite itself is unchanged: it reads and writes a WAL file as always,
+//! and this crate keeps what the file means in the pool. After a crash,
+//! SQLite rebuilds its wal-index from that file, which the pool's recovery
+//! has rebuilt from the committed records.
+//!
+//! **Locking and the wal-index.** A pool has one opener. The database file,
+//! its `-shm` wal-index and every lock are the default VFS's, so any number
+//! of connections of one process share the database as usual (they share
+//! the one open pool); a second process that opens the database while the
+//! first has its WAL open gets `SQLITE_CANTOPEN` ("unable to open database
+//! file", with the pool's "in use" error in [`last_error`]), never a
+//! corrupt database. Exclusive locking mode works as well. Open the
+//! database only through this VFS: stock SQLite would not see the frames
+//! in the pool.
+//!
+//! **Why `libsqlite3-sys` directly** (through `rusqlite::ffi`). The VFS
+//! needs SQLite's own C structures for one file kind and the default VFS's
+//! untouched for the others (the database file keeps the `unix` VFS's
+//! locking and shared memory). `sqlite-plugin` is maintained and has the
+//! shm methods, but it wraps every file in its own trait and links its own
+//! bindings, a second copy of the `sqlite3` link name beside rusqlite's;
+//! `sqlite-vfs` calls itself a prototype. Writing on the C API that
+//! rusqlite already links (bundled: no system package) keeps one SQLite
+//! and about 500 lines of unsafe code in one module ([`vfs`]'s functions,
+//! each with its `SAFETY` line).
+
+#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+
+mod error;
+pub mod log;
+pub mod record;
+mod vfs;
+pub mod wal;
+
+use rewind::{Backend, NvmLatency};
+
+pub use error::Error;
+/// The rusqlite this crate registers its VFS with (bundled SQLite).
+pub use rusqlite;
+pub use vfs::{last_error, pool_path, stats, LAYOUT};
+pub use wal::Stats;
+
+/// How the VFS keeps WALs. `Config::default()` and the builder methods.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Size of a new WAL pool in bytes (default 64 MiB). A transaction
+    /// that does not fit fails with `SQLITE_FULL`.
+    pub pool_size: u64,
+    /// Bytes per block of the log (default 8 KiB, NVWAL's).
+    pub block_size: u64,
+    /// Differential frames (default); `false` writes whole pages, as
+    /// SQLite's own WAL does (a baseline for benchmarks).
+    pub differential: bool,
+    /// Emulated NVM latencies of the pool (default none).
+    pub nvm_latency: NvmLatency,
+    /// The pool's persistence backend (default `Pmem`: cache-line flushes
+    /// and fences; `Msync` for a pool on a disk).
+    pub backend: Backend,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pool_size: 64 << 20,
+            block_size: 8 << 10,
+            differential: true,
+            nvm_latency: NvmLatency::default(),
+            backend: Backend::Pmem,
+        }
+    }
+}
+
+impl Config {
+    /// Size of new pools.
+    pub fn pool_size(mut self, bytes: u64) -> Self {
+        self.pool_size = bytes;
+        self
+    }
+
+    /// Bytes per block (at least 4 KiB, a multiple of 64).
+    pub fn block_size(mut self, bytes: u64) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    /// Differential or whole-page frames.
+    pub fn differential(mut self, on: bool) -> Self {
+        self.differential = on;
+        self
+    }
+
+    /// Emulated NVM latencies.
+    pub fn nvm_latency(mut self, l: NvmLatency) -> Self {
+        self.nvm_latency = l;
+        self
+    }
+
+    /// The pool's backend.
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
+}
+
+/// Why a VFS could not be registered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// This process registered the name already.
+    #[error("a VFS named {name:?} is registered already (register each name once)")]
+    AlreadyRegistered {
+        /// The name.
+        name: String,
+    },
+    /// The name holds a NUL byte.
+    #[error("VFS name {name:?} holds a NUL byte")]
+    BadName {
+        /// The name.
+        name: String,
+    },
+    /// The configuration is out of range.
+    #[error("block size {block_size}: expected a multiple of 64 of at least 4096")]
+    BadBlockSize {
+        /// What was given.
+        block_size: u64,
+    },
+    /// SQLite has no default VFS to keep the database files with.
+    #[error("SQLite has no default VFS")]
+    NoDefaultVfs,
+    /// sqlite3_vfs_register failed.
+    #[error("sqlite3_vfs_register failed with code {code}")]
+    Sqlite {
+        /// SQLite's result code.
+        code: i32,
+    },
+}
+
+/// Registers a SQLite VFS named `name` that keeps each database's WAL in a
+/// rewind pool beside it. Open databases with it by name
+/// (`Connection::open_with_flags_and_vfs`) and set `PRAGMA
+/// journal_mode=WAL`.
+pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
+    if cfg.block_size < 4096 || !cfg.block_size.is_multiple_of(64) {
+        return Err(RegisterError::BadBlockSize {
+            block_size: cfg.block_size,
+        });
+    }
+    vfs::register(name, cfg)
+}

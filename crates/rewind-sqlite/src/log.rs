@@ -1,0 +1,498 @@
+//! The WAL in the pool: NVWAL's user-level heap of blocks (§3.3), its
+//! differential frame records (§3.2) and its lazy synchronization with a
+//! checksummed commit mark (§4.2).
+//!
+//! **Blocks.** The log is a list of blocks from the root. A block is
+//! allocated and linked to the tail by one rewind transaction, and the
+//! blocks of a generation are freed, and the root moved to the next
+//! generation, by one more: the allocator and its log make both atomic, so
+//! a crash never leaks a block nor leaves one linked and free. (NVWAL marks
+//! each block free, pending or in use and sweeps them at recovery; here the
+//! pool's allocator is that state.) Blocks linked by a transaction that
+//! never committed stay in the list and are written over by the next.
+//!
+//! **Commit.** A SQLite transaction's frames become records ([`record`]),
+//! built in memory with the commit mark last, then copied into their blocks
+//! with non-temporal stores and no ordering ([`Pool::write_unlogged`]); one
+//! fence ([`Pool::fence`]) makes them durable. That fence is the commit
+//! point. A crash before it can leave any subset of the lines: the commit
+//! record's crc, chained from the previous commit's, then fails, and
+//! recovery ends the log at the previous commit.
+//!
+//! **Recovery** reads the blocks in order, applies each record's ranges to
+//! the page's previous image, and keeps the frames of every transaction
+//! whose commit record checks; the first one that does not ends the log.
+//!
+//! **Generations.** SQLite restarts its WAL (new salts, frame numbers from 1)
+//! once a checkpoint has copied every frame into the database file. The
+//! restart is one rewind transaction: the new WAL header in the root, the
+//! generation counter up, and every block but the first freed. The crc
+//! chain is seeded from the generation and header, so no record of an
+//! earlier generation can pass for one of this.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rewind::{PPtr, Pool};
+
+use crate::error::Error;
+use crate::record::{self, Header, Kind, BLOCK_HDR, CRC_OFF, RANGE_HDR, REC_HDR};
+
+/// The root object's bytes.
+type RootBytes = [u8; ROOT_SIZE];
+const ROOT_SIZE: usize = 128;
+/// Root: "NVWAL" and the format version.
+const MAGIC_OFF: u64 = 0;
+/// Root: generation, from 1.
+const GEN_OFF: u64 = MAGIC_OFF + 8;
+/// Root: the first block.
+const HEAD_OFF: u64 = GEN_OFF + 8;
+/// Root: bytes per block.
+const BLOCK_SIZE_OFF: u64 = HEAD_OFF + 8;
+/// Root: 1 when `header` holds SQLite's WAL header, 0 for an empty WAL file.
+const HAS_HEADER_OFF: u64 = BLOCK_SIZE_OFF + 8;
+/// Root: SQLite's 32-byte WAL header.
+const HEADER_OFF: u64 = HAS_HEADER_OFF + 8;
+const _: () = assert!(HEADER_OFF as usize + 32 <= ROOT_SIZE);
+const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x01");
+
+/// SQLite's WAL header.
+pub type WalHeader = [u8; 32];
+
+/// A frame rebuilt by recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Database page number.
+    pub pgno: u32,
+    /// Database size in pages after the transaction, on its last frame.
+    pub ntrunc: u32,
+    /// The page's bytes.
+    pub image: Vec<u8>,
+}
+
+/// A frame to commit.
+pub struct Out<'a> {
+    /// Database page number.
+    pub pgno: u32,
+    /// Commit flag: the database size on the transaction's last frame.
+    pub ntrunc: u32,
+    /// The page.
+    pub image: &'a [u8],
+    /// The page's previous frame in this generation, if any.
+    pub base: Option<&'a [u8]>,
+}
+
+/// What recovery found.
+pub struct Recovered {
+    /// SQLite's WAL header, if the WAL file has one.
+    pub header: Option<WalHeader>,
+    /// Every committed frame, in order (frame 1 first).
+    pub frames: Vec<Frame>,
+}
+
+/// The page size a WAL header names (0 when it names none).
+pub fn page_size(h: &WalHeader) -> usize {
+    let v = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+    if v == 1 {
+        65536
+    } else {
+        v
+    }
+}
+
+/// The log of one database's WAL in its pool.
+pub struct WalLog {
+    pool: Pool,
+    root: u64,
+    block_size: u64,
+    /// The chain, head first.
+    blocks: Vec<u64>,
+    /// Where the next record goes: `blocks[cur] + pos`.
+    cur: usize,
+    pos: u64,
+    gen: u64,
+    /// The last commit's crc (the generation's seed before any).
+    chain: u32,
+    /// The current frame number (frames committed in this generation).
+    frames: u32,
+    /// Record bytes written so far.
+    bytes_written: u64,
+    persist: Persist,
+}
+
+/// What the commits' copies and fences cost (NVWAL Fig. 6), apart from
+/// building records and linking blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Persist {
+    /// Time in `write_unlogged` and `fence`.
+    pub time: Duration,
+    /// Their counters (fences, lines).
+    pub counters: rewind::Counters,
+    /// Blocks linked by rewind transactions.
+    pub blocks_linked: u64,
+}
+
+fn seed(gen: u64, header: Option<&WalHeader>) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&gen.to_le_bytes());
+    h.update(header.map_or(&[0u8; 32][..], |h| &h[..]));
+    h.finalize()
+}
+
+impl WalLog {
+    /// Opens the log in `pool` (creating it in an empty pool) and recovers
+    /// its committed frames.
+    pub fn open(pool: Pool, block_size: u64) -> Result<(WalLog, Recovered), Error> {
+        let root = match pool.root::<RootBytes>()? {
+            Some(r) => r.offset(),
+            None => pool.transaction(|tx| {
+                let root = tx.root::<RootBytes>()?.offset();
+                let head = tx.alloc_bytes(block_size)?;
+                tx.write_bytes(root + MAGIC_OFF, &MAGIC.to_le_bytes())?;
+                tx.write_bytes(root + GEN_OFF, &1u64.to_le_bytes())?;
+                tx.write_bytes(root + HEAD_OFF, &head.to_le_bytes())?;
+                tx.write_bytes(root + BLOCK_SIZE_OFF, &block_size.to_le_bytes())?;
+                Ok::<_, rewind::Error>(root)
+            })?,
+        };
+        let mut r = [0u8; ROOT_SIZE];
+        pool.read_bytes(root, &mut r)?;
+        let word = |off: u64| {
+            let o = off as usize;
+            u64::from_le_bytes(r[o..o + 8].try_into().expect("8 bytes"))
+        };
+        if word(MAGIC_OFF) != MAGIC {
+            return Err(Error::NotAWalPool {
+                found: word(MAGIC_OFF),
+            });
+        }
+        let block_size = word(BLOCK_SIZE_OFF);
+        let gen = word(GEN_OFF);
+        let header = (word(HAS_HEADER_OFF) == 1).then(|| {
+            let o = HEADER_OFF as usize;
+            let mut h = [0u8; 32];
+            h.copy_from_slice(&r[o..o + 32]);
+            h
+        });
+        let mut blocks = vec![word(HEAD_OFF)];
+        let mut seen = std::collections::HashSet::from([blocks[0]]);
+        loop {
+            let last = *blocks.last().expect("head");
+            let mut next = [0u8; 8];
+            pool.read_bytes(last, &mut next)?;
+            let next = u64::from_le_bytes(next);
+            if next == 0 {
+                break;
+            }
+            if !seen.insert(next) {
+                return Err(Error::Damaged {
+                    what: "the block list has a cycle",
+                });
+            }
+            blocks.push(next);
+        }
+        let mut log = WalLog {
+            pool,
+            root,
+            block_size,
+            blocks,
+            cur: 0,
+            pos: BLOCK_HDR,
+            gen,
+            chain: seed(gen, header.as_ref()),
+            frames: 0,
+            bytes_written: 0,
+            persist: Persist::default(),
+        };
+        let frames = match &header {
+            Some(h) if page_size(h).is_power_of_two() && page_size(h) >= 512 => {
+                log.scan(page_size(h))?
+            }
+            _ => Vec::new(),
+        };
+        log.frames = frames.len() as u32;
+        Ok((log, Recovered { header, frames }))
+    }
+
+    /// The pool (its counters, for benchmarks).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Reads the blocks in order and keeps every committed transaction's
+    /// frames; leaves the write position after the last commit.
+    fn scan(&mut self, page: usize) -> Result<Vec<Frame>, Error> {
+        let mut frames: Vec<Frame> = Vec::new();
+        // Index in `frames` of each page's last frame.
+        let mut latest: HashMap<u32, usize> = HashMap::new();
+        // The transaction being read: its frames, their pages' last frame.
+        let mut pending: Vec<Frame> = Vec::new();
+        let mut pending_latest: HashMap<u32, usize> = HashMap::new();
+        let mut working: Option<(u32, Frame)> = None;
+        let mut crc = crc32fast::Hasher::new_with_initial(self.chain);
+        let (mut cur, mut pos) = (0usize, BLOCK_HDR);
+        let mut block = vec![0u8; self.block_size as usize];
+        self.pool.read_bytes(self.blocks[0], &mut block)?;
+        loop {
+            let room = (self.block_size - pos) as usize;
+            let at = pos as usize;
+            let h = if room < REC_HDR {
+                None
+            } else {
+                match Header::decode(&block[at..], room) {
+                    Some(h) => Some(h),
+                    None => break,
+                }
+            };
+            if h.is_none_or(|h| h.kind == Kind::Jump) {
+                if let Some(h) = h {
+                    crc.update(&block[at..at + h.len]);
+                }
+                if cur + 1 == self.blocks.len() {
+                    break;
+                }
+                cur += 1;
+                pos = BLOCK_HDR;
+                self.pool.read_bytes(self.blocks[cur], &mut block)?;
+                continue;
+            }
+            let h = h.expect("checked");
+            let next_frame = (frames.len() + pending.len() + 1) as u32;
+            let (num, mut f) = match working.take() {
+                Some((num, f)) if num == h.frame && f.pgno == h.pgno => (num, f),
+                Some(_) => break,
+                None if h.frame == next_frame && h.pgno != 0 => {
+                    let base = pending_latest
+                        .get(&h.pgno)
+                        .map(|&i| &pending[i].image)
+                        .or_else(|| latest.get(&h.pgno).map(|&i| &frames[i].image));
+                    let image = base.cloned().unwrap_or_else(|| vec![0u8; page]);
+                    (
+                        h.frame,
+                        Frame {
+                            pgno: h.pgno,
+                            ntrunc: 0,
+                            image,
+                        },
+                    )
+                }
+                None => break,
+            };
+            if !record::apply(&block[at + REC_HDR..at + h.len], h.nranges, &mut f.image) {
+                break;
+            }
+            if h.kind == Kind::Commit {
+                let mut rec = block[at..at + h.len].to_vec();
+                rec[CRC_OFF..CRC_OFF + 4].fill(0);
+                crc.update(&rec);
+            } else {
+                crc.update(&block[at..at + h.len]);
+            }
+            pos += h.len as u64;
+            match h.kind {
+                Kind::Part => working = Some((num, f)),
+                Kind::End => {
+                    pending_latest.insert(f.pgno, pending.len());
+                    pending.push(f);
+                }
+                Kind::Commit => {
+                    let sum = std::mem::replace(&mut crc, crc32fast::Hasher::new()).finalize();
+                    if sum != h.crc || h.ntrunc == 0 {
+                        break;
+                    }
+                    f.ntrunc = h.ntrunc;
+                    pending.push(f);
+                    for f in pending.drain(..) {
+                        latest.insert(f.pgno, frames.len());
+                        frames.push(f);
+                    }
+                    pending_latest.clear();
+                    self.chain = sum;
+                    (self.cur, self.pos) = (cur, pos);
+                    crc = crc32fast::Hasher::new_with_initial(sum);
+                }
+                Kind::Jump => unreachable!("handled above"),
+            }
+        }
+        Ok(frames)
+    }
+
+    /// Links a new block after the last one (one rewind transaction).
+    fn grow(&mut self) -> Result<(), Error> {
+        let tail = *self.blocks.last().expect("head");
+        let size = self.block_size;
+        let b = self.pool.transaction(|tx| {
+            let b = tx.alloc_bytes(size)?;
+            tx.write_bytes(tail, &b.to_le_bytes())?;
+            Ok::<_, rewind::Error>(b)
+        })?;
+        self.blocks.push(b);
+        self.persist.blocks_linked += 1;
+        Ok(())
+    }
+
+    /// Writes one transaction's frames (the last one carrying SQLite's
+    /// commit flag) and makes them durable with one fence. On an error
+    /// nothing of it is committed.
+    ///
+    /// `differential`: records hold the bytes that differ from the page's
+    /// previous frame (NVWAL); otherwise the whole page (a baseline).
+    pub fn commit(&mut self, frames: &[Out<'_>], differential: bool) -> Result<(), Error> {
+        let Some(last) = frames.last() else {
+            return Ok(());
+        };
+        if last.ntrunc == 0 {
+            return Err(Error::NoCommitFlag);
+        }
+        // (block index, offset in block, bytes)
+        let mut segs: Vec<(usize, u64, Vec<u8>)> = Vec::new();
+        let (mut cur, mut pos) = (self.cur, self.pos);
+        let (mut seg, mut seg_start) = (Vec::new(), pos);
+        let mut commit_at = (0usize, 0usize);
+        for (i, f) in frames.iter().enumerate() {
+            let zero;
+            let base = match f.base {
+                Some(b) => b,
+                None => {
+                    zero = vec![0u8; f.image.len()];
+                    &zero
+                }
+            };
+            let mut rest = if differential {
+                record::diff(base, f.image)
+            } else {
+                record::whole(f.image.len())
+            };
+            let mut ri = 0;
+            let frame = self.frames + 1 + i as u32;
+            loop {
+                let room = (self.block_size - pos) as usize;
+                let mut take = Vec::new();
+                if room >= REC_HDR {
+                    let mut left = room - REC_HDR;
+                    while let Some(&(off, len)) = rest.get(ri) {
+                        if RANGE_HDR + len <= left {
+                            take.push((off, len));
+                            left -= RANGE_HDR + len;
+                            ri += 1;
+                        } else {
+                            // Split the range: what fits, a multiple of 8.
+                            let k = left.saturating_sub(RANGE_HDR) / 8 * 8;
+                            if k > 0 {
+                                take.push((off, k));
+                                rest[ri] = (off + k, len - k);
+                            }
+                            break;
+                        }
+                    }
+                }
+                let done = ri == rest.len();
+                if room < REC_HDR || (take.is_empty() && !done) {
+                    // The rest of this block stays unused: a JUMP record
+                    // says so, unless too few bytes are left for one.
+                    if room >= REC_HDR {
+                        record::encode_record(&mut seg, Header::jump(), &[], &[]);
+                    }
+                    segs.push((cur, seg_start, std::mem::take(&mut seg)));
+                    cur += 1;
+                    if cur == self.blocks.len() {
+                        self.grow()?;
+                    }
+                    (pos, seg_start) = (BLOCK_HDR, BLOCK_HDR);
+                    continue;
+                }
+                let kind = match (done, i + 1 == frames.len()) {
+                    (false, _) => Kind::Part,
+                    (true, false) => Kind::End,
+                    (true, true) => Kind::Commit,
+                };
+                let h = Header {
+                    kind,
+                    frame,
+                    pgno: f.pgno,
+                    ntrunc: if kind == Kind::Commit { f.ntrunc } else { 0 },
+                    ..Header::jump()
+                };
+                let start = seg.len();
+                record::encode_record(&mut seg, h, &take, f.image);
+                pos += (seg.len() - start) as u64;
+                if kind == Kind::Commit {
+                    commit_at = (segs.len(), start);
+                }
+                if done {
+                    break;
+                }
+            }
+        }
+        segs.push((cur, seg_start, seg));
+        // The commit mark: the crc of every byte above, chained.
+        let mut crc = crc32fast::Hasher::new_with_initial(self.chain);
+        for (_, _, b) in &segs {
+            crc.update(b);
+        }
+        let sum = crc.finalize();
+        let (si, at) = commit_at;
+        segs[si].2[at + CRC_OFF..at + CRC_OFF + 4].copy_from_slice(&sum.to_le_bytes());
+        // Copies without ordering, then the one fence: the commit point.
+        let (t0, c0) = (Instant::now(), self.pool.counters());
+        for (b, off, bytes) in segs.iter().filter(|s| !s.2.is_empty()) {
+            self.pool.write_unlogged(self.blocks[*b] + off, bytes)?;
+            self.bytes_written += bytes.len() as u64;
+        }
+        self.pool.fence()?;
+        self.persist.time += t0.elapsed();
+        self.persist.counters = self.persist.counters + self.pool.counters().since(&c0);
+        (self.cur, self.pos, self.chain) = (cur, pos, sum);
+        self.frames += frames.len() as u32;
+        Ok(())
+    }
+
+    /// Starts a new generation: `header` (or none, an empty WAL file) in the
+    /// root, the generation counter up, every block but the first freed;
+    /// one rewind transaction. The caller has made the database file hold
+    /// every committed frame durably.
+    pub fn restart(&mut self, header: Option<&WalHeader>) -> Result<(), Error> {
+        let (root, head) = (self.root, self.blocks[0]);
+        let gen = self.gen + 1;
+        let freed = self.blocks[1..].to_vec();
+        self.pool.transaction(|tx| {
+            for &b in &freed {
+                tx.free(PPtr::<u8>::from_offset(b))?;
+            }
+            tx.write_bytes(head, &0u64.to_le_bytes())?;
+            tx.write_bytes(root + GEN_OFF, &gen.to_le_bytes())?;
+            tx.write_bytes(
+                root + HAS_HEADER_OFF,
+                &(header.is_some() as u64).to_le_bytes(),
+            )?;
+            tx.write_bytes(root + HEADER_OFF, header.unwrap_or(&[0u8; 32]))?;
+            Ok::<_, rewind::Error>(())
+        })?;
+        self.blocks.truncate(1);
+        (self.cur, self.pos, self.gen) = (0, BLOCK_HDR, gen);
+        self.chain = seed(gen, header);
+        self.frames = 0;
+        Ok(())
+    }
+
+    /// Closes the pool.
+    pub fn close(self) -> Result<(), Error> {
+        Ok(self.pool.close()?)
+    }
+
+    /// What the commits' copies and fences cost since open.
+    pub fn persist(&self) -> Persist {
+        self.persist
+    }
+
+    /// Record bytes written since open.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    /// Blocks in the list (for tests).
+    pub fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+}

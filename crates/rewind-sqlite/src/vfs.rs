@@ -1,0 +1,591 @@
+//! The SQLite VFS: every file goes to the default VFS (`unix`) except
+//! the WAL, which goes to [`WalFile`] in a pool beside the database.
+//!
+//! The main database file, its journals, temporary files, the `-shm`
+//! wal-index and every lock are the default VFS's own: this VFS opens them
+//! with the default VFS's `xOpen` into its own file structure, so SQLite
+//! calls the default VFS's methods on them directly. Only a file opened
+//! with `SQLITE_OPEN_WAL` gets this module's methods.
+//!
+//! This is the only module with unsafe code: SQLite calls these functions
+//! through C pointers.
+
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
+use rewind::{OpenOptions, Policy, Pool, PoolConfig};
+use rusqlite::ffi;
+
+use crate::error::Error;
+use crate::log::WalLog;
+use crate::wal::{Stats, WalFile};
+use crate::Config;
+
+/// The pool's layout name.
+pub const LAYOUT: &str = "rewind-sqlite-wal";
+
+/// The pool file of the WAL file `wal` (`<db>-wal.rewind`).
+pub fn pool_path(wal: &Path) -> PathBuf {
+    let mut p = wal.as_os_str().to_owned();
+    p.push(".rewind");
+    PathBuf::from(p)
+}
+
+/// One database's open WAL, shared by its connections in this process.
+struct Shared {
+    file: Mutex<Option<WalFile>>,
+}
+
+struct Entry {
+    shared: Arc<Shared>,
+    handles: usize,
+}
+
+/// Open WALs by database path (canonical where it can be).
+static OPEN: LazyLock<Mutex<HashMap<PathBuf, Entry>>> = LazyLock::new(Default::default);
+
+/// The last error this VFS turned into a SQLite result code.
+static LAST_ERROR: LazyLock<Mutex<Option<String>>> = LazyLock::new(Default::default);
+
+fn remember(e: &Error) {
+    *LAST_ERROR.lock() = Some(e.to_string());
+}
+
+/// The message of the last error the VFS reported to SQLite.
+pub fn last_error() -> Option<String> {
+    LAST_ERROR.lock().clone()
+}
+
+fn key_of(db: &Path) -> PathBuf {
+    std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf())
+}
+
+fn db_of(wal: &Path) -> PathBuf {
+    let s = wal.as_os_str().to_string_lossy();
+    PathBuf::from(s.strip_suffix("-wal").unwrap_or(&s).to_string())
+}
+
+/// What the WAL of the database at `db` wrote, while a connection has it
+/// open in this process.
+pub fn stats(db: &Path) -> Option<Stats> {
+    let open = OPEN.lock();
+    let e = open.get(&key_of(db))?;
+    let f = e.shared.file.lock();
+    let f = f.as_ref()?;
+    let mut s = f.stats();
+    s.pool = f.counters();
+    s.persist = f.persist();
+    Some(s)
+}
+
+struct VfsData {
+    parent: *mut ffi::sqlite3_vfs,
+    cfg: Config,
+    _name: CString,
+}
+
+/// A WAL file handle: SQLite's base structure first.
+#[repr(C)]
+struct WalHandle {
+    base: ffi::sqlite3_file,
+    key: *mut PathBuf,
+    shared: *const Shared,
+}
+
+static NAMES: LazyLock<Mutex<Vec<String>>> = LazyLock::new(Default::default);
+
+/// Registers the VFS `name` (not as the default).
+pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
+    let mut names = NAMES.lock();
+    if names.iter().any(|n| n == name) {
+        return Err(crate::RegisterError::AlreadyRegistered {
+            name: name.to_string(),
+        });
+    }
+    let cname = CString::new(name).map_err(|_| crate::RegisterError::BadName {
+        name: name.to_string(),
+    })?;
+    // SAFETY: sqlite3_vfs_find with NULL returns the default VFS (or NULL
+    // before initialization fails); it only reads SQLite's global list.
+    let parent = unsafe { ffi::sqlite3_vfs_find(std::ptr::null()) };
+    if parent.is_null() {
+        return Err(crate::RegisterError::NoDefaultVfs);
+    }
+    // SAFETY: `parent` is a registered VFS, which SQLite keeps alive.
+    let p = unsafe { &*parent };
+    let data = Box::new(VfsData {
+        parent,
+        cfg: cfg.clone(),
+        _name: cname.clone(),
+    });
+    let vfs = Box::new(ffi::sqlite3_vfs {
+        iVersion: 2,
+        szOsFile: p.szOsFile.max(std::mem::size_of::<WalHandle>() as c_int),
+        mxPathname: p.mxPathname,
+        pNext: std::ptr::null_mut(),
+        zName: cname.into_raw(),
+        pAppData: Box::into_raw(data) as *mut c_void,
+        xOpen: Some(x_open),
+        xDelete: Some(x_delete),
+        xAccess: Some(x_access),
+        xFullPathname: Some(x_full_pathname),
+        xDlOpen: Some(x_dl_open),
+        xDlError: Some(x_dl_error),
+        xDlSym: Some(x_dl_sym),
+        xDlClose: Some(x_dl_close),
+        xRandomness: Some(x_randomness),
+        xSleep: Some(x_sleep),
+        xCurrentTime: Some(x_current_time),
+        xGetLastError: Some(x_get_last_error),
+        xCurrentTimeInt64: Some(x_current_time_int64),
+        xSetSystemCall: None,
+        xGetSystemCall: None,
+        xNextSystemCall: None,
+    });
+    // SAFETY: the VFS structure and its data are leaked: they live as long
+    // as the process, as SQLite requires of a registered VFS.
+    let rc = unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) };
+    if rc != ffi::SQLITE_OK {
+        return Err(crate::RegisterError::Sqlite { code: rc });
+    }
+    names.push(name.to_string());
+    Ok(())
+}
+
+/// The VFS's data and its parent.
+///
+/// # Safety
+/// `vfs` is a VFS registered by [`register`].
+unsafe fn data<'a>(vfs: *mut ffi::sqlite3_vfs) -> &'a VfsData {
+    // SAFETY: pAppData was set to a leaked VfsData by `register`.
+    unsafe { &*((*vfs).pAppData as *const VfsData) }
+}
+
+/// The parent VFS.
+///
+/// # Safety
+/// As [`data`].
+unsafe fn parent<'a>(vfs: *mut ffi::sqlite3_vfs) -> &'a mut ffi::sqlite3_vfs {
+    // SAFETY: the parent is a registered VFS SQLite keeps alive.
+    unsafe { &mut *data(vfs).parent }
+}
+
+fn is_wal_name(name: &Path) -> bool {
+    name.as_os_str().to_string_lossy().ends_with("-wal")
+}
+
+/// # Safety
+/// `z` is NULL or a NUL-terminated string.
+unsafe fn path_of(z: *const c_char) -> Option<PathBuf> {
+    if z.is_null() {
+        return None;
+    }
+    // SAFETY: SQLite passes NUL-terminated names.
+    let s = unsafe { CStr::from_ptr(z) };
+    Some(PathBuf::from(s.to_string_lossy().into_owned()))
+}
+
+fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
+    let pool_file = pool_path(wal);
+    let opts = OpenOptions::default()
+        .nvm_latency(cfg.nvm_latency)
+        .backend(cfg.backend);
+    let pool = if pool_file.exists() || !create {
+        Pool::open(&pool_file, LAYOUT, &opts)?
+    } else {
+        let pc = PoolConfig::default()
+            .policy(Policy::Redo)
+            .backend(cfg.backend)
+            .nvm_latency(cfg.nvm_latency);
+        Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
+    };
+    let (log, rec) = WalLog::open(pool, cfg.block_size)?;
+    Ok(WalFile::open(log, rec, db_of(wal), cfg.differential))
+}
+
+static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
+    iVersion: 1,
+    xClose: Some(w_close),
+    xRead: Some(w_read),
+    xWrite: Some(w_write),
+    xTruncate: Some(w_truncate),
+    xSync: Some(w_sync),
+    xFileSize: Some(w_file_size),
+    xLock: Some(w_lock),
+    xUnlock: Some(w_lock),
+    xCheckReservedLock: Some(w_check_reserved),
+    xFileControl: Some(w_file_control),
+    xSectorSize: Some(w_sector_size),
+    xDeviceCharacteristics: Some(w_device_characteristics),
+    xShmMap: None,
+    xShmLock: None,
+    xShmBarrier: None,
+    xShmUnmap: None,
+    xFetch: None,
+    xUnfetch: None,
+};
+
+unsafe extern "C" fn x_open(
+    vfs: *mut ffi::sqlite3_vfs,
+    z_name: *const c_char,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    // SAFETY: SQLite passes the registered VFS and a file of szOsFile bytes.
+    let (d, p) = unsafe { (data(vfs), parent(vfs)) };
+    // SAFETY: as above; the name is NULL or NUL-terminated.
+    let name = unsafe { path_of(z_name) };
+    let (Some(wal), true) = (name, flags & ffi::SQLITE_OPEN_WAL != 0) else {
+        // SAFETY: the parent fills `file` (no larger than ours) and sets
+        // its own methods.
+        return unsafe { (p.xOpen.expect("xOpen"))(p, z_name, file, flags, out_flags) };
+    };
+    let key = key_of(&db_of(&wal));
+    let mut open = OPEN.lock();
+    let shared = match open.get_mut(&key) {
+        Some(e) => {
+            e.handles += 1;
+            e.shared.clone()
+        }
+        None => match open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0) {
+            Ok(f) => {
+                let shared = Arc::new(Shared {
+                    file: Mutex::new(Some(f)),
+                });
+                open.insert(
+                    key.clone(),
+                    Entry {
+                        shared: shared.clone(),
+                        handles: 1,
+                    },
+                );
+                shared
+            }
+            Err(e) => {
+                remember(&e);
+                // SAFETY: an open that fails leaves pMethods NULL.
+                unsafe { (*file).pMethods = std::ptr::null() };
+                return ffi::SQLITE_CANTOPEN;
+            }
+        },
+    };
+    let h = file as *mut WalHandle;
+    // SAFETY: `file` has room for a WalHandle (szOsFile), which SQLite owns
+    // until xClose.
+    unsafe {
+        (*h).base.pMethods = &WAL_METHODS;
+        (*h).key = Box::into_raw(Box::new(key));
+        (*h).shared = Arc::into_raw(shared);
+        if !out_flags.is_null() {
+            *out_flags = flags;
+        }
+    }
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_delete(
+    vfs: *mut ffi::sqlite3_vfs,
+    z: *const c_char,
+    sync_dir: c_int,
+) -> c_int {
+    // SAFETY: SQLite passes the registered VFS and a NUL-terminated name.
+    let (p, name) = unsafe { (parent(vfs), path_of(z)) };
+    if let Some(wal) = name.filter(|n| is_wal_name(n)) {
+        if OPEN.lock().contains_key(&key_of(&db_of(&wal))) {
+            return ffi::SQLITE_IOERR_DELETE;
+        }
+        match std::fs::remove_file(pool_path(&wal)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return ffi::SQLITE_IOERR_DELETE,
+        }
+    }
+    // SAFETY: delegated with the parent VFS.
+    let rc = unsafe { (p.xDelete.expect("xDelete"))(p, z, sync_dir) };
+    if rc == ffi::SQLITE_IOERR_DELETE_NOENT {
+        ffi::SQLITE_OK
+    } else {
+        rc
+    }
+}
+
+unsafe extern "C" fn x_access(
+    vfs: *mut ffi::sqlite3_vfs,
+    z: *const c_char,
+    flags: c_int,
+    res: *mut c_int,
+) -> c_int {
+    // SAFETY: SQLite passes the registered VFS and a NUL-terminated name.
+    let (p, name) = unsafe { (parent(vfs), path_of(z)) };
+    if let Some(wal) = name.filter(|n| is_wal_name(n)) {
+        let there = OPEN.lock().contains_key(&key_of(&db_of(&wal))) || pool_path(&wal).exists();
+        // SAFETY: `res` points to an int SQLite owns.
+        unsafe { *res = there as c_int };
+        return ffi::SQLITE_OK;
+    }
+    // SAFETY: delegated with the parent VFS.
+    unsafe { (p.xAccess.expect("xAccess"))(p, z, flags, res) }
+}
+
+unsafe extern "C" fn x_full_pathname(
+    vfs: *mut ffi::sqlite3_vfs,
+    z: *const c_char,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        (p.xFullPathname.expect("xFullPathname"))(p, z, n, out)
+    }
+}
+
+unsafe extern "C" fn x_dl_open(vfs: *mut ffi::sqlite3_vfs, z: *const c_char) -> *mut c_void {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        match p.xDlOpen {
+            Some(f) => f(p, z),
+            None => std::ptr::null_mut(),
+        }
+    }
+}
+
+unsafe extern "C" fn x_dl_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        if let Some(f) = p.xDlError {
+            f(p, n, out)
+        }
+    }
+}
+
+type DlSym = unsafe extern "C" fn(*mut ffi::sqlite3_vfs, *mut c_void, *const c_char);
+
+unsafe extern "C" fn x_dl_sym(
+    vfs: *mut ffi::sqlite3_vfs,
+    h: *mut c_void,
+    z: *const c_char,
+) -> Option<DlSym> {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        p.xDlSym.and_then(|f| f(p, h, z))
+    }
+}
+
+unsafe extern "C" fn x_dl_close(vfs: *mut ffi::sqlite3_vfs, h: *mut c_void) {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        if let Some(f) = p.xDlClose {
+            f(p, h)
+        }
+    }
+}
+
+unsafe extern "C" fn x_randomness(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        (p.xRandomness.expect("xRandomness"))(p, n, out)
+    }
+}
+
+unsafe extern "C" fn x_sleep(vfs: *mut ffi::sqlite3_vfs, us: c_int) -> c_int {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        (p.xSleep.expect("xSleep"))(p, us)
+    }
+}
+
+unsafe extern "C" fn x_current_time(vfs: *mut ffi::sqlite3_vfs, t: *mut f64) -> c_int {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        (p.xCurrentTime.expect("xCurrentTime"))(p, t)
+    }
+}
+
+unsafe extern "C" fn x_get_last_error(
+    vfs: *mut ffi::sqlite3_vfs,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
+    // SAFETY: delegated with the parent VFS.
+    unsafe {
+        let p = parent(vfs);
+        match p.xGetLastError {
+            Some(f) => f(p, n, out),
+            None => 0,
+        }
+    }
+}
+
+unsafe extern "C" fn x_current_time_int64(
+    vfs: *mut ffi::sqlite3_vfs,
+    t: *mut ffi::sqlite3_int64,
+) -> c_int {
+    // SAFETY: delegated with the parent VFS (version 2 or later, as the
+    // unix VFS is).
+    unsafe {
+        let p = parent(vfs);
+        match p.xCurrentTimeInt64 {
+            Some(f) => f(p, t),
+            None => ffi::SQLITE_ERROR,
+        }
+    }
+}
+
+/// The shared WAL of a handle.
+///
+/// # Safety
+/// `f` is a handle opened by [`x_open`] and not yet closed.
+unsafe fn shared<'a>(f: *mut ffi::sqlite3_file) -> &'a Shared {
+    // SAFETY: x_open stored an Arc's pointer, released only by w_close.
+    unsafe { &*(*(f as *mut WalHandle)).shared }
+}
+
+fn with_file<R>(sh: &Shared, fail: R, f: impl FnOnce(&mut WalFile) -> R) -> R {
+    match sh.file.lock().as_mut() {
+        Some(w) => f(w),
+        None => fail,
+    }
+}
+
+fn code_of(e: &Error, io: c_int) -> c_int {
+    remember(e);
+    match e {
+        Error::Pool(rewind::Error::OutOfMemory { .. })
+        | Error::Pool(rewind::Error::LogFull { .. }) => ffi::SQLITE_FULL,
+        _ => io,
+    }
+}
+
+unsafe extern "C" fn w_close(f: *mut ffi::sqlite3_file) -> c_int {
+    let h = f as *mut WalHandle;
+    // SAFETY: the pointers were made by x_open with Box/Arc::into_raw and
+    // are taken back once, here.
+    let (key, shared) = unsafe { (Box::from_raw((*h).key), Arc::from_raw((*h).shared)) };
+    // SAFETY: as above.
+    unsafe { (*h).base.pMethods = std::ptr::null() };
+    let mut open = OPEN.lock();
+    let last = match open.get_mut(&*key) {
+        Some(e) => {
+            e.handles -= 1;
+            e.handles == 0
+        }
+        None => false,
+    };
+    if last {
+        open.remove(&*key);
+        if let Some(w) = shared.file.lock().take() {
+            if let Err(e) = w.close() {
+                return code_of(&e, ffi::SQLITE_IOERR_CLOSE);
+            }
+        }
+    }
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn w_read(
+    f: *mut ffi::sqlite3_file,
+    buf: *mut c_void,
+    n: c_int,
+    off: i64,
+) -> c_int {
+    // SAFETY: SQLite passes a buffer of `n` bytes.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n.max(0) as usize) };
+    // SAFETY: `f` is an open WAL handle.
+    let sh = unsafe { shared(f) };
+    with_file(sh, ffi::SQLITE_IOERR_READ, |w| {
+        if w.read(off.max(0) as u64, out) {
+            ffi::SQLITE_OK
+        } else {
+            ffi::SQLITE_IOERR_SHORT_READ
+        }
+    })
+}
+
+unsafe extern "C" fn w_write(
+    f: *mut ffi::sqlite3_file,
+    buf: *const c_void,
+    n: c_int,
+    off: i64,
+) -> c_int {
+    // SAFETY: SQLite passes a buffer of `n` bytes.
+    let data = unsafe { std::slice::from_raw_parts(buf as *const u8, n.max(0) as usize) };
+    // SAFETY: `f` is an open WAL handle.
+    let sh = unsafe { shared(f) };
+    with_file(sh, ffi::SQLITE_IOERR_WRITE, |w| {
+        match w.write(off.max(0) as u64, data) {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) => code_of(&e, ffi::SQLITE_IOERR_WRITE),
+        }
+    })
+}
+
+unsafe extern "C" fn w_truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    // SAFETY: `f` is an open WAL handle.
+    let sh = unsafe { shared(f) };
+    with_file(sh, ffi::SQLITE_IOERR_TRUNCATE, |w| {
+        match w.truncate(size.max(0) as u64) {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) => code_of(&e, ffi::SQLITE_IOERR_TRUNCATE),
+        }
+    })
+}
+
+unsafe extern "C" fn w_sync(_f: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
+    // Every committed transaction was made durable by its own fence.
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn w_file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
+    // SAFETY: `f` is an open WAL handle.
+    let sh = unsafe { shared(f) };
+    let s = with_file(sh, None, |w| Some(w.size()));
+    match s {
+        Some(s) => {
+            // SAFETY: SQLite passes a pointer to its result.
+            unsafe { *size = s as i64 };
+            ffi::SQLITE_OK
+        }
+        None => ffi::SQLITE_IOERR_FSTAT,
+    }
+}
+
+unsafe extern "C" fn w_lock(_f: *mut ffi::sqlite3_file, _level: c_int) -> c_int {
+    // SQLite locks the database file, never the WAL.
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn w_check_reserved(_f: *mut ffi::sqlite3_file, res: *mut c_int) -> c_int {
+    // SAFETY: SQLite passes a pointer to its result.
+    unsafe { *res = 0 };
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn w_file_control(
+    _f: *mut ffi::sqlite3_file,
+    _op: c_int,
+    _arg: *mut c_void,
+) -> c_int {
+    ffi::SQLITE_NOTFOUND
+}
+
+unsafe extern "C" fn w_sector_size(_f: *mut ffi::sqlite3_file) -> c_int {
+    512
+}
+
+unsafe extern "C" fn w_device_characteristics(_f: *mut ffi::sqlite3_file) -> c_int {
+    ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE | ffi::SQLITE_IOCAP_SAFE_APPEND
+}

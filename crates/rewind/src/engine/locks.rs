@@ -1,0 +1,317 @@
+//! The lock table: strict two-phase locking of pool objects between
+//! transactions (the isolation REWIND §4.7 leaves to the program, given as
+//! libpmemobj++ and redb give it).
+//!
+//! A lock is named by a pool offset (a collection's header, or any object a
+//! program locks with `Tx::lock`). A transaction takes it shared or
+//! exclusive and holds it until the transaction has committed or rolled
+//! back; the table is volatile (a crash releases every lock, and recovery
+//! needs none: no transaction runs during it).
+//!
+//! **Deadlock.** A transaction that would wait walks the wait-for graph from
+//! the lock's conflicting holders, through the locks those holders wait
+//! for; if the walk comes back to it, waiting could never end, and the
+//! request fails at once with [`Error::Deadlock`]: the transaction is doomed
+//! and rolls back, releasing its locks, so the others go on. A wait that
+//! finds no cycle but lasts past the table's bound fails with
+//! [`Error::LockTimeout`] (a holder that never ends its transaction, say).
+//!
+//! An upgrade (shared to exclusive by the same transaction) waits for the
+//! other shared holders; two upgraders of one lock are a cycle and one of
+//! them gets `Deadlock`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::Error;
+
+/// How a lock is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Readers: any number at once.
+    Shared,
+    /// One writer, no readers.
+    Exclusive,
+}
+
+/// The holders of one lock.
+#[derive(Default)]
+struct Entry {
+    exclusive: Option<u64>,
+    shared: Vec<u64>,
+}
+
+impl Entry {
+    /// The holders that keep `tx` from taking the lock in `mode`.
+    fn blockers(&self, tx: u64, mode: Mode) -> Vec<u64> {
+        let mut b: Vec<u64> = self.exclusive.filter(|&h| h != tx).into_iter().collect();
+        if mode == Mode::Exclusive {
+            b.extend(self.shared.iter().copied().filter(|&h| h != tx));
+        }
+        b
+    }
+
+    fn is_free(&self) -> bool {
+        self.exclusive.is_none() && self.shared.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    locks: HashMap<u64, Entry>,
+    /// What each waiting transaction waits for, with its place in line.
+    waiting: HashMap<u64, Wait>,
+    next_ticket: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Wait {
+    key: u64,
+    mode: Mode,
+    ticket: u64,
+}
+
+impl Table {
+    /// The transactions `tx` must wait for to take `key` in `mode`: the
+    /// conflicting holders, and the conflicting requests in line before it
+    /// (`ticket`: its place, `u64::MAX` for a request not yet in line), so a
+    /// lock is granted first come, first served and a waiter woken by a
+    /// release is never overtaken by a newcomer.
+    fn blocking(&self, tx: u64, key: u64, mode: Mode, ticket: u64) -> Vec<u64> {
+        let mut b = self
+            .locks
+            .get(&key)
+            .map_or_else(Vec::new, |e| e.blockers(tx, mode));
+        b.extend(self.waiting.iter().filter_map(|(&w, a)| {
+            let conflicts = mode == Mode::Exclusive || a.mode == Mode::Exclusive;
+            (w != tx && a.key == key && a.ticket < ticket && conflicts).then_some(w)
+        }));
+        b
+    }
+
+    /// Whether `tx` waiting for `key` in `mode` would close a cycle.
+    fn would_deadlock(&self, tx: u64, key: u64, mode: Mode, ticket: u64) -> bool {
+        let mut stack = self.blocking(tx, key, mode, ticket);
+        let mut seen = Vec::new();
+        while let Some(h) = stack.pop() {
+            if h == tx {
+                return true;
+            }
+            if seen.contains(&h) {
+                continue;
+            }
+            seen.push(h);
+            if let Some(w) = self.waiting.get(&h) {
+                stack.extend(self.blocking(h, w.key, w.mode, w.ticket));
+            }
+        }
+        false
+    }
+}
+
+/// The volatile lock table of one open pool.
+pub(crate) struct LockTable {
+    table: Mutex<Table>,
+    changed: Condvar,
+    /// The longest wait, in milliseconds.
+    timeout_ms: AtomicU64,
+}
+
+/// The default bound on one lock wait.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl LockTable {
+    pub(crate) fn new() -> LockTable {
+        LockTable {
+            table: Mutex::new(Table::default()),
+            changed: Condvar::new(),
+            timeout_ms: AtomicU64::new(DEFAULT_TIMEOUT.as_millis() as u64),
+        }
+    }
+
+    /// Sets the bound on one lock wait.
+    pub(crate) fn set_timeout(&self, d: Duration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        self.timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Takes `key` in `mode` for transaction `tx`, which holds it already in
+    /// `held` (or not), waiting while another transaction's hold conflicts.
+    /// Returns the mode `tx` now holds.
+    pub(crate) fn acquire(
+        &self,
+        tx: u64,
+        key: u64,
+        mode: Mode,
+        held: Option<Mode>,
+    ) -> Result<Mode, Error> {
+        match (held, mode) {
+            (Some(Mode::Exclusive), _) | (Some(Mode::Shared), Mode::Shared) => {
+                return Ok(held.unwrap_or(mode));
+            }
+            _ => {}
+        }
+        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
+        let deadline = Instant::now().checked_add(timeout);
+        let mut t = self.table.lock();
+        let mut ticket = u64::MAX;
+        loop {
+            if t.blocking(tx, key, mode, ticket).is_empty() {
+                let entry = t.locks.entry(key).or_default();
+                match mode {
+                    Mode::Exclusive => {
+                        entry.shared.retain(|&h| h != tx);
+                        entry.exclusive = Some(tx);
+                    }
+                    Mode::Shared => entry.shared.push(tx),
+                }
+                t.waiting.remove(&tx);
+                if t.waiting.values().any(|w| w.key == key) {
+                    // A shared grant may let the next shared waiters in.
+                    self.changed.notify_all();
+                }
+                return Ok(mode);
+            }
+            if t.would_deadlock(tx, key, mode, ticket) {
+                t.waiting.remove(&tx);
+                self.changed.notify_all(); // those in line behind it move up
+                return Err(Error::Deadlock { offset: key });
+            }
+            if ticket == u64::MAX {
+                ticket = t.next_ticket;
+                t.next_ticket += 1;
+            }
+            t.waiting.insert(tx, Wait { key, mode, ticket });
+            let timed_out = match deadline {
+                Some(d) => self.changed.wait_until(&mut t, d).timed_out(),
+                None => {
+                    self.changed.wait(&mut t);
+                    false
+                }
+            };
+            if timed_out && !t.blocking(tx, key, mode, ticket).is_empty() {
+                t.waiting.remove(&tx);
+                self.changed.notify_all();
+                return Err(Error::LockTimeout {
+                    offset: key,
+                    waited_ms: timeout.as_millis() as u64,
+                });
+            }
+        }
+    }
+
+    /// Releases every lock `tx` holds (the keys of `held`).
+    pub(crate) fn release_all(&self, tx: u64, held: impl Iterator<Item = u64>) {
+        let mut t = self.table.lock();
+        let mut any = false;
+        for key in held {
+            if let Some(e) = t.locks.get_mut(&key) {
+                if e.exclusive == Some(tx) {
+                    e.exclusive = None;
+                }
+                e.shared.retain(|&h| h != tx);
+                if e.is_free() {
+                    t.locks.remove(&key);
+                }
+                any = true;
+            }
+        }
+        t.waiting.remove(&tx);
+        drop(t);
+        if any {
+            self.changed.notify_all();
+        }
+    }
+
+    /// How many locks are held.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.table.lock().locks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn shared_holders_coexist_and_exclusive_excludes() {
+        let t = LockTable::new();
+        assert_eq!(t.acquire(1, 64, Mode::Shared, None).unwrap(), Mode::Shared);
+        assert_eq!(t.acquire(2, 64, Mode::Shared, None).unwrap(), Mode::Shared);
+        t.set_timeout(Duration::ZERO);
+        assert!(matches!(
+            t.acquire(3, 64, Mode::Exclusive, None),
+            Err(Error::LockTimeout { offset: 64, .. })
+        ));
+        t.release_all(1, [64].into_iter());
+        t.release_all(2, [64].into_iter());
+        assert_eq!(
+            t.acquire(3, 64, Mode::Exclusive, None).unwrap(),
+            Mode::Exclusive
+        );
+        assert_eq!(t.held(), 1);
+        t.release_all(3, [64].into_iter());
+        assert_eq!(t.held(), 0);
+    }
+
+    #[test]
+    fn a_held_mode_is_kept_and_an_upgrade_needs_no_other_reader() {
+        let t = LockTable::new();
+        t.acquire(1, 8, Mode::Exclusive, None).unwrap();
+        assert_eq!(
+            t.acquire(1, 8, Mode::Shared, Some(Mode::Exclusive))
+                .unwrap(),
+            Mode::Exclusive
+        );
+        t.release_all(1, [8].into_iter());
+        t.acquire(1, 8, Mode::Shared, None).unwrap();
+        assert_eq!(
+            t.acquire(1, 8, Mode::Exclusive, Some(Mode::Shared))
+                .unwrap(),
+            Mode::Exclusive
+        );
+    }
+
+    #[test]
+    fn two_upgraders_and_a_crossed_pair_are_deadlocks_not_hangs() {
+        // Crossed pair: 1 holds A and waits for B; 2 holds B and asks for A.
+        let t = Arc::new(LockTable::new());
+        t.set_timeout(Duration::from_secs(3600));
+        t.acquire(1, 100, Mode::Exclusive, None).unwrap();
+        t.acquire(2, 200, Mode::Exclusive, None).unwrap();
+        let t1 = t.clone();
+        let waiter = std::thread::spawn(move || t1.acquire(1, 200, Mode::Exclusive, None));
+        // Wait (by state, not time) until 1 is recorded as waiting.
+        while !t.table.lock().waiting.contains_key(&1) {
+            std::thread::yield_now();
+        }
+        assert!(matches!(
+            t.acquire(2, 100, Mode::Exclusive, None),
+            Err(Error::Deadlock { offset: 100 })
+        ));
+        t.release_all(2, [200].into_iter());
+        assert_eq!(waiter.join().unwrap().unwrap(), Mode::Exclusive);
+        t.release_all(1, [100, 200].into_iter());
+
+        // Two readers that both upgrade.
+        t.acquire(1, 300, Mode::Shared, None).unwrap();
+        t.acquire(2, 300, Mode::Shared, None).unwrap();
+        let t1 = t.clone();
+        let up =
+            std::thread::spawn(move || t1.acquire(1, 300, Mode::Exclusive, Some(Mode::Shared)));
+        while !t.table.lock().waiting.contains_key(&1) {
+            std::thread::yield_now();
+        }
+        assert!(matches!(
+            t.acquire(2, 300, Mode::Exclusive, Some(Mode::Shared)),
+            Err(Error::Deadlock { .. })
+        ));
+        t.release_all(2, [300].into_iter());
+        assert_eq!(up.join().unwrap().unwrap(), Mode::Exclusive);
+    }
+}
