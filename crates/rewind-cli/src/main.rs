@@ -3,7 +3,8 @@
 //! * `demo` — a transactional B+-tree (rewind-collections) in a child
 //!   process killed mid-transaction, recovery, verification against a
 //!   model, and a throughput table;
-//! * `bench NAME|all` — the papers' experiments, written as JSON, CSV and SVG;
+//! * `bench NAME|all|report` — the papers' experiments, written as JSON, CSV
+//!   and SVG, and `BENCHMARKS.md` regenerated from them;
 //! * `info`, `check`, `recover`, `dump-log` — pool inspection, like `pmempool`.
 //!
 //! Every failure is a [`CliError`] printed with its cause chain; the exit
@@ -38,12 +39,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Bank workload: kill a child mid-transaction, recover, verify, compare throughput.
+    /// An order book on a B+-tree: kill a child mid-transaction, recover, verify, compare throughput.
     Demo(demo::DemoArgs),
     /// The demo's worker process (spawned by `demo`, not for direct use).
     #[command(name = "__demo-child", hide = true)]
     DemoChild(demo::ChildArgs),
-    /// Run a benchmark (`overhead`, `intensity`, `checkpoint`, `fence`, `skip`, `recovered`, `redu`) or `all`; writes DIR/NAME.json, .csv and .svg.
+    /// Run one of the papers' experiments (NAME, or `all`), or `report`: BENCHMARKS.md from the results.
     Bench(bench::BenchArgs),
     /// Explore crash states of every log variant and policy; ends with
     /// `crash states: N checked, V violations`.
@@ -98,8 +99,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}", error::render(&e));
-            ExitCode::from(e.exit_code())
+            let code = e.exit_code();
+            eprintln!("{}", error::render(e));
+            ExitCode::from(code)
         }
     }
 }

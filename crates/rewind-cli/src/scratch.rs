@@ -20,9 +20,10 @@ pub fn base_dir() -> PathBuf {
     }
 }
 
-/// A fresh directory under [`base_dir`], removed with everything in it when dropped.
-pub fn dir() -> Result<TempDir, CliError> {
-    let base = base_dir();
+/// A fresh directory under `base` (`None`: [`base_dir`]), removed with
+/// everything in it when dropped.
+pub fn dir(base: Option<&Path>) -> Result<TempDir, CliError> {
+    let base = base.map_or_else(base_dir, Path::to_path_buf);
     tempfile::Builder::new()
         .prefix("rewind-bench-")
         .tempdir_in(&base)

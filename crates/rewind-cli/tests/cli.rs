@@ -717,7 +717,7 @@ fn bench_redu_logs_a_redo_commit_with_a_fixed_number_of_fences() {
                 "us_per_tx",
                 "speed_vs_force",
                 "fences_per_tx",
-                "lines_per_tx",
+                "flushes_per_tx",
             ] {
                 assert!(
                     row_value(&rows, config, work, metric) > 0.0,

@@ -1,9 +1,9 @@
-//! Several threads change two collections, each change one transaction.
-//! rewind makes transactions atomic and durable, not isolated: each
-//! collection's handle sits behind its own mutex, and a thread holds the
-//! locks of every collection its transaction touches for the whole
-//! transaction, taken in one fixed order (the map's, then the list's) so
-//! two threads cannot deadlock. A reader takes the same locks; it sees the
+//! Several threads change two collections, each change one transaction,
+//! sharing the handles with no lock of their own: every collection
+//! operation locks its collection until the transaction ends (strict
+//! two-phase locking), so the transactions are serializable. The workers
+//! touch the map, then the list, in one order, so they cannot deadlock. A
+//! reader checks in a transaction (whose `_tx` reads lock shared) that the
 //! map and the list agree, which they do only between transactions. The
 //! counts are checked at the end, and again after reopening.
 //!
@@ -11,7 +11,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
 use rewind::{OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
 use rewind_collections::{BTreeMap, Error, List};
 
@@ -43,8 +42,6 @@ fn main() -> Result<(), Error> {
         )?;
         Ok::<_, Error>((map, log))
     })?;
-    // One lock per collection, held across each whole transaction.
-    let (map, log) = (Mutex::new(map), Mutex::new(log));
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (pool, map, log, done) = (&pool, &map, &log, &done);
@@ -53,7 +50,6 @@ fn main() -> Result<(), Error> {
                 s.spawn(move || -> Result<(), Error> {
                     for i in 0..PER_THREAD {
                         let k = i * THREADS + t;
-                        let (map, log) = (map.lock(), log.lock()); // fixed order
                         pool.transaction(|tx| {
                             map.insert(tx, k, t)?;
                             log.push_back(tx, k)
@@ -66,11 +62,10 @@ fn main() -> Result<(), Error> {
         let reader = s.spawn(move || -> Result<u64, Error> {
             let mut reads = 0;
             while !done.load(Ordering::Relaxed) {
-                let (map, log) = (map.lock(), log.lock());
-                let n = map.len(pool)?;
-                assert_eq!(n, log.len(pool)?, "a reader saw half a transaction");
+                let (n, m) =
+                    pool.transaction(|tx| Ok::<_, Error>((map.len_tx(tx)?, log.len_tx(tx)?)))?;
+                assert_eq!(n, m, "a reader saw half a transaction");
                 reads += 1;
-                drop((map, log));
                 std::thread::yield_now();
             }
             Ok(reads)
@@ -84,7 +79,6 @@ fn main() -> Result<(), Error> {
         println!("a reader took {reads} consistent snapshots");
         Ok::<_, Error>(())
     })?;
-    let (map, log) = (map.into_inner(), log.into_inner());
     assert_eq!(map.len(&pool)?, THREADS * PER_THREAD);
     map.check_invariants(&pool)?;
     log.check_invariants(&pool)?;

@@ -151,6 +151,7 @@ impl Blob {
 
     /// The number of bytes, as `tx` sees it.
     pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.header(tx)?.len)
     }
 
@@ -166,6 +167,7 @@ impl Blob {
 
     /// Every byte as `tx` sees them.
     pub fn read_tx(&self, tx: &mut Tx<'_>) -> Result<std::vec::Vec<u8>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.read_in(tx)
     }
 
@@ -206,6 +208,7 @@ impl Blob {
     /// Overwrites bytes `at..at + bytes.len()`, which must lie within the
     /// blob ([`Error::IndexOutOfBounds`] otherwise). Logged.
     pub fn write_at(&self, tx: &mut Tx<'_>, at: u64, bytes: &[u8]) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         Self::end_within(at, bytes.len(), h.len)?;
         if !bytes.is_empty() {
@@ -217,6 +220,7 @@ impl Blob {
     /// Replaces the whole content with `bytes`: in place if they fit the
     /// buffer, else in a new buffer (the old one freed).
     pub fn replace(&self, tx: &mut Tx<'_>, bytes: &[u8]) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
         let n = bytes.len() as u64;
         if n > h.cap {
@@ -230,6 +234,7 @@ impl Blob {
 
     /// Appends `bytes`, moving to a larger buffer if they do not fit.
     pub fn append(&self, tx: &mut Tx<'_>, bytes: &[u8]) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
         let n = h
             .len
@@ -251,6 +256,7 @@ impl Blob {
     /// Shortens the blob to `len` bytes; nothing if it is not longer. The
     /// buffer stays.
     pub fn truncate(&self, tx: &mut Tx<'_>, len: u64) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if len < h.len {
             put64(tx, self.hdr + LEN_OFF as u64, len)?;
@@ -261,6 +267,7 @@ impl Blob {
     /// Moves the content to a buffer of the smallest capacity that holds
     /// it (none when empty), freeing the old one, if that is smaller.
     pub fn shrink_to_fit(&self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if h.len == 0 {
             if h.buf != 0 {
@@ -327,6 +334,7 @@ impl Blob {
 
     /// Frees the buffer and the header; the handle must not be used again.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if h.buf != 0 {
             tx.free(PPtr::<u8>::from_offset(h.buf))?;

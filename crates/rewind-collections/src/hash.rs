@@ -218,6 +218,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// The number of entries, as `tx` sees it.
     pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.header(tx)?.len)
     }
 
@@ -230,6 +231,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// The value of `k` as `tx` sees it.
     pub fn get_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         Ok(self.find(tx, &h, k)?.map(|f| f.val))
     }
@@ -241,6 +243,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// True if `k` has a value, as `tx` sees it.
     pub fn contains_key_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<bool> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.get_tx(tx, k)?.is_some())
     }
 
@@ -253,12 +256,14 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// [`iter`](Self::iter) as `tx` sees the map, its own writes included.
     pub fn iter_tx<'a, 'p: 'a>(&self, tx: &'a mut Tx<'p>) -> Result<HashIter<'a, K, V>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         HashIter::new(self, Box::new(tx))
     }
 
     /// Sets `k` to `v`; returns the value it replaced. May double the
     /// table (in `tx`).
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
         if let Some(f) = self.find(tx, &h, &k)? {
             tx.write_bytes(f.entry + KEY_OFF + Self::KS, bytemuck::bytes_of(&v))?;
@@ -318,6 +323,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// Removes `k` and frees its entry; returns its value.
     pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         let Some(f) = self.find(tx, &h, k)? else {
             return Ok(None);
@@ -359,6 +365,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// Frees every entry, the table and the header, in `tx`; the handle
     /// must not be used again.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         for off in self.blocks_in(tx)? {
             tx.free(PPtr::<u8>::from_offset(off))?;
         }

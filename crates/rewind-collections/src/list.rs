@@ -207,6 +207,7 @@ impl<T: Stored> List<T> {
 
     /// The number of elements, as `tx` sees it.
     pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.header(tx)?.len)
     }
 
@@ -229,6 +230,7 @@ impl<T: Stored> List<T> {
 
     /// Adds `v` at the front.
     pub fn push_front(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
         let node = Self::new_node(tx, 0, h.head, &v)?;
         if h.head == 0 {
@@ -243,6 +245,7 @@ impl<T: Stored> List<T> {
 
     /// Adds `v` at the back.
     pub fn push_back(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
         let node = Self::new_node(tx, h.tail, 0, &v)?;
         if h.tail == 0 {
@@ -257,6 +260,7 @@ impl<T: Stored> List<T> {
 
     /// Removes and returns the first element.
     pub fn pop_front(&self, tx: &mut Tx<'_>) -> Result<Option<T>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if h.head == 0 {
             return Ok(None);
@@ -266,6 +270,7 @@ impl<T: Stored> List<T> {
 
     /// Removes and returns the last element.
     pub fn pop_back(&self, tx: &mut Tx<'_>) -> Result<Option<T>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if h.tail == 0 {
             return Ok(None);
@@ -276,6 +281,7 @@ impl<T: Stored> List<T> {
     /// Removes and returns element `i`; [`Error::IndexOutOfBounds`] past
     /// the end.
     pub fn remove(&self, tx: &mut Tx<'_>, i: u64) -> Result<T> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         let node = self.node_at(tx, &h, i)?;
         self.unlink(tx, h, node)
@@ -284,6 +290,7 @@ impl<T: Stored> List<T> {
     /// Removes and returns the element at `c`; [`Error::InvalidCursor`] if
     /// `c` is not an element of this list (as `tx` sees it).
     pub fn remove_at(&self, tx: &mut Tx<'_>, c: Cursor) -> Result<T> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         self.check_linked(tx, &h, c.0)?;
         self.unlink(tx, h, c.0)
@@ -365,6 +372,7 @@ impl<T: Stored> List<T> {
 
     /// Element `i` as `tx` sees it.
     pub fn get_tx(&self, tx: &mut Tx<'_>, i: u64) -> Result<Option<T>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.get_in(tx, i)
     }
 
@@ -398,6 +406,7 @@ impl<T: Stored> List<T> {
 
     /// A cursor at element `i` as `tx` sees the list.
     pub fn cursor_tx(&self, tx: &mut Tx<'_>, i: u64) -> Result<Option<Cursor>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.cursor_in(tx, i)
     }
 
@@ -480,6 +489,7 @@ impl<T: Stored> List<T> {
 
     /// Frees every node and the header; the handle must not be used again.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         let mut node = h.head;
         for _ in 0..h.len {

@@ -152,6 +152,7 @@ impl<T: Stored> Vec<T> {
 
     /// The number of elements, as `tx` sees it.
     pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.header(tx)?.len)
     }
 
@@ -162,6 +163,7 @@ impl<T: Stored> Vec<T> {
 
     /// Element `i` as `tx` sees it.
     pub fn get_tx(&self, tx: &mut Tx<'_>, i: u64) -> Result<Option<T>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.get_in(tx, i)
     }
 
@@ -177,6 +179,7 @@ impl<T: Stored> Vec<T> {
 
     /// Replaces element `i`; [`Error::IndexOutOfBounds`] past the end.
     pub fn set(&self, tx: &mut Tx<'_>, i: u64, v: T) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if i >= h.len {
             return Err(Error::IndexOutOfBounds {
@@ -190,6 +193,7 @@ impl<T: Stored> Vec<T> {
 
     /// Appends `v`, growing the buffer (copy and free, in `tx`) when full.
     pub fn push(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
         if h.len == h.cap {
             h = self.grow(tx, h)?;
@@ -227,6 +231,7 @@ impl<T: Stored> Vec<T> {
 
     /// Removes and returns the last element (the buffer stays).
     pub fn pop(&self, tx: &mut Tx<'_>) -> Result<Option<T>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if h.len == 0 {
             return Ok(None);
@@ -242,6 +247,7 @@ impl<T: Stored> Vec<T> {
 
     /// Removes every element (the buffer stays).
     pub fn clear(&self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         put64(tx, self.hdr + LEN_OFF as u64, 0)
     }
 
@@ -267,6 +273,7 @@ impl<T: Stored> Vec<T> {
 
     /// Frees the buffer and the header; the handle must not be used again.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         if h.buf != 0 {
             tx.free(PPtr::<u8>::from_offset(h.buf))?;

@@ -1,6 +1,6 @@
 //! The README's SQLite example is `examples/readme.rs` word for word, so it
 //! compiles (`cargo test` builds examples; `cargo run -p rewind-sqlite
-//! --example readme` runs it).
+//! --example sqlite-readme` runs it).
 
 use std::path::Path;
 

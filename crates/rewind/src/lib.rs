@@ -35,6 +35,10 @@
 //! and command-line tool.
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+// Unsafe code only where an `#[allow(unsafe_code)]` names the module:
+// `persist::{mapping, pmem}` (the mapping, flush and fence instructions)
+// and `format::pptr` (`Pod` for the persistent pointer).
+#![deny(unsafe_code)]
 
 #[cfg(feature = "testing")]
 pub mod alloc;

@@ -36,7 +36,11 @@
 //! the standard rows ([`Measured::report`]: time per operation, fences and
 //! lines per operation, ratios to the baseline and the peers). `rewind
 //! bench` then prints the table ([`Bench::table`]), writes JSON and CSV,
-//! and draws the chart ([`Bench::chart`]).
+//! and draws the chart ([`Bench::chart`]). For `BENCHMARKS.md`, the
+//! experiment also states the paper's number ([`Bench::paper`]), two or
+//! three sentences on what it shows ([`Bench::notes`]) and its lines of the
+//! summary table ([`Bench::headlines`]); run it with `--out docs/bench` and
+//! regenerate the document with `rewind bench report --out docs/bench`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,6 +66,24 @@ pub struct Bench {
     pub chart: Chart,
     /// The peers (`--features peers`) this experiment runs when built with them.
     pub peers: &'static [&'static str],
+    /// What the paper reports, for `BENCHMARKS.md`.
+    pub paper: &'static str,
+    /// Two or three sentences on what the results show and why.
+    pub notes: &'static str,
+    /// The lines of `BENCHMARKS.md`'s summary table.
+    pub headlines: &'static [Headline],
+}
+
+/// A summary line: rewind's best configuration against the best of
+/// `against` (systems, or `system/config`s) by `metric` at `param` (`None`:
+/// the last point measured).
+pub struct Headline {
+    pub what: &'static str,
+    pub param: Option<&'static str>,
+    pub metric: &'static str,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+    pub against: &'static [&'static str],
 }
 
 /// How much work each measurement does.
@@ -117,17 +139,7 @@ impl Ctx {
     /// A fresh scratch directory for pools and peer files, removed with
     /// everything in it when dropped.
     pub fn scratch(&self) -> Result<TempDir, CliError> {
-        let base = match &self.dir {
-            Some(d) => d.clone(),
-            None => crate::scratch::base_dir(),
-        };
-        tempfile::Builder::new()
-            .prefix("rewind-bench-")
-            .tempdir_in(&base)
-            .map_err(CliError::io(format!(
-                "creating a scratch directory in {}",
-                base.display()
-            )))
+        crate::scratch::dir(self.dir.as_deref())
     }
 
     /// A pool configuration of `variant` × `policy` on this run's backend

@@ -34,11 +34,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
-use rewind::{
-    Backend, Counters, LogVariant, NvmLatency, OpenOptions, PPtr, Policy, Pool, PoolConfig,
-    RecoveryReport,
-};
+use rewind::{Counters, LogVariant, NvmLatency, OpenOptions, PPtr, Policy, Pool, RecoveryReport};
 
+use super::Ctx;
 use crate::error::CliError;
 
 /// Writes of the target transaction.
@@ -103,20 +101,14 @@ impl Subject {
     /// A fresh pool `DIR/NAME.pool` of `variant` under `policy`, with no
     /// automatic checkpoint (the benchmarks checkpoint between trials).
     pub fn create(
+        ctx: &Ctx,
         dir: &Path,
         name: &str,
-        variant: LogVariant,
-        policy: Policy,
+        (variant, policy): (LogVariant, Policy),
         max_skip: u64,
-        latency: NvmLatency,
     ) -> Result<Subject, CliError> {
         let size = pool_size(max_skip);
-        let cfg = PoolConfig::default()
-            .log(variant)
-            .policy(policy)
-            .backend(Backend::Pmem)
-            .log_size(size / 2)
-            .nvm_latency(latency);
+        let cfg = ctx.pool_config(variant, policy).log_size(size / 2);
         let (mut pool, data) = super::array_pool(dir, name, LAYOUT, size, &cfg, ARRAY)?;
         pool.set_checkpoint_fill(1.0);
         Ok(Subject {
@@ -324,12 +316,8 @@ pub struct Baseline {
 }
 
 impl Baseline {
-    pub fn create(dir: &Path, latency: NvmLatency) -> Result<Baseline, CliError> {
-        let path = dir.join("nolog.pool");
-        let _ = std::fs::remove_file(&path);
-        let mut domain = Domain::create_file(&path, ARRAY * 8, Backend::Pmem)
-            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
-        domain.set_latency(latency);
+    pub fn create(ctx: &Ctx, dir: &Path) -> Result<Baseline, CliError> {
+        let domain = ctx.domain(&dir.join("nolog.pool"), ARRAY * 8)?;
         Ok(Baseline { domain })
     }
 

@@ -8,6 +8,7 @@ mod fence;
 mod harness;
 mod intensity;
 mod interleave;
+mod markdown;
 mod nvwal;
 mod output;
 mod overhead;
@@ -15,19 +16,15 @@ mod recovered;
 mod redu;
 mod rollback;
 mod skip;
-mod svg;
 mod threads;
 mod tree;
 
 use std::path::{Path, PathBuf};
 
-use std::time::Duration;
-
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use rewind::{Backend, NvmLatency, PPtr, Pod, Pool, PoolConfig, Zeroable};
 
-pub use harness::{Bench, Ctx, Scale};
+use harness::{Bench, Ctx, Scale};
 use output::Report;
 
 use crate::error::CliError;
@@ -36,8 +33,15 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, or `all`.
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, or `all`; or
+    /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
+    /// With `report`: write nothing, fail if regenerating would change a file.
+    #[arg(long)]
+    check: bool,
+    /// With `report`: the document to write.
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    markdown: PathBuf,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
     quick: bool,
@@ -73,61 +77,6 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
     }
 }
 
-/// How a benchmark states the emulated latencies it ran with.
-pub fn latency_line(l: NvmLatency) -> String {
-    if l == NvmLatency::default() {
-        "no emulated NVM latency (--nvm-write-ns, --fence-ns)".into()
-    } else {
-        format!(
-            "emulated NVM latency: {} ns per write (flushed line or line of non-temporal stores), {} ns per fence; charged to every system on a rewind domain",
-            l.write_ns, l.fence_ns
-        )
-    }
-}
-
-/// What a run at tiny scale says of itself.
-pub fn tiny_note(scale: Scale) -> &'static str {
-    if scale == Scale::Tiny {
-        " (tiny: format test only)"
-    } else {
-        ""
-    }
-}
-
-/// The progress bar every benchmark shows.
-pub fn progress(len: u64) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
-}
-
-pub use harness::median;
-
-/// The median over rounds of `num[round] / den[round]`.
-pub fn median_ratio(num: &[Duration], den: &[Duration]) -> f64 {
-    median(
-        num.iter()
-            .zip(den)
-            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
-            .collect(),
-    )
-}
-
-/// Writes `DIR/NAME.json`, `.csv` and the chart `.svg`, naming each.
-pub fn write_results(report: &Report, out: &Path, svg: &str) -> Result<(), CliError> {
-    let mut written = report.write(out)?;
-    let svg_path = out.join(format!("{}.svg", report.bench));
-    output::write_file(&svg_path, svg)?;
-    written.push(svg_path);
-    for p in written {
-        println!("  wrote {}", p.display());
-    }
-    Ok(())
-}
-
 /// The root of the benchmarks' array pools.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -161,36 +110,19 @@ pub fn array_pool(
     Ok((pool, data))
 }
 
-/// An experiment not yet on the harness: runs and writes its own results.
-type OldFn = fn(&Ctx, &Path) -> Result<(), CliError>;
-
-enum Entry {
-    New(&'static Bench),
-    Old(&'static str, OldFn),
-}
-
-impl Entry {
-    fn name(&self) -> &'static str {
-        match self {
-            Entry::New(b) => b.name,
-            Entry::Old(n, _) => n,
-        }
-    }
-}
-
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [Entry; 11] = [
-    Entry::New(&overhead::BENCH),
-    Entry::New(&intensity::BENCH),
-    Entry::Old("checkpoint", checkpoint::run),
-    Entry::Old("fence", fence::run),
-    Entry::Old("skip", skip::run),
-    Entry::Old("recovered", recovered::run),
-    Entry::Old("redu", redu::run),
-    Entry::New(&btree::BENCH),
-    Entry::Old("rollback", rollback::run),
-    Entry::Old("threads", threads::run),
-    Entry::New(&nvwal::BENCH),
+const BENCHES: [&Bench; 11] = [
+    &overhead::BENCH,
+    &intensity::BENCH,
+    &checkpoint::BENCH,
+    &fence::BENCH,
+    &skip::BENCH,
+    &recovered::BENCH,
+    &redu::BENCH,
+    &btree::BENCH,
+    &rollback::BENCH,
+    &threads::BENCH,
+    &nvwal::BENCH,
 ];
 
 /// The peers this build has (`--features peers`).
@@ -216,24 +148,87 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         );
     }
     let mut report = Report::new(b.name);
+    report.machine = machine(ctx);
+    report.scale = format!("{:?}", ctx.scale).to_lowercase();
     (b.run)(ctx, &mut report)?;
     ctx.bar.finish_and_clear();
     report.print_table(b.table);
     let svg = report.chart(&b.chart)?;
-    write_results(&report, out, &svg)
+    let mut written = report.write(out)?;
+    let svg_path = out.join(format!("{}.svg", b.name));
+    output::write_file(&svg_path, &svg)?;
+    written.push(svg_path);
+    for p in written {
+        println!("  wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// The machine, where the pools went and the backend, as a report names them.
+fn machine(ctx: &Ctx) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = (cpuinfo.lines())
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, m)| m.trim())
+        })
+        .unwrap_or("unknown CPU");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let dir = ctx.dir.clone().unwrap_or_else(crate::scratch::base_dir);
+    format!(
+        "{cpu}, {cores} cores, pools in {} ({} backend)",
+        dir.display(),
+        ctx.backend
+    )
+}
+
+/// `rewind bench report`: regenerates (or checks) the document, the
+/// charts and the CSV files from `OUT/*.json`.
+fn report(args: &BenchArgs) -> Result<(), CliError> {
+    let mut files = markdown::generate(&BENCHES, &args.out)?;
+    if let Some(md) = files.last_mut() {
+        md.0 = args.markdown.clone();
+    }
+    let mut stale = Vec::new();
+    for (path, text) in &files {
+        if args.check {
+            if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+                stale.push(path.display().to_string());
+            }
+        } else {
+            output::write_file(path, text)?;
+            println!("  wrote {}", path.display());
+        }
+    }
+    if stale.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Verification {
+        failures: vec![format!(
+            "regenerating from {}/*.json changes {}: run `rewind bench report --out {}`",
+            args.out.display(),
+            stale.join(", "),
+            args.out.display()
+        )],
+    })
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+    if args.name == "report" {
+        return report(args);
+    }
     let scale = match (args.tiny, args.quick) {
         (true, _) => Scale::Tiny,
         (false, true) => Scale::Quick,
         (false, false) => Scale::Full,
     };
-    let chosen: Vec<&Entry> = (BENCHES.iter())
-        .filter(|b| args.name == "all" || b.name() == args.name)
+    let chosen: Vec<&Bench> = (BENCHES.iter())
+        .filter(|b| args.name == "all" || b.name == args.name)
+        .copied()
         .collect();
     if chosen.is_empty() {
-        let names: Vec<_> = BENCHES.iter().map(Entry::name).collect();
+        let names: Vec<_> = BENCHES.iter().map(|b| b.name).collect();
         return Err(CliError::Usage(format!(
             "unknown benchmark `{}`; available: {}, or all",
             args.name,
@@ -251,12 +246,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     };
     std::env::set_var("PMEM_IS_PMEM_FORCE", force);
     let latency = NvmLatency::new(args.nvm_write_ns, args.fence_ns);
-    for entry in chosen {
+    for b in chosen {
         let ctx = Ctx::new(scale, latency, args.backend, args.dir.as_deref());
-        match entry {
-            Entry::New(b) => run_bench(b, &ctx, &args.out)?,
-            Entry::Old(_, f) => f(&ctx, &args.out)?,
-        }
+        run_bench(b, &ctx, &args.out)?;
     }
     Ok(())
 }

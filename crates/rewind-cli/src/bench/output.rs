@@ -31,6 +31,12 @@ pub struct Row {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub bench: String,
+    /// The machine, the directory's filesystem and the backend it ran on.
+    #[serde(default)]
+    pub machine: String,
+    /// `full`, `quick` or `tiny`.
+    #[serde(default)]
+    pub scale: String,
     pub rows: Vec<Row>,
 }
 
@@ -44,13 +50,15 @@ pub struct Chart {
     pub y_label: &'static str,
     pub metrics: &'static [&'static str],
     pub log_y: bool,
+    /// Whether a higher value is the better one (a throughput, a speed-up).
+    pub higher_is_better: bool,
 }
 
 impl Report {
     pub fn new(bench: &str) -> Report {
         Report {
             bench: bench.into(),
-            rows: Vec::new(),
+            ..Report::default()
         }
     }
 
@@ -106,14 +114,19 @@ impl Report {
         text.push('\n');
         write_file(&json, &text)?;
         let csv = dir.join(format!("{}.csv", self.bench));
-        let err = |e: csv::Error| CliError::Bench(format!("writing {}: {e}", csv.display()));
-        let mut w = csv::Writer::from_path(&csv).map_err(err)?;
-        for r in &self.rows {
-            w.serialize(r).map_err(err)?;
-        }
-        w.flush()
-            .map_err(CliError::io(format!("writing {}", csv.display())))?;
+        write_file(&csv, &self.csv()?)?;
         Ok(vec![json, csv])
+    }
+
+    /// The rows as CSV, with a header line.
+    pub fn csv(&self) -> Result<String, CliError> {
+        let err = |e: String| CliError::Bench(format!("{}: CSV: {e}", self.bench));
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in &self.rows {
+            w.serialize(r).map_err(|e| err(e.to_string()))?;
+        }
+        let bytes = w.into_inner().map_err(|e| err(e.to_string()))?;
+        String::from_utf8(bytes).map_err(|e| err(e.to_string()))
     }
 
     /// Prints one line per system/config and parameter, one column per
@@ -203,29 +216,11 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// Strong colours, told apart on white (plotters' palettes include pale ones).
-const COLORS: [(u8, u8, u8); 20] = [
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (100, 100, 100),
-    (160, 160, 20),
-    (23, 170, 190),
-    (0, 0, 128),
-    (128, 0, 0),
-    (0, 128, 128),
-    (110, 110, 0),
-    (20, 20, 20),
-    (220, 0, 220),
-    (0, 100, 0),
-    (139, 69, 19),
-    (72, 61, 139),
-    (205, 92, 92),
-];
+/// Series `i`'s colour: plotters' 99-colour palette, told apart on white.
+fn color(i: usize) -> RGBColor {
+    let (r, g, b) = Palette99::pick(i).rgb();
+    RGBColor(r, g, b)
+}
 
 type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -272,8 +267,7 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
                     .y_desc(chart.y_label)
                     .draw()?;
                 for (i, (_, ys)) in series.iter().enumerate() {
-                    let (r, g, b) = COLORS[i % COLORS.len()];
-                    let color = RGBColor(r, g, b).stroke_width(2);
+                    let color = color(i).stroke_width(2);
                     let pts: Vec<(f64, f64)> = (ys.iter().enumerate())
                         .map(|(x, &y)| (x as f64, y))
                         .filter(|(_, y)| ok(y))
@@ -289,12 +283,8 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
             lines!(builder.build_cartesian_2d(x_range, 0.0..(hi * 1.1))?);
         }
         for (i, (name, _)) in series.iter().enumerate() {
-            let (r, g, b) = COLORS[i % COLORS.len()];
             let y = 40 + 18 * i as i32;
-            legend.draw(&Rectangle::new(
-                [(8, y), (22, y + 10)],
-                RGBColor(r, g, b).filled(),
-            ))?;
+            legend.draw(&Rectangle::new([(8, y), (22, y + 10)], color(i).filled()))?;
             legend.draw(&Text::new(name.clone(), (28, y), ("sans-serif", 12)))?;
         }
         root.present()?;
@@ -327,6 +317,7 @@ mod tests {
             y_label: "y",
             metrics: &["us"],
             log_y: true,
+            higher_is_better: false,
         };
         let svg = r.chart(&chart).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("a,b") && svg.contains("K=1"));

@@ -14,20 +14,48 @@
 //! decides), Batch redo (synchronous write-back), and Batch redo-async
 //! with eager and with LRU write-back (1,024 lines). A run's time ends when
 //! every committed value is in place (`Pool::sync`): write-back that is
-//! still behind is part of the work. Rounds alternate over configurations;
-//! each figure is the median of the rounds, the counters per transaction
-//! exact.
+//! still behind is part of the work. Each figure is the median of the
+//! rounds, the counters per transaction exact.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{Backend, Counters, LogVariant, Policy, PoolConfig, WriteBack};
+use rewind::{LogVariant, Policy, WriteBack};
 
-use super::output::{Report, Row};
-use super::{median, median_ratio, svg, Ctx, Scale};
+use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Timer};
+use super::output::{Chart, Col, Report};
 use crate::error::CliError;
+
+pub const BENCH: Bench = Bench {
+    name: "redu",
+    about: "ReDU Fig. 10 in software: large sequential and small random write sets, undo and redo",
+    run,
+    table: &[
+        Col("us_per_tx", "us/tx", 2),
+        Col("speed_vs_force", "vs force", 2),
+        Col("fences_per_tx", "fences", 2),
+        Col("flushes_per_tx", "lines", 1),
+    ],
+    chart: Chart {
+        title: "speed against undo force (ReDU Fig. 10, in software)",
+        y_label: "force's time over the configuration's (log scale)",
+        metrics: &["speed_vs_force"],
+        log_y: true,
+        higher_is_better: true,
+    },
+    peers: &[],
+    paper: "ReDU Fig. 10 (hardware): on large sequential write sets ReDU matches undo and synchronous redo is 21 % slower; on small random ones ReDU is 16.7 % faster than undo and 12.1 % than redo.",
+    notes: "Redo writes one commit group and one fence per transaction, then writes the values back without a fence of their own; redo-async moves that write-back to a thread, where a cache merges writes to the same lines. Undo pays two fences per group of eight records, so it loses most on large write sets.",
+    headlines: &[Headline {
+        what: "16 KiB append, redo against undo",
+        param: Some("append-16k"),
+        metric: "us_per_tx",
+        unit: "us/tx",
+        higher_is_better: false,
+        against: &["rewind/batch-force"],
+    }],
+};
 
 const LAYOUT: &str = "rewind-bench-redu";
 /// Objects of each workload's size.
@@ -84,41 +112,25 @@ const CONFIGS: [(&str, Policy, WriteBack); 5] = [
     ),
 ];
 
-/// Transactions per run (for an object of 1 KiB or less), rounds.
-fn sizes(scale: Scale) -> (u64, usize) {
-    match scale {
-        Scale::Tiny => (10, 1),
-        Scale::Quick => (1_000, 3),
-        Scale::Full => (10_000, 5),
-    }
-}
-
 /// Transactions of `work` on a fresh pool: the time and counters.
 fn run_once(
+    ctx: &Ctx,
     dir: &Path,
-    config: (&str, Policy, WriteBack),
+    (name, policy, write_back): (&str, Policy, WriteBack),
     work: Work,
     txs: u64,
-    ctx: &Ctx,
     seed: u64,
-) -> Result<(Duration, Counters), CliError> {
-    let (name, policy, write_back) = config;
+) -> Result<Sample, CliError> {
     let words = OBJECTS * work.object() / 8;
     // Room for the largest transaction's records (two values per word
     // under undo) several times over, and the objects.
     let size = (words * 8 * 6 + 64 * work.object() * 8 * 4).max(64 << 20);
-    let cfg = PoolConfig::default()
-        .log(LogVariant::Batch)
-        .policy(policy)
-        .write_back(write_back)
-        .backend(Backend::Pmem)
-        .nvm_latency(ctx.latency);
+    let cfg = (ctx.pool_config(LogVariant::Batch, policy)).write_back(write_back);
     let (pool, data) = super::array_pool(dir, name, LAYOUT, size, &cfg, words)?;
     let per = work.object() / 8;
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut buf = vec![0u64; per as usize];
-    let before = pool.counters();
-    let start = Instant::now();
+    let timer = Timer::start(Some(pool.counters()));
     for t in 0..txs {
         pool.transaction(|tx| {
             match work {
@@ -131,15 +143,15 @@ fn run_once(
                 Work::Swap(_) => {
                     let a = rng.gen_range(0..OBJECTS) * per;
                     let b = rng.gen_range(0..OBJECTS) * per;
-                    for i in 0..per {
-                        buf[i as usize] = tx.read(data.at(a + i))?;
+                    for (i, v) in (0..per).zip(buf.iter_mut()) {
+                        *v = tx.read(data.at(a + i))?;
                     }
                     for i in 0..per {
                         let v = tx.read(data.at(b + i))?;
                         tx.write(data.at(a + i), &v)?;
                     }
-                    for i in 0..per {
-                        tx.write(data.at(b + i), &buf[i as usize])?;
+                    for (i, v) in (0..per).zip(buf.iter()) {
+                        tx.write(data.at(b + i), v)?;
                     }
                 }
                 Work::Rand(n) => {
@@ -152,145 +164,43 @@ fn run_once(
             Ok::<_, rewind::Error>(())
         })
         // The message is built only on failure.
-        .map_err(|e| CliError::rewind(format!("{name} {}", work.name()))(e))?;
+        .map_err(|e| CliError::rewind("transaction")(e))?;
     }
     // Redo-async: the run ends when write-back has caught up.
-    pool.sync()
-        .map_err(|e| CliError::rewind(format!("{name} sync"))(e))?;
-    let time = start.elapsed();
-    let counters = pool.counters().since(&before);
+    pool.sync().map_err(|e| CliError::rewind("sync")(e))?;
+    let sample = timer.stop(Some(pool.counters()));
     drop(pool);
     let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
-    Ok((time, counters))
+    Ok(sample)
 }
 
-struct Result1 {
-    config: &'static str,
-    work: Work,
-    us_per_tx: f64,
-    vs_force: f64,
-    fences_per_tx: f64,
-    lines_per_tx: f64,
-}
-
-pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
-    let (base_txs, rounds) = sizes(ctx.scale);
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    // Transactions per run (for an object of 1 KiB or less), rounds.
+    let (base_txs, rounds) = ctx.scale.pick((10, 1), (1_000, 3), (10_000, 5));
     println!(
-        "bench redu (ReDU Fig. 10, in software): one durable transaction per append (an S-byte object written 8 bytes at a time, in order), swap (two S-byte objects exchanged) or rand(n) (one word in each of n random objects); batch log, force, no-force, redo (synchronous write-back) and redo-async (eager and LRU write-back, timed until write-back finishes); median of {rounds} alternating rounds{}",
-        super::tiny_note(ctx.scale)
+        "  one durable transaction per append (an S-byte object written 8 bytes at a time, in order), \
+         swap (two S-byte objects exchanged) or rand(n) (one word in each of n random objects); \
+         redo-async timed until write-back finishes; median of {rounds} rounds"
     );
-    println!("  {}", super::latency_line(ctx.latency));
     let dir = ctx.scratch()?;
-    println!("  pools in {}", dir.path().display());
-    let bar = super::progress((WORKS.len() * CONFIGS.len() * rounds) as u64);
-    // times[work][config][round]
-    let mut times = vec![vec![Vec::new(); CONFIGS.len()]; WORKS.len()];
-    let mut counters = vec![vec![Counters::default(); CONFIGS.len()]; WORKS.len()];
-    let txs_of = |w: Work| (base_txs * 1024 / w.object().max(1024)).max(4);
-    for round in 0..rounds {
-        for (w, &work) in WORKS.iter().enumerate() {
-            for (c, &config) in CONFIGS.iter().enumerate() {
-                bar.set_message(format!("{} {}", config.0, work.name()));
-                let (t, n) = run_once(dir.path(), config, work, txs_of(work), ctx, round as u64)?;
-                times[w][c].push(t);
-                counters[w][c] = n;
-                bar.inc(1);
-            }
-        }
-    }
-    bar.finish_and_clear();
-    let mut results = Vec::new();
-    for (w, &work) in WORKS.iter().enumerate() {
-        let txs = txs_of(work) as f64;
-        for (c, &(config, _, _)) in CONFIGS.iter().enumerate() {
-            let us = times[w][c].iter().map(|t| t.as_secs_f64() * 1e6 / txs);
-            results.push(Result1 {
-                config,
-                work,
-                us_per_tx: median(us.collect()),
-                vs_force: median_ratio(&times[w][0], &times[w][c]),
-                fences_per_tx: counters[w][c].fences as f64 / txs,
-                lines_per_tx: (counters[w][c].flushed_lines + counters[w][c].nt_lines) as f64 / txs,
-            });
-        }
-    }
-    let report = Report {
-        bench: "redu".into(),
-        rows: rows(&results),
-    };
-    print_table(&results);
-    super::write_results(&report, out, &chart(&results))
-}
-
-fn rows(results: &[Result1]) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for r in results {
-        for (metric, value, unit) in [
-            ("us_per_tx", r.us_per_tx, "us"),
-            ("speed_vs_force", r.vs_force, "x"),
-            ("fences_per_tx", r.fences_per_tx, "count"),
-            ("lines_per_tx", r.lines_per_tx, "lines"),
-        ] {
-            rows.push(Row {
-                system: "rewind".into(),
-                config: r.config.into(),
-                param: r.work.name(),
-                metric: metric.into(),
-                value,
-                unit: unit.into(),
-            });
-        }
-    }
-    rows
-}
-
-fn print_table(results: &[Result1]) {
-    println!();
-    let mut head = format!("  {:<12}", "workload");
-    for (c, _, _) in CONFIGS {
-        head.push_str(&format!(" | {:>38}", c));
-    }
-    println!("{head}");
-    println!(
-        "  {:<12}{}",
-        "",
-        format!(
-            " | {:>9} {:>9} {:>8} {:>9}",
-            "us/tx", "vs force", "fences", "lines"
-        )
-        .repeat(CONFIGS.len())
-    );
     for work in WORKS {
-        let mut line = format!("  {:<12}", work.name());
-        for (c, _, _) in CONFIGS {
-            let r = results
-                .iter()
-                .find(|r| r.work == work && r.config == c)
-                .expect("measured");
-            line.push_str(&format!(
-                " | {:>9.2} {:>8.2}x {:>8.2} {:>9.1}",
-                r.us_per_tx, r.vs_force, r.fences_per_tx, r.lines_per_tx
-            ));
+        let txs = (base_txs * 1024 / work.object().max(1024)).max(4);
+        let labels = (CONFIGS.iter())
+            .map(|c| Label::new("rewind", c.0, work.name()))
+            .collect();
+        let mut configs = CONFIGS;
+        let m = ctx.rounds(
+            labels,
+            &mut configs,
+            (0, rounds),
+            |r| r as u64,
+            |&mut c, &seed| run_once(ctx, dir.path(), c, work, txs, seed),
+        )?;
+        m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
+        for (i, l) in m.labels.iter().enumerate() {
+            // Force's time over this configuration's (force is first).
+            report.push(l, "speed_vs_force", m.ratio(0, i), "x");
         }
-        println!("{line}");
     }
-    println!();
-}
-
-fn chart(results: &[Result1]) -> String {
-    let groups: Vec<String> = WORKS.iter().map(|w| w.name()).collect();
-    let series: Vec<String> = CONFIGS.iter().map(|(c, _, _)| c.to_string()).collect();
-    let value = |g: usize, s: usize| {
-        results
-            .iter()
-            .find(|r| r.work == WORKS[g] && r.config == CONFIGS[s].0)
-            .map_or(f64::NAN, |r| r.vs_force)
-    };
-    svg::grouped_bars(
-        "speed against undo force (ReDU Fig. 10, in software)",
-        "force's time over the configuration's (log scale)",
-        &groups,
-        &series,
-        value,
-    )
+    Ok(())
 }

@@ -21,26 +21,63 @@
 //!
 //! Every trial is checked: after a rollback, and in every recovered copy,
 //! each key the transaction inserted is absent, each it deleted present,
-//! and a sample of the others present. Systems take turns per round; the
-//! median round counts. The baselines cannot roll back and do not run.
+//! and a sample of the others present. The median round counts. The baselines cannot roll back and do not run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rewind::{OpenOptions, Pool};
 
-use super::output::{Report, Row};
+use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Scale};
+use super::output::{Chart, Col, Report};
 use super::tree::mem::Rewind;
-use super::tree::plot::{self, Legend, Series};
 use super::tree::store::{End, Store, TreeStore};
-use super::tree::systems::{Plan, Subject, LAYOUT};
+use super::tree::systems::{Plan, Subject, LAYOUT, PEERS};
 use super::tree::workload::{value_of, Digest, Model, Op};
 #[cfg(feature = "peers")]
 use super::tree::TxMem;
 use super::tree::{BTree, Engine, MemError};
-use super::{median, Ctx, Scale};
 use crate::error::CliError;
-use plotters::prelude::SeriesLabelPosition;
+
+pub const BENCH: Bench = Bench {
+    name: "rollback",
+    about: "REWIND Fig. 8: rollback and recovery of the B+-tree",
+    run,
+    table: &[
+        Col("rollback_ms", "rollback ms", 3),
+        Col("rollback_us_per_op", "us/op", 3),
+        Col("recovery_ms", "recovery ms", 3),
+        Col("transactions", "txs", 0),
+    ],
+    chart: Chart {
+        title: "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
+        y_label: "rollback time, ms (log scale)",
+        metrics: &["rollback_ms"],
+        log_y: true,
+        higher_is_better: false,
+    },
+    peers: &PEERS,
+    paper: "REWIND Fig. 8: rolling back a transaction is 12× faster than Berkeley DB's, and recovery 14× faster.",
+    notes: "Rollback is timed from the transaction's last operation to the rollback's return; recovery from opening the crash image to the first lookup's answer. Every trial checks afterwards that the transaction's keys are as before it.",
+    headlines: &[
+        Headline {
+            what: "B+-tree rollback of one transaction",
+            param: None,
+            metric: "rollback_ms",
+            unit: "ms",
+            higher_is_better: false,
+            against: &PEERS,
+        },
+        Headline {
+            what: "B+-tree recovery after a crash",
+            param: None,
+            metric: "recovery_ms",
+            unit: "ms",
+            higher_is_better: false,
+            against: &PEERS,
+        },
+    ],
+};
 
 /// Operations per transaction in the recovery runs (the paper's 200).
 const TX_OPS: usize = 200;
@@ -225,9 +262,9 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
 
 #[cfg(feature = "peers")]
 fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
-    use super::tree::peers::{LmdbStore, Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
-    use rewind_peers::bdb::Bdb;
+    use super::tree::peers::{Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
     use rewind_peers::pmdk::PmdkHeap;
+    use rewind_peers::shim::Shim;
     let peer = |what: &'static str| {
         move |e: Box<dyn std::error::Error + Send + Sync>| {
             MemError::Io(std::io::Error::other(format!("{what}: {e}")))
@@ -245,10 +282,10 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
             })
         }
         "bdb" => {
-            Bdb::recover(image, BDB_CACHE)?;
-            Box::new(ShimStore(Bdb::open(image, BDB_CACHE)?))
+            Shim::bdb_recover(image, BDB_CACHE)?;
+            Box::new(ShimStore::bdb(image)?)
         }
-        "lmdb" => Box::new(LmdbStore::create(image)?),
+        "lmdb" => Box::new(ShimStore::lmdb(image)?),
         "sqlite" => Box::new(SqliteStore(
             rusqlite::Connection::open(image.join("sqlite.db"))
                 .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
@@ -268,239 +305,140 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
 /// Waits for redo-async's write-back and checkpoints a rewind pool (the
 /// trial's recovery then sees its own transactions only); nothing for the
 /// others.
-fn settle(s: &mut Subject) -> Result<(), CliError> {
+fn settle(s: &Subject) -> Result<(), CliError> {
     let err = |e| CliError::Bench(format!("checkpointing {}: {e}", s.name()));
     s.store.sync().map_err(err)?;
     s.store.checkpoint().map_err(err)
 }
 
-pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
-    let scale = ctx.scale;
-    let (n_load, rb_sizes, rc_sizes, rounds) = sizes(scale);
+/// A recovery round's input: the committed transactions, the one left
+/// open, and the checks of the state recovery must restore.
+struct Recovery {
+    done: Vec<Op>,
+    open: Vec<Op>,
+    gets: Vec<Op>,
+    want: Digest,
+    probe: u64,
+}
+
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    let (n_load, rb_sizes, rc_sizes, rounds) = sizes(ctx.scale);
     println!(
-        "bench rollback (REWIND Fig. 8): B+-tree of {n_load} records; rollback of one transaction of \
-         {rb_sizes:?} operations; recovery after {rc_sizes:?} operations in transactions of {TX_OPS}"
+        "  {n_load} records; rollback of one transaction of {rb_sizes:?} operations; recovery \
+         after {rc_sizes:?} operations in transactions of {TX_OPS}; insert/delete pairs; median \
+         of {rounds} rounds"
     );
-    println!(
-        "  insert/delete pairs; median of {rounds} alternating rounds{}",
-        super::tiny_note(scale)
-    );
-    println!("  {}", super::latency_line(ctx.latency));
     let dir = ctx.scratch()?;
-    let plan = plan(scale);
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
-    let mut subjects = super::btree::loaded(ctx, dir.path(), &plan, &load)?;
-    let n = subjects.len();
-    let trials = (rb_sizes.len() + rc_sizes.len()) * rounds * n;
-    let bar = super::progress(trials as u64);
-    let mut rows = Vec::new();
-    let mut add = |s: &Subject, param: String, metric: &str, value: f64, unit: &str| {
-        rows.push(Row {
-            system: s.system.into(),
-            config: s.config.clone(),
-            param,
-            metric: metric.into(),
-            value,
-            unit: unit.into(),
+    let subjects = super::btree::loaded(ctx, dir.path(), &plan(ctx.scale), &load)?;
+    // Each system with where its files are: the recovered copy carries on.
+    let mut systems: Vec<(Subject, PathBuf)> = (subjects.into_iter())
+        .map(|s| {
+            let home = first_home(dir.path(), &s);
+            (s, home)
         })
+        .collect();
+    let labels = |systems: &[(Subject, PathBuf)], size: usize| -> Vec<Label> {
+        let param = format!("ops={size}");
+        let label = |s: &Subject| Label::new(s.system, s.config.clone(), param.clone());
+        systems.iter().map(|(s, _)| label(s)).collect()
     };
-
     for &size in &rb_sizes {
-        let mut times = vec![Vec::new(); n];
-        for round in 0..rounds {
+        let input = |_| {
             // Drawn from a copy: the transaction is rolled back, the model stays.
             let ops = model.clone().pairs(size / 2);
             let (gets, want) = checks(&model, &ops);
-            let mut digests = Vec::new();
-            for (i, s) in subjects.iter_mut().enumerate() {
-                bar.set_message(format!("rollback {size} {}", s.name()));
+            (ops, gets, want)
+        };
+        let m = ctx.rounds(
+            labels(&systems, size),
+            &mut systems,
+            (0, rounds),
+            input,
+            |(s, _), (ops, gets, want)| {
                 settle(s)?;
                 let mut d = Digest::default();
-                let t = s.store.batch(&ops, End::Abort, &mut d).map_err(|e| {
+                let t = (s.store.batch(ops, End::Abort, &mut d)).map_err(|e| {
                     CliError::Bench(format!("{}: rollback of {size}: {e}", s.name()))
                 })?;
-                times[i].push(t);
-                digests.push(d);
                 let name = s.name();
-                verify(s.store.as_mut(), &name, &gets, want, "a rollback")?;
-                bar.inc(1);
-            }
-            check_digests(
-                &subjects,
-                &digests,
-                &format!("rollback {size} round {round}"),
-            )?;
-        }
-        for (i, s) in subjects.iter().enumerate() {
-            let ms = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e3;
-            add(s, format!("ops={size}"), "rollback_ms", ms, "ms");
-            add(
-                s,
-                format!("ops={size}"),
-                "rollback_us_per_op",
-                ms * 1e3 / size as f64,
-                "us",
-            );
-        }
+                verify(s.store.as_mut(), &name, gets, *want, "a rollback")?;
+                let per_op = t.as_secs_f64() * 1e6 / size as f64;
+                let values = vec![("rollback_us_per_op", per_op, "us")];
+                Ok(Sample {
+                    time: t,
+                    digest: Some(d.0),
+                    values,
+                    ..Sample::default()
+                })
+            },
+        )?;
+        m.report(report, &Per::whole("rollback_ms", "ms"), &[], &[]);
     }
-
-    // Where each system's files are: the recovered copy carries on.
-    let mut homes: Vec<PathBuf> = subjects.iter().map(|s| first_home(dir.path(), s)).collect();
     let mut trial = 0;
     for &size in &rc_sizes {
-        let mut times = vec![Vec::new(); n];
-        for _ in 0..rounds {
-            let mut committed = model.clone();
-            let all = committed.mix(size, 1.0);
+        let input = |_| {
+            let all = model.clone().mix(size, 1.0);
             let split = size.saturating_sub(TX_OPS);
-            let (done, open) = all.split_at(split);
             // The state recovery must restore: the last transaction undone.
-            let mut after = model.clone();
-            let _ = after.mix(split, 1.0);
-            let (gets, want) = checks(&after, open);
-            let probe = after.keys().first().copied().unwrap_or(1);
-            for (i, s) in subjects.iter_mut().enumerate() {
-                bar.set_message(format!("recovery {size} {}", s.name()));
+            let _ = model.mix(split, 1.0);
+            let open = all[split..].to_vec();
+            let (gets, want) = checks(&model, &open);
+            let probe = model.keys().first().copied().unwrap_or(1);
+            Recovery {
+                done: all[..split].to_vec(),
+                open,
+                gets,
+                want,
+                probe,
+            }
+        };
+        let m = ctx.rounds(
+            labels(&systems, size),
+            &mut systems,
+            (0, rounds),
+            input,
+            |(s, home), r| {
                 settle(s)?;
                 let mut d = Digest::default();
                 let name = s.name();
                 let fail = |e: MemError| CliError::Bench(format!("{name}: recovery run: {e}"));
-                for tx in done.chunks(TX_OPS) {
+                for tx in r.done.chunks(TX_OPS) {
                     s.store.batch(tx, End::Commit, &mut d).map_err(fail)?;
                 }
-                // No write-back thread may store while the files are
-                // copied: the copy would mix instants (redo-async only; the
-                // open transaction's values stay in its write set).
+                // No write-back thread may store while the files are copied:
+                // the copy would mix instants (redo-async only; the open
+                // transaction's values stay in its write set).
                 s.store.sync().map_err(fail)?;
-                let list = files(&homes[i], s);
+                let list = files(home, s);
                 trial += 1;
                 let image = dir
                     .path()
                     .join(format!("crash-{trial}-{}", name.replace('/', "-")));
                 let copy = || copy_all(&list, &image);
                 s.store
-                    .batch(open, End::Crash(&copy), &mut d)
+                    .batch(&r.open, End::Crash(&copy), &mut d)
                     .map_err(fail)?;
-                // The original (its last transaction rolled back) closes;
-                // the recovered copy carries on in its place.
+                // The original (its last transaction rolled back) closes; the
+                // recovered copy carries on in its place.
                 s.store = Box::new(Gone);
-                let (t, mut recovered) = recover(s, &image, probe)?;
-                times[i].push(t);
-                verify(recovered.as_mut(), &name, &gets, want, "recovery")?;
+                let (t, mut recovered) = recover(s, &image, r.probe)?;
+                verify(recovered.as_mut(), &name, &r.gets, r.want, "recovery")?;
                 s.store = recovered;
                 for f in list {
                     let _ = std::fs::remove_file(f);
                 }
-                homes[i] = image;
-                bar.inc(1);
-            }
-            model = after;
-        }
-        for (i, s) in subjects.iter().enumerate() {
-            let ms = median(times[i].iter().map(Duration::as_secs_f64).collect()) * 1e3;
-            add(s, format!("ops={size}"), "recovery_ms", ms, "ms");
-            add(
-                s,
-                format!("ops={size}"),
-                "transactions",
-                size.div_ceil(TX_OPS) as f64,
-                "count",
-            );
-        }
-    }
-    bar.finish_and_clear();
-    drop(subjects);
-
-    let report = Report {
-        bench: "rollback".into(),
-        rows,
-    };
-    print_table(&report, &rb_sizes, &rc_sizes);
-    let chart = chart(&report, &rb_sizes)?;
-    super::write_results(&report, out, &chart)
-}
-
-fn print_table(report: &Report, rb: &[usize], rc: &[usize]) {
-    let v = |s: &str, c: &str, p: &str, m: &str| report.value(s, c, p, m).unwrap_or(f64::NAN);
-    println!();
-    let mut head = format!("  {:<28}", "system/config");
-    for size in rb {
-        head.push_str(&format!(" {:>12}", format!("rb {size} ms")));
-    }
-    for size in rc {
-        head.push_str(&format!(" {:>13}", format!("rec {size} ms")));
-    }
-    println!("{head}");
-    for (s, c) in report.systems() {
-        let mut line = format!("  {:<28}", format!("{s}/{c}"));
-        for size in rb {
-            line.push_str(&format!(
-                " {:>12.3}",
-                v(&s, &c, &format!("ops={size}"), "rollback_ms")
-            ));
-        }
-        for size in rc {
-            line.push_str(&format!(
-                " {:>13.3}",
-                v(&s, &c, &format!("ops={size}"), "recovery_ms")
-            ));
-        }
-        println!("{line}");
-    }
-    println!();
-}
-
-fn chart(report: &Report, rb: &[usize]) -> Result<String, CliError> {
-    let xs: Vec<f64> = rb.iter().map(|&n| n as f64).collect();
-    let series: Vec<Series> = report
-        .systems()
-        .into_iter()
-        .map(|(s, c)| Series {
-            ys: rb
-                .iter()
-                .map(|n| {
-                    report
-                        .value(&s, &c, &format!("ops={n}"), "rollback_ms")
-                        .unwrap_or(f64::NAN)
+                *home = image;
+                let values = vec![("transactions", size.div_ceil(TX_OPS) as f64, "count")];
+                Ok(Sample {
+                    time: t,
+                    values,
+                    ..Sample::default()
                 })
-                .collect(),
-            name: if s == "rewind" { c } else { s },
-        })
-        .collect();
-    plot::lines(
-        "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
-        (
-            "operations in the transaction",
-            "rollback time, ms (log scale)",
-        ),
-        &xs,
-        &series,
-        true,
-        Legend {
-            pos: SeriesLabelPosition::LowerRight,
-            room: 30.0,
-        },
-    )
-}
-
-/// Fails unless every digest equals the first.
-fn check_digests(subjects: &[Subject], digests: &[Digest], what: &str) -> Result<(), CliError> {
-    let failures: Vec<String> = subjects
-        .iter()
-        .zip(digests)
-        .filter(|(_, d)| **d != digests[0])
-        .map(|(s, _)| {
-            format!(
-                "{what}: {} answered differently from {}",
-                s.name(),
-                subjects[0].name()
-            )
-        })
-        .collect();
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Verification { failures })
+            },
+        )?;
+        m.report(report, &Per::whole("recovery_ms", "ms"), &[], &[]);
     }
+    Ok(())
 }

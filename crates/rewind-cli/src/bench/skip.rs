@@ -27,94 +27,80 @@
 use std::path::Path;
 use std::time::Duration;
 
-use rewind::{Counters, LogVariant, NvmLatency, Policy, RecoveryReport};
+use rewind::{Counters, LogVariant, Policy};
 
+use super::harness::{median, Bench, Ctx, Label, Per, Sample};
 use super::interleave::{self, Baseline, End, Subject, W};
-use super::output::{Report, Row};
-use super::{median, median_ratio, svg, Ctx, Scale};
+use super::output::{Chart, Col, Report};
 use crate::error::CliError;
+
+pub const BENCH: Bench = Bench {
+    name: "skip",
+    about: "REWIND Fig. 3 right, Fig. 4: one transaction's commit, rollback and recovery against skip records",
+    run,
+    table: &[
+        Col("commit_us", "commit us", 2),
+        Col("ratio_vs_nolog", "x nolog", 2),
+        Col("commit_lines", "lines", 0),
+        Col("rollback_us", "rollback us", 2),
+        Col("rollback_lines", "lines", 0),
+        Col("recovery_us", "recovery us", 1),
+        Col("recovery_records", "records", 0),
+        Col("recovery_redone", "redone", 0),
+        Col("recovery_undone", "undone", 0),
+        Col("sequence_us", "sequence us", 1),
+    ],
+    chart: Chart {
+        title: "one transaction's commit, rollback and recovery vs skip records (REWIND Figs. 3 right, 4)",
+        y_label: "us (log scale)",
+        metrics: &["commit_us", "rollback_us", "recovery_us"],
+        log_y: true,
+        higher_is_better: false,
+    },
+    peers: &[],
+    paper: "REWIND Figs. 3 right and 4 (force): one-layer commit and rollback grow with the skip records, the two-layer log stays flat and wins past ~600 (commit) and ~400 (rollback); one-layer recovery is faster.",
+    notes: "One-layer commit and rollback do the same persistence work at every S (the counters are flat): they follow the transaction's own chain and never scan the skip records. Under no-force the other transaction's committed records stay in the log until a checkpoint, so recovery meets and redoes them all.",
+    headlines: &[],
+};
 
 /// The log structures compared, by the paper's name: one layer (the
 /// Optimized ADLL, as in the paper's §5.1) and two (the AVL tree over it).
-const LAYERS: &[(&str, LogVariant)] =
-    &[("1L", LogVariant::Optimized), ("2L", LogVariant::TwoLayer)];
+const LAYERS: [(&str, LogVariant); 2] =
+    [("1L", LogVariant::Optimized), ("2L", LogVariant::TwoLayer)];
 /// The policies: force is the paper's for Figs. 3 right and 4.
 const POLICIES: [Policy; 2] = [Policy::Force, Policy::NoForce];
 
-/// Skip-record counts, trials of each kind per run, rounds.
-fn sizes(scale: Scale) -> (Vec<u64>, usize, usize) {
-    match scale {
-        Scale::Tiny => (vec![0, 200], 2, 1),
-        Scale::Quick => ((0..=1_000).step_by(200).collect(), 7, 3),
-        Scale::Full => ((0..=1_000).step_by(100).collect(), 15, 5),
-    }
+fn median_us(times: impl Iterator<Item = Duration>) -> f64 {
+    median(times.map(|t| t.as_secs_f64() * 1e6).collect())
 }
 
-/// A log structure under a policy.
-#[derive(Clone, Copy)]
-struct Config {
-    layer: &'static str,
-    variant: LogVariant,
-    policy: Policy,
+/// Lines written back by flushes or written by non-temporal stores.
+fn lines(c: &Counters) -> f64 {
+    (c.flushed_lines + c.nt_lines) as f64
 }
 
-impl Config {
-    fn name(self) -> String {
-        format!("{}-{}", self.layer, self.policy)
-    }
-}
-
-fn configs() -> Vec<Config> {
-    LAYERS
-        .iter()
-        .flat_map(|&(layer, variant)| {
-            POLICIES.map(|policy| Config {
-                layer,
-                variant,
-                policy,
-            })
-        })
-        .collect()
-}
-
-/// One run: medians over its trials, and its crash.
-struct Run {
-    commit: Duration,
-    rollback: Duration,
-    /// Both transactions' writes and the target's commit.
-    sequence: Duration,
-    /// The same stores without a log.
-    nolog: Duration,
-    recovery: Duration,
-    report: RecoveryReport,
-    /// The persistence work of the last commit and rollback.
-    commit_work: Counters,
-    rollback_work: Counters,
-}
-
-fn median_time(times: Vec<Duration>) -> Duration {
-    Duration::from_secs_f64(median(times.iter().map(Duration::as_secs_f64).collect()))
-}
-
+/// One run on a fresh pool: `trials` trials of each kind, alternating
+/// (commit, a checkpoint, the no-log baseline, rollback, a checkpoint),
+/// then one crash and its recovery. Its time is the median sequence (both
+/// transactions' writes and the target's commit); the rest are values.
+#[allow(clippy::too_many_arguments)]
 fn run_once(
+    ctx: &Ctx,
     dir: &Path,
-    config: Config,
+    (name, variant, policy): (&str, LogVariant, Policy),
     skip: u64,
     trials: usize,
-    latency: NvmLatency,
     baseline: &Baseline,
     seed: u64,
-) -> Result<Run, CliError> {
-    let name = config.name();
-    let mut s = Subject::create(dir, &name, config.variant, config.policy, skip, latency)?;
-    let (mut commit, mut rollback, mut sequence, mut nolog) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+) -> Result<Sample, CliError> {
+    let mut s = Subject::create(ctx, dir, name, (variant, policy), skip)?;
+    let (mut commit, mut rollback, mut sequence, mut nolog) = (vec![], vec![], vec![], vec![]);
     let (mut commit_work, mut rollback_work) = (Counters::default(), Counters::default());
     for t in 0..trials as u64 {
         let seed = seed * 1_000 + t;
         let c = interleave::trial(&s, skip, End::Commit, seed)?;
-        commit.push(c.end);
         commit_work = c.end_work;
+        commit.push(c.end);
         sequence.push(c.logging() + c.end);
         s.checkpoint()?;
         nolog.push(baseline.run(skip, seed)?);
@@ -125,233 +111,97 @@ fn run_once(
     }
     let before = s.target_values()?;
     interleave::trial(&s, skip, End::Crash, seed * 1_000 + trials as u64)?;
-    let (recovery, report) = s.recover(&before, latency)?;
+    let (recovery, rep) = s.recover(&before, ctx.latency)?;
     drop(s);
     let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
-    Ok(Run {
-        commit: median_time(commit),
-        rollback: median_time(rollback),
-        sequence: median_time(sequence),
-        nolog: median_time(nolog),
-        recovery,
-        report,
-        commit_work,
-        rollback_work,
+    let seq = median_us(sequence.into_iter());
+    let base = median_us(nolog.into_iter());
+    let mut values = vec![
+        ("commit_us", median_us(commit.into_iter()), "us"),
+        ("rollback_us", median_us(rollback.into_iter()), "us"),
+        ("recovery_us", recovery.as_secs_f64() * 1e6, "us"),
+        ("ratio_vs_nolog", seq / base, "x"),
+        ("nolog_us", base, "us"),
+    ];
+    values.extend([
+        ("commit_fences", commit_work.fences as f64, "count"),
+        ("commit_lines", lines(&commit_work), "lines"),
+        ("rollback_fences", rollback_work.fences as f64, "count"),
+        ("rollback_lines", lines(&rollback_work), "lines"),
+        ("recovery_records", rep.records as f64, "count"),
+        ("recovery_committed", rep.committed as f64, "count"),
+        ("recovery_rolled_back", rep.rolled_back as f64, "count"),
+        ("recovery_redone", rep.redone as f64, "count"),
+        ("recovery_undone", rep.undone as f64, "count"),
+    ]);
+    let time = Duration::from_secs_f64(seq / 1e6);
+    Ok(Sample {
+        time,
+        values,
+        ..Sample::default()
     })
 }
 
-/// What is reported for one configuration and skip count.
-struct Result1 {
-    config: String,
-    skip: u64,
-    commit_us: f64,
-    rollback_us: f64,
-    recovery_us: f64,
-    sequence_us: f64,
-    overhead: f64,
-    report: RecoveryReport,
-    commit_work: Counters,
-    rollback_work: Counters,
-}
-
-pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
-    let (skips, trials, rounds) = sizes(ctx.scale);
-    println!(
-        "bench skip (REWIND Fig. 3 right, Fig. 4): a transaction of {W} 8-byte writes with S records of another open transaction after each, S = {}; commit and rollback (median of {trials} trials per run) and recovery after a crash with the target open; median of {rounds} alternating rounds{}",
-        skips
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
-        super::tiny_note(ctx.scale)
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    // Skip-record counts, trials of each kind per run, rounds.
+    let (skips, trials, rounds) = ctx.scale.pick(
+        (vec![0, 200], 2, 1),
+        ((0..=1_000).step_by(200).collect(), 7, 3),
+        ((0..=1_000).step_by(100).collect(), 15, 5),
     );
-    println!("  {}", super::latency_line(ctx.latency));
+    println!(
+        "  a transaction of {W} 8-byte writes with S records of another open transaction after \
+         each, S = {skips:?}; commit and rollback (median of {trials} trials per run) and \
+         recovery after a crash with the target open; median of {rounds} rounds"
+    );
     let dir = ctx.scratch()?;
-    println!("  pools in {}", dir.path().display());
-    let configs = configs();
-    let baseline = Baseline::create(dir.path(), ctx.latency)?;
-    let bar = super::progress((rounds * skips.len() * configs.len()) as u64);
-    // runs[config][skip][round]
-    let mut runs: Vec<Vec<Vec<Run>>> = configs
-        .iter()
-        .map(|_| skips.iter().map(|_| Vec::new()).collect())
+    let baseline = Baseline::create(ctx, dir.path())?;
+    let configs: Vec<(String, LogVariant, Policy)> = (LAYERS.iter())
+        .flat_map(|&(layer, v)| POLICIES.map(|p| (format!("{layer}-{p}"), v, p)))
         .collect();
-    for round in 0..rounds {
-        for (k, &skip) in skips.iter().enumerate() {
-            for (c, &config) in configs.iter().enumerate() {
-                bar.set_message(format!("{} S={skip}", config.name()));
-                let seed = (round * skips.len() + k) as u64;
-                let r = run_once(
-                    dir.path(),
-                    config,
-                    skip,
-                    trials,
-                    ctx.latency,
-                    &baseline,
-                    seed,
-                )?;
-                runs[c][k].push(r);
-                bar.inc(1);
-            }
-        }
-    }
-    bar.finish_and_clear();
-    let mut results = Vec::new();
-    let mut nolog = Vec::new();
-    for (k, &skip) in skips.iter().enumerate() {
-        let all: Vec<f64> = runs
-            .iter()
-            .flat_map(|r| r[k].iter().map(|r| r.nolog.as_secs_f64() * 1e6))
-            .collect();
-        nolog.push((skip, median(all)));
-        for (c, config) in configs.iter().enumerate() {
-            let rs = &runs[c][k];
-            let us = |f: fn(&Run) -> Duration| {
-                median(rs.iter().map(|r| f(r).as_secs_f64() * 1e6).collect())
-            };
-            let seq: Vec<Duration> = rs.iter().map(|r| r.sequence).collect();
-            let base: Vec<Duration> = rs.iter().map(|r| r.nolog).collect();
-            let last = rs.last().expect("every run ran");
-            results.push(Result1 {
-                config: config.name(),
-                skip,
-                commit_us: us(|r| r.commit),
-                rollback_us: us(|r| r.rollback),
-                recovery_us: us(|r| r.recovery),
-                sequence_us: us(|r| r.sequence),
-                overhead: median_ratio(&seq, &base),
-                report: last.report,
-                commit_work: last.commit_work,
-                rollback_work: last.rollback_work,
-            });
-        }
-    }
-    let report = Report {
-        bench: "skip".into(),
-        rows: rows(&results, &nolog),
-    };
-    print_table(&results, &nolog);
-    super::write_results(&report, out, &chart(&results, &skips))
-}
-
-fn param(skip: u64) -> String {
-    format!("skip={skip}")
-}
-
-/// Lines written back by flushes or written by non-temporal stores.
-fn lines(c: &Counters) -> f64 {
-    (c.flushed_lines + c.nt_lines) as f64
-}
-
-fn rows(results: &[Result1], nolog: &[(u64, f64)]) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for &(skip, us) in nolog {
-        rows.push(Row {
-            system: "persist-nolog".into(),
-            config: "nolog".into(),
-            param: param(skip),
-            metric: "sequence_us".into(),
-            value: us,
-            unit: "us".into(),
-        });
-    }
-    for r in results {
-        let rep = &r.report;
-        for (metric, value, unit) in [
-            ("commit_us", r.commit_us, "us"),
-            ("rollback_us", r.rollback_us, "us"),
-            ("recovery_us", r.recovery_us, "us"),
-            ("sequence_us", r.sequence_us, "us"),
-            ("ratio_vs_nolog", r.overhead, "x"),
-            ("commit_fences", r.commit_work.fences as f64, "count"),
-            ("commit_lines", lines(&r.commit_work), "lines"),
-            ("rollback_fences", r.rollback_work.fences as f64, "count"),
-            ("rollback_lines", lines(&r.rollback_work), "lines"),
-            ("recovery_records", rep.records as f64, "count"),
-            ("recovery_committed", rep.committed as f64, "count"),
-            ("recovery_rolled_back", rep.rolled_back as f64, "count"),
-            ("recovery_redone", rep.redone as f64, "count"),
-            ("recovery_undone", rep.undone as f64, "count"),
-        ] {
-            rows.push(Row {
-                system: "rewind".into(),
-                config: r.config.clone(),
-                param: param(r.skip),
-                metric: metric.into(),
-                value,
-                unit: unit.into(),
-            });
-        }
-    }
-    rows
-}
-
-fn print_table(results: &[Result1], nolog: &[(u64, f64)]) {
-    println!();
-    println!(
-        "  {:<14} {:>6} | {:>10} {:>8} {:>6} | {:>11} {:>6} | {:>11} {:>8} {:>8} {:>8}",
-        "config",
-        "skip",
-        "commit us",
-        "x nolog",
-        "lines",
-        "rollback us",
-        "lines",
-        "recovery us",
-        "records",
-        "redone",
-        "undone"
-    );
-    for r in results {
-        println!(
-            "  {:<14} {:>6} | {:>10.2} {:>7.2}x {:>6} | {:>11.2} {:>6} | {:>11.1} {:>8} {:>8} {:>8}",
-            r.config,
-            r.skip,
-            r.commit_us,
-            r.overhead,
-            lines(&r.commit_work),
-            r.rollback_us,
-            lines(&r.rollback_work),
-            r.recovery_us,
-            r.report.records,
-            r.report.redone,
-            r.report.undone
-        );
-    }
-    println!(
-        "  the no-log sequence ({W} stores, each followed by S): {}",
-        nolog
-            .iter()
-            .map(|(s, us)| format!("{us:.1} us at S={s}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    println!();
-}
-
-fn chart(results: &[Result1], skips: &[u64]) -> String {
-    let groups: Vec<String> = skips.iter().map(|s| format!("S={s}")).collect();
-    let names: Vec<String> = configs().iter().map(|c| c.name()).collect();
-    let kinds = ["commit", "rollback", "recovery"];
-    let series: Vec<String> = names
-        .iter()
-        .flat_map(|n| kinds.map(|k| format!("{n} {k}")))
+    // (configuration, skip count) by index.
+    let mut systems: Vec<(usize, usize)> = (0..skips.len())
+        .flat_map(|k| (0..configs.len()).map(move |c| (c, k)))
         .collect();
-    let value = |g: usize, s: usize| {
-        results
-            .iter()
-            .find(|r| r.config == names[s / kinds.len()] && r.skip == skips[g])
-            .map_or(f64::NAN, |r| match s % kinds.len() {
-                0 => r.commit_us,
-                1 => r.rollback_us,
-                _ => r.recovery_us,
-            })
+    let labels = (systems.iter())
+        .map(|&(c, k)| Label::new("rewind", configs[c].0.clone(), format!("skip={}", skips[k])))
+        .collect();
+    let m = ctx.rounds(
+        labels,
+        &mut systems,
+        (0, rounds),
+        |r| r,
+        |&mut (c, k), &r| {
+            let (name, v, p) = &configs[c];
+            // One seed per round and skip count, the same for every configuration.
+            let seed = (r * skips.len() + k) as u64;
+            run_once(
+                ctx,
+                dir.path(),
+                (name, *v, *p),
+                skips[k],
+                trials,
+                &baseline,
+                seed,
+            )
+        },
+    )?;
+    let per = Per {
+        metric: "sequence_us",
+        unit: "us",
+        scale: 1e6,
+        ops: 1.0,
+        counters: None,
     };
-    svg::grouped_bars(
-        "one transaction's commit, rollback and recovery vs skip records (REWIND Figs. 3 right, 4)",
-        "us (log scale)",
-        &groups,
-        &series,
-        value,
-    )
+    m.report(report, &per, &[], &[]);
+    // The no-log sequence at each S: the median over every run beside it.
+    for (k, chunk) in m.samples.chunks(configs.len()).enumerate() {
+        let all = chunk
+            .iter()
+            .flatten()
+            .filter_map(|s| s.values.iter().find(|v| v.0 == "nolog_us"));
+        let l = Label::new("persist-nolog", "nolog", format!("skip={}", skips[k]));
+        report.push(&l, "sequence_us", median(all.map(|v| v.1).collect()), "us");
+    }
+    Ok(())
 }

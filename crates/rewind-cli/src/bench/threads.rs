@@ -30,31 +30,50 @@ use std::path::Path;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use rewind::{LogVariant, Policy, Pool, PoolConfig};
+use rewind::{LogVariant, Policy, Pool};
 
-use super::output::{Report, Row};
+use super::harness::{Bench, Ctx, Headline, Label, Sample, Scale};
+use super::output::{Chart, Col, Report};
 use super::tree::mem::{NoLog, Rewind, Volatile};
-use super::tree::plot::{self, Legend, Series};
 use super::tree::store::{Store, TreeStore};
 use super::tree::systems::LAYOUT;
 use super::tree::workload::{Digest, Model, Op};
 use super::tree::{BTree, MemError};
-use super::{median, Ctx, Scale};
 use crate::error::CliError;
-use plotters::prelude::SeriesLabelPosition;
+
+pub const BENCH: Bench = Bench {
+    name: "threads",
+    about: "REWIND Fig. 9: the B+-tree with many threads",
+    run,
+    table: &[Col("ops_per_s", "ops/s", 0)],
+    chart: Chart {
+        title: "B+-tree: throughput against threads (REWIND Fig. 9)",
+        y_label: "operations per second (log scale)",
+        metrics: &["ops_per_s"],
+        log_y: true,
+        higher_is_better: true,
+    },
+    peers: &[],
+    paper: "REWIND Fig. 9: REWIND's throughput scales with threads past three; Berkeley DB and Stasis grow linearly but stay far below.",
+    notes: "Own-tree gives each thread a tree in one shared pool (the log, allocator and domain are shared); shared-tree puts one lock around every transaction. On a machine without idle cores no system can scale, so compare the systems at one thread count rather than along the axis.",
+    headlines: &[Headline {
+        what: "B+-tree, one tree per thread",
+        param: Some("own-tree,threads=2"),
+        metric: "ops_per_s",
+        unit: "ops/s",
+        higher_is_better: true,
+        against: &["persist-nolog"],
+    }],
+};
 
 const SEED: u64 = 0x9a;
 /// Each thread's keys: a range of 2^56 of its own.
 const KEY_SPAN: u64 = 1 << 56;
 
-/// Records loaded in all, operations per thread per round, rounds.
+/// Records loaded in all, operations per thread per round, rounds (full:
+/// the paper's 100k operations per thread).
 fn sizes(scale: Scale) -> (usize, usize, usize) {
-    match scale {
-        Scale::Tiny => (200, 50, 1),
-        Scale::Quick => (10_000, 1_000, 3),
-        // The paper's 100k operations per thread.
-        Scale::Full => (100_000, 100_000, 3),
-    }
+    scale.pick((200, 50, 1), (10_000, 1_000, 3), (100_000, 100_000, 3))
 }
 
 /// 1, 2, 4, … up to the parallelism, at least 2.
@@ -127,64 +146,45 @@ fn span(results: impl Iterator<Item = Result<Span, MemError>>) -> Result<Run, Me
     ))
 }
 
-/// Runs each thread's operations on its store; the wall time and each
-/// thread's digest.
-fn own_run<S: Store + Send>(stores: &mut [S], ops: &[Vec<Op>]) -> Result<Run, MemError> {
-    let barrier = Barrier::new(stores.len() + 1);
+/// Runs thread `i`'s operations `ops[i]` with `workers[i]`, every thread
+/// starting at one barrier; the wall time and each thread's digest.
+fn threads<T: Send>(
+    workers: Vec<T>,
+    ops: &[Vec<Op>],
+    apply: impl Fn(&mut T, Op, &mut Digest) -> Result<(), MemError> + Sync,
+) -> Result<Run, MemError> {
+    let barrier = Barrier::new(workers.len() + 1);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = stores
-            .iter_mut()
-            .zip(ops)
-            .map(|(s, ops)| {
-                let barrier = &barrier;
+        let handles: Vec<_> = (workers.into_iter().zip(ops))
+            .map(|(mut w, ops)| {
+                let (barrier, apply) = (&barrier, &apply);
                 scope.spawn(move || {
                     let mut d = Digest::default();
                     barrier.wait();
                     let start = Instant::now();
                     for &op in ops {
-                        s.apply(op, &mut d)?;
+                        apply(&mut w, op, &mut d)?;
                     }
                     Ok::<_, MemError>((start, Instant::now(), d))
                 })
             })
             .collect();
         barrier.wait();
-        span(
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(worker("panicked")))),
-        )
+        let joined = handles.into_iter().map(|h| h.join());
+        span(joined.map(|r| r.unwrap_or_else(|_| Err(worker("panicked")))))
     })
 }
 
-/// Runs each thread's operations on the one store, each under its lock.
+/// Each thread on its own store.
+fn own_run<S: Store + Send>(stores: &mut [S], ops: &[Vec<Op>]) -> Result<Run, MemError> {
+    threads(stores.iter_mut().collect(), ops, |s, op, d| s.apply(op, d))
+}
+
+/// Every thread on the one store, each operation under its lock.
 fn shared_run<S: Store + Send>(store: &Mutex<S>, ops: &[Vec<Op>]) -> Result<Run, MemError> {
-    let barrier = Barrier::new(ops.len() + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = ops
-            .iter()
-            .map(|ops| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let mut d = Digest::default();
-                    barrier.wait();
-                    let start = Instant::now();
-                    for &op in ops {
-                        let mut s = store
-                            .lock()
-                            .map_err(|_| worker("found the lock poisoned"))?;
-                        s.apply(op, &mut d)?;
-                    }
-                    Ok::<_, MemError>((start, Instant::now(), d))
-                })
-            })
-            .collect();
-        barrier.wait();
-        span(
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(worker("panicked")))),
-        )
+    threads(vec![store; ops.len()], ops, |m, op, d| {
+        let mut s = m.lock().map_err(|_| worker("found the lock poisoned"))?;
+        s.apply(op, d)
     })
 }
 
@@ -217,11 +217,7 @@ fn pool_for(
 ) -> Result<Pool, CliError> {
     let path = dir.join(format!("{name}.pool"));
     let _ = std::fs::remove_file(&path);
-    let cfg = PoolConfig::default()
-        .log(variant)
-        .policy(policy)
-        .backend(ctx.backend)
-        .nvm_latency(ctx.latency);
+    let cfg = ctx.pool_config(variant, policy);
     Pool::create(&path, LAYOUT, space, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))
 }
@@ -354,28 +350,15 @@ impl Sys {
     }
 }
 
-pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
-    let scale = ctx.scale;
-    let (n_load, n_ops, rounds) = sizes(scale);
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    let (n_load, n_ops, rounds) = sizes(ctx.scale);
     let counts = thread_counts();
     println!(
-        "bench threads (REWIND Fig. 9): B+-tree of {n_load} records, {n_ops} operations per thread, \
-         threads {counts:?}, update fraction 20%..80% across threads"
+        "  {n_load} records, {n_ops} operations per thread, threads {counts:?}, update fraction \
+         20%..80% across threads; own-tree: one tree per thread in one pool; shared-tree: one \
+         tree, a lock held across each transaction; median of {rounds} rounds"
     );
-    println!(
-        "  own-tree: one tree per thread in one pool; shared-tree: one tree, a lock held across each transaction"
-    );
-    println!(
-        "  median of {rounds} alternating rounds after a warm-up round{}",
-        super::tiny_note(scale)
-    );
-    println!("  {}", super::latency_line(ctx.latency));
-    let space = match scale {
-        Scale::Tiny => 32 << 20,
-        Scale::Quick => 64 << 20,
-        Scale::Full => 256 << 20,
-    };
-    let mut rows = Vec::new();
+    let space = ctx.scale.pick(32 << 20, 64 << 20, 256 << 20);
     for sharing in [Sharing::Own, Sharing::Shared] {
         for &t in &counts {
             let dir = ctx.scratch()?;
@@ -384,120 +367,34 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
                 .collect();
             let loads: Vec<Vec<Op>> = models.iter_mut().map(|m| m.load(n_load / t)).collect();
             let mut systems = build(dir.path(), ctx, sharing, &loads, space)?;
-            let bar = super::progress(((rounds + 1) * systems.len()) as u64);
-            let mut times = vec![Vec::new(); systems.len()];
-            for round in 0..=rounds {
-                let ops: Vec<Vec<Op>> = models
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(i, m)| m.mix(n_ops, fraction(i, t)))
-                    .collect();
-                let mut want = None;
-                for (k, s) in systems.iter_mut().enumerate() {
-                    bar.set_message(format!(
-                        "{} t={t} {}/{}",
-                        sharing.name(),
-                        s.system,
-                        s.config
-                    ));
-                    let (time, digests) = s.run(&ops)?;
-                    match &want {
-                        None => want = Some(digests),
-                        Some(w) if *w != digests => {
-                            return Err(CliError::Verification {
-                                failures: vec![format!(
-                                "{}/{} answered differently from volatile with {t} threads ({})",
-                                s.system,
-                                s.config,
-                                sharing.name()
-                            )],
-                            })
-                        }
-                        Some(_) => {}
-                    }
-                    // Round 0 is the warm-up.
-                    if round > 0 {
-                        times[k].push(time);
-                    }
-                    bar.inc(1);
-                }
-            }
-            bar.finish_and_clear();
-            let total = (n_ops * t) as f64;
-            for (k, s) in systems.iter().enumerate() {
-                let secs = median(times[k].iter().map(Duration::as_secs_f64).collect());
-                rows.push(Row {
-                    system: s.system.into(),
-                    config: s.config.clone(),
-                    param: param(sharing, t),
-                    metric: "ops_per_s".into(),
-                    value: total / secs,
-                    unit: "ops/s".into(),
-                });
-            }
-        }
-    }
-    let report = Report {
-        bench: "threads".into(),
-        rows,
-    };
-    print_table(&report, &counts);
-    let chart = chart(&report, &counts)?;
-    super::write_results(&report, out, &chart)
-}
-
-fn print_table(report: &Report, counts: &[usize]) {
-    println!();
-    let mut head = format!("  {:<28}", "kops/s");
-    for sharing in [Sharing::Own, Sharing::Shared] {
-        for t in counts {
-            head.push_str(&format!(" {:>11}", format!("{} t={t}", sharing.name())));
-        }
-    }
-    println!("{head}");
-    for (s, c) in report.systems() {
-        let mut line = format!("  {:<28}", format!("{s}/{c}"));
-        for sharing in [Sharing::Own, Sharing::Shared] {
-            for &t in counts {
-                let v = report
-                    .value(&s, &c, &param(sharing, t), "ops_per_s")
-                    .unwrap_or(f64::NAN);
-                line.push_str(&format!(" {:>11.1}", v / 1e3));
-            }
-        }
-        println!("{line}");
-    }
-    println!();
-}
-
-/// Own-tree throughput of every system (the shared-tree numbers are in
-/// the table: drawn too, the lines would not be told apart).
-fn chart(report: &Report, counts: &[usize]) -> Result<String, CliError> {
-    let xs: Vec<f64> = counts.iter().map(|&t| t as f64).collect();
-    let series: Vec<Series> = report
-        .systems()
-        .into_iter()
-        .map(|(s, c)| Series {
-            ys: counts
-                .iter()
-                .map(|&t| {
-                    report
-                        .value(&s, &c, &param(Sharing::Own, t), "ops_per_s")
-                        .unwrap_or(f64::NAN)
+            let labels = (systems.iter())
+                .map(|s| Label::new(s.system, s.config.clone(), param(sharing, t)))
+                .collect();
+            let input = |_| -> Vec<Vec<Op>> {
+                let ops = models.iter_mut().enumerate();
+                ops.map(|(i, m)| m.mix(n_ops, fraction(i, t))).collect()
+            };
+            let m = ctx.rounds(labels, &mut systems, (1, rounds), input, |s, ops| {
+                let (time, digests) = s.run(ops)?;
+                // Each thread's digest, folded in thread order.
+                let mut d = Digest::default();
+                digests.iter().for_each(|x| d.add(x.0));
+                Ok(Sample {
+                    time,
+                    digest: Some(d.0),
+                    ..Sample::default()
                 })
-                .collect(),
-            name: if s == "rewind" { c } else { s },
-        })
-        .collect();
-    plot::lines(
-        "B+-tree: throughput against threads, one tree per thread (REWIND Fig. 9)",
-        ("threads", "operations per second (log scale)"),
-        &xs,
-        &series,
-        true,
-        Legend {
-            pos: SeriesLabelPosition::LowerRight,
-            room: 30.0,
-        },
-    )
+            })?;
+            let total = (n_ops * t) as f64;
+            for (i, l) in m.labels.iter().enumerate() {
+                report.push(
+                    l,
+                    "ops_per_s",
+                    total / m.median(i, |s| s.time.as_secs_f64()),
+                    "ops/s",
+                );
+            }
+        }
+    }
+    Ok(())
 }

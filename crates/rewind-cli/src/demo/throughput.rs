@@ -41,7 +41,7 @@ const SEED: u64 = 7;
 
 /// Runs `tx` transactions on every system.
 pub fn measure(tx: u64) -> Result<Vec<Row>, CliError> {
-    let dir = crate::scratch::dir()?;
+    let dir = crate::scratch::dir(None)?;
     let mut rows = vec![volatile_row(tx)];
     for (variant, policy) in CONFIGS {
         rows.push(rewind_row(dir.path(), variant, policy, tx)?);

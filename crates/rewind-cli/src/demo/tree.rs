@@ -13,6 +13,8 @@
 
 use std::collections::BTreeMap as StdBTreeMap;
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rewind::{PPtr, Pod, Pool, Zeroable};
 use rewind_collections::{BTreeMap, Error};
 
@@ -65,23 +67,15 @@ pub enum Op {
     Remove(u64),
 }
 
-/// splitmix64: tiny, fast and good enough to spread keys.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Transaction `i`'s operations.
+/// Transaction `i`'s operations: a seeded generator per transaction, so
+/// the child and the verifier draw the same ones.
 pub fn plan(seed: u64, i: u64) -> Vec<Op> {
-    let mut s = seed ^ i.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    let n = 1 + splitmix64(&mut s) % 8;
+    let mut rng = SmallRng::seed_from_u64(seed ^ i.wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    let n = rng.gen_range(1..=8);
     (0..n)
         .map(|_| {
-            let key = splitmix64(&mut s) % KEYS;
-            let r = splitmix64(&mut s);
+            let key = rng.gen_range(0..KEYS);
+            let r: u64 = rng.gen();
             if r.is_multiple_of(4) {
                 Op::Remove(key)
             } else {

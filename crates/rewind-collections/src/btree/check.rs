@@ -76,6 +76,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// Frees every node and the header, in `tx`; the handle must not be
     /// used again.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         for off in self.blocks_in(tx)? {
             tx.free(PPtr::<u8>::from_offset(off))?;
         }

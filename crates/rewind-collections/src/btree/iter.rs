@@ -41,11 +41,13 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         tx: &'a mut Tx<'p>,
         range: impl RangeBounds<K>,
     ) -> Result<Iter<'a, K, V>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Iter::new(self, Box::new(tx), range)
     }
 
     /// [`iter`](Self::iter) as transaction `tx` sees the map.
     pub fn iter_tx<'a, 'p: 'a>(&self, tx: &'a mut Tx<'p>) -> Result<Iter<'a, K, V>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.range_tx(tx, ..)
     }
 
@@ -61,11 +63,13 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     /// The entry of the smallest key, as `tx` sees it.
     pub fn first_key_value_tx(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.iter_tx(tx)?.next().transpose()
     }
 
     /// The entry of the largest key, as `tx` sees it.
     pub fn last_key_value_tx(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.iter_tx(tx)?.next_back().transpose()
     }
 }

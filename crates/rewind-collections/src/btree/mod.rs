@@ -257,6 +257,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     /// The number of entries, as transaction `tx` sees it.
     pub fn len_tx(&self, tx: &mut Tx<'_>) -> Result<u64> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.header(tx)?.len)
     }
 
@@ -286,6 +287,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     /// The value of `k` as transaction `tx` sees it (its own writes too).
     pub fn get_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.get_in(tx, k)
     }
 
@@ -296,6 +298,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     /// True if `k` has a value, as `tx` sees it.
     pub fn contains_key_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<bool> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.get_tx(tx, k)?.is_some())
     }
 

@@ -16,6 +16,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// quarter of its slots in use merges with or borrows from a sibling,
     /// so an emptied tree gives its nodes back (module docs).
     pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         let geo = h.geo;
         let mut path = Vec::new();
@@ -161,6 +162,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// Removes every entry: frees every node and starts again from one
     /// empty leaf, in `tx`.
     pub fn clear(&self, tx: &mut Tx<'_>) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let blocks = self.blocks_in(tx)?;
         let h = self.header(tx)?;
         for &off in &blocks[1..] {
@@ -178,6 +180,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// others in `tx`. Reads every entry first (their keys are held in
     /// memory), then removes.
     pub fn retain(&self, tx: &mut Tx<'_>, mut keep: impl FnMut(&K, &V) -> bool) -> Result<()> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut doomed = Vec::new();
         for e in self.iter_tx(tx)? {
             let (k, v) = e?;
@@ -193,6 +196,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     /// Removes and returns the entry of the smallest key.
     pub fn pop_first(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let Some((k, v)) = self.iter_tx(tx)?.next().transpose()? else {
             return Ok(None);
         };
@@ -202,6 +206,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 
     /// Removes and returns the entry of the largest key.
     pub fn pop_last(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let Some((k, v)) = self.iter_tx(tx)?.next_back().transpose()? else {
             return Ok(None);
         };

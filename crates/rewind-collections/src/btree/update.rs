@@ -19,6 +19,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// rolls back (see the module docs). Fails, leaving the map as it was,
     /// when the pool is out of memory for a new node.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
         let id = tx.id();
         let fp = fingerprint(bytemuck::bytes_of(&k));
         // At most one split per level, then the key's leaf has room.

@@ -2,6 +2,8 @@
 //! persistence backend. Each is stored as one byte of the header
 //! (`format/header.rs`); names parse and print for the command line.
 
+#![warn(clippy::unwrap_used, clippy::indexing_slicing)]
+
 use std::fmt;
 use std::str::FromStr;
 

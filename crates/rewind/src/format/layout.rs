@@ -10,6 +10,8 @@
 //! ...      ...     heap: 256 KiB chunks
 //! ```
 
+#![warn(clippy::unwrap_used, clippy::indexing_slicing)]
+
 use crate::error::Error;
 
 /// Size of the header page.

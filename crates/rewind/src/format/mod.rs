@@ -9,6 +9,9 @@ mod codes;
 pub mod group;
 pub mod header;
 pub mod layout;
+// `unsafe impl Pod` and `Zeroable` for `PPtr<T>` (bytemuck's derive cannot
+// see through the phantom type).
+#[allow(unsafe_code)]
 mod pptr;
 pub mod record;
 

@@ -33,7 +33,10 @@
 //! issued (Pmem only). The writes are counted on every backend, charged or
 //! not (`Counters::nvm_writes`).
 
+// The mapping and the flush/fence instructions: the engine's unsafe code.
+#[allow(unsafe_code)]
 mod mapping;
+#[allow(unsafe_code)]
 mod pmem;
 pub mod sim;
 pub mod sites;

@@ -14,12 +14,10 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(feature = "peers")]
-pub mod bdb;
-#[cfg(feature = "peers")]
 pub mod cloop;
 #[cfg(feature = "peers")]
 pub mod floor;
 #[cfg(feature = "peers")]
-pub mod lmdb;
-#[cfg(feature = "peers")]
 pub mod pmdk;
+#[cfg(feature = "peers")]
+pub mod shim;

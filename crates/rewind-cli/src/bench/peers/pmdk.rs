@@ -96,6 +96,20 @@ fn pmdk_error(action: &str, code: c_int) -> io::Error {
     }
 }
 
+/// Begins a libpmemobj transaction on the open pool `pop`.
+fn tx_begin(pop: NonNull<PmemObjPool>) -> io::Result<()> {
+    // SAFETY: `pop` is open; NULL env: errors return, never longjmp.
+    let rc = unsafe { pmemobj_tx_begin(pop.as_ptr(), std::ptr::null_mut(), TX_PARAM_NONE) };
+    if rc != 0 {
+        let err = pmdk_error("PMDK transaction begin", rc);
+        // SAFETY: tx_end must follow every tx_begin, even a failed one
+        // (stage ONABORT, not WORK).
+        unsafe { pmemobj_tx_end() };
+        return Err(err);
+    }
+    Ok(())
+}
+
 /// A libpmemobj pool whose root holds an array of `len` u64.
 pub struct PmdkArray {
     pop: NonNull<PmemObjPool>,
@@ -154,16 +168,7 @@ impl PmdkArray {
     /// the undo log (`pmemobj_tx_add_range_direct`), then store `t` there;
     /// commit. Durable and atomic when it returns `Ok`.
     pub fn update_tx(&mut self, idx: &[u64], t: u64) -> io::Result<()> {
-        // SAFETY: `pop` is open; NULL env: errors return, never longjmp.
-        let rc =
-            unsafe { pmemobj_tx_begin(self.pop.as_ptr(), std::ptr::null_mut(), TX_PARAM_NONE) };
-        if rc != 0 {
-            let err = pmdk_error("PMDK transaction begin", rc);
-            // SAFETY: tx_end must follow every tx_begin, even a failed one
-            // (stage ONABORT, not WORK).
-            unsafe { pmemobj_tx_end() };
-            return Err(err);
-        }
+        tx_begin(self.pop)?;
         for &i in idx {
             if i >= self.len {
                 // SAFETY: stage WORK (every earlier step succeeded); abort
@@ -345,15 +350,7 @@ impl PmdkHeap {
 
     /// Begins a transaction.
     pub fn begin(&mut self) -> io::Result<PmdkTx<'_>> {
-        // SAFETY: `pop` is open; NULL env: errors return, never longjmp.
-        let rc =
-            unsafe { pmemobj_tx_begin(self.pop.as_ptr(), std::ptr::null_mut(), TX_PARAM_NONE) };
-        if rc != 0 {
-            let err = pmdk_error("PMDK transaction begin", rc);
-            // SAFETY: tx_end must follow every tx_begin, even a failed one.
-            unsafe { pmemobj_tx_end() };
-            return Err(err);
-        }
+        tx_begin(self.pop)?;
         Ok(PmdkTx {
             heap: self,
             open: true,

@@ -36,12 +36,9 @@ pub mod coll;
 pub mod mem;
 #[cfg(feature = "peers")]
 pub mod peers;
-pub mod plot;
 pub mod store;
 pub mod systems;
 pub mod workload;
-
-use std::fmt;
 
 /// Keys per node at most.
 pub const FANOUT: usize = 16;
@@ -69,23 +66,29 @@ pub const META_SIZE: u64 = 16;
 const MAX_HEIGHT: usize = 24;
 
 /// What an engine or the tree can fail with.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum MemError {
     /// A rewind call failed.
+    #[error("rewind: {0}")]
     Rewind(rewind::Error),
     /// A peer's call failed (its message says which).
-    Io(std::io::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
     /// The engine's space is exhausted (`volatile`, `persist-nolog`).
+    #[error("out of space: {requested} bytes requested from a space of {capacity}")]
     OutOfSpace { requested: u64, capacity: u64 },
     /// An access outside the engine's space.
+    #[error("access of {len} bytes at {offset} outside a space of {capacity}")]
     OutOfBounds {
         offset: u64,
         len: u64,
         capacity: u64,
     },
     /// The tree's bytes are not a tree (a bad header or height).
+    #[error("node at {node}: {what}")]
     Corrupt { node: u64, what: &'static str },
     /// The closure asked for the transaction to be rolled back.
+    #[error("transaction aborted")]
     Aborted,
 }
 
@@ -97,40 +100,6 @@ impl From<rewind::Error> for MemError {
         }
     }
 }
-
-impl From<std::io::Error> for MemError {
-    fn from(e: std::io::Error) -> MemError {
-        MemError::Io(e)
-    }
-}
-
-impl fmt::Display for MemError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MemError::Rewind(e) => write!(f, "rewind: {e}"),
-            MemError::Io(e) => write!(f, "{e}"),
-            MemError::OutOfSpace {
-                requested,
-                capacity,
-            } => write!(
-                f,
-                "out of space: {requested} bytes requested from a space of {capacity}"
-            ),
-            MemError::OutOfBounds {
-                offset,
-                len,
-                capacity,
-            } => write!(
-                f,
-                "access of {len} bytes at {offset} outside a space of {capacity}"
-            ),
-            MemError::Corrupt { node, what } => write!(f, "node at {node}: {what}"),
-            MemError::Aborted => write!(f, "transaction aborted"),
-        }
-    }
-}
-
-impl std::error::Error for MemError {}
 
 /// Memory as one transaction sees it.
 pub trait TxMem {

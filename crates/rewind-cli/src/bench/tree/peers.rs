@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use redb::ReadableTable;
 
-use rewind_peers::bdb::Bdb;
-use rewind_peers::lmdb::Lmdb;
 use rewind_peers::pmdk::{PmdkHeap, PmdkTx};
+use rewind_peers::shim::Shim;
 
 use super::store::{End, Store};
 use super::workload::{value_of, Digest, Op};
@@ -72,52 +71,9 @@ fn peer<E: std::error::Error + Send + Sync + 'static>(
     move |e| MemError::Io(std::io::Error::other(format!("{what}: {e}")))
 }
 
-/// What the two C shims (Berkeley DB, LMDB) offer: the same calls, so one
-/// [`Store`] serves both.
-pub trait Shim {
-    fn put(&mut self, key: u64, val: &[u8]) -> std::io::Result<bool>;
-    fn get(&mut self, key: u64, out: &mut [u8]) -> std::io::Result<bool>;
-    fn del(&mut self, key: u64) -> std::io::Result<bool>;
-    fn begin(&mut self) -> std::io::Result<()>;
-    fn commit(&mut self) -> std::io::Result<()>;
-    fn abort(&mut self) -> std::io::Result<()>;
-}
-
-macro_rules! shim {
-    ($t:ty) => {
-        impl Shim for $t {
-            fn put(&mut self, key: u64, val: &[u8]) -> std::io::Result<bool> {
-                <$t>::put(self, key, val)
-            }
-            fn get(&mut self, key: u64, out: &mut [u8]) -> std::io::Result<bool> {
-                <$t>::get(self, key, out)
-            }
-            fn del(&mut self, key: u64) -> std::io::Result<bool> {
-                <$t>::del(self, key)
-            }
-            fn begin(&mut self) -> std::io::Result<()> {
-                <$t>::begin(self)
-            }
-            fn commit(&mut self) -> std::io::Result<()> {
-                <$t>::commit(self)
-            }
-            fn abort(&mut self) -> std::io::Result<()> {
-                <$t>::abort(self)
-            }
-        }
-    };
-}
-shim!(Bdb);
-shim!(Lmdb);
-
-/// A store of its own behind a C shim: each batch one of its transactions.
-pub struct ShimStore<T>(pub T);
-
-/// Berkeley DB's own B-tree.
-pub type BdbStore = ShimStore<Bdb>;
-
-/// LMDB's B+-tree.
-pub type LmdbStore = ShimStore<Lmdb>;
+/// A store of its own behind a C shim (Berkeley DB's B-tree, LMDB's
+/// B+-tree): each batch one of its transactions.
+pub struct ShimStore(pub Shim);
 
 /// Berkeley DB's cache: the whole tree and more, as every system here
 /// holds its data in memory.
@@ -126,23 +82,21 @@ pub const BDB_CACHE: u64 = 256 << 20;
 /// LMDB's map: room for the tree and its copy-on-write pages.
 const LMDB_MAP: u64 = 4 << 30;
 
-impl BdbStore {
-    /// A new environment in the directory `dir` (created).
-    pub fn create(dir: &Path) -> Result<BdbStore, MemError> {
+impl ShimStore {
+    /// A new Berkeley DB environment in the directory `dir` (created).
+    pub fn bdb(dir: &Path) -> Result<ShimStore, MemError> {
         std::fs::create_dir_all(dir)?;
-        Ok(ShimStore(Bdb::open(dir, BDB_CACHE)?))
+        Ok(ShimStore(Shim::bdb(dir, BDB_CACHE)?))
+    }
+
+    /// A new (or, after a crash, the recovered) LMDB environment in `dir`.
+    pub fn lmdb(dir: &Path) -> Result<ShimStore, MemError> {
+        std::fs::create_dir_all(dir)?;
+        Ok(ShimStore(Shim::lmdb(dir, LMDB_MAP)?))
     }
 }
 
-impl LmdbStore {
-    /// A new environment in the directory `dir` (created).
-    pub fn create(dir: &Path) -> Result<LmdbStore, MemError> {
-        std::fs::create_dir_all(dir)?;
-        Ok(ShimStore(Lmdb::open(dir, LMDB_MAP)?))
-    }
-}
-
-impl<T: Shim> Store for ShimStore<T> {
+impl Store for ShimStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         match op {

@@ -123,7 +123,7 @@ pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliErro
 
 #[cfg(feature = "peers")]
 fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError> {
-    use super::peers::{BdbStore, LmdbStore, Pmdk, RedbStore, SqliteStore};
+    use super::peers::{Pmdk, RedbStore, ShimStore, SqliteStore};
     use super::{Engine, TxMem};
     use rewind_peers::pmdk::PmdkHeap;
 
@@ -146,12 +146,12 @@ fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError
     out.push(Subject {
         system: "bdb",
         config: "btree-txn-sync".into(),
-        store: Box::new(BdbStore::create(&dir.join("bdb")).map_err(built("Berkeley DB".into()))?),
+        store: Box::new(ShimStore::bdb(&dir.join("bdb")).map_err(built("Berkeley DB".into()))?),
     });
     out.push(Subject {
         system: "lmdb",
         config: "sync".into(),
-        store: Box::new(LmdbStore::create(&dir.join("lmdb")).map_err(built("LMDB".into()))?),
+        store: Box::new(ShimStore::lmdb(&dir.join("lmdb")).map_err(built("LMDB".into()))?),
     });
     out.push(Subject {
         system: "sqlite",

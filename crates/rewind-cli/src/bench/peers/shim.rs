@@ -1,0 +1,231 @@
+//! Berkeley DB (libdb, `bdb.c`: a transactional B-tree, synchronous
+//! commit) and LMDB (liblmdb, `lmdb.c`: a copy-on-write B+-tree, each write
+//! transaction synced at commit) behind one safe wrapper: the two C shims
+//! export the same calls, so one [`Shim`] drives either through a table of
+//! its functions.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr::NonNull;
+
+#[repr(C)]
+pub struct Raw {
+    _private: [u8; 0],
+}
+
+type Open = unsafe extern "C" fn(*const c_char, u64, *mut *mut Raw) -> c_int;
+type Put = unsafe extern "C" fn(*mut Raw, u64, *const c_void, u32, *mut c_int) -> c_int;
+type Get = unsafe extern "C" fn(*mut Raw, u64, *mut c_void, u32, *mut c_int) -> c_int;
+type Del = unsafe extern "C" fn(*mut Raw, u64, *mut c_int) -> c_int;
+type Call = unsafe extern "C" fn(*mut Raw) -> c_int;
+
+extern "C" {
+    fn bdb_strerror(err: c_int) -> *const c_char;
+    fn bdb_open(dir: *const c_char, cache: u64, out: *mut *mut Raw) -> c_int;
+    fn bdb_recover(dir: *const c_char, cache: u64) -> c_int;
+    fn bdb_close(b: *mut Raw) -> c_int;
+    fn bdb_put(b: *mut Raw, key: u64, val: *const c_void, len: u32, inserted: *mut c_int) -> c_int;
+    fn bdb_get(b: *mut Raw, key: u64, val: *mut c_void, len: u32, found: *mut c_int) -> c_int;
+    fn bdb_del(b: *mut Raw, key: u64, found: *mut c_int) -> c_int;
+    fn bdb_begin(b: *mut Raw) -> c_int;
+    fn bdb_commit(b: *mut Raw) -> c_int;
+    fn bdb_abort(b: *mut Raw) -> c_int;
+    fn lm_strerror(err: c_int) -> *const c_char;
+    fn lm_open(dir: *const c_char, mapsize: u64, out: *mut *mut Raw) -> c_int;
+    fn lm_close(b: *mut Raw);
+    fn lm_put(b: *mut Raw, key: u64, val: *const c_void, len: u32, inserted: *mut c_int) -> c_int;
+    fn lm_get(b: *mut Raw, key: u64, val: *mut c_void, len: u32, found: *mut c_int) -> c_int;
+    fn lm_del(b: *mut Raw, key: u64, found: *mut c_int) -> c_int;
+    fn lm_begin(b: *mut Raw) -> c_int;
+    fn lm_commit(b: *mut Raw) -> c_int;
+    fn lm_abort(b: *mut Raw) -> c_int;
+}
+
+/// One shim's functions.
+struct Api {
+    name: &'static str,
+    strerror: unsafe extern "C" fn(c_int) -> *const c_char,
+    open: Open,
+    close: Call,
+    put: Put,
+    get: Get,
+    del: Del,
+    begin: Call,
+    commit: Call,
+    abort: Call,
+}
+
+/// `lm_close` returns nothing; the table's `close` returns a code.
+unsafe extern "C" fn lm_close_rc(b: *mut Raw) -> c_int {
+    // SAFETY: the caller's: `b` is an open handle, closed once.
+    unsafe { lm_close(b) };
+    0
+}
+
+static BDB: Api = Api {
+    name: "Berkeley DB",
+    strerror: bdb_strerror,
+    open: bdb_open,
+    close: bdb_close,
+    put: bdb_put,
+    get: bdb_get,
+    del: bdb_del,
+    begin: bdb_begin,
+    commit: bdb_commit,
+    abort: bdb_abort,
+};
+
+static LMDB: Api = Api {
+    name: "LMDB",
+    strerror: lm_strerror,
+    open: lm_open,
+    close: lm_close_rc,
+    put: lm_put,
+    get: lm_get,
+    del: lm_del,
+    begin: lm_begin,
+    commit: lm_commit,
+    abort: lm_abort,
+};
+
+fn c_path(dir: &Path) -> io::Result<CString> {
+    CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
+}
+
+/// An open environment and its tree.
+pub struct Shim {
+    raw: NonNull<Raw>,
+    api: &'static Api,
+}
+
+impl Shim {
+    /// Opens (creating) a Berkeley DB environment in the existing directory
+    /// `dir`, with a cache of `cache` bytes.
+    pub fn bdb(dir: &Path, cache: u64) -> io::Result<Shim> {
+        Shim::open(&BDB, dir, cache)
+    }
+
+    /// Opens (creating) an LMDB environment in the existing directory
+    /// `dir`, its map `mapsize` bytes.
+    pub fn lmdb(dir: &Path, mapsize: u64) -> io::Result<Shim> {
+        Shim::open(&LMDB, dir, mapsize)
+    }
+
+    /// Runs Berkeley DB's normal recovery on the environment in `dir` (not open).
+    pub fn bdb_recover(dir: &Path, cache: u64) -> io::Result<()> {
+        let cdir = c_path(dir)?;
+        // SAFETY: `cdir` is NUL-terminated and outlives the call.
+        check(&BDB, "recover", unsafe {
+            bdb_recover(cdir.as_ptr(), cache)
+        })
+    }
+
+    fn open(api: &'static Api, dir: &Path, size: u64) -> io::Result<Shim> {
+        let cdir = c_path(dir)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `cdir` is NUL-terminated and outlives the call; `raw` is
+        // written only on success.
+        check(api, "open", unsafe {
+            (api.open)(cdir.as_ptr(), size, &mut raw)
+        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| io::Error::other("open: null handle"))?;
+        Ok(Shim { raw, api })
+    }
+
+    /// Inserts `val` under `key` unless `key` is present (its own
+    /// transaction outside a batch); whether it inserted.
+    pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<bool> {
+        let (mut inserted, raw, len) = (0, self.raw.as_ptr(), val.len() as u32);
+        // SAFETY: the handle is open; `val` is valid for its length.
+        let rc = unsafe { (self.api.put)(raw, key, val.as_ptr().cast(), len, &mut inserted) };
+        check(self.api, "put", rc).map(|()| inserted != 0)
+    }
+
+    /// Reads `key`'s value into `out`; whether it was there.
+    pub fn get(&mut self, key: u64, out: &mut [u8]) -> io::Result<bool> {
+        let (mut found, raw, len) = (0, self.raw.as_ptr(), out.len() as u32);
+        // SAFETY: the handle is open; `out` is writable for its length.
+        let rc = unsafe { (self.api.get)(raw, key, out.as_mut_ptr().cast(), len, &mut found) };
+        check(self.api, "get", rc).map(|()| found != 0)
+    }
+
+    /// Deletes `key`; whether it was there.
+    pub fn del(&mut self, key: u64) -> io::Result<bool> {
+        let mut found = 0;
+        // SAFETY: the handle is open.
+        let rc = unsafe { (self.api.del)(self.raw.as_ptr(), key, &mut found) };
+        check(self.api, "del", rc).map(|()| found != 0)
+    }
+
+    /// Opens a batch: one transaction for the operations until commit or abort.
+    pub fn begin(&mut self) -> io::Result<()> {
+        // SAFETY: the handle is open.
+        check(self.api, "begin", unsafe {
+            (self.api.begin)(self.raw.as_ptr())
+        })
+    }
+
+    /// Commits the batch (durable when it returns).
+    pub fn commit(&mut self) -> io::Result<()> {
+        // SAFETY: the handle is open.
+        check(self.api, "commit", unsafe {
+            (self.api.commit)(self.raw.as_ptr())
+        })
+    }
+
+    /// Aborts the batch: its changes are rolled back.
+    pub fn abort(&mut self) -> io::Result<()> {
+        // SAFETY: the handle is open.
+        check(self.api, "abort", unsafe {
+            (self.api.abort)(self.raw.as_ptr())
+        })
+    }
+}
+
+fn check(api: &Api, action: &str, rc: c_int) -> io::Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    // SAFETY: both libraries' strerror return a static NUL-terminated
+    // string for any code.
+    let msg = unsafe { CStr::from_ptr((api.strerror)(rc)) }.to_string_lossy();
+    Err(io::Error::other(format!(
+        "{} {action}: {msg} (error {rc})",
+        api.name
+    )))
+}
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        // SAFETY: the handle is open and closed only here.
+        unsafe { (self.api.close)(self.raw.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_get_del_and_abort_in_both() {
+        for open in [Shim::bdb, Shim::lmdb] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut b = open(dir.path(), 8 << 20).unwrap();
+            assert!(b.put(5, &[7; 24]).unwrap());
+            assert!(!b.put(5, &[8; 24]).unwrap());
+            let mut v = [0u8; 24];
+            assert!(b.get(5, &mut v).unwrap());
+            assert_eq!(v, [7; 24]);
+            b.begin().unwrap();
+            assert!(b.del(5).unwrap());
+            b.abort().unwrap();
+            assert!(b.get(5, &mut v).unwrap());
+            assert!(b.del(5).unwrap());
+            assert!(!b.get(5, &mut v).unwrap());
+            assert!(!b.del(5).unwrap());
+        }
+    }
+}

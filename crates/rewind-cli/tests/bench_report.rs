@@ -1,0 +1,65 @@
+//! `BENCHMARKS.md` is generated: regenerating it (and every chart and CSV
+//! file) from `docs/bench/*.json` changes nothing, it stays under 400
+//! lines, and it opens with the summary table.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn benchmarks_md_is_what_the_results_regenerate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["bench", "report", "--check", "--out"])
+        .arg(root.join("docs/bench"))
+        .arg("--markdown")
+        .arg(root.join("BENCHMARKS.md"))
+        .output()
+        .expect("run the rewind binary");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(root.join("BENCHMARKS.md")).unwrap();
+    assert!(md.lines().count() < 400, "{} lines", md.lines().count());
+    let first_table = md.lines().position(|l| l.starts_with('|'));
+    let first_section = md.lines().position(|l| l.starts_with("## "));
+    assert!(first_table < first_section, "the summary table comes first");
+}
+
+#[test]
+fn a_changed_result_is_caught_and_regenerating_fixes_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("bench");
+    std::fs::create_dir(&data).unwrap();
+    for e in std::fs::read_dir(root.join("docs/bench")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, data.join(p.file_name().unwrap())).unwrap();
+    }
+    let md = dir.path().join("BENCHMARKS.md");
+    std::fs::copy(root.join("BENCHMARKS.md"), &md).unwrap();
+    // One number changed in the data: the document no longer matches.
+    let json = data.join("fence.json");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["rows"][0]["value"] = serde_json::json!(12345.0);
+    std::fs::write(&json, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    let report = |check: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rewind"));
+        c.args(["bench", "report", "--out"]).arg(&data);
+        c.arg("--markdown").arg(&md);
+        if check {
+            c.arg("--check");
+        }
+        c.output().expect("run the rewind binary")
+    };
+    let stale = report(true);
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&stale.stderr).contains("fence"));
+    assert!(report(false).status.success());
+    assert!(report(true).status.success());
+    assert!(std::fs::read_to_string(data.join("fence.csv"))
+        .unwrap()
+        .contains("12345"));
+}
