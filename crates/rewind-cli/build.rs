@@ -13,6 +13,7 @@ fn main() {
 #[cfg(feature = "peers")]
 mod peers {
     const C_LOOP: &str = "src/bench/peers/nolog.c";
+    const FLOOR_LOOP: &str = "src/bench/peers/floor.c";
     /// The C shims and the library each links.
     const SHIMS: [(&str, &str, &str); 2] = [
         ("src/bench/peers/bdb.c", "rewind_peers_bdb", "db"),
@@ -40,6 +41,15 @@ mod peers {
             .warnings(true)
             .extra_warnings(true)
             .compile("rewind_peers_nolog");
+        // The redo commit's floor loop: non-temporal stores and `clwb`.
+        println!("cargo:rerun-if-changed={FLOOR_LOOP}");
+        cc::Build::new()
+            .file(FLOOR_LOOP)
+            .opt_level(2)
+            .flag("-mclwb")
+            .warnings(true)
+            .extra_warnings(true)
+            .compile("rewind_peers_floor");
         for (file, name, lib) in SHIMS {
             println!("cargo:rerun-if-changed={file}");
             cc::Build::new()

@@ -28,6 +28,10 @@ fn shape_for(site: Site) -> Shape {
         Shape::Churn
     } else if n.starts_with("checkpoint.") || n == "recovery.redo.flush" {
         Shape::Checkpoints
+    } else if n == "ring.drain" {
+        // Ring space is reused, and its Log Start needed, only when the ring
+        // is full: the smallest log has the smallest ring.
+        Shape::Grow
     } else if n.starts_with("atomic.") {
         Shape::Control
     } else {
@@ -55,6 +59,8 @@ fn shows(site: Site, v: LogVariant, p: Policy) -> bool {
 /// force before no-force.
 pub fn aim(site: Site) -> Vec<Config> {
     let shape = shape_for(site);
+    // Only another thread's unfenced write-back shows a lost re-flush.
+    let two = site == sites::RING_DRAIN_FLUSH;
     let mut out = Vec::new();
     for v in [
         LogVariant::Batch,
@@ -64,11 +70,12 @@ pub fn aim(site: Site) -> Vec<Config> {
     ] {
         for p in Policy::ALL {
             if shows(site, v, p) {
-                out.push(Config {
+                let c = Config {
                     shape,
                     mutation: Some(site),
                     ..Config::new(v, p)
-                });
+                };
+                out.push(if two { c.two_threads(shape) } else { c });
             }
         }
     }

@@ -39,6 +39,7 @@ fn latched(pool: &Pool) -> bool {
         || pool.eng.finished.is_locked()
         || pool.eng.checkpoint_lock.is_locked()
         || pool.eng.write_back.as_ref().is_some_and(|wb| wb.latched())
+        || pool.eng.ring.as_ref().is_some_and(|r| r.latched())
 }
 
 /// Runs the program of `seed` under `cfg`, visiting every crash point until

@@ -19,11 +19,12 @@ use crate::alloc::Allocator;
 use crate::error::Error;
 use crate::format::header::Header;
 use crate::format::layout::{
-    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, META_ROOT_CHECK,
-    META_ROOT_END, META_ROOT_OFF, META_ROOT_SIZE,
+    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, META_RING_END,
+    META_RING_START, META_ROOT_CHECK, META_ROOT_END, META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
 use crate::log::adll::List;
+use crate::log::ring::Ring;
 use crate::log::tree::ROOT as TREE_ROOT;
 use crate::log::{Log, Lsns};
 use crate::persist::Domain;
@@ -50,6 +51,8 @@ pub(crate) struct Engine {
     pub(crate) poisoned: OnceLock<String>,
     /// The redo-async policy's write cache.
     pub(crate) write_back: Option<write_back::WriteCache>,
+    /// The redo policy's commit ring.
+    pub(crate) ring: Option<Ring>,
     /// Transactions' locks on pool objects (two-phase, volatile).
     pub(crate) locks: locks::LockTable,
 }
@@ -88,6 +91,13 @@ impl Engine {
         report.adll_repaired = opened.repair.append || opened.repair.remove;
         // Recovery emptied the log: the chunks it grew into go back first.
         opened.log.release_chunks(&dom)?;
+        // The commit ring's groups are newer than anything the bucket log
+        // redid: every store in place outside the ring drained it first.
+        let (ring, replayed) = Ring::open(&dom, &l)?;
+        report.committed += replayed.groups;
+        report.redone += replayed.entries;
+        report.ring_groups = replayed.groups;
+        let ring = (hdr.policy == Policy::Redo).then_some(ring);
         let alloc = Arc::new(Allocator::open(&dom, &l)?);
         check_meta(&dom, &l)?;
         opened.log.attach_heap(alloc.clone());
@@ -111,6 +121,7 @@ impl Engine {
             report,
             poisoned: OnceLock::new(),
             write_back: cache,
+            ring,
             locks: locks::LockTable::new(),
         })
     }
@@ -123,19 +134,31 @@ impl Engine {
         }
     }
 
-    /// Before an in-place store outside write-back (see `write_back`).
+    /// Before an in-place store outside write-back (see `write_back`) or
+    /// outside the commit ring (see `log::ring`).
     pub(crate) fn before_store(&self, off: u64, len: u64) -> Result<(), Error> {
-        match &self.write_back {
-            Some(wb) => wb.before_store(self, off, len),
+        match (&self.write_back, &self.ring) {
+            (Some(wb), _) => wb.before_store(self, off, len),
+            (None, Some(ring)) => ring.drain(&self.dom),
+            (None, None) => Ok(()),
+        }
+    }
+
+    /// Before a transaction appends to the bucket log, whose records'
+    /// stores in place no ring group covers: the ring drained.
+    pub(crate) fn before_bucket_log(&self) -> Result<(), Error> {
+        match &self.ring {
+            Some(ring) => ring.drain(&self.dom),
             None => Ok(()),
         }
     }
 
     /// Waits until every committed value is in place and durable.
     pub(crate) fn sync(&self) -> Result<(), Error> {
-        match &self.write_back {
-            Some(wb) => wb.drain(self),
-            None => Ok(()),
+        match (&self.write_back, &self.ring) {
+            (Some(wb), _) => wb.drain(self),
+            (None, Some(ring)) => ring.drain(&self.dom),
+            (None, None) => Ok(()),
         }
     }
 
@@ -220,7 +243,8 @@ fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
     // (two-layer log) are checked by the log.
     let reserved = (META_ROOT_END..META_ADLL)
         .chain(TREE_ROOT + 8..META_LOG_START)
-        .chain(META_LOG_START + 8..META_END);
+        .chain(META_LOG_START + 8..META_RING_START)
+        .chain(META_RING_END..META_END);
     for off in reserved {
         if page[(off - META_OFF) as usize] != 0 {
             return Err(Error::MetaCorrupt {

@@ -35,7 +35,9 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// Format version this build writes and reads. 2: the log grows into heap
 /// chunks, checked allocator and list metadata, the backend recorded.
 /// 3: records carry their transaction's previous lsn, CLRs their undo-next.
-pub const VERSION: u32 = 5;
+/// 6: the commit ring (redo commit groups) between the log and the heap,
+/// and its Log Start slots in the meta page.
+pub const VERSION: u32 = 6;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 const CRC_OFF: usize = 168;

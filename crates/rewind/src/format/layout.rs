@@ -6,6 +6,7 @@
 //! 4 KiB    4 KiB   meta: mutable words (root object, ADLL variables), the rest zero
 //! 8 KiB    ...     allocator: chunk descriptors, then one bitmap per chunk
 //! ...      ...     log: fixed-size blocks (ADLL nodes / buckets)
+//! ...      ...     commit ring: the redo policy's commit groups (4 KiB aligned)
 //! ...      ...     heap: 256 KiB chunks
 //! ```
 
@@ -33,6 +34,15 @@ pub const META_END: u64 = META_OFF + 4096;
 /// this are in place (their records may be partly cleared); in a line of
 /// its own.
 pub const META_LOG_START: u64 = META_OFF + 256;
+/// The commit ring's Log Start: two slots of (commit sequence number,
+/// ring position, check word), in a line of their own (`log/ring.rs`).
+pub const META_RING_START: u64 = META_OFF + 320;
+/// Bytes of one Log Start slot.
+pub const RING_SLOT: u64 = 24;
+/// First byte after the two slots.
+pub const META_RING_END: u64 = META_RING_START + 2 * RING_SLOT;
+/// Smallest commit ring.
+pub const MIN_RING: u64 = 1024;
 
 /// Heap chunk size.
 pub const CHUNK: u64 = 256 * 1024;
@@ -111,14 +121,19 @@ impl Layout {
         let log_blocks = (log_size / block).max(4);
         let log_bytes = log_blocks.checked_mul(block)?;
         let alloc_off = META_END;
+        let ring = Layout::ring_size(log_bytes);
         // Find the largest chunk count that fits, accounting for its metadata.
-        let fixed = alloc_off.checked_add(log_bytes)?.checked_add(8192)?;
+        let fixed = alloc_off
+            .checked_add(log_bytes)?
+            .checked_add(ring)?
+            .checked_add(3 * 4096)?;
         let per_chunk = CHUNK + DESC_BYTES + BITMAP_BYTES;
         let mut chunks = size.checked_sub(fixed)? / per_chunk;
         loop {
             let bitmap_off = alloc_off + round_up(chunks * DESC_BYTES, 64);
             let log_off = round_up(bitmap_off + chunks * BITMAP_BYTES, 4096);
-            let heap_off = round_up(log_off.checked_add(log_bytes)?, 4096);
+            let ring_off = log_off.checked_add(log_bytes)?;
+            let heap_off = round_up(ring_off.checked_add(ring)?, 4096);
             if heap_off.checked_add(chunks * CHUNK)? <= size {
                 if chunks == 0 {
                     return None;
@@ -157,6 +172,25 @@ impl Layout {
         Ok(())
     }
 
+    /// Bytes of the commit ring for a log of `log_bytes`: a sixty-fourth of
+    /// it in whole 64-byte lines (a 16 MiB log, 4096 lines), at least
+    /// [`MIN_RING`]. The Log Start follows the commits by an eighth of it,
+    /// so it wraps without draining.
+    pub fn ring_size(log_bytes: u64) -> u64 {
+        (log_bytes / 64 / 64 * 64).max(MIN_RING)
+    }
+
+    /// The commit ring: right after the log blocks (a line boundary: the
+    /// log is page-aligned and blocks are whole lines).
+    pub fn ring_off(&self) -> u64 {
+        self.log_end()
+    }
+
+    /// Bytes of the commit ring.
+    pub fn ring_len(&self) -> u64 {
+        Layout::ring_size(self.log_blocks * self.log_block_size)
+    }
+
     /// End of the log region.
     pub fn log_end(&self) -> u64 {
         self.log_off + self.log_blocks * self.log_block_size
@@ -185,6 +219,8 @@ mod tests {
             let l = Layout::plan(size, size / 8, cells).expect("plan");
             assert!(l.bitmap_off + l.heap_chunks * BITMAP_BYTES <= l.log_off);
             assert!(l.log_end() <= l.heap_off);
+            assert!(l.ring_off() >= l.log_end() && l.ring_len() >= MIN_RING);
+            assert!(l.ring_off() + l.ring_len() <= l.heap_off);
             assert!(l.heap_end() <= size);
             assert!(l.heap_chunks >= 1);
         }

@@ -1,12 +1,13 @@
 //! The ground floor: what is on media, and the codes for what a pool
 //! records. Header and geometry (`header`, `layout`), log record encoding
-//! (`record`), variant / policy / backend codes (`codes`), and `PPtr`, the
+//! (`record`), redo commit groups (`group`), variant / policy / backend codes (`codes`), and `PPtr`, the
 //! persistent pointer (an offset). Little-endian,
 //! named offsets, checksums verified before anything trusts the bytes.
 //! Depends on nothing of rewind but its errors.
 
 mod codes;
 mod fingerprint;
+pub mod group;
 pub mod header;
 pub mod layout;
 // `unsafe impl Pod` and `Zeroable` for `PPtr<T>` (bytemuck's derive cannot

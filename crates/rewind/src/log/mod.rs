@@ -39,6 +39,7 @@
 
 pub mod adll;
 pub mod blocks;
+pub mod ring;
 mod tracking;
 pub mod tree;
 mod two_layer;
@@ -320,6 +321,9 @@ pub struct Log {
     heap: OnceLock<Arc<Allocator>>,
     /// Where its lsns come from.
     lsns: Arc<Lsns>,
+    /// Clears wait to be stored (pending or other threads' unfenced
+    /// ones): read without the latch by [`settle_clears`](Self::settle_clears).
+    clears: std::sync::atomic::AtomicBool,
 }
 
 /// A source of lsns, shared by the logs of one pool: strictly increasing
@@ -426,6 +430,7 @@ impl Log {
             ),
             heap: OnceLock::new(),
             lsns,
+            clears: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(State {
                 layout: *layout,
                 list,
@@ -786,6 +791,22 @@ impl Log {
         write()
     }
 
+    /// Stores the clears committed transactions left pending, and those
+    /// other threads stored without a fence, so that this thread's next
+    /// fence persists them: before a commit ring group's fence, whose
+    /// write-back may overwrite what those transactions' groups, still
+    /// whole in the log, would make recovery redo.
+    pub fn settle_clears(&self, d: &Domain) -> Result<(), Error> {
+        use std::sync::atomic::Ordering;
+        if !self.clears.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        st.store_others_clears(d)?;
+        self.clears.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// Log space sure to be there: what any sequence of records costing
     /// this much fits in (free blocks plus the tail's room). An append
     /// lowers it by at most its cost, whichever block its records land in.
@@ -1001,6 +1022,8 @@ impl Log {
                 self.release_locked(d, &mut st, cells, Some(end))?;
             } else {
                 st.pending_clears.extend_from_slice(cells);
+                self.clears
+                    .store(true, std::sync::atomic::Ordering::Release);
                 self.forget_cells(d, &mut st, cells, Some(end))?;
             }
         }
@@ -1023,6 +1046,8 @@ impl Log {
         if self.variant == LogVariant::Batch {
             let me = thread_tag();
             st.unfenced_clears.extend(cells.iter().map(|&c| (me, c)));
+            self.clears
+                .store(true, std::sync::atomic::Ordering::Release);
         }
         self.forget_cells(d, st, cells, end)
     }

@@ -72,6 +72,8 @@ pub struct Counters {
     /// them: flushed lines, plus non-temporal lines with consecutive stores
     /// of a thread to one line counted once.
     pub nvm_writes: u64,
+    /// Device flushes: `msync` calls on Msync (0 on the other backends).
+    pub device_flushes: u64,
 }
 
 impl std::ops::Add for Counters {
@@ -82,6 +84,7 @@ impl std::ops::Add for Counters {
             flushed_lines: self.flushed_lines + o.flushed_lines,
             nt_lines: self.nt_lines + o.nt_lines,
             nvm_writes: self.nvm_writes + o.nvm_writes,
+            device_flushes: self.device_flushes + o.device_flushes,
         }
     }
 }
@@ -111,6 +114,7 @@ impl Counters {
             flushed_lines: self.flushed_lines - earlier.flushed_lines,
             nt_lines: self.nt_lines - earlier.nt_lines,
             nvm_writes: self.nvm_writes - earlier.nvm_writes,
+            device_flushes: self.device_flushes - earlier.device_flushes,
         }
     }
 }
@@ -131,6 +135,7 @@ struct Slot {
     flushed_lines: AtomicU64,
     nt_lines: AtomicU64,
     nvm_writes: AtomicU64,
+    device_flushes: AtomicU64,
 }
 
 const SLOTS: usize = 64;
@@ -172,8 +177,15 @@ impl AtomicCounters {
 }
 
 enum Kind {
-    Pmem { instr: FlushInstr },
-    Msync { dirty: Mutex<Vec<(u64, u64)>> },
+    Pmem {
+        instr: FlushInstr,
+    },
+    /// `dirty`: ranges the next fence makes durable; `lazy`: ranges only
+    /// [`Domain::fence_lazy_at`] does (see [`Domain::flush_lazy_at`]).
+    Msync {
+        dirty: Mutex<Vec<(u64, u64)>>,
+        lazy: Mutex<Vec<(u64, u64)>>,
+    },
     Sim(Box<Sim>),
 }
 
@@ -369,6 +381,7 @@ impl Domain {
             },
             Backend::Msync => Kind::Msync {
                 dirty: Mutex::new(Vec::new()),
+                lazy: Mutex::new(Vec::new()),
             },
             Backend::Sim => unreachable!("sim domains are built by Domain::sim"),
         };
@@ -512,7 +525,7 @@ impl Domain {
             Kind::Pmem { instr } => {
                 self.map.write_nt(off as usize, bytes, *instr);
             }
-            Kind::Msync { dirty } => {
+            Kind::Msync { dirty, .. } => {
                 self.map.write(off as usize, bytes);
                 dirty.lock().push((off, bytes.len() as u64));
             }
@@ -564,10 +577,45 @@ impl Domain {
                     self.map.flush_line((first + i * LINE) as usize, *instr);
                 }
             }
-            Kind::Msync { dirty } => dirty.lock().push((off, len)),
+            Kind::Msync { dirty, .. } => dirty.lock().push((off, len)),
             Kind::Sim(sim) => sim.lock().flush(off, len),
         }
         Ok(())
+    }
+
+    /// Whether write-backs made with [`flush_lazy_at`](Self::flush_lazy_at)
+    /// wait for [`fence_lazy_at`](Self::fence_lazy_at) (Msync: data pages
+    /// reach the disk at checkpoints, not at every fence).
+    pub fn lazy_write_back(&self) -> bool {
+        matches!(self.kind, Kind::Msync { .. })
+    }
+
+    /// [`flush_at`](Self::flush_at) of a write-back that may wait: on
+    /// Msync the range is synced only by the next
+    /// [`fence_lazy_at`](Self::fence_lazy_at), so an ordinary fence stays one
+    /// device flush of its own ranges; on the other backends, a flush.
+    pub fn flush_lazy_at(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
+        match &self.kind {
+            Kind::Msync { lazy, .. } if self.mutation != Some(site) && len > 0 => {
+                self.check(off, len as usize)?;
+                lazy.lock().push((off, len));
+                Ok(())
+            }
+            Kind::Msync { .. } => Ok(()),
+            _ => self.flush_at(off, len, site),
+        }
+    }
+
+    /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
+    /// durable (Msync).
+    pub fn fence_lazy_at(&self, site: Site) -> Result<(), Error> {
+        if let Kind::Msync { dirty, lazy } = &self.kind {
+            if self.mutation != Some(site) {
+                let l = std::mem::take(&mut *lazy.lock());
+                dirty.lock().extend(l);
+            }
+        }
+        self.fence_at(site)
     }
 
     /// Orders and completes every earlier flush and non-temporal store of
@@ -605,7 +653,7 @@ impl Domain {
                     spin_ns(self.latency.fence_ns);
                 }
             }
-            Kind::Msync { dirty } => {
+            Kind::Msync { dirty, .. } => {
                 let mut ranges = std::mem::take(&mut *dirty.lock());
                 ranges.sort_unstable();
                 let mut merged: Vec<(u64, u64)> = Vec::new();
@@ -616,6 +664,7 @@ impl Domain {
                         _ => merged.push((s, e)),
                     }
                 }
+                bump(&self.counters.slot().device_flushes, merged.len() as u64);
                 for (s, e) in merged {
                     let e = e.min(self.len());
                     self.map
@@ -643,6 +692,7 @@ impl Domain {
             flushed_lines: self.counters.sum(|s| &s.flushed_lines),
             nt_lines: self.counters.sum(|s| &s.nt_lines),
             nvm_writes: self.counters.sum(|s| &s.nvm_writes),
+            device_flushes: self.counters.sum(|s| &s.device_flushes),
         }
     }
 

@@ -42,8 +42,11 @@ impl Reach {
     pub const REDO_GROUP: Reach = Reach::of(VARIANTS, REDO | REDO_ASYNC);
     /// Asynchronous write-back: the redo-async policy.
     pub const ASYNC: Reach = Reach::of(VARIANTS, REDO_ASYNC);
-    /// A redo commit under one fence: the Optimized and Batch logs.
-    pub const ONE_FENCE: Reach = Reach::of(OPTIMIZED | BATCH, REDO | REDO_ASYNC);
+    /// A redo-async commit under one fence in the bucket log: the
+    /// Optimized and Batch logs.
+    pub const ONE_FENCE: Reach = Reach::of(OPTIMIZED | BATCH, REDO_ASYNC);
+    /// The commit ring: the redo policy, on every log.
+    pub const RING: Reach = Reach::of(VARIANTS, REDO);
     /// The two-layer log.
     pub const TWO_LAYER: Reach = Reach::of(TWO_LAYER, POLICIES);
 
@@ -145,7 +148,15 @@ sites! {
     LOG_GROUP_INDEX = "log.group.index": "Batch: the index persistent before the group's in-place stores (WAL)", reach: BATCH;
     WB_FLUSH = "wb.flush": "redo-async: a written-back line flushed, so the step's fence makes it durable", reach: ASYNC;
     WB_FENCE = "wb.fence": "redo-async: the lines a step wrote back durable before their groups' records are released", reach: ASYNC;
-    LOG_ONE_FENCE = "log.one_fence": "redo: a one-fence commit's records, cells and END persistent (the commit point) before its in-place stores or its return", reach: ONE_FENCE;
+    RING_COMMIT = "ring.commit": "redo: a commit group in the ring (and a Log Start slot stored with it) durable, the commit point, before its values are stored in place", reach: RING;
+    RING_WRITE_BACK = "ring.write_back": "redo: a committed value written back in place, so this thread's next fence makes it durable before the Log Start can pass its group", reach: RING;
+    RING_DRAIN_FLUSH = "ring.drain.flush": "redo: a line another thread wrote back and has not fenced, written back again by the draining thread", reach: RING;
+    RING_DRAIN_LINES = "ring.drain.lines": "redo: every ring group's written-back lines durable before a Log Start past them is stored", reach: RING;
+    RING_RECOVER_FLUSH = "ring.recover.flush": "recovery: a replayed commit group's value written back", reach: RING;
+    RING_RECOVER_APPLIED = "ring.recover.applied": "recovery: the replayed values durable before the Log Start passes their groups", reach: RING;
+    RING_RECOVER_START = "ring.recover.start": "recovery: the Log Start past the replayed groups durable before the pool is used", reach: RING,
+        redundant: "until it is durable a crash replays the same groups again from the older Log Start, which is idempotent (values, in order), and the new groups follow them in the ring with the next sequence numbers; ring space behind the older Log Start is reused only after a later Log Start is stored in the other slot and fenced (a commit's lagged advance or a drain), which supersedes both";
+    LOG_ONE_FENCE = "log.one_fence": "redo-async: a one-fence commit's records, cells and END persistent (the commit point) before its in-place stores or its return", reach: ONE_FENCE;
     TREE_OP_BODY = "tree.op.body": "two-layer: a tree operation's records (and the new nodes' bodies) persistent before their cells make them valid", reach: TWO_LAYER;
     TREE_OP_CELLS = "tree.op.cells": "two-layer: a tree operation complete in its log before any tree word changes", reach: TWO_LAYER;
     TREE_APPLY_FLUSH = "tree.apply.flush": "two-layer: a tree word written back", reach: TWO_LAYER;

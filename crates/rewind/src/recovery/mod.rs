@@ -39,6 +39,9 @@ pub struct RecoveryReport {
     pub undone: u64,
     /// An interrupted ADLL append or removal was redone.
     pub adll_repaired: bool,
+    /// Commit groups replayed from the commit ring (counted in
+    /// `committed`, their entries in `redone`).
+    pub ring_groups: u64,
 }
 
 impl fmt::Display for RecoveryReport {

@@ -23,7 +23,9 @@ pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<(), E
     eng.hdr.layout.check_in_heap(off, n)?;
     // A policy that keeps committed records for recovery to repeat would
     // redo an older logged value over an unlogged store.
-    let unlogged = !eng.durability.keeps_records();
+    // Under redo, one word is a commit group of one entry: the same one
+    // fence, and no drain of the commit ring.
+    let unlogged = !eng.durability.keeps_records() && eng.ring.is_none();
     if unlogged && matches!(n, 1 | 2 | 4 | 8) && off.is_multiple_of(n) {
         let d = &eng.dom;
         // Redo-async: no committed value waiting in the write cache may

@@ -7,6 +7,7 @@
 
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::format::group;
 use crate::format::layout::MAX_RECORD_DATA;
 use crate::format::record::{IN_COMMIT_GROUP, ONE_FENCE_PAYLOAD};
 use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
@@ -64,6 +65,15 @@ struct Group {
     /// other memory skips the entries (a large write set would make every
     /// read slow).
     lines: rustc_hash::FxHashSet<u64>,
+    /// Redo: a 64-bit filter of `lines` (one bit per line, hashed), checked
+    /// first: most reads of memory the transaction has not written cost
+    /// one test, as `Pool::read` does.
+    bloom: u64,
+}
+
+/// The filter bit of cache line `line`.
+fn bloom_bit(line: u64) -> u64 {
+    1 << (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
 /// The log side of one transaction (recycled per thread, so a transaction
@@ -83,6 +93,8 @@ pub(super) struct TxLog {
     /// and their bytes.
     runs: Vec<(u64, usize, usize)>,
     merged: Vec<u8>,
+    /// Redo: the commit group for the ring.
+    ring_group: group::Builder,
     /// Appending the commit group or END: a full log must not trigger a
     /// checkpoint (which waits for the lock commit holds).
     pub(super) committing: bool,
@@ -139,6 +151,7 @@ impl TxLog {
             g.bytes.clear();
             g.index.clear();
             g.lines.clear();
+            g.bloom = 0;
         }
     }
 
@@ -157,7 +170,14 @@ impl TxLog {
     pub(super) fn overlay(&self, off: u64, buf: &mut [u8]) {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
-        if g.redo && end > off && !(off / 64..=(end - 1) / 64).any(|l| g.lines.contains(&l)) {
+        if g.pending.is_empty() {
+            return;
+        }
+        if g.redo
+            && end > off
+            && !(off / 64..=(end - 1) / 64)
+                .any(|l| g.bloom & bloom_bit(l) != 0 && g.lines.contains(&l))
+        {
             return;
         }
         for p in &g.pending {
@@ -213,7 +233,10 @@ impl TxLog {
                 }
                 g.index.insert((off, new.len()), g.pending.len());
                 if !new.is_empty() {
-                    g.lines.extend(off / 64..=(off + new.len() as u64 - 1) / 64);
+                    for l in off / 64..=(off + new.len() as u64 - 1) / 64 {
+                        g.lines.insert(l);
+                        g.bloom |= bloom_bit(l);
+                    }
                 }
             }
             let at = g.bytes.len();
@@ -260,6 +283,9 @@ impl TxLog {
         drafts: &[Draft<'_>],
         one_fence: bool,
     ) -> Result<(), Error> {
+        // The bucket log's records are followed by stores in place that no
+        // ring group covers: the ring is drained first.
+        eng.before_bucket_log()?;
         self.placed.clear();
         let mut prev = self.res.last;
         let mut r = if one_fence {
@@ -281,6 +307,11 @@ impl TxLog {
                 .append(&eng.dom, drafts, &mut self.placed, &mut self.res);
         }
         r?;
+        if let Some(ring) = &eng.ring {
+            // The append fenced: a Log Start this thread's drain stored is
+            // durable.
+            ring.fenced_by_me();
+        }
         for (d, p) in drafts.iter().zip(&self.placed) {
             self.cells.push(p.cell);
             let what = match d.kind {
@@ -308,6 +339,54 @@ impl TxLog {
         Ok(())
     }
 
+    /// Commits the write set as one group of the commit ring (redo, a
+    /// transaction with nothing in the bucket log), if it fits there:
+    /// adjacent writes coalesced, one fence, the values written back with
+    /// none. `false`: the transaction commits through the bucket log.
+    pub(super) fn commit_in_ring(&mut self, eng: &Engine) -> Result<bool, Error> {
+        let (Some(ring), Some(g)) = (&eng.ring, &self.group) else {
+            return Ok(false);
+        };
+        if !g.redo || !self.cells.is_empty() || g.pending.is_empty() {
+            return Ok(false);
+        }
+        // Writes that follow one another in memory, in write order,
+        // coalesce into one entry (a struct written field by field is one
+        // entry); later entries win at replay, as in the write set.
+        let (runs, merged) = (&mut self.runs, &mut self.merged);
+        runs.clear();
+        merged.clear();
+        for p in &g.pending {
+            let new = &g.bytes[p.at + p.len..p.at + 2 * p.len];
+            match runs.last_mut() {
+                Some((t, _, len))
+                    if *t + *len as u64 == p.target && *len + p.len <= group::MAX_VALUE =>
+                {
+                    *len += p.len;
+                }
+                _ => runs.push((p.target, merged.len(), p.len)),
+            }
+            merged.extend_from_slice(new);
+        }
+        let b = &mut self.ring_group;
+        b.begin(self.id);
+        for &(t, at, len) in runs.iter() {
+            b.push(t, &merged[at..at + len]);
+        }
+        if !ring.fits(b.size()) {
+            return Ok(false);
+        }
+        // Committed groups of the bucket log whose clears wait: this
+        // commit's fence persists them before its write-back.
+        eng.log.settle_clears(&eng.dom)?;
+        if ring.commit(&eng.dom, b)?.is_none() {
+            // No room before the durable Log Start: the bucket log.
+            return Ok(false);
+        }
+        self.drop_pending();
+        Ok(true)
+    }
+
     /// The in-place store a logged UPDATE describes.
     fn apply(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
         eng.dom.store(off, new)?;
@@ -324,6 +403,7 @@ impl TxLog {
         let mut bytes = std::mem::take(&mut g.bytes);
         g.index.clear();
         g.lines.clear();
+        g.bloom = 0;
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
         // Redo-async: the bytes these UPDATEs change in place must hold
@@ -403,7 +483,10 @@ impl TxLog {
         // END valid only after the records, as a Batch group does, so that
         // recovery never takes a torn commit for a finished transaction
         // whose other records must then stay.
-        let one_fence = redo && self.cells.is_empty() && eng.log.variant().one_fence();
+        let one_fence = redo
+            && eng.write_back.is_some()
+            && self.cells.is_empty()
+            && eng.log.variant().one_fence();
         if commit {
             for d in &mut drafts[..n] {
                 d.flags = IN_COMMIT_GROUP;

@@ -397,9 +397,13 @@ impl<'p> Tx<'p> {
         }
         self.log.committing = true;
         let log = &mut self.log;
-        let r = eng
-            .durability
-            .end(&eng.finished, &mut |clear| log.append_end(eng, true, clear));
+        let r = match log.commit_in_ring(eng) {
+            Ok(true) => Ok(()),
+            Ok(false) => eng
+                .durability
+                .end(&eng.finished, &mut |clear| log.append_end(eng, true, clear)),
+            Err(e) => Err(e),
+        };
         self.log.committing = false;
         if let Err(e) = r {
             if matches!(e, Error::LogFull { .. }) {

@@ -48,6 +48,12 @@ impl<'a> Checked<'a> {
         }
         Ok(Checked { idx, k, len })
     }
+
+    /// The indices, updates per transaction, and the bound they were
+    /// checked against.
+    pub fn parts(&self) -> (&'a [u64], u64, u64) {
+        (self.idx, self.k, self.len)
+    }
 }
 
 /// A mapped file of `len` u64.

@@ -16,6 +16,8 @@
 #[cfg(feature = "peers")]
 pub mod cloop;
 #[cfg(feature = "peers")]
+pub mod floor;
+#[cfg(feature = "peers")]
 pub mod pmdk;
 #[cfg(feature = "peers")]
 pub mod shim;

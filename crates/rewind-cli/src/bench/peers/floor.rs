@@ -1,0 +1,127 @@
+//! The redo commit's physical floor as a plain C loop (`floor.c`, compiled
+//! by build.rs): per transaction, the commit ring's log lines written with
+//! non-temporal stores, one `sfence`, then the values stored in place and
+//! their lines written back (`clwb`) with no fence. What rewind's redo
+//! commit must come within 1.5× of.
+//!
+//! The array and the log are files in the scratch directory, mapped shared,
+//! as a pool is.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+use memmap2::{MmapMut, MmapOptions};
+
+use crate::cloop::Checked;
+
+extern "C" {
+    /// For each of `n` transactions `t` of `k` indices (`idx[t*k..t*k+k]`):
+    /// its group (32-byte header, 16 bytes per update, whole lines) stored
+    /// non-temporally at the log's next position (wrapping to 0), `sfence`,
+    /// then `arr[i] = t` and `clwb` of that line for each index.
+    fn floor_run(arr: *mut u64, ring: *mut u64, ring_words: u64, idx: *const u64, k: u64, n: u64);
+}
+
+/// Bytes of the floor loop's log (the commit ring of a 64 MiB pool is 2 MiB).
+const RING_BYTES: u64 = 2 << 20;
+
+/// A mapped array of `len` u64 and a mapped log.
+pub struct FloorArray {
+    map: MmapMut,
+    ring: MmapMut,
+    len: u64,
+    _files: [File; 2],
+}
+
+fn mapped(path: &Path, len: u64) -> io::Result<(File, MmapMut)> {
+    let _ = std::fs::remove_file(path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    file.set_len(len)?;
+    // SAFETY: a file we just created in our private scratch directory;
+    // nothing else truncates or maps it while the map lives.
+    let map = unsafe { MmapOptions::new().map_mut(&file) }?;
+    Ok((file, map))
+}
+
+impl FloorArray {
+    /// Creates `path` with `m` zero u64 and `path` + ".log", and maps both.
+    pub fn create(path: &Path, m: u64) -> io::Result<FloorArray> {
+        let (f1, map) = mapped(path, m * 8)?;
+        let (f2, ring) = mapped(&path.with_extension("log"), RING_BYTES)?;
+        Ok(FloorArray {
+            map,
+            ring,
+            len: m,
+            _files: [f1, f2],
+        })
+    }
+
+    /// Element `i`, or `None` past the end.
+    pub fn get(&self, i: u64) -> Option<u64> {
+        let at = usize::try_from(i).ok()?.checked_mul(8)?;
+        let bytes = self.map.get(at..at + 8)?;
+        Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+    }
+
+    /// Runs every transaction of `seq`, transaction `t` storing `t`.
+    pub fn run(&mut self, seq: &Checked<'_>) -> io::Result<()> {
+        let (idx, k, len) = seq.parts();
+        if len > self.len {
+            return Err(io::Error::other(format!(
+                "floor: indices checked for {len} elements, the array has {}",
+                self.len
+            )));
+        }
+        // One group must fit in the log: 32 + 16k bytes, whole lines.
+        if (32 + 16 * k).div_ceil(64) * 64 > RING_BYTES {
+            return Err(io::Error::other(format!(
+                "floor: {k} updates outgrow the log"
+            )));
+        }
+        let n = idx.len() as u64 / k;
+        // SAFETY: every index of `idx` (n*k of them) is below `len` <= our
+        // length (`Checked::new`), inside the mapping of `self.len` u64; the
+        // log mapping holds RING_BYTES / 8 u64, a whole number of lines, and
+        // the C loop writes a group only where it fits (checked above for
+        // one group). Both are borrowed mutably for the call; the C
+        // function keeps no pointer after it.
+        unsafe {
+            floor_run(
+                self.map.as_mut_ptr().cast(),
+                self.ring.as_mut_ptr().cast(),
+                RING_BYTES / 8,
+                idx.as_ptr(),
+                k,
+                n,
+            )
+        };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_loop_stores_the_values_and_writes_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = FloorArray::create(&dir.path().join("f.pool"), 64).unwrap();
+        let idx = [1, 2, 2, 9];
+        a.run(&Checked::new(&idx, 2, 64).unwrap()).unwrap();
+        assert_eq!([1, 2, 9].map(|i| a.get(i)), [Some(0), Some(1), Some(1)]);
+        // The second group (t = 1) at the log's second line: its header's
+        // magic, then entry 0's word: target 2 * 8, length 8.
+        let g = &a.ring[64..128];
+        assert_eq!(&g[..4], b"RGRP");
+        assert_eq!(
+            u64::from_le_bytes(g[32..40].try_into().unwrap()),
+            16 | 8 << 48
+        );
+    }
+}

@@ -1,0 +1,522 @@
+//! The commit ring: the redo policy's commit groups (NVWAL §4.2, ReDU's
+//! packing, MARS's redo log), one after another in a circular region of
+//! whole lines between the bucket log and the heap (`format/group.rs`
+//! draws a group byte by byte).
+//!
+//! **Commit** (one fence). Under the ring's latch, a transaction's group
+//! (header, packed entries, CRC) is placed at the head and written with
+//! non-temporal stores in whole lines, then **one fence** makes it durable:
+//! the commit point. Its values are then stored in place and their lines
+//! written back (`clwb`) with no fence of their own: the next fence of the
+//! same thread (its next commit, a drain, `sync`, `close`) makes them
+//! durable.
+//!
+//! **Log Start** (reclamation without a fence). Two slots in the meta page
+//! hold (commit sequence number, ring position, check word); recovery takes
+//! the valid slot with the higher sequence number and replays, from its
+//! position, every group whose CRC matches and whose sequence number is
+//! exactly the next one. The ring space behind the durable Log Start is
+//! free. A group is durable in place once the thread that wrote it back
+//! has fenced again (an `sfence` orders only its own thread's `clwb`s), so
+//! a commit advances the Log Start over the prefix of groups so known,
+//! storing the slot not in use before its own fence: during commit `m` of
+//! one thread, groups up to `m - 2` are known durable. The slot is stored
+//! only once that prefix covers an eighth of the ring, so its line is
+//! written once per many commits; the space it frees is reused only after
+//! the fence that made it durable (until then, a torn slot leaves the other
+//! one, which still covers only durable groups).
+//!
+//! **On a disk** (the Msync backend, where a fence is a device flush), the
+//! write-back is lazy: a commit's fence syncs only the group's pages, one
+//! device flush per commit, and the data pages reach the disk when the
+//! ring is drained (when it is full, before a transaction that logs in the
+//! bucket log, at `sync` and close): a checkpoint.
+//!
+//! **Placement.** Positions grow without bound (`virtual`), the ring
+//! position being the remainder by its length. A group that does not fit
+//! before the end of the ring starts at position 0, and the scan does the
+//! same: at each position it takes the group there if its sequence number
+//! is the expected one and it fits before the end, otherwise the group at
+//! 0. A group larger than half the ring is not placed here at all (the
+//! transaction commits through the bucket log instead).
+//!
+//! **Drain.** Before any store in place
+//! that is not a ring group's write-back (a transaction logged in the
+//! bucket log, a fresh block's writes), the lines of groups other threads
+//! wrote back and have not fenced are written back again by this thread
+//! and fenced (`ring.drain.lines`), then the Log Start is stored at the
+//! head with no fence of its own (one fence for both could persist it
+//! without a line it covers; and until it is durable a crash only replays
+//! values already durable, in order). Ring space behind it is reused only
+//! once it is known durable: the draining thread's next append to the
+//! bucket log fences it, or a later commit stores the same slot and
+//! fences. A commit that finds no room before the durable Log Start
+//! commits through the bucket log instead (its first append drains). Every
+//! group is then
+//! durable in place and no replay can write an old value over the newer
+//! store. A block freed by a bucket-log transaction is so never replayed
+//! into after its reuse.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::Error;
+use crate::format::group::{self, Builder, Head};
+use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OFF, RING_SLOT};
+use crate::persist::{sites, Domain};
+
+/// Check word constant of a Log Start slot: `csn ^ position ^ K`.
+const SLOT_KEY: u64 = 0x5249_4e47_5354_5254;
+
+/// A group in the ring that the durable Log Start does not cover yet.
+#[derive(Clone, Copy, Debug)]
+struct Flight {
+    /// Its sequence number.
+    csn: u64,
+    /// Virtual position just after it.
+    end: u64,
+    /// The thread that wrote it back, and that thread's ring fences when
+    /// it did: durable once that count has grown.
+    writer: u64,
+    epoch: u64,
+    /// Its write-back ranges, at the front of `State::ranges`.
+    ranges: usize,
+}
+
+/// A Log Start: the next group's sequence number and virtual position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Start {
+    csn: u64,
+    at: u64,
+}
+
+impl Start {
+    /// The later of two Log Starts.
+    fn max_by_csn(self, other: Start) -> Start {
+        if other.csn > self.csn {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+struct State {
+    /// Where the next group goes, and its sequence number.
+    head: u64,
+    next_csn: u64,
+    /// The Log Start last stored (durable or not).
+    start: Start,
+    /// The last Log Start known durable (a fence of the thread that stored
+    /// it followed): ring space before it may be reused. And the slot that
+    /// holds it; stores go to the other one.
+    fenced: Start,
+    slot: u64,
+    /// A Log Start a drain stored without a fence, and the thread that
+    /// stored it: durable once that thread fences (its append to the
+    /// bucket log does).
+    unfenced: Option<(Start, u64)>,
+    /// The end of the groups known durable in place (not yet stored).
+    durable_to: Start,
+    flights: VecDeque<Flight>,
+    ranges: VecDeque<(u64, u64)>,
+    /// Ring fences made by each thread (by its tag).
+    epochs: rustc_hash::FxHashMap<u64, u64>,
+}
+
+/// What recovery found in the ring.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Replayed {
+    /// Groups replayed.
+    pub groups: u64,
+    /// Entries stored in place.
+    pub entries: u64,
+}
+
+/// The commit ring of one pool.
+pub struct Ring {
+    off: u64,
+    len: u64,
+    state: Mutex<State>,
+    /// Groups the durable Log Start does not cover exist: a drain has
+    /// work (read without the latch).
+    pending: AtomicBool,
+    /// `State::unfenced` is set (read without the latch).
+    unfenced: AtomicBool,
+}
+
+fn slot_off(i: u64) -> u64 {
+    META_RING_START + (i & 1) * RING_SLOT
+}
+
+/// Reads slot `i`: `Ok(None)` for an all-zero slot (a new pool), `Err` for
+/// one whose check word fails.
+fn read_slot(d: &Domain, i: u64) -> Result<Option<(u64, u64)>, ()> {
+    let o = slot_off(i);
+    let (csn, pos, check) = (
+        d.read_u64(o).map_err(|_| ())?,
+        d.read_u64(o + 8).map_err(|_| ())?,
+        d.read_u64(o + 16).map_err(|_| ())?,
+    );
+    if csn == 0 && pos == 0 && check == 0 {
+        Ok(None)
+    } else if check == csn ^ pos ^ SLOT_KEY {
+        Ok(Some((csn, pos)))
+    } else {
+        Err(())
+    }
+}
+
+impl Ring {
+    /// Recovers the ring of the pool laid out as `l`: replays, in order,
+    /// every group from the durable Log Start on (their values stored and
+    /// written back), fences, and stores the Log Start past them. Safe to
+    /// interrupt and rerun: the Log Start moves only once the replay is
+    /// durable.
+    pub fn open(d: &Domain, l: &Layout) -> Result<(Ring, Replayed), Error> {
+        let (off, len) = (l.ring_off(), l.ring_len());
+        let corrupt = |offset, reason| Error::LogCorrupt { offset, reason };
+        let slots = [read_slot(d, 0), read_slot(d, 1)];
+        let valid = |i: usize| slots[i].ok().flatten();
+        let (slot, (csn, pos)) = match (valid(0), valid(1)) {
+            (Some(a), Some(b)) if b.0 > a.0 => (1, b),
+            (Some(a), _) => (0, a),
+            (None, Some(b)) => (1, b),
+            // An empty ring: csn 1 at position 0.
+            (None, None) => match slots {
+                [Ok(None), _] => (0, (1, 0)),
+                [_, Ok(None)] => (1, (1, 0)),
+                _ => {
+                    return Err(corrupt(
+                        META_RING_START,
+                        "both Log Start slots fail their check word",
+                    ))
+                }
+            },
+        };
+        if pos >= len || pos % group::LINE as u64 != 0 || csn == 0 {
+            return Err(corrupt(
+                slot_off(slot),
+                "Log Start names no group boundary of the commit ring",
+            ));
+        }
+        let mut rep = Replayed::default();
+        let (mut at, mut next) = (pos, csn);
+        let mut scanned = 0u64;
+        let mut entries_buf = Vec::new();
+        loop {
+            let found = match Self::group_at(d, off, len, at, next, &mut entries_buf)? {
+                Some(h) => Some((at, h)),
+                None if at != 0 => {
+                    Self::group_at(d, off, len, 0, next, &mut entries_buf)?.map(|h| (0, h))
+                }
+                None => None,
+            };
+            let Some((p, head)) = found else { break };
+            let size = head.size();
+            scanned += size + if p == at { 0 } else { len - at };
+            if scanned > len {
+                // More than a lap of valid groups: impossible for groups
+                // one writer placed.
+                return Err(corrupt(
+                    off + p,
+                    "commit ring holds more than a lap of groups",
+                ));
+            }
+            for (target, value) in group::entries(&entries_buf, head.count, off + p)? {
+                check_target(l, target, value.len() as u64, off + p)?;
+                d.store(target, value)?;
+                d.flush_at(target, value.len() as u64, sites::RING_RECOVER_FLUSH)?;
+                rep.entries += 1;
+            }
+            rep.groups += 1;
+            at = (p + size) % len;
+            next += 1;
+        }
+        let mut slot = slot;
+        let torn = slots.iter().any(|s| s.is_err());
+        if rep.groups > 0 {
+            // The replay durable before the Log Start passes it.
+            d.fence_at(sites::RING_RECOVER_APPLIED)?;
+            slot ^= 1;
+            store_slot(d, slot, next, at)?;
+            d.fence_at(sites::RING_RECOVER_START)?;
+        } else if torn {
+            // A slot a crash tore while it was being stored (or damaged
+            // while not in use) holds nothing the ring needs: it is made
+            // valid again, a copy of the one in use (zero in a ring never
+            // used), so that the next crash still finds one valid slot.
+            let other = slot ^ 1;
+            if matches!(slots[slot as usize], Ok(None)) {
+                d.store_nt(slot_off(other), &[0; RING_SLOT as usize])?;
+            } else {
+                store_slot(d, other, csn, pos)?;
+            }
+            d.fence_at(sites::RING_RECOVER_START)?;
+        }
+        let start = Start { csn: next, at };
+        let ring = Ring {
+            off,
+            len,
+            state: Mutex::new(State {
+                head: at,
+                next_csn: next,
+                start,
+                fenced: start,
+                slot,
+                unfenced: None,
+                durable_to: start,
+                flights: VecDeque::new(),
+                ranges: VecDeque::new(),
+                epochs: Default::default(),
+            }),
+            pending: AtomicBool::new(false),
+            unfenced: AtomicBool::new(false),
+        };
+        Ok((ring, rep))
+    }
+
+    /// The group at ring position `at` if it is sequence number `csn`,
+    /// fits before the end and its CRC matches; its entries in `buf`.
+    fn group_at(
+        d: &Domain,
+        off: u64,
+        len: u64,
+        at: u64,
+        csn: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Head>, Error> {
+        if len - at < group::LINE as u64 {
+            return Ok(None);
+        }
+        let mut h = [0u8; group::HEADER];
+        d.read(off + at, &mut h)?;
+        let Some(head) = Head::decode(&h) else {
+            return Ok(None);
+        };
+        if head.csn != csn || head.size() > len - at {
+            return Ok(None);
+        }
+        buf.resize(head.bytes as usize, 0);
+        d.read(off + at + group::HEADER as u64, buf)?;
+        Ok(head.verify(&h, buf).then_some(head))
+    }
+
+    /// Whether a group of `size` bytes is committed here (at most half
+    /// the ring).
+    pub fn fits(&self, size: usize) -> bool {
+        size as u64 <= self.len / 2
+    }
+
+    /// Commits the group in `b` (sealed here with the next sequence
+    /// number): placed, written, one fence, then written back in place
+    /// with no fence. Returns its sequence number, or `None` when the ring
+    /// has no room before the durable Log Start: the transaction then
+    /// commits through the bucket log, whose first append drains the ring
+    /// (and whose fences make that Log Start durable), so that no commit
+    /// ever writes over ring space whose Log Start is not yet durable.
+    pub fn commit(&self, d: &Domain, b: &mut Builder) -> Result<Option<u64>, Error> {
+        let size = b.size() as u64;
+        debug_assert!(self.fits(size as usize));
+        let me = super::thread_tag();
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        self.learn(st);
+        let at = self.place(st.head, size);
+        if at + size - st.fenced.at > self.len {
+            return Ok(None);
+        }
+        let csn = st.next_csn;
+        let bytes = b.seal(csn);
+        d.store_nt(self.off + at % self.len, bytes)?;
+        // Lagged reclamation: the slot not in use takes the end of the
+        // groups known durable, made durable by this commit's fence.
+        let advance = st.durable_to.at - st.fenced.at >= self.len / 8;
+        if advance {
+            store_slot(
+                d,
+                st.slot ^ 1,
+                st.durable_to.csn,
+                st.durable_to.at % self.len,
+            )?;
+        }
+        // The commit point: the group durable (and the Log Start stored
+        // above with it) before any value is stored in place.
+        d.fence_at(sites::RING_COMMIT)?;
+        let epoch = st.epochs.entry(me).or_default();
+        if !d.lazy_write_back() {
+            // On Msync a commit's fence syncs only its own ranges (the
+            // group): write-backs wait for a drain, so no commit's fence
+            // makes a group durable in place.
+            *epoch += 1;
+        }
+        let epoch = *epoch;
+        if advance {
+            st.slot ^= 1;
+            st.fenced = st.durable_to;
+            st.start = st.start.max_by_csn(st.durable_to);
+            // A drain's unfenced store to the same slot is superseded.
+            st.unfenced = None;
+            self.unfenced.store(false, Ordering::Release);
+        }
+        // Write-back: stores and clwb, no fence (the next fence of this
+        // thread makes them durable).
+        let mut n = 0;
+        for (target, value) in b.values() {
+            d.store(target, value)?;
+            d.flush_lazy_at(target, value.len() as u64, sites::RING_WRITE_BACK)?;
+            st.ranges.push_back((target, value.len() as u64));
+            n += 1;
+        }
+        st.flights.push_back(Flight {
+            csn,
+            end: at + size,
+            writer: me,
+            epoch,
+            ranges: n,
+        });
+        st.head = at + size;
+        st.next_csn = csn + 1;
+        self.pending.store(true, Ordering::Release);
+        Ok(Some(csn))
+    }
+
+    /// The virtual position a group of `size` bytes takes at `head`.
+    fn place(&self, head: u64, size: u64) -> u64 {
+        if head % self.len + size > self.len {
+            head.div_ceil(self.len) * self.len
+        } else {
+            head
+        }
+    }
+
+    /// Moves the groups whose writer has fenced since their write-back
+    /// into the durable prefix.
+    fn learn(&self, st: &mut State) {
+        while let Some(f) = st.flights.front() {
+            if st.epochs.get(&f.writer).copied().unwrap_or(0) <= f.epoch {
+                break;
+            }
+            st.durable_to = Start {
+                csn: f.csn + 1,
+                at: f.end,
+            };
+            let n = f.ranges;
+            st.flights.pop_front();
+            st.ranges.drain(..n);
+        }
+    }
+
+    /// Whether a drain has work: groups the durable Log Start does not
+    /// cover.
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Makes every committed group durable in place and moves the durable
+    /// Log Start to the head (see the module docs): before a store in place
+    /// that no ring group covers, and at `sync` and close.
+    pub fn drain(&self, d: &Domain) -> Result<(), Error> {
+        if !self.pending() {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        self.drain_locked(d, &mut st, super::thread_tag())
+    }
+
+    fn drain_locked(&self, d: &Domain, st: &mut State, me: u64) -> Result<(), Error> {
+        self.learn(st);
+        let head = Start {
+            csn: st.next_csn,
+            at: st.head,
+        };
+        if st.start == head {
+            self.pending.store(false, Ordering::Release);
+            return Ok(());
+        }
+        if !st.flights.is_empty() {
+            // Lines other threads wrote back and have not fenced: a fence
+            // orders only its own thread's write-backs, so this thread
+            // writes them back again.
+            let mut ranges = st.ranges.iter();
+            for f in &st.flights {
+                for &(target, len) in ranges.by_ref().take(f.ranges) {
+                    if f.writer != me {
+                        d.flush_at(target, len, sites::RING_DRAIN_FLUSH)?;
+                    }
+                }
+            }
+            // Every group durable in place before a Log Start can pass it
+            // (one fence for both could persist the slot without a line).
+            d.fence_lazy_at(sites::RING_DRAIN_LINES)?;
+            *st.epochs.entry(me).or_default() += 1;
+        }
+        // The Log Start past them, with no fence of its own: until it is
+        // durable a crash replays, from the older one, groups whose values
+        // are durable already, in order (harmless); ring space behind it is
+        // reused only once it is known durable (`fenced_by_me`, or a later
+        // commit's fenced store to the same slot).
+        store_slot(d, st.slot ^ 1, head.csn, head.at % self.len)?;
+        st.unfenced = Some((head, me));
+        self.unfenced.store(true, Ordering::Release);
+        st.start = head;
+        st.durable_to = head;
+        st.flights.clear();
+        st.ranges.clear();
+        self.pending.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// After a fence of the calling thread (its append to the bucket log):
+    /// the Log Start its drain stored, if no later store replaced it, is
+    /// durable, and ring space before it may be reused.
+    pub fn fenced_by_me(&self) {
+        if !self.unfenced.load(Ordering::Acquire) {
+            return;
+        }
+        let me = super::thread_tag();
+        let mut st = self.state.lock();
+        if let Some((start, by)) = st.unfenced {
+            if by == me {
+                st.slot ^= 1;
+                st.fenced = start;
+                st.unfenced = None;
+                self.unfenced.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether some thread holds the latch (the crash explorer's scheduler
+    /// never makes a thread wait while it holds one).
+    #[cfg(feature = "testing")]
+    pub(crate) fn latched(&self) -> bool {
+        self.state.is_locked()
+    }
+}
+
+/// Stores Log Start slot `i` (csn, position, check word) with
+/// non-temporal stores: durable at this thread's next fence.
+fn store_slot(d: &Domain, i: u64, csn: u64, pos: u64) -> Result<(), Error> {
+    let mut w = [0u8; RING_SLOT as usize];
+    w[..8].copy_from_slice(&csn.to_le_bytes());
+    w[8..16].copy_from_slice(&pos.to_le_bytes());
+    w[16..].copy_from_slice(&(csn ^ pos ^ SLOT_KEY).to_le_bytes());
+    d.store_nt(slot_off(i), &w)
+}
+
+/// A replayed entry must land in the heap or on the root words.
+fn check_target(l: &Layout, target: u64, len: u64, at: u64) -> Result<(), Error> {
+    let end = target.checked_add(len);
+    let meta = target >= META_ROOT_OFF && end.is_some_and(|e| e <= META_ROOT_END);
+    let heap = target >= l.heap_off && end.is_some_and(|e| e <= l.heap_end());
+    if meta || heap {
+        Ok(())
+    } else {
+        Err(Error::LogCorrupt {
+            offset: at,
+            reason: "commit group entry targets memory outside the heap",
+        })
+    }
+}
