@@ -198,8 +198,12 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
     let pool = if pool_file.exists() || !create {
         Pool::open(&pool_file, LAYOUT, &opts)?
     } else {
+        // Force: the blocks' rare link and free transactions fence as they
+        // go. Under Redo they would commit through the commit ring, and the
+        // next commit's unlogged frame copy would first drain the ring (a
+        // second fence in that commit).
         let pc = PoolConfig::default()
-            .policy(Policy::Redo)
+            .policy(Policy::Force)
             .backend(cfg.backend)
             .nvm_latency(cfg.nvm_latency);
         Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
