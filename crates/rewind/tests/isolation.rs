@@ -69,6 +69,7 @@ fn locked_read_modify_writes_lose_no_increment() {
     const THREADS: u64 = 4;
     const EACH: u64 = 200;
     for (policy, pool) in pools() {
+        pool.set_lock_timeout(Duration::from_secs(3600)); // never the bound
         let counter: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
         std::thread::scope(|s| {
             for _ in 0..THREADS {
