@@ -307,7 +307,14 @@ impl<T: Stored> List<T> {
         if node == 0 || h.len == 0 {
             return Err(bad("null cursor, or the list is empty"));
         }
-        let l = Self::links(m, node)?;
+        // A node freed earlier in this transaction (or never allocated)
+        // is not in the list: the pool refuses to read it.
+        let l = match Self::links(m, node) {
+            Err(Error::Pool(rewind::Error::NotAllocated { .. })) => {
+                return Err(bad("not an allocated node (removed?)"))
+            }
+            r => r?,
+        };
         let back = match l.prev {
             0 => h.head,
             p => Self::links(m, p)?.next,
