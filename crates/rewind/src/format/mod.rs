@@ -9,6 +9,8 @@ mod codes;
 mod fingerprint;
 pub mod header;
 pub mod layout;
+pub mod le;
+pub mod meta;
 mod pptr;
 pub mod record;
 

@@ -1,0 +1,204 @@
+//! The meta page (offset 4096): its words other than the log's, their
+//! checks, and the page a new pool starts with. Drawn byte by byte in
+//! `docs/format.md`:
+//!
+//! ```text
+//! off   size  field
+//! 4096     8  root object offset (0: none)
+//! 4104     8  root object size
+//! 4112     8  root check: offset ^ size ^ ROOT_SALT
+//! 4120     8  catalog offset (0: none)
+//! 4128     8  catalog check: offset ^ CATALOG_SALT
+//! 4136     8  meta magic "REWINDMT" (written at create, never changed)
+//! 4144     8  open stamp: the identity of the file that has the pool open; 0 after a clean close
+//! 4152     8  zero
+//! 4160   192  the log's words (see log/adll.rs, log/tree.rs)
+//! 4352     8  Log Start: lsn (bits 0..56) and a check byte (bits 56..64)
+//! ```
+//!
+//! Every word is checked: a zeroed root line or a zeroed meta page fails
+//! its check (the salts make the all-zero line invalid), a changed Log
+//! Start fails its check byte. The root and catalog words are written by
+//! transactions (logged like user data); Log Start by redo-async's
+//! write-back with one 8-byte store, so value and check never tear.
+
+use super::layout::{META_END, META_LOG_START, META_OFF, META_ROOT_OFF};
+use crate::error::Error;
+
+/// Meta: root object offset.
+pub const ROOT: u64 = META_ROOT_OFF;
+/// Meta: root object size.
+pub const ROOT_SIZE: u64 = ROOT + 8;
+/// Meta: the root words' check.
+pub const ROOT_CHECK: u64 = ROOT_SIZE + 8;
+/// Meta: the catalog's offset.
+pub const CATALOG: u64 = ROOT_CHECK + 8;
+/// Meta: the catalog word's check.
+pub const CATALOG_CHECK: u64 = CATALOG + 8;
+/// Meta: end of the words transactions write (root and catalog).
+pub const TX_WORDS_END: u64 = CATALOG_CHECK + 8;
+/// Meta: the meta magic.
+pub const MAGIC_OFF: u64 = TX_WORDS_END;
+/// Meta: the open stamp.
+pub const STAMP: u64 = MAGIC_OFF + 8;
+/// Meta: end of the words this module owns (zero up to the log's line).
+pub const WORDS_END: u64 = STAMP + 8;
+
+/// The meta magic.
+pub const MAGIC: [u8; 8] = *b"REWINDMT";
+/// Mixed into the root check, so the all-zero root line is invalid.
+pub const ROOT_SALT: u64 = 0x524f_4f54_4c49_4e45;
+/// Mixed into the catalog check.
+pub const CATALOG_SALT: u64 = 0x4341_5441_4c4f_4721;
+/// Largest Log Start (56 bits: at 10^9 commits a second, 2 years).
+pub const LOG_START_MAX: u64 = (1 << 56) - 1;
+
+/// The root words' check.
+pub fn root_check(off: u64, size: u64) -> u64 {
+    off ^ size ^ ROOT_SALT
+}
+
+/// The catalog word's check.
+pub fn catalog_check(off: u64) -> u64 {
+    off ^ CATALOG_SALT
+}
+
+fn log_start_check(lsn: u64) -> u64 {
+    let mut z = lsn ^ 0x4c4f_4753_5441_5254;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) >> 56
+}
+
+/// The Log Start word for `lsn` (at most [`LOG_START_MAX`]).
+pub fn encode_log_start(lsn: u64) -> u64 {
+    let lsn = lsn.min(LOG_START_MAX);
+    lsn | log_start_check(lsn) << 56
+}
+
+/// The lsn a Log Start word holds, or `MetaCorrupt` when its check byte
+/// does not match (a damaged or zeroed word).
+pub fn decode_log_start(word: u64) -> Result<u64, Error> {
+    let lsn = word & LOG_START_MAX;
+    if word >> 56 != log_start_check(lsn) {
+        return Err(Error::MetaCorrupt {
+            offset: META_LOG_START,
+            reason: "the Log Start word fails its check byte (damaged)",
+        });
+    }
+    Ok(lsn)
+}
+
+/// The meta page of a new pool: no root, no catalog, the magic, closed,
+/// Log Start 0; the log's words zero.
+pub fn initial_page() -> Vec<u8> {
+    let mut p = vec![0u8; (META_END - META_OFF) as usize];
+    let mut put = |off: u64, v: u64| {
+        let at = (off - META_OFF) as usize;
+        p[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    };
+    put(ROOT_CHECK, root_check(0, 0));
+    put(CATALOG_CHECK, catalog_check(0));
+    put(MAGIC_OFF, u64::from_le_bytes(MAGIC));
+    put(META_LOG_START, encode_log_start(0));
+    p
+}
+
+/// Checks the words of a meta page (`page`: its 4096 bytes) this module
+/// owns: the magic, the root and catalog checks, Log Start, and the zero
+/// word. The log checks its own words; the caller checks the rest is zero.
+pub fn check_words(page: &[u8]) -> Result<(), Error> {
+    let word = |off: u64| {
+        let at = (off - META_OFF) as usize;
+        u64::from_le_bytes(page[at..at + 8].try_into().expect("8 bytes"))
+    };
+    let bad = |offset, reason| Err(Error::MetaCorrupt { offset, reason });
+    if word(MAGIC_OFF).to_le_bytes() != MAGIC {
+        return bad(
+            MAGIC_OFF,
+            "the meta page's magic is missing (a zeroed or overwritten meta page)",
+        );
+    }
+    if word(ROOT_CHECK) != root_check(word(ROOT), word(ROOT_SIZE)) {
+        return bad(ROOT, "root object words do not match their check word");
+    }
+    if word(CATALOG_CHECK) != catalog_check(word(CATALOG)) {
+        return bad(CATALOG, "catalog word does not match its check word");
+    }
+    decode_log_start(word(META_LOG_START))?;
+    if word(WORDS_END) != 0 {
+        return bad(WORDS_END, "a reserved byte of the meta page is not zero");
+    }
+    Ok(())
+}
+
+/// A nonzero identity for an open pool file: its device and inode, mixed.
+/// A copy of the file (`cp`) has another inode, so a copy taken while the
+/// pool was open carries a stamp that is not its own.
+pub fn file_identity(dev: u64, ino: u64) -> u64 {
+    let mut z = dev.rotate_left(32) ^ ino ^ 0x4f50_454e_5354_414d;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_start_round_trips_and_rejects_zero_and_changes() {
+        for lsn in [0, 1, 22, 1 << 40, LOG_START_MAX] {
+            assert_eq!(decode_log_start(encode_log_start(lsn)).unwrap(), lsn);
+        }
+        assert!(decode_log_start(0).is_err());
+        assert!(decode_log_start(u64::MAX).is_err());
+        // Most changed values fail the check byte (1 in 256 pass).
+        let w = encode_log_start(1000);
+        let passed = (1..=4096u64)
+            .filter(|d| {
+                decode_log_start(encode_log_start(1000 + d) ^ (1 << 56)).is_ok()
+                    || decode_log_start(w + d).is_ok()
+            })
+            .count();
+        assert!(passed < 64, "{passed}");
+    }
+
+    #[test]
+    fn docs_format_md_draws_the_meta_words_the_code_uses() {
+        let doc = include_str!("../../../../docs/format.md");
+        let rows = crate::format::header::tests::table(doc, "## Meta page (offset 4096)");
+        for (off, name) in [
+            (ROOT, "root object offset"),
+            (ROOT_SIZE, "root object size"),
+            (ROOT_CHECK, "root check"),
+            (CATALOG, "catalog offset"),
+            (CATALOG_CHECK, "catalog check"),
+            (MAGIC_OFF, "meta magic"),
+            (STAMP, "open stamp"),
+            (META_LOG_START, "log start"),
+        ] {
+            let row = rows.iter().find(|r| r.0 == off);
+            let row = row.unwrap_or_else(|| panic!("docs/format.md has no meta row at {off}"));
+            assert_eq!(row.1, 8, "{name}");
+            assert!(
+                row.2.to_lowercase().contains(name),
+                "{off}: `{}` is not {name}",
+                row.2
+            );
+        }
+        assert!(rows.iter().any(|r| r.0 == WORDS_END && r.2 == "zero"));
+        assert!(doc.contains("0x524f4f544c494e45") && ROOT_SALT == 0x524f_4f54_4c49_4e45);
+        assert!(doc.contains("0x434154414c4f4721") && CATALOG_SALT == 0x4341_5441_4c4f_4721);
+    }
+
+    #[test]
+    fn the_initial_page_checks_and_a_zeroed_one_does_not() {
+        let p = initial_page();
+        check_words(&p).unwrap();
+        assert!(check_words(&vec![0u8; p.len()]).is_err());
+        let mut q = p.clone();
+        q[(ROOT - META_OFF) as usize..(TX_WORDS_END - META_OFF) as usize].fill(0);
+        assert!(check_words(&q).is_err());
+    }
+}
