@@ -18,7 +18,6 @@ mod demo;
 mod error;
 mod inspect;
 mod pool_tools;
-mod report;
 mod scratch;
 
 use std::path::PathBuf;

@@ -122,7 +122,7 @@ fn bench_btree_has_every_system_at_every_update_fraction() {
     for v in ["simple", "optimized", "batch", "two-layer"] {
         let c = format!("{v}-redo-async");
         assert!(
-            value(&rows, "rewind", &c, "update=1", "us_per_op_commits").is_some(),
+            value(&rows, "rewind", &c, "update=1", "commit_us_per_op").is_some(),
             "{c}"
         );
     }
@@ -131,7 +131,7 @@ fn bench_btree_has_every_system_at_every_update_fraction() {
         "rewind",
         "batch-redo",
         "update=1",
-        "us_per_op_commits"
+        "commit_us_per_op"
     )
     .is_none());
     // The peers have no rewind counters.
@@ -201,4 +201,48 @@ fn bench_threads_reports_both_sharings_at_one_and_two_threads_at_least() {
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), n, "duplicate rows");
+}
+
+/// `--dir` and `--backend msync`: every system runs in the given directory
+/// on the disk path; a directory that does not exist, or a backend that is
+/// not one, is an error that says so.
+#[test]
+fn bench_btree_runs_in_a_given_directory_on_the_msync_backend() {
+    // On tmpfs where there is one: an msync there is cheap, on a disk each
+    // costs a device flush and the run takes minutes.
+    let shm = Path::new("/dev/shm");
+    let dir = match shm.is_dir() {
+        true => tempfile::tempdir_in(shm).unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    };
+    let out_dir = dir.path().join("out");
+    let run = |backend: &str, pools: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_rewind"))
+            .args(["bench", "btree", "--tiny", "--backend", backend, "--dir"])
+            .arg(pools)
+            .args(["--out", out_dir.to_str().unwrap()])
+            .output()
+            .expect("run the rewind binary")
+    };
+    let out = run("msync", dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("backend msync"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("btree.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    for c in rewind_configs() {
+        let v = value(rows, "rewind", &c, "update=1", "us_per_op");
+        assert!(v.is_some_and(|v| v > 0.0), "{c}");
+    }
+    let missing = dir.path().join("no-such-dir");
+    let out = run("msync", &missing);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&*missing.to_string_lossy()), "{stderr}");
+    let out = run("disk", dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a backend"));
 }

@@ -22,9 +22,10 @@ pub enum Error {
         /// The kind's magic.
         expected: [u8; 8],
     },
-    /// The collection was created for keys or values of another size than
-    /// the handle's type.
-    #[error("{what} at offset {offset} stores {found}-byte {part}s, but the handle's {part} type is {expected} bytes (open it with the type it was created with)")]
+    /// The collection was created for keys, values or elements of another
+    /// type than the handle's (by size, alignment or stable name: see
+    /// [`Stored`](crate::Stored)).
+    #[error("{what} at offset {offset} stores {part}s of type {found}, but the handle's {part} type is {expected} (open it with the types it was created with)")]
     TypeMismatch {
         /// The collection kind.
         what: &'static str,
@@ -32,10 +33,24 @@ pub enum Error {
         offset: u64,
         /// "key", "value" or "element".
         part: &'static str,
-        /// Size recorded in the pool.
-        found: u64,
-        /// Size of the handle's type.
-        expected: u64,
+        /// The type recorded in the pool: name, size, alignment.
+        found: String,
+        /// The handle's type: name, size, alignment.
+        expected: String,
+    },
+    /// The collection was written in the layout of an earlier version of
+    /// this crate, which this one does not read (rebuild it from the old
+    /// version's iteration).
+    #[error("{what} at offset {offset} has layout {found}, written by an earlier rewind-collections; this version reads {expected}")]
+    UnsupportedLayout {
+        /// The collection kind.
+        what: &'static str,
+        /// The header's offset.
+        offset: u64,
+        /// The magic found (the old layout's name).
+        found: &'static str,
+        /// The magic this version writes.
+        expected: &'static str,
     },
     /// A node or header holds an impossible value, or (from
     /// `check_invariants`) the structure breaks one of its invariants.

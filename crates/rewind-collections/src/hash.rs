@@ -14,44 +14,39 @@
 //! Layouts, little-endian (`docs/collections.md`):
 //!
 //! ```text
-//! header                          entry
-//! 0   magic     [u8; 8] "RWHASH01"  0   next   u64   next entry in the chain (0: end)
-//! 8   key_size  u32                 8   key    key_size bytes
-//! 12  val_size  u32                 ..  value  val_size bytes
-//! 16  len       u64
-//! 24  buckets   u64  a power of two
-//! 32  table     u64  offset of buckets × u64 chain heads
-//! 40  (end)
+//! header                            entry
+//! 0   magic     [u8; 8] "RWHASH02"  0   next   u64   next entry in the chain (0: end)
+//! 8   len       u64                 8   key    size_of::<K>() bytes
+//! 16  buckets   u64  a power of two ..  value  size_of::<V>() bytes
+//! 24  table     u64  offset of buckets × u64 chain heads
+//! 32  key type  48 bytes: type fingerprint of K (`types.rs`)
+//! 80  val type  48 bytes: type fingerprint of V
+//! 128 (end)
 //! ```
 
 use std::marker::PhantomData;
 
-use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
-use crate::error::{corrupt, Result};
-use crate::mem::{check_magic, check_size, check_span, le32, le64, put64, Mem};
+use crate::error::{corrupt, Error, Result};
+use crate::mem::{check_magic, check_span, le64, put64, Mem};
+use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
-const MAGIC: [u8; 8] = *b"RWHASH01";
+const MAGIC: [u8; 8] = *b"RWHASH02";
+/// The magic of the size-checked header of earlier versions.
+const OLD_MAGIC: [u8; 8] = *b"RWHASH01";
 const MAGIC_OFF: usize = 0;
-const KEY_SIZE_OFF: usize = MAGIC_OFF + 8;
-const VAL_SIZE_OFF: usize = KEY_SIZE_OFF + 4;
-const LEN_OFF: usize = VAL_SIZE_OFF + 4;
+const LEN_OFF: usize = MAGIC_OFF + 8;
 const BUCKETS_OFF: usize = LEN_OFF + 8;
 const TABLE_OFF: usize = BUCKETS_OFF + 8;
-const HEADER_SIZE: usize = TABLE_OFF + 8;
+const KEY_TAG_OFF: usize = TABLE_OFF + 8;
+const VAL_TAG_OFF: usize = KEY_TAG_OFF + TAG_SIZE;
+const HEADER_SIZE: usize = VAL_TAG_OFF + TAG_SIZE;
 const NEXT_OFF: u64 = 0;
 const KEY_OFF: u64 = NEXT_OFF + 8;
 /// Buckets of a new map.
 const INITIAL_BUCKETS: u64 = 16;
-
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
 
 /// A persistent hash map: a handle to its header in a pool (`Copy`; see
 /// [`BTreeMap`](crate::BTreeMap) for storing handles).
@@ -73,6 +68,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// assert_eq!(m.len(&pool)?, 99);
 /// assert_eq!(m.get(&pool, &42u32.to_le_bytes())?, Some(42));
 /// assert_eq!(m.get(&pool, &7u32.to_le_bytes())?, None);
+/// let sum: u64 = m.iter(&pool)?.map(|e| e.map(|(_, v)| v)).sum::<Result<u64, _>>()?;
+/// assert_eq!(sum, (0..100).sum::<u64>() - 7);
 /// m.check_invariants(&pool)?;
 /// # Ok::<(), rewind_collections::Error>(())
 /// ```
@@ -107,7 +104,7 @@ struct Found<V> {
     val: V,
 }
 
-impl<K: Pod, V: Pod> HashMap<K, V> {
+impl<K: Stored, V: Stored> HashMap<K, V> {
     const KS: u64 = size_of::<K>() as u64;
     const VS: u64 = size_of::<V>() as u64;
     const ENTRY: u64 = KEY_OFF + Self::KS + Self::VS;
@@ -117,11 +114,11 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
         let table = tx.alloc_bytes(INITIAL_BUCKETS * 8)?;
         let mut h = [0u8; HEADER_SIZE];
-        h[MAGIC_OFF..KEY_SIZE_OFF].copy_from_slice(&MAGIC);
-        h[KEY_SIZE_OFF..VAL_SIZE_OFF].copy_from_slice(&(Self::KS as u32).to_le_bytes());
-        h[VAL_SIZE_OFF..LEN_OFF].copy_from_slice(&(Self::VS as u32).to_le_bytes());
+        h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);
         h[BUCKETS_OFF..TABLE_OFF].copy_from_slice(&INITIAL_BUCKETS.to_le_bytes());
-        h[TABLE_OFF..HEADER_SIZE].copy_from_slice(&table.to_le_bytes());
+        h[TABLE_OFF..KEY_TAG_OFF].copy_from_slice(&table.to_le_bytes());
+        h[KEY_TAG_OFF..VAL_TAG_OFF].copy_from_slice(&TypeTag::of::<K>().encode());
+        h[VAL_TAG_OFF..HEADER_SIZE].copy_from_slice(&TypeTag::of::<V>().encode());
         tx.write_bytes(hdr, &h)?;
         Ok(Self::from_ptr(PPtr::from_offset(hdr)))
     }
@@ -139,24 +136,20 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         PPtr::from_offset(self.hdr)
     }
 
-    fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
+    fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
+        if h[..8] == OLD_MAGIC {
+            return Err(Error::UnsupportedLayout {
+                what: WHAT,
+                offset: self.hdr,
+                found: "RWHASH01",
+                expected: "RWHASH02",
+            });
+        }
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(
-            WHAT,
-            self.hdr,
-            "key",
-            le32(&h, KEY_SIZE_OFF),
-            size_of::<K>(),
-        )?;
-        check_size(
-            WHAT,
-            self.hdr,
-            "value",
-            le32(&h, VAL_SIZE_OFF),
-            size_of::<V>(),
-        )?;
+        TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
+        TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             buckets: le64(&h, BUCKETS_OFF),
@@ -177,14 +170,14 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         fnv1a(bytemuck::bytes_of(k)) & (buckets - 1)
     }
 
-    fn read64<M: Mem>(m: &mut M, off: u64) -> Result<u64> {
+    fn read64<M: Mem + ?Sized>(m: &mut M, off: u64) -> Result<u64> {
         let mut b = [0u8; 8];
         m.read_at(off, &mut b)?;
         Ok(u64::from_le_bytes(b))
     }
 
     /// Reads the entry at `off`: next, key, value.
-    fn entry<M: Mem>(m: &mut M, off: u64) -> Result<(u64, K, V)> {
+    fn entry<M: Mem + ?Sized>(m: &mut M, off: u64) -> Result<(u64, K, V)> {
         let mut b = vec![0u8; Self::ENTRY as usize];
         m.read_at(off, &mut b)?;
         let (ks, vs) = (KEY_OFF as usize, (KEY_OFF + Self::KS) as usize);
@@ -247,6 +240,28 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
     pub fn get_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
         let h = self.header(tx)?;
         Ok(self.find(tx, &h, k)?.map(|f| f.val))
+    }
+
+    /// True if `k` has a value (committed state).
+    pub fn contains_key(&self, pool: &Pool, k: &K) -> Result<bool> {
+        Ok(self.get(pool, k)?.is_some())
+    }
+
+    /// True if `k` has a value, as `tx` sees it.
+    pub fn contains_key_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<bool> {
+        Ok(self.get_tx(tx, k)?.is_some())
+    }
+
+    /// Every entry, bucket by bucket (in no particular order), read as the
+    /// iterator goes (committed state). A read error, or a chain longer
+    /// than the map, ends it after yielding the error.
+    pub fn iter<'a>(&self, pool: &'a Pool) -> Result<HashIter<'a, K, V>> {
+        HashIter::new(self, Box::new(pool))
+    }
+
+    /// [`iter`](Self::iter) as `tx` sees the map, its own writes included.
+    pub fn iter_tx<'a, 'p: 'a>(&self, tx: &'a mut Tx<'p>) -> Result<HashIter<'a, K, V>> {
+        HashIter::new(self, Box::new(tx))
     }
 
     /// Sets `k` to `v`; returns the value it replaced. May double the
@@ -400,5 +415,71 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
             return Err(corrupt(WHAT, self.hdr, "length differs from the entries"));
         }
         Ok(())
+    }
+}
+
+/// An iterator over a [`HashMap`]'s entries, bucket by bucket (from
+/// [`HashMap::iter`] and [`HashMap::iter_tx`]).
+pub struct HashIter<'a, K, V> {
+    mem: Box<dyn Mem + 'a>,
+    hdr: u64,
+    h: Header,
+    /// The next bucket to read.
+    bucket: u64,
+    /// The next entry of the chain being read (0: none).
+    cur: u64,
+    seen: u64,
+    done: bool,
+    _t: PhantomData<fn() -> (K, V)>,
+}
+
+impl<'a, K: Stored, V: Stored> HashIter<'a, K, V> {
+    fn new(map: &HashMap<K, V>, mut mem: Box<dyn Mem + 'a>) -> Result<Self> {
+        let h = map.header(&mut *mem)?;
+        Ok(HashIter {
+            mem,
+            hdr: map.hdr,
+            h,
+            bucket: 0,
+            cur: 0,
+            seen: 0,
+            done: false,
+            _t: PhantomData,
+        })
+    }
+
+    fn step(&mut self) -> Result<Option<(K, V)>> {
+        loop {
+            if self.cur != 0 {
+                self.seen += 1;
+                if self.seen > self.h.len {
+                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                }
+                let (next, k, v) = HashMap::<K, V>::entry(&mut *self.mem, self.cur)?;
+                self.cur = next;
+                return Ok(Some((k, v)));
+            }
+            if self.bucket == self.h.buckets {
+                return Ok(None);
+            }
+            let link = self.h.table + self.bucket * 8;
+            self.cur = HashMap::<K, V>::read64(&mut *self.mem, link)?;
+            self.bucket += 1;
+        }
+    }
+}
+
+impl<K: Stored, V: Stored> Iterator for HashIter<'_, K, V> {
+    type Item = Result<(K, V)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.step();
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+        }
+        r.transpose()
     }
 }

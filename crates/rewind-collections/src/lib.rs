@@ -45,13 +45,21 @@
 //! transaction, not just the call (`examples/threads.rs`). Readers outside
 //! a transaction must not run beside a writer of the same collection either.
 //!
-//! **Keys and values** are any `Pod` type, stored as their in-memory bytes
+//! **Keys and values** are `Pod` types, stored as their in-memory bytes
 //! (as [`rewind::Tx::write`] stores them): a pool is read back by the same
-//! platform that wrote it. The hash map compares and hashes keys by those
-//! bytes. The B+-tree orders keys by `Ord`, which must be a total order
-//! that does not change between runs. Strings are [`FixedBytes<N>`]
-//! (at most `N` bytes inline, ordered by their bytes; longer input is
-//! [`Error::TooLong`]) or, unbounded, a [`Blob`].
+//! platform that wrote it. The B+-tree's implement [`Stored`]: a stable
+//! name, recorded with the size and alignment in the tree's header, so a
+//! tree reopened under other types is [`Error::TypeMismatch`] naming both.
+//! The hash map compares and hashes keys by their bytes. The B+-tree
+//! orders keys by `Ord`, which must be a total order that does not change
+//! between runs and under which equal keys have equal bytes. Strings are
+//! [`FixedBytes<N>`] (at most `N` bytes inline, ordered by their bytes;
+//! longer input is [`Error::TooLong`]) or, unbounded, a [`Blob`].
+//!
+//! **The B+-tree is built for persistent memory**: its leaves keep their
+//! entries in unsorted slots with a validity bitmap and one-byte
+//! fingerprints (wB+-tree, FPTree), so an insert writes one slot and one
+//! range of the leaf's first line, and removals merge and rebalance nodes.
 //!
 //! **B+-tree splits are nested top actions**: an aborted insert may leave
 //! its split behind (the same entries, one more node per split level, kept
@@ -70,12 +78,14 @@ mod error;
 mod hash;
 mod list;
 mod mem;
+mod types;
 mod vec;
 
 pub use blob::Blob;
-pub use btree::{BTreeMap, Iter, DEFAULT_FANOUT, MAX_FANOUT, MIN_FANOUT};
+pub use btree::{BTreeMap, Iter, MAX_FANOUT, MIN_FANOUT};
 pub use bytes::{FixedBytes, MAX_FIXED_BYTES};
 pub use error::{Error, Result};
-pub use hash::HashMap;
+pub use hash::{HashIter, HashMap};
 pub use list::{Cursor, Iter as ListIter, List};
+pub use types::Stored;
 pub use vec::Vec;

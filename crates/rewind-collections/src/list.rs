@@ -13,32 +13,36 @@
 //!
 //! ```text
 //! header                              node
-//! 0   magic      [u8; 8] "RWLIST01"   0   prev   u64  (0: first)
+//! 0   magic      [u8; 8] "RWLIST02"   0   prev   u64  (0: first)
 //! 8   elem_size  u32                  8   next   u64  (0: last)
 //! 12  reserved   u32     0            16  value  elem_size bytes
 //! 16  len        u64
 //! 24  head       u64     first node (0: empty)
 //! 32  tail       u64     last node (0: empty)
-//! 40  (end)
+//! 40  elem type  48 bytes: type fingerprint of T (`types.rs`)
+//! 88  (end)
 //! ```
 
 use std::marker::PhantomData;
 
-use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_size, le32, le64, put64, Mem};
+use crate::mem::{check_magic, le64, put64, Mem};
+use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "list";
-const MAGIC: [u8; 8] = *b"RWLIST01";
+const MAGIC: [u8; 8] = *b"RWLIST02";
+/// The magic of the size-checked header of earlier versions.
+const OLD_MAGIC: [u8; 8] = *b"RWLIST01";
 const MAGIC_OFF: usize = 0;
 const ELEM_SIZE_OFF: usize = MAGIC_OFF + 8;
 const RESERVED_OFF: usize = ELEM_SIZE_OFF + 4;
 const LEN_OFF: usize = RESERVED_OFF + 4;
 const HEAD_OFF: usize = LEN_OFF + 8;
 const TAIL_OFF: usize = HEAD_OFF + 8;
-const HEADER_SIZE: usize = TAIL_OFF + 8;
+const ELEM_TAG_OFF: usize = TAIL_OFF + 8;
+const HEADER_SIZE: usize = ELEM_TAG_OFF + TAG_SIZE;
 const PREV_OFF: u64 = 0;
 const NEXT_OFF: u64 = PREV_OFF + 8;
 const VALUE_OFF: u64 = NEXT_OFF + 8;
@@ -124,7 +128,7 @@ struct Links {
     next: u64,
 }
 
-impl<T: Pod> List<T> {
+impl<T: Stored> List<T> {
     const SIZE: u64 = size_of::<T>() as u64;
     const NODE: u64 = VALUE_OFF + Self::SIZE;
 
@@ -134,6 +138,7 @@ impl<T: Pod> List<T> {
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..ELEM_SIZE_OFF].copy_from_slice(&MAGIC);
         h[ELEM_SIZE_OFF..RESERVED_OFF].copy_from_slice(&(Self::SIZE as u32).to_le_bytes());
+        h[ELEM_TAG_OFF..HEADER_SIZE].copy_from_slice(&TypeTag::of::<T>().encode());
         tx.write_bytes(hdr, &h)?;
         Ok(Self::from_ptr(PPtr::from_offset(hdr)))
     }
@@ -154,14 +159,16 @@ impl<T: Pod> List<T> {
     fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
+        if h[..8] == OLD_MAGIC {
+            return Err(crate::Error::UnsupportedLayout {
+                what: WHAT,
+                offset: self.hdr,
+                found: "RWLIST01",
+                expected: "RWLIST02",
+            });
+        }
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(
-            WHAT,
-            self.hdr,
-            "element",
-            le32(&h, ELEM_SIZE_OFF),
-            size_of::<T>(),
-        )?;
+        TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             head: le64(&h, HEAD_OFF),
@@ -506,7 +513,7 @@ pub struct Iter<'p, T> {
     _t: PhantomData<fn() -> T>,
 }
 
-impl<T: Pod> Iter<'_, T> {
+impl<T: Stored> Iter<'_, T> {
     /// Reads `node`, moving the end it came from along `step`; ends the
     /// iterator on an error.
     fn take(&mut self, node: u64, forward: bool) -> Option<Result<T>> {
@@ -537,7 +544,7 @@ impl<T: Pod> Iter<'_, T> {
     }
 }
 
-impl<T: Pod> Iterator for Iter<'_, T> {
+impl<T: Stored> Iterator for Iter<'_, T> {
     type Item = Result<T>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -553,7 +560,7 @@ impl<T: Pod> Iterator for Iter<'_, T> {
     }
 }
 
-impl<T: Pod> DoubleEndedIterator for Iter<'_, T> {
+impl<T: Stored> DoubleEndedIterator for Iter<'_, T> {
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.left == 0 {
             return None;

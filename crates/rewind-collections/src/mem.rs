@@ -23,6 +23,12 @@ impl Mem for Tx<'_> {
     }
 }
 
+impl Mem for &mut Tx<'_> {
+    fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.read_bytes(off, buf)?)
+    }
+}
+
 /// The little-endian `u64` at `b[at..at + 8]`.
 pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
@@ -57,31 +63,11 @@ pub(crate) fn check_magic(
     Ok(())
 }
 
-/// Checks a stored part size against the handle's type.
-pub(crate) fn check_size(
-    what: &'static str,
-    offset: u64,
-    part: &'static str,
-    found: u32,
-    expected: usize,
-) -> Result<()> {
-    if found as usize != expected {
-        return Err(Error::TypeMismatch {
-            what,
-            offset,
-            part,
-            found: found as u64,
-            expected: expected as u64,
-        });
-    }
-    Ok(())
-}
-
 /// Checks that the `len` bytes at `off` (a buffer a header points at) lie
 /// in the pool, by reading the last one: sizes from a damaged header then
 /// cannot overflow an offset or ask for more memory than the pool holds.
 /// `len` is `None` when computing it overflowed.
-pub(crate) fn check_span<M: Mem>(
+pub(crate) fn check_span<M: Mem + ?Sized>(
     m: &mut M,
     what: &'static str,
     hdr: u64,

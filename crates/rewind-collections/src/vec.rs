@@ -10,34 +10,38 @@
 //! Header, little-endian (`docs/collections.md`):
 //!
 //! ```text
-//! 0   magic      [u8; 8]  "RWVEC001"
-//! 8   elem_size  u32
+//! 0   magic      [u8; 8]  "RWVEC002"
+//! 8   elem_size  u32      size_of::<T>() (the fingerprint has it too)
 //! 12  reserved   u32      0
 //! 16  len        u64
 //! 24  cap        u64      elements the buffer holds
 //! 32  buf        u64      offset of the buffer (0: none yet)
-//! 40  (end)
+//! 40  elem type  48 bytes: type fingerprint of T (`types.rs`)
+//! 88  (end)
 //! ```
 //!
 //! Elements are their in-memory bytes, `elem_size` apart.
 
 use std::marker::PhantomData;
 
-use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_size, check_span, le32, le64, put64, Mem};
+use crate::mem::{check_magic, check_span, le64, put64, Mem};
+use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "vector";
-const MAGIC: [u8; 8] = *b"RWVEC001";
+const MAGIC: [u8; 8] = *b"RWVEC002";
+/// The magic of the size-checked header of earlier versions.
+const OLD_MAGIC: [u8; 8] = *b"RWVEC001";
 const MAGIC_OFF: usize = 0;
 const ELEM_SIZE_OFF: usize = MAGIC_OFF + 8;
 const RESERVED_OFF: usize = ELEM_SIZE_OFF + 4;
 const LEN_OFF: usize = RESERVED_OFF + 4;
 const CAP_OFF: usize = LEN_OFF + 8;
 const BUF_OFF: usize = CAP_OFF + 8;
-const HEADER_SIZE: usize = BUF_OFF + 8;
+const ELEM_TAG_OFF: usize = BUF_OFF + 8;
+const HEADER_SIZE: usize = ELEM_TAG_OFF + TAG_SIZE;
 /// The first buffer's capacity.
 const MIN_CAP: u64 = 4;
 
@@ -88,7 +92,7 @@ struct Header {
     buf: u64,
 }
 
-impl<T: Pod> Vec<T> {
+impl<T: Stored> Vec<T> {
     const SIZE: u64 = size_of::<T>() as u64;
 
     /// Creates an empty vector (no buffer until the first push).
@@ -97,6 +101,7 @@ impl<T: Pod> Vec<T> {
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..ELEM_SIZE_OFF].copy_from_slice(&MAGIC);
         h[ELEM_SIZE_OFF..RESERVED_OFF].copy_from_slice(&(Self::SIZE as u32).to_le_bytes());
+        h[ELEM_TAG_OFF..HEADER_SIZE].copy_from_slice(&TypeTag::of::<T>().encode());
         tx.write_bytes(hdr, &h)?;
         Ok(Self::from_ptr(PPtr::from_offset(hdr)))
     }
@@ -117,14 +122,16 @@ impl<T: Pod> Vec<T> {
     fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
+        if h[..8] == OLD_MAGIC {
+            return Err(crate::Error::UnsupportedLayout {
+                what: WHAT,
+                offset: self.hdr,
+                found: "RWVEC001",
+                expected: "RWVEC002",
+            });
+        }
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(
-            WHAT,
-            self.hdr,
-            "element",
-            le32(&h, ELEM_SIZE_OFF),
-            size_of::<T>(),
-        )?;
+        TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             cap: le64(&h, CAP_OFF),

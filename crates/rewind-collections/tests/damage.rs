@@ -58,10 +58,10 @@ fn hash_map_with_too_many_buckets() {
     let pool = pool();
     let m = pool.transaction(HashMap::<u64, u64>::create).unwrap();
     let hdr = m.as_ptr().offset();
-    poke(&pool, hdr + 24, 1 << 40); // buckets
+    poke(&pool, hdr + 16, 1 << 40); // buckets
     corrupt(m.get(&pool, &1));
     corrupt(m.entries(&pool));
-    poke(&pool, hdr + 24, 3); // not a power of two
+    poke(&pool, hdr + 16, 3); // not a power of two
     corrupt(m.len(&pool));
 }
 
@@ -88,7 +88,7 @@ fn list_whose_length_disagrees_with_its_chain() {
 }
 
 #[test]
-fn btree_node_with_a_count_above_the_fanout() {
+fn btree_node_with_bits_past_the_fanout() {
     let pool = pool();
     let t = pool
         .transaction(|tx| {
@@ -99,10 +99,10 @@ fn btree_node_with_a_count_above_the_fanout() {
         .unwrap();
     let hdr = t.as_ptr().offset();
     let mut root = [0u8; 8];
-    pool.read_bytes(hdr + 24, &mut root).unwrap();
+    pool.read_bytes(hdr + 16, &mut root).unwrap();
     let root = u64::from_le_bytes(root);
-    // count (u32 at 4) := 9, kind stays leaf (1).
-    poke(&pool, root, 1 | (9 << 32));
+    // The bitmap (u64 at 24) with slots past the fan-out of 4.
+    poke(&pool, root + 24, 0xff);
     corrupt(t.get(&pool, &1));
     corrupt(t.check_invariants(&pool));
     // The root pointing at itself as an inner node: a cycle, found.
@@ -124,6 +124,6 @@ fn btree_node_with_a_count_above_the_fanout() {
             Ok::<_, Error>(t)
         })
         .unwrap();
-    poke(&pool, t.as_ptr().offset() + 32, 0);
+    poke(&pool, t.as_ptr().offset() + 8, 0);
     corrupt(pool.transaction(|tx| t.remove(tx, &1)));
 }

@@ -17,9 +17,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
 
+use super::output::{Report, Row};
 use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 
 const LAYOUT: &str = "rewind-bench-checkpoint";
 /// Updates (UPDATE records) per transaction; each also logs an END.
@@ -125,7 +125,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
-    let dir = crate::scratch::dir()?;
+    let dir = ctx.scratch()?;
     println!("  pools in {}", dir.path().display());
     let runs: Vec<Option<u64>> = std::iter::once(None)
         .chain(intervals.iter().map(|&e| Some(e)))

@@ -17,9 +17,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
 
+use super::output::{Report, Row};
 use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 
 const LAYOUT: &str = "rewind-bench-fence";
 /// Updates per transaction.
@@ -138,7 +138,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         "  {} ns per NVM write (--nvm-write-ns); the fence latency is this benchmark's variable (--fence-ns is ignored)",
         ctx.latency.write_ns
     );
-    let dir = crate::scratch::dir()?;
+    let dir = ctx.scratch()?;
     println!("  pools in {}", dir.path().display());
     let bar = super::progress((SETUPS.len() * fences.len() * rounds) as u64);
     // times[setup][fence][round]

@@ -1,15 +1,14 @@
-//! `rewind bench NAME|all`: the papers' experiments.
-//!
-//! Each benchmark measures rewind and the non-recoverable baselines in the
-//! same run and reports ratios beside times, with the counters that do not
-//! depend on machine noise (fences and flushed lines per transaction).
-//! Results go to `DIR/NAME.json`, `DIR/NAME.csv` and `DIR/NAME.svg`.
+//! `rewind bench NAME|all`: the papers' experiments, each on the one
+//! harness (`harness`: how to add one), results written as
+//! `OUT/NAME.json`, `.csv` and the chart `.svg`.
 
 mod btree;
 mod checkpoint;
 mod fence;
+mod harness;
 mod intensity;
 mod interleave;
+mod output;
 mod overhead;
 mod recovered;
 mod redu;
@@ -25,9 +24,10 @@ use std::time::Duration;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use rewind::{NvmLatency, PPtr, Pod, Pool, PoolConfig, Zeroable};
+use rewind::{Backend, NvmLatency, PPtr, Pod, Pool, PoolConfig, Zeroable};
 
-use crate::report::Report;
+pub use harness::{Bench, Ctx, Scale};
+use output::Report;
 
 use crate::error::CliError;
 
@@ -43,6 +43,13 @@ pub struct BenchArgs {
     /// Directory for the JSON, CSV and SVG results.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
+    /// Where the pools and the peers' files go (default: /dev/shm, else the temp dir).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The backend of rewind's pools and of the no-log baseline: `pmem`
+    /// (cache-line flushes and fences) or `msync` (durable on any disk).
+    #[arg(long, default_value = "pmem", value_parser = parse_backend)]
+    backend: Backend,
     /// A handful of transactions only, to test the output format (not a measurement).
     #[arg(long, hide = true)]
     tiny: bool,
@@ -57,21 +64,12 @@ pub struct BenchArgs {
     fence_ns: u64,
 }
 
-/// What every benchmark is run with.
-#[derive(Clone, Copy, Debug)]
-pub struct Ctx {
-    /// How much work each measurement does.
-    pub scale: Scale,
-    /// The emulated NVM latencies.
-    pub latency: NvmLatency,
-}
-
-/// How much work each measurement does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scale {
-    Tiny,
-    Quick,
-    Full,
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    match s {
+        "pmem" => Ok(Backend::Pmem),
+        "msync" => Ok(Backend::Msync),
+        _ => Err(format!("`{s}` is not a backend: pmem or msync")),
+    }
 }
 
 /// How a benchmark states the emulated latencies it ran with.
@@ -105,11 +103,7 @@ pub fn progress(len: u64) -> ProgressBar {
     bar
 }
 
-/// The median of `values`.
-pub fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
+pub use harness::median;
 
 /// The median over rounds of `num[round] / den[round]`.
 pub fn median_ratio(num: &[Duration], den: &[Duration]) -> f64 {
@@ -125,7 +119,7 @@ pub fn median_ratio(num: &[Duration], den: &[Duration]) -> f64 {
 pub fn write_results(report: &Report, out: &Path, svg: &str) -> Result<(), CliError> {
     let mut written = report.write(out)?;
     let svg_path = out.join(format!("{}.svg", report.bench));
-    crate::report::write_file(&svg_path, svg)?;
+    output::write_file(&svg_path, svg)?;
     written.push(svg_path);
     for p in written {
         println!("  wrote {}", p.display());
@@ -166,22 +160,66 @@ pub fn array_pool(
     Ok((pool, data))
 }
 
-/// A benchmark: runs with a context and writes its results into a directory.
-type BenchFn = fn(&Ctx, &Path) -> Result<(), CliError>;
+/// An experiment not yet on the harness: runs and writes its own results.
+type OldFn = fn(&Ctx, &Path) -> Result<(), CliError>;
 
-/// The benchmarks, by name.
-const BENCHES: [(&str, BenchFn); 10] = [
-    ("overhead", overhead::run),
-    ("intensity", intensity::run),
-    ("checkpoint", checkpoint::run),
-    ("fence", fence::run),
-    ("skip", skip::run),
-    ("recovered", recovered::run),
-    ("redu", redu::run),
-    ("btree", btree::run),
-    ("rollback", rollback::run),
-    ("threads", threads::run),
+enum Entry {
+    New(&'static Bench),
+    Old(&'static str, OldFn),
+}
+
+impl Entry {
+    fn name(&self) -> &'static str {
+        match self {
+            Entry::New(b) => b.name,
+            Entry::Old(n, _) => n,
+        }
+    }
+}
+
+/// The benchmarks, in the order `all` runs them.
+const BENCHES: [Entry; 10] = [
+    Entry::New(&overhead::BENCH),
+    Entry::New(&intensity::BENCH),
+    Entry::Old("checkpoint", checkpoint::run),
+    Entry::Old("fence", fence::run),
+    Entry::Old("skip", skip::run),
+    Entry::Old("recovered", recovered::run),
+    Entry::Old("redu", redu::run),
+    Entry::New(&btree::BENCH),
+    Entry::Old("rollback", rollback::run),
+    Entry::Old("threads", threads::run),
 ];
+
+/// The peers this build has (`--features peers`).
+const BUILT_PEERS: &[&str] = if cfg!(feature = "peers") {
+    &["pmdk", "c-nolog", "bdb", "lmdb", "sqlite", "redb"]
+} else {
+    &[]
+};
+
+/// Runs one experiment on the harness: measures, prints the table, writes
+/// JSON, CSV and the chart.
+fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
+    println!("bench {} ({})", b.name, b.about);
+    println!("  {}", ctx.describe());
+    let missing: Vec<&str> = (b.peers.iter())
+        .filter(|p| !BUILT_PEERS.contains(p))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        println!(
+            "  not built with --features peers: {} left out, the rest run",
+            missing.join(", ")
+        );
+    }
+    let mut report = Report::new(b.name);
+    (b.run)(ctx, &mut report)?;
+    ctx.bar.finish_and_clear();
+    report.print_table(b.table);
+    let svg = report.chart(&b.chart)?;
+    write_results(&report, out, &svg)
+}
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let scale = match (args.tiny, args.quick) {
@@ -189,28 +227,34 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         (false, true) => Scale::Quick,
         (false, false) => Scale::Full,
     };
-    let chosen: Vec<_> = if args.name == "all" {
-        BENCHES.iter().collect()
-    } else {
-        BENCHES
-            .iter()
-            .filter(|(name, _)| *name == args.name)
-            .collect()
-    };
+    let chosen: Vec<&Entry> = (BENCHES.iter())
+        .filter(|b| args.name == "all" || b.name() == args.name)
+        .collect();
     if chosen.is_empty() {
-        let names: Vec<_> = BENCHES.iter().map(|(n, _)| *n).collect();
+        let names: Vec<_> = BENCHES.iter().map(Entry::name).collect();
         return Err(CliError::Usage(format!(
             "unknown benchmark `{}`; available: {}, or all",
             args.name,
             names.join(", ")
         )));
     }
-    let ctx = Ctx {
-        scale,
-        latency: NvmLatency::new(args.nvm_write_ns, args.fence_ns),
+    // libpmemobj treats its mapping as persistent memory (flushes and a
+    // fence per persist, as rewind's Pmem backend) only when told; on the
+    // msync backend it makes every persist an msync, as rewind's does.
+    // Read at the first pool create, before any thread starts.
+    let force = if args.backend == Backend::Pmem {
+        "1"
+    } else {
+        "0"
     };
-    for (_, bench) in chosen {
-        bench(&ctx, &args.out)?;
+    std::env::set_var("PMEM_IS_PMEM_FORCE", force);
+    let latency = NvmLatency::new(args.nvm_write_ns, args.fence_ns);
+    for entry in chosen {
+        let ctx = Ctx::new(scale, latency, args.backend, args.dir.as_deref());
+        match entry {
+            Entry::New(b) => run_bench(b, &ctx, &args.out)?,
+            Entry::Old(_, f) => f(&ctx, &args.out)?,
+        }
     }
     Ok(())
 }

@@ -26,9 +26,9 @@ use std::time::Duration;
 use rewind::{LogVariant, NvmLatency, Policy};
 
 use super::interleave::{self, End, Subject, W};
+use super::output::{Report, Row};
 use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 
 /// The paper's one-layer configuration.
 const LAYER: (&str, LogVariant) = ("1L", LogVariant::Optimized);
@@ -138,7 +138,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
-    let dir = crate::scratch::dir()?;
+    let dir = ctx.scratch()?;
     println!("  pools in {}", dir.path().display());
     let bar = super::progress((rounds * POLICIES.len() * SKIPS.len() * fractions.len()) as u64);
     // runs[policy][skip][fraction][round]

@@ -25,9 +25,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{Backend, Counters, LogVariant, Policy, PoolConfig, WriteBack};
 
+use super::output::{Report, Row};
 use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 
 const LAYOUT: &str = "rewind-bench-redu";
 /// Objects of each workload's size.
@@ -180,7 +180,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
-    let dir = crate::scratch::dir()?;
+    let dir = ctx.scratch()?;
     println!("  pools in {}", dir.path().display());
     let bar = super::progress((WORKS.len() * CONFIGS.len() * rounds) as u64);
     // times[work][config][round]

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use rewind::{OpenOptions, Pool};
 
-use super::btree::{check_digests, configs};
+use super::output::{Report, Row};
 use super::tree::mem::Rewind;
 use super::tree::plot::{self, Legend, Series};
 use super::tree::store::{End, Store, TreeStore};
@@ -40,7 +40,6 @@ use super::tree::TxMem;
 use super::tree::{BTree, Engine, MemError};
 use super::{median, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 use plotters::prelude::SeriesLabelPosition;
 
 /// Operations per transaction in the recovery runs (the paper's 200).
@@ -71,7 +70,7 @@ fn sizes(scale: Scale) -> (usize, Vec<usize>, Vec<usize>, usize) {
 /// operation under Simple, with its reserved compensation records) and, in the
 /// recovery runs, every transaction since the checkpoint. Pools are
 /// written whole when created: the full run's 16 take ~3 GiB of tmpfs.
-fn plan(scale: Scale, ctx: &Ctx) -> Plan {
+fn plan(scale: Scale) -> Plan {
     let (_, rb, rc, _) = sizes(scale);
     let ops = rb.into_iter().chain(rc).max().unwrap_or(0) as u64;
     let log = (ops * 3072).max(8 << 20).next_multiple_of(1 << 20);
@@ -85,7 +84,6 @@ fn plan(scale: Scale, ctx: &Ctx) -> Plan {
         log: Some(log),
         baselines: false,
         auto_checkpoint: false,
-        latency: ctx.latency,
     }
 }
 
@@ -288,11 +286,11 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         super::tiny_note(scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
-    let dir = crate::scratch::dir()?;
-    let plan = plan(scale, ctx);
+    let dir = ctx.scratch()?;
+    let plan = plan(scale);
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
-    let mut subjects = super::btree::loaded(dir.path(), &plan, &load)?;
+    let mut subjects = super::btree::loaded(ctx, dir.path(), &plan, &load)?;
     let n = subjects.len();
     let trials = (rb_sizes.len() + rc_sizes.len()) * rounds * n;
     let bar = super::progress(trials as u64);
@@ -434,7 +432,7 @@ fn print_table(report: &Report, rb: &[usize], rc: &[usize]) {
         head.push_str(&format!(" {:>13}", format!("rec {size} ms")));
     }
     println!("{head}");
-    for (s, c) in configs(report) {
+    for (s, c) in report.systems() {
         let mut line = format!("  {:<28}", format!("{s}/{c}"));
         for size in rb {
             line.push_str(&format!(
@@ -455,7 +453,8 @@ fn print_table(report: &Report, rb: &[usize], rc: &[usize]) {
 
 fn chart(report: &Report, rb: &[usize]) -> Result<String, CliError> {
     let xs: Vec<f64> = rb.iter().map(|&n| n as f64).collect();
-    let series: Vec<Series> = configs(report)
+    let series: Vec<Series> = report
+        .systems()
         .into_iter()
         .map(|(s, c)| Series {
             ys: rb
@@ -483,4 +482,25 @@ fn chart(report: &Report, rb: &[usize]) -> Result<String, CliError> {
             room: 30.0,
         },
     )
+}
+
+/// Fails unless every digest equals the first.
+fn check_digests(subjects: &[Subject], digests: &[Digest], what: &str) -> Result<(), CliError> {
+    let failures: Vec<String> = subjects
+        .iter()
+        .zip(digests)
+        .filter(|(_, d)| **d != digests[0])
+        .map(|(s, _)| {
+            format!(
+                "{what}: {} answered differently from {}",
+                s.name(),
+                subjects[0].name()
+            )
+        })
+        .collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Verification { failures })
+    }
 }

@@ -30,9 +30,9 @@ use std::time::Duration;
 use rewind::{Counters, LogVariant, NvmLatency, Policy, RecoveryReport};
 
 use super::interleave::{self, Baseline, End, Subject, W};
+use super::output::{Report, Row};
 use super::{median, median_ratio, svg, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 
 /// The log structures compared, by the paper's name: one layer (the
 /// Optimized ADLL, as in the paper's §5.1) and two (the AVL tree over it).
@@ -166,7 +166,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         super::tiny_note(ctx.scale)
     );
     println!("  {}", super::latency_line(ctx.latency));
-    let dir = crate::scratch::dir()?;
+    let dir = ctx.scratch()?;
     println!("  pools in {}", dir.path().display());
     let configs = configs();
     let baseline = Baseline::create(dir.path(), ctx.latency)?;

@@ -30,9 +30,9 @@ use std::path::Path;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use rewind::{Backend, LogVariant, Policy, Pool, PoolConfig};
+use rewind::{LogVariant, Policy, Pool, PoolConfig};
 
-use super::btree::configs;
+use super::output::{Report, Row};
 use super::tree::mem::{NoLog, Rewind, Volatile};
 use super::tree::plot::{self, Legend, Series};
 use super::tree::store::{Store, TreeStore};
@@ -41,7 +41,6 @@ use super::tree::workload::{Digest, Model, Op};
 use super::tree::{BTree, MemError};
 use super::{median, Ctx, Scale};
 use crate::error::CliError;
-use crate::report::{Report, Row};
 use plotters::prelude::SeriesLabelPosition;
 
 const SEED: u64 = 0x9a;
@@ -221,7 +220,7 @@ fn pool_for(
     let cfg = PoolConfig::default()
         .log(variant)
         .policy(policy)
-        .backend(Backend::Pmem)
+        .backend(ctx.backend)
         .nvm_latency(ctx.latency);
     Pool::create(&path, LAYOUT, space, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))
@@ -257,8 +256,7 @@ fn build(
                 load(&mut s, l, "volatile")?;
                 v.push(s);
                 let path = dir.join(format!("nolog-{i}.pool"));
-                let nolog = NoLog::create(&path, per, ctx.latency)
-                    .map_err(built(path.display().to_string()))?;
+                let nolog = NoLog::new(ctx.domain(&path, per)?);
                 let mut s = TreeStore::create(nolog).map_err(built("nolog".into()))?;
                 load(&mut s, l, "nolog")?;
                 n.push(s);
@@ -284,8 +282,7 @@ fn build(
                 setup: Setup::VolatileShared(Mutex::new(s)),
             });
             let path = dir.join("nolog.pool");
-            let nolog = NoLog::create(&path, space, ctx.latency)
-                .map_err(built(path.display().to_string()))?;
+            let nolog = NoLog::new(ctx.domain(&path, space)?);
             let mut s = TreeStore::create(nolog).map_err(built("nolog".into()))?;
             load(&mut s, &all, "nolog")?;
             out.push(Sys {
@@ -381,7 +378,7 @@ pub fn run(ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for sharing in [Sharing::Own, Sharing::Shared] {
         for &t in &counts {
-            let dir = crate::scratch::dir()?;
+            let dir = ctx.scratch()?;
             let mut models: Vec<Model> = (0..t)
                 .map(|i| Model::in_range(SEED + i as u64, 1 + i as u64 * KEY_SPAN, KEY_SPAN - 1))
                 .collect();
@@ -458,7 +455,7 @@ fn print_table(report: &Report, counts: &[usize]) {
         }
     }
     println!("{head}");
-    for (s, c) in configs(report) {
+    for (s, c) in report.systems() {
         let mut line = format!("  {:<28}", format!("{s}/{c}"));
         for sharing in [Sharing::Own, Sharing::Shared] {
             for &t in counts {
@@ -477,7 +474,8 @@ fn print_table(report: &Report, counts: &[usize]) {
 /// the table: drawn too, the lines would not be told apart).
 fn chart(report: &Report, counts: &[usize]) -> Result<String, CliError> {
     let xs: Vec<f64> = counts.iter().map(|&t| t as f64).collect();
-    let series: Vec<Series> = configs(report)
+    let series: Vec<Series> = report
+        .systems()
         .into_iter()
         .map(|(s, c)| Series {
             ys: counts

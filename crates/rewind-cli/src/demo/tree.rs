@@ -36,6 +36,13 @@ pub struct Order {
     pub tx_no: u64,
 }
 
+/// Its stable name in the tree's header (a type fingerprint).
+impl rewind_collections::Stored for Order {
+    fn type_name() -> std::borrow::Cow<'static, str> {
+        "rewind-demo::Order".into()
+    }
+}
+
 /// The order book: order number → order.
 pub type Book = BTreeMap<u64, Order>;
 

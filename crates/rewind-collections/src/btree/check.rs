@@ -2,13 +2,13 @@
 
 use std::collections::HashSet;
 
-use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
-use super::node::Node;
+use super::node::{fingerprint, Raw, FPS_OFF};
 use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::Mem;
+use crate::types::Stored;
 
 /// What a walk of the tree collects.
 struct Walk {
@@ -18,12 +18,14 @@ struct Walk {
     seen: HashSet<u64>,
 }
 
-impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
+impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// Checks the tree's invariants, returning [`Error::Corrupt`](crate::Error::Corrupt)
-    /// for the first one broken: keys strictly increasing in every node and
-    /// within their parent's separators; every leaf at the same depth; key
-    /// counts within bounds (leaves 0 to fan-out, inner nodes at least
-    /// fan-out / 2, the root at least 1); no node reachable twice; the
+    /// for the first one broken: separators strictly increasing, every key
+    /// within its parent's separators and unique in its leaf, every
+    /// fingerprint its key's; every leaf at the same depth; counts within
+    /// bounds (leaves other than the root at least fan-out / 4, inner
+    /// nodes at least fan-out / 2, the root at least 1); no node reachable
+    /// twice; the
     /// leaf chain visiting exactly the leaves in key order; the header's
     /// entry count and first leaf right.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
@@ -55,7 +57,7 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
             if cur != leaf {
                 return Err(corrupt(WHAT, leaf, "leaf chain skips or reorders leaves"));
             }
-            cur = Node::<K, V>::load(&mut m, &h.geo, cur)?.next;
+            cur = Raw::load(&mut m, &h.geo, cur)?.next();
         }
         if cur != 0 {
             return Err(corrupt(WHAT, cur, "leaf chain runs past the last leaf"));
@@ -80,7 +82,7 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         Ok(())
     }
 
-    fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
+    pub(super) fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
         let h = self.header(m)?;
         let mut out = vec![self.hdr];
         let mut level = vec![h.root];
@@ -90,9 +92,9 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
             }
             let mut below = Vec::new();
             for &off in &level {
-                let node = Node::<K, V>::load(m, &h.geo, off)?;
-                if !node.leaf {
-                    below.extend_from_slice(&node.kids);
+                let node = Raw::load(m, &h.geo, off)?;
+                if !node.is_leaf() {
+                    below.extend((0..=node.count()).map(|i| node.kid(&h.geo, i)));
                 }
             }
             out.append(&mut level);
@@ -118,34 +120,52 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         if !w.seen.insert(off) {
             return Err(corrupt(WHAT, off, "node reachable twice"));
         }
-        let node = Node::<K, V>::load(&mut { pool }, &h.geo, off)?;
-        if node.keys.windows(2).any(|p| p[0] >= p[1]) {
-            return Err(corrupt(WHAT, off, "keys not strictly increasing"));
-        }
+        let geo = &h.geo;
+        let node = Raw::load(&mut { pool }, geo, off)?;
         let below = |k: &K| lo.is_some_and(|lo| *k < lo);
         let above = |k: &K| hi.is_some_and(|hi| *k >= hi);
-        if node.keys.iter().any(|k| below(k) || above(k)) {
-            return Err(corrupt(WHAT, off, "key outside its parent's separators"));
-        }
-        if node.leaf {
+        if node.is_leaf() {
+            let sorted = node.sorted::<K>(geo);
+            if sorted.windows(2).any(|p| p[0].0 == p[1].0) {
+                return Err(corrupt(WHAT, off, "a key twice in a leaf"));
+            }
+            if sorted.iter().any(|(k, _)| below(k) || above(k)) {
+                return Err(corrupt(WHAT, off, "key outside its parent's separators"));
+            }
+            if sorted
+                .iter()
+                .any(|(k, i)| node.b[FPS_OFF + i] != fingerprint(bytemuck::bytes_of(k)))
+            {
+                return Err(corrupt(WHAT, off, "a fingerprint that is not its key's"));
+            }
+            if depth > 0 && sorted.len() < geo.min_leaf() {
+                return Err(corrupt(WHAT, off, "leaf with too few entries"));
+            }
             if *w.leaf_depth.get_or_insert(depth) != depth {
                 return Err(corrupt(WHAT, off, "leaves at different depths"));
             }
             w.leaves.push(off);
-            w.entries += node.keys.len() as u64;
+            w.entries += sorted.len() as u64;
             return Ok(());
         }
-        let least = if depth == 0 { 1 } else { h.geo.fanout / 2 };
-        if node.keys.len() < least {
+        let (keys, kids) = node.decode_inner::<K>(geo);
+        if keys.windows(2).any(|p| p[0] >= p[1]) {
+            return Err(corrupt(WHAT, off, "keys not strictly increasing"));
+        }
+        if keys.iter().any(|k| below(k) || above(k)) {
+            return Err(corrupt(WHAT, off, "key outside its parent's separators"));
+        }
+        let least = if depth == 0 { 1 } else { geo.min_inner() };
+        if keys.len() < least {
             return Err(corrupt(WHAT, off, "inner node with too few keys"));
         }
-        if node.next != 0 {
+        if node.next() != 0 {
             return Err(corrupt(WHAT, off, "inner node with a next pointer"));
         }
-        let n = node.keys.len();
-        for (j, &kid) in node.kids.iter().enumerate() {
-            let lo = if j == 0 { lo } else { Some(node.keys[j - 1]) };
-            let hi = if j == n { hi } else { Some(node.keys[j]) };
+        let n = keys.len();
+        for (j, &kid) in kids.iter().enumerate() {
+            let lo = if j == 0 { lo } else { Some(keys[j - 1]) };
+            let hi = if j == n { hi } else { Some(keys[j]) };
             self.walk(pool, h, kid, depth + 1, lo, hi, w)?;
         }
         Ok(())

@@ -1,90 +1,338 @@
-//! Ordered scans: [`BTreeMap::range`] and [`BTreeMap::iter`] descend to
-//! the first leaf in range, then follow the leaf chain, reading one leaf at
-//! a time.
+//! Ordered scans in both directions: [`BTreeMap::range`], [`BTreeMap::iter`]
+//! and their `_tx` forms, which read through a transaction and see its
+//! own writes.
+//!
+//! The front end descends to the first leaf in range and follows the leaf
+//! chain; the back end descends to the last one and, when it runs out,
+//! descends again for the leaf before it (the rightmost one whose keys are
+//! below the current leaf's lower separator): leaves have no back links to
+//! keep. Each end holds one leaf's entries, sorted when read; the ends stop
+//! when they meet.
 
+use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
-use bytemuck::Pod;
-use rewind::Pool;
+use rewind::{Pool, Tx};
 
-use super::node::{Geo, Node};
-use super::{descend, BTreeMap};
-use crate::error::Result;
+use super::node::{Geo, Raw};
+use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
+use crate::error::{corrupt, Result};
+use crate::mem::Mem;
+use crate::types::Stored;
 
-impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
-    /// The entries with keys in `range`, in key order (committed state).
-    /// Nodes are read as the iterator goes; a read error ends it after
-    /// yielding the error.
-    pub fn range<'p>(&self, pool: &'p Pool, range: impl RangeBounds<K>) -> Result<Iter<'p, K, V>> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        let (leaf, pos) = match range.start_bound() {
-            Bound::Unbounded => (Node::load(&mut m, &h.geo, h.first)?, 0),
-            Bound::Included(s) => {
-                let leaf = descend(&mut m, &h, s, None)?;
-                let pos = leaf.keys.partition_point(|k| k < s);
-                (leaf, pos)
-            }
-            Bound::Excluded(s) => {
-                let leaf = descend(&mut m, &h, s, None)?;
-                let pos = leaf.keys.partition_point(|k| k <= s);
-                (leaf, pos)
-            }
+impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+    /// The entries with keys in `range`, in key order, from either end
+    /// (committed state). Nodes are read as the iterator goes; a read
+    /// error ends it after yielding the error.
+    pub fn range<'a>(&self, pool: &'a Pool, range: impl RangeBounds<K>) -> Result<Iter<'a, K, V>> {
+        Iter::new(self, Box::new(pool), range)
+    }
+
+    /// Every entry, in key order (committed state); `.rev()` for
+    /// descending order.
+    pub fn iter<'a>(&self, pool: &'a Pool) -> Result<Iter<'a, K, V>> {
+        self.range(pool, ..)
+    }
+
+    /// [`range`](Self::range) as transaction `tx` sees the map, its own
+    /// writes included.
+    pub fn range_tx<'a, 'p: 'a>(
+        &self,
+        tx: &'a mut Tx<'p>,
+        range: impl RangeBounds<K>,
+    ) -> Result<Iter<'a, K, V>> {
+        Iter::new(self, Box::new(tx), range)
+    }
+
+    /// [`iter`](Self::iter) as transaction `tx` sees the map.
+    pub fn iter_tx<'a, 'p: 'a>(&self, tx: &'a mut Tx<'p>) -> Result<Iter<'a, K, V>> {
+        self.range_tx(tx, ..)
+    }
+
+    /// The entry of the smallest key (committed state).
+    pub fn first_key_value(&self, pool: &Pool) -> Result<Option<(K, V)>> {
+        self.iter(pool)?.next().transpose()
+    }
+
+    /// The entry of the largest key (committed state).
+    pub fn last_key_value(&self, pool: &Pool) -> Result<Option<(K, V)>> {
+        self.iter(pool)?.next_back().transpose()
+    }
+
+    /// The entry of the smallest key, as `tx` sees it.
+    pub fn first_key_value_tx(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        self.iter_tx(tx)?.next().transpose()
+    }
+
+    /// The entry of the largest key, as `tx` sees it.
+    pub fn last_key_value_tx(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        self.iter_tx(tx)?.next_back().transpose()
+    }
+}
+
+/// One end of a scan: the entries of one leaf not yet yielded, in order.
+struct End<K, V> {
+    entries: VecDeque<(K, V)>,
+    /// Front: the next leaf (0: none). Back: the lower separator of the
+    /// leaf the entries came from (`None`: it was the leftmost leaf).
+    next: u64,
+    lower: Option<K>,
+    done: bool,
+}
+
+/// An iterator over a [`BTreeMap`]'s entries in key order, from either
+/// end, reading leaves as it goes (from [`BTreeMap::range`],
+/// [`BTreeMap::iter`] and their `_tx` forms).
+pub struct Iter<'a, K, V> {
+    mem: Box<dyn Mem + 'a>,
+    h: Header,
+    start: Bound<K>,
+    end: Bound<K>,
+    front: End<K, V>,
+    back: End<K, V>,
+    /// The last key each end yielded: the ends stop where they meet.
+    front_key: Option<K>,
+    back_key: Option<K>,
+    /// Whether each end has read its first leaf.
+    front_started: bool,
+    back_started: bool,
+    /// Entries yielded: more than the stored length is a cycle.
+    yielded: u64,
+}
+
+impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
+    fn new(
+        map: &BTreeMap<K, V>,
+        mut mem: Box<dyn Mem + 'a>,
+        range: impl RangeBounds<K>,
+    ) -> Result<Self> {
+        let h = map.header(&mut *mem)?;
+        let empty = || End {
+            entries: VecDeque::new(),
+            next: 0,
+            lower: None,
+            done: false,
         };
         Ok(Iter {
-            pool,
-            geo: h.geo,
-            leaf: Some(leaf),
-            pos,
+            mem,
+            h,
+            start: range.start_bound().cloned(),
             end: range.end_bound().cloned(),
+            front: empty(),
+            back: empty(),
+            front_key: None,
+            back_key: None,
+            front_started: false,
+            back_started: false,
+            yielded: 0,
         })
     }
 
-    /// Every entry, in key order (committed state).
-    pub fn iter<'p>(&self, pool: &'p Pool) -> Result<Iter<'p, K, V>> {
-        self.range(pool, ..)
+    fn below_start(&self, k: &K) -> bool {
+        match &self.start {
+            Bound::Included(s) => k < s,
+            Bound::Excluded(s) => k <= s,
+            Bound::Unbounded => false,
+        }
+    }
+
+    fn above_end(&self, k: &K) -> bool {
+        match &self.end {
+            Bound::Included(e) => k > e,
+            Bound::Excluded(e) => k >= e,
+            Bound::Unbounded => false,
+        }
+    }
+
+    /// The leaf holding the first key at or after the start bound.
+    fn first_leaf(&mut self) -> Result<Raw> {
+        let geo = self.h.geo;
+        let key = match &self.start {
+            Bound::Unbounded => return Raw::load(&mut *self.mem, &geo, self.h.first),
+            Bound::Included(s) | Bound::Excluded(s) => *s,
+        };
+        let (leaf, _) = self.descend(|n, geo| n.child_for(geo, &key))?;
+        Ok(leaf)
+    }
+
+    /// Descends choosing children with `pick`; returns the leaf and its
+    /// lower separator (`None` for the leftmost leaf).
+    fn descend(&mut self, pick: impl Fn(&Raw, &Geo) -> usize) -> Result<(Raw, Option<K>)> {
+        let geo = self.h.geo;
+        let mut node = Raw::load(&mut *self.mem, &geo, self.h.root)?;
+        let mut lower = None;
+        for _ in 0..MAX_DEPTH {
+            if node.is_leaf() {
+                return Ok((node, lower));
+            }
+            let i = pick(&node, &geo);
+            if i > 0 {
+                lower = Some(node.ikey(&geo, i - 1));
+            }
+            node = Raw::load(&mut *self.mem, &geo, node.kid(&geo, i))?;
+        }
+        Err(corrupt(
+            WHAT,
+            self.h.root,
+            "deeper than 64 levels (a cycle?)",
+        ))
+    }
+
+    /// Fills the front end with the next leaf's entries; false at the end.
+    fn refill_front(&mut self) -> Result<bool> {
+        let geo = self.h.geo;
+        // A chain longer than any tree is a cycle: bounded by the leaves
+        // the stored length could need, at least one per entry plus one.
+        for _ in 0..=self.h.len.saturating_add(1) {
+            let leaf = if !self.front_started {
+                self.front_started = true;
+                self.first_leaf()?
+            } else if self.front.next == 0 {
+                return Ok(false);
+            } else {
+                Raw::load(&mut *self.mem, &geo, self.front.next)?
+            };
+            if !leaf.is_leaf() {
+                return Err(corrupt(
+                    WHAT,
+                    leaf.off,
+                    "the leaf chain leads to an inner node",
+                ));
+            }
+            self.front.next = leaf.next();
+            self.front.entries = leaf.sorted_entries(&geo).into();
+            if !self.front.entries.is_empty() {
+                return Ok(true);
+            }
+        }
+        Err(corrupt(
+            WHAT,
+            self.h.first,
+            "a leaf chain longer than the map (a cycle?)",
+        ))
+    }
+
+    /// Fills the back end with the previous leaf's entries; false at the
+    /// start.
+    fn refill_back(&mut self) -> Result<bool> {
+        let geo = self.h.geo;
+        for _ in 0..=self.h.len.saturating_add(1) {
+            let (leaf, lower) = if !self.back_started {
+                self.back_started = true;
+                match self.end {
+                    Bound::Unbounded => self.descend(|n, _| n.count())?,
+                    Bound::Included(e) => self.descend(|n, geo| n.child_for(geo, &e))?,
+                    Bound::Excluded(e) => self.descend(|n, geo| n.child_before(geo, &e))?,
+                }
+            } else {
+                let Some(lo) = self.back.lower else {
+                    return Ok(false);
+                };
+                let (leaf, lower) = self.descend(|n, geo| n.child_before(geo, &lo))?;
+                if lower.is_some_and(|l| l >= lo) {
+                    return Err(corrupt(WHAT, leaf.off, "separators out of order"));
+                }
+                (leaf, lower)
+            };
+            self.back.lower = lower;
+            self.back.entries = leaf.sorted_entries(&geo).into();
+            if !self.back.entries.is_empty() {
+                return Ok(true);
+            }
+        }
+        Err(corrupt(
+            WHAT,
+            self.h.root,
+            "more leaves than the map (a cycle?)",
+        ))
+    }
+
+    fn count(&mut self) -> Result<()> {
+        self.yielded += 1;
+        if self.yielded > self.h.len {
+            return Err(corrupt(
+                WHAT,
+                self.h.root,
+                "more entries than the map's length",
+            ));
+        }
+        Ok(())
+    }
+
+    fn step_front(&mut self) -> Result<Option<(K, V)>> {
+        loop {
+            if self.front.done {
+                return Ok(None);
+            }
+            let Some((k, v)) = self.front.entries.pop_front() else {
+                if !self.refill_front()? {
+                    self.front.done = true;
+                }
+                continue;
+            };
+            if self.below_start(&k) {
+                continue;
+            }
+            let met = self.back_key.is_some_and(|b| k >= b);
+            if met || self.above_end(&k) {
+                self.front.done = true;
+                return Ok(None);
+            }
+            self.front_key = Some(k);
+            self.count()?;
+            return Ok(Some((k, v)));
+        }
+    }
+
+    fn step_back(&mut self) -> Result<Option<(K, V)>> {
+        loop {
+            if self.back.done {
+                return Ok(None);
+            }
+            let Some((k, v)) = self.back.entries.pop_back() else {
+                if !self.refill_back()? {
+                    self.back.done = true;
+                }
+                continue;
+            };
+            if self.above_end(&k) {
+                continue;
+            }
+            let met = self.front_key.is_some_and(|f| k <= f);
+            if met || self.below_start(&k) {
+                self.back.done = true;
+                return Ok(None);
+            }
+            self.back_key = Some(k);
+            self.count()?;
+            return Ok(Some((k, v)));
+        }
     }
 }
 
-/// An iterator over a [`BTreeMap`]'s entries in key order, reading leaves
-/// as it goes (from [`BTreeMap::range`] and [`BTreeMap::iter`]).
-pub struct Iter<'p, K, V> {
-    pool: &'p Pool,
-    geo: Geo,
-    leaf: Option<Node<K, V>>,
-    pos: usize,
-    end: Bound<K>,
-}
-
-impl<K: Pod + Ord, V: Pod> Iterator for Iter<'_, K, V> {
+impl<K: Stored + Ord, V: Stored> Iterator for Iter<'_, K, V> {
     type Item = Result<(K, V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let leaf = self.leaf.as_ref()?;
-            if let Some(&k) = leaf.keys.get(self.pos) {
-                let past = match &self.end {
-                    Bound::Included(e) => k > *e,
-                    Bound::Excluded(e) => k >= *e,
-                    Bound::Unbounded => false,
-                };
-                if past {
-                    self.leaf = None;
-                    return None;
-                }
-                self.pos += 1;
-                return Some(Ok((k, leaf.vals[self.pos - 1])));
+        match self.step_front() {
+            Ok(e) => e.map(Ok),
+            Err(e) => {
+                self.front.done = true;
+                self.back.done = true;
+                Some(Err(e))
             }
-            if leaf.next == 0 {
-                self.leaf = None;
-                return None;
-            }
-            match Node::load(&mut { self.pool }, &self.geo, leaf.next) {
-                Ok(n) => (self.leaf, self.pos) = (Some(n), 0),
-                Err(e) => {
-                    self.leaf = None;
-                    return Some(Err(e));
-                }
+        }
+    }
+}
+
+impl<K: Stored + Ord, V: Stored> DoubleEndedIterator for Iter<'_, K, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self.step_back() {
+            Ok(e) => e.map(Ok),
+            Err(e) => {
+                self.front.done = true;
+                self.back.done = true;
+                Some(Err(e))
             }
         }
     }

@@ -1,82 +1,92 @@
-//! A persistent B+-tree: an ordered map from `K` to `V`.
+//! A persistent B+-tree: an ordered map from `K` to `V`, with leaves laid
+//! out for persistent memory.
 //!
-//! Keys and values live in the leaves; inner nodes hold separators and
-//! child offsets (child `i` holds the keys `k` with `sep[i-1] <= k <
-//! sep[i]`), and the leaves are linked left to right for ordered scans.
-//! Every node has the same fan-out (default [`DEFAULT_FANOUT`] keys),
-//! chosen when the tree is created. Layouts are in `node.rs` and
-//! `docs/collections.md`.
+//! **Leaves** (wB+-tree, Chen & Jin, VLDB 2015; FPTree, Oukid et al.,
+//! SIGMOD 2016) keep their entries in unsorted slots, with a validity
+//! bitmap and a one-byte fingerprint per slot. An insert writes its entry
+//! into a free slot and then one range of the node's first line (the
+//! bitmap, the slot's fingerprint and the stamp); a removal clears a bit.
+//! No entry moves, so no shifted half-node is written or logged. A lookup
+//! compares only the keys whose fingerprint matches (one in 256 of the
+//! others). Scans sort a leaf's entries when they read it.
+//!
+//! **Inner nodes** are sorted arrays of separators and child offsets
+//! (child `i` holds the keys `k` with `sep[i-1] <= k < sep[i]`), kept in
+//! the pool. FPTree keeps them in DRAM and rebuilds them at open; here a
+//! handle is only an offset, inner nodes change only when a leaf splits or
+//! merges (one update in `F / 2` at most), and a descent reads them with
+//! the same loads as DRAM on a mapped pool, so they stay persistent and a
+//! tree opens in constant time. Leaves are linked left to right for scans;
+//! a backward scan finds the previous leaf by descending again.
 //!
 //! **Splits are nested top actions** (MARS; ARIES's "structure
 //! modification operations"): when an insert meets a full leaf, the leaf,
 //! and each full ancestor, is split in a [`Tx::nested_top_action`], so the
-//! split stays even if the insert's transaction rolls back. An aborted
-//! insert may therefore leave a split behind: the tree holds exactly the
-//! entries it held before, in a structurally valid tree with one more,
-//! emptier, node. Space taken by such splits is kept by the tree.
-//!
-//! rewind undoes physically (it restores the bytes a record logged), so a
-//! nested top action must not rewrite bytes that its enclosing transaction
-//! changed and may still undo: undoing them would put back a pre-split
-//! node over the split. Every node therefore records in its `stamp` the id
-//! of the last transaction that changed it outside a nested top action. A
-//! split runs as a nested top action only when none of the nodes it writes
+//! split stays even if the insert's transaction rolls back. A leaf split
+//! copies the upper half of the entries into a new leaf and clears their
+//! bits in the old one. rewind undoes physically, so a nested top action
+//! must not rewrite bytes that its enclosing transaction changed and may
+//! still undo: every node records in its `stamp` the id of the last
+//! transaction that changed it outside a nested top action, and a split
+//! runs as a nested top action only when none of the nodes it writes
 //! carries the running transaction's stamp; otherwise it runs as ordinary
-//! logged writes of the transaction, and rolls back with it. (A stale stamp
-//! equal to a later transaction's id only costs that transaction the
-//! nested top action, never correctness.)
+//! logged writes of the transaction, and rolls back with it.
 //!
-//! **Removal** deletes the entry from its leaf and nothing more: leaves are
-//! never merged, borrowed from or freed, and separators stay. A leaf may
-//! end up empty; inner nodes never lose keys. So after many removals the
-//! tree is larger than its entries need, and is reused by later inserts
-//! into the same key ranges. Bounds, checked by
-//! [`BTreeMap::check_invariants`]: leaves hold 0 to fan-out keys, inner
-//! nodes other than the root `fan-out / 2` to fan-out, the root at least 1.
+//! **Removals merge and rebalance**: a leaf left with fewer than `F / 4`
+//! entries takes entries from a sibling, or, when both fit in one node,
+//! the right one's entries move into the left and the right one is freed;
+//! an inner node left with fewer than `F / 2` keys does the same with its
+//! sibling through the parent's separator; a root left with one child
+//! hands the root to it. These are ordinary writes of the transaction
+//! (the removal already changed the leaf), so a tree emptied by removals
+//! gives its nodes back and shrinks to one leaf.
 //!
-//! Files: `node.rs` the node layout and its decoding, `update.rs` insert,
-//! split and remove, `iter.rs` ordered scans, `check.rs` the invariants
-//! and the block list; this file the handle, the header and lookups.
+//! Files: `node.rs` the node layout and its decoding, `update.rs` insert
+//! and split, `remove.rs` removal, merges and `clear`, `iter.rs` ordered
+//! scans (both directions), `check.rs` the invariants and the block list;
+//! this file the handle, the header and lookups.
 
 mod check;
 mod iter;
 mod node;
+mod remove;
 mod update;
 
 pub use iter::Iter;
 
 use std::marker::PhantomData;
 
-use bytemuck::Pod;
 use rewind::{PPtr, Pool, Tx};
 
-use crate::error::{Error, Result};
-use crate::mem::{check_magic, check_size, le32, le64, Mem};
-use node::{Geo, Node};
+use crate::error::{corrupt, Error, Result};
+use crate::mem::{check_magic, le32, le64, Mem};
+use crate::types::{Stored, TypeTag, TAG_SIZE};
+use node::{fingerprint, store_leaf, Geo, Raw};
 
-/// Keys per node unless [`BTreeMap::create_with_fanout`] says otherwise.
-pub const DEFAULT_FANOUT: usize = 32;
 /// The smallest fan-out.
 pub const MIN_FANOUT: usize = 4;
-/// The largest fan-out.
-pub const MAX_FANOUT: usize = 1024;
+/// The largest fan-out: the bits of a leaf's bitmap.
+pub const MAX_FANOUT: usize = 64;
 
 const WHAT: &str = "B+-tree";
-const MAGIC: [u8; 8] = *b"RWBTREE1";
+const MAGIC: [u8; 8] = *b"RWBTREE2";
+/// The magic of the sorted-leaf layout of earlier versions.
+const OLD_MAGIC: [u8; 8] = *b"RWBTREE1";
 /// Deeper than this is a cycle, not a tree (fan-out 4 and 2^64 entries
 /// need 32 levels).
 const MAX_DEPTH: usize = 64;
 
-// The header block, little-endian (docs/collections.md).
+// The header block, little-endian (docs/collections.md). The fields every
+// update writes (`len`) and every descent reads share the first line.
 const MAGIC_OFF: usize = 0;
-const KEY_SIZE_OFF: usize = MAGIC_OFF + 8;
-const VAL_SIZE_OFF: usize = KEY_SIZE_OFF + 4;
-const FANOUT_OFF: usize = VAL_SIZE_OFF + 4;
+const LEN_OFF: usize = MAGIC_OFF + 8;
+const ROOT_OFF: usize = LEN_OFF + 8;
+const FIRST_OFF: usize = ROOT_OFF + 8;
+const FANOUT_OFF: usize = FIRST_OFF + 8;
 const RESERVED_OFF: usize = FANOUT_OFF + 4;
-const ROOT_OFF: usize = RESERVED_OFF + 4;
-const LEN_OFF: usize = ROOT_OFF + 8;
-const FIRST_OFF: usize = LEN_OFF + 8;
-const HEADER_SIZE: usize = FIRST_OFF + 8;
+const KEY_TAG_OFF: usize = RESERVED_OFF + 4;
+const VAL_TAG_OFF: usize = KEY_TAG_OFF + TAG_SIZE;
+const HEADER_SIZE: usize = VAL_TAG_OFF + TAG_SIZE;
 
 /// A persistent ordered map: a handle to a B+-tree in a pool.
 ///
@@ -142,10 +152,30 @@ struct Header {
     first: u64,
 }
 
-impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
-    /// Creates an empty map with [`DEFAULT_FANOUT`] keys per node.
+/// The largest fan-out whose nodes fit a power-of-two block of at least 16
+/// keys (at most 64 KiB, else the smallest fan-out).
+fn auto_fanout(ks: usize, vs: usize) -> usize {
+    let fits = |f: usize, block: usize| Geo { fanout: f, ks, vs }.size() <= block;
+    let mut block = 512;
+    loop {
+        let f = (MIN_FANOUT..=MAX_FANOUT)
+            .rev()
+            .find(|&f| fits(f, block))
+            .unwrap_or(0);
+        if f >= 16 || block >= 1 << 16 {
+            return f.max(MIN_FANOUT);
+        }
+        block *= 2;
+    }
+}
+
+impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+    /// Creates an empty map. Its fan-out is chosen from the key and value
+    /// sizes: the most keys (up to 64) whose node fits a power-of-two
+    /// block that holds at least 16 (a 1 KiB block of 30 for 8-byte keys
+    /// and 24-byte values).
     pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
-        Self::create_with_fanout(tx, DEFAULT_FANOUT)
+        Self::create_with_fanout(tx, auto_fanout(size_of::<K>(), size_of::<V>()))
     }
 
     /// Creates an empty map whose nodes hold `fanout` keys
@@ -155,20 +185,20 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
             return Err(Error::InvalidArgument {
                 what: "B+-tree fan-out",
                 value: fanout as u64,
-                expected: "4 to 1024 keys per node",
+                expected: "4 to 64 keys per node",
             });
         }
         let geo = Self::geo(fanout);
         let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
         let leaf = tx.alloc_bytes(geo.size() as u64)?;
-        Node::<K, V>::leaf(leaf, tx.id()).store(tx, &geo, 0)?;
+        store_leaf::<K, V>(tx, &geo, leaf, tx.id(), 0, &[])?;
         let mut h = [0u8; HEADER_SIZE];
-        h[MAGIC_OFF..KEY_SIZE_OFF].copy_from_slice(&MAGIC);
-        h[KEY_SIZE_OFF..VAL_SIZE_OFF].copy_from_slice(&(geo.ks as u32).to_le_bytes());
-        h[VAL_SIZE_OFF..FANOUT_OFF].copy_from_slice(&(geo.vs as u32).to_le_bytes());
+        h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);
+        h[ROOT_OFF..FIRST_OFF].copy_from_slice(&leaf.to_le_bytes());
+        h[FIRST_OFF..FANOUT_OFF].copy_from_slice(&leaf.to_le_bytes());
         h[FANOUT_OFF..RESERVED_OFF].copy_from_slice(&(fanout as u32).to_le_bytes());
-        h[ROOT_OFF..LEN_OFF].copy_from_slice(&leaf.to_le_bytes());
-        h[FIRST_OFF..HEADER_SIZE].copy_from_slice(&leaf.to_le_bytes());
+        h[KEY_TAG_OFF..VAL_TAG_OFF].copy_from_slice(&TypeTag::of::<K>().encode());
+        h[VAL_TAG_OFF..HEADER_SIZE].copy_from_slice(&TypeTag::of::<V>().encode());
         tx.write_bytes(hdr, &h)?;
         Ok(Self::from_ptr(PPtr::from_offset(hdr)))
     }
@@ -192,36 +222,28 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
     fn geo(fanout: usize) -> Geo {
         Geo {
             fanout,
-            ks: std::mem::size_of::<K>(),
-            vs: std::mem::size_of::<V>(),
+            ks: size_of::<K>(),
+            vs: size_of::<V>(),
         }
     }
 
-    fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
+    fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
         m.read_at(self.hdr, &mut h)?;
+        if h[..8] == OLD_MAGIC {
+            return Err(Error::UnsupportedLayout {
+                what: WHAT,
+                offset: self.hdr,
+                found: "RWBTREE1",
+                expected: "RWBTREE2",
+            });
+        }
         check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        check_size(
-            WHAT,
-            self.hdr,
-            "key",
-            le32(&h, KEY_SIZE_OFF),
-            size_of::<K>(),
-        )?;
-        check_size(
-            WHAT,
-            self.hdr,
-            "value",
-            le32(&h, VAL_SIZE_OFF),
-            size_of::<V>(),
-        )?;
+        TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
+        TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
         let fanout = le32(&h, FANOUT_OFF) as usize;
         if !(MIN_FANOUT..=MAX_FANOUT).contains(&fanout) {
-            return Err(crate::error::corrupt(
-                WHAT,
-                self.hdr,
-                "fan-out out of range",
-            ));
+            return Err(corrupt(WHAT, self.hdr, "fan-out out of range"));
         }
         Ok(Header {
             geo: Self::geo(fanout),
@@ -231,7 +253,7 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         })
     }
 
-    /// The number of entries.
+    /// The number of entries (stored in the header: O(1)).
     pub fn len(&self, pool: &Pool) -> Result<u64> {
         Ok(self.header(&mut { pool })?.len)
     }
@@ -246,22 +268,23 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         Ok(self.header(tx)?.len)
     }
 
+    /// Keys per node, chosen at creation.
+    pub fn fanout(&self, pool: &Pool) -> Result<usize> {
+        Ok(self.header(&mut { pool })?.geo.fanout)
+    }
+
     /// Levels of the tree: 1 while the root is a leaf (committed state).
     pub fn height(&self, pool: &Pool) -> Result<u32> {
         let mut m = pool;
         let h = self.header(&mut m)?;
-        let mut node = Node::<K, V>::load(&mut m, &h.geo, h.root)?;
+        let mut node = Raw::load(&mut m, &h.geo, h.root)?;
         for height in 1..=MAX_DEPTH as u32 {
-            if node.leaf {
+            if node.is_leaf() {
                 return Ok(height);
             }
-            node = Node::load(&mut m, &h.geo, node.kids[0])?;
+            node = Raw::load(&mut m, &h.geo, node.kid(&h.geo, 0))?;
         }
-        Err(crate::error::corrupt(
-            WHAT,
-            h.root,
-            "deeper than 64 levels (a cycle?)",
-        ))
+        Err(corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
     }
 
     /// The value of `k` (committed state).
@@ -274,36 +297,47 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         self.get_in(tx, k)
     }
 
-    fn get_in<M: Mem>(&self, m: &mut M, k: &K) -> Result<Option<V>> {
+    /// True if `k` has a value (committed state).
+    pub fn contains_key(&self, pool: &Pool, k: &K) -> Result<bool> {
+        Ok(self.get(pool, k)?.is_some())
+    }
+
+    /// True if `k` has a value, as `tx` sees it.
+    pub fn contains_key_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<bool> {
+        Ok(self.get_tx(tx, k)?.is_some())
+    }
+
+    fn get_in<M: Mem + ?Sized>(&self, m: &mut M, k: &K) -> Result<Option<V>> {
         let h = self.header(m)?;
         let leaf = descend(m, &h, k, None)?;
-        Ok(leaf.keys.binary_search(k).ok().map(|i| leaf.vals[i]))
+        let fp = fingerprint(bytemuck::bytes_of(k));
+        match leaf.find_in(m, &h.geo, k, fp)? {
+            Some(i) => Ok(Some(leaf.val_in(m, &h.geo, i)?)),
+            None => Ok(None),
+        }
     }
 }
 
 /// Walks from the root to the leaf that holds (or would hold) `k`,
-/// recording each inner node and the child taken in `path`.
-fn descend<K: Pod + Ord, V: Pod, M: Mem>(
+/// recording each inner node and the child taken in `path`. The leaf is
+/// read as [`Raw::load_head`] reads it: its words and fingerprints.
+fn descend<K: Stored + Ord, M: Mem + ?Sized>(
     m: &mut M,
     h: &Header,
     k: &K,
-    mut path: Option<&mut Vec<(Node<K, V>, usize)>>,
-) -> Result<Node<K, V>> {
-    let mut node = Node::load(m, &h.geo, h.root)?;
+    mut path: Option<&mut Vec<(Raw, usize)>>,
+) -> Result<Raw> {
+    let mut node = Raw::load_head(m, &h.geo, h.root)?;
     for _ in 0..MAX_DEPTH {
-        if node.leaf {
+        if node.is_leaf() {
             return Ok(node);
         }
-        let i = node.keys.partition_point(|s| s <= k);
-        let child = Node::load(m, &h.geo, node.kids[i])?;
+        let i = node.child_for(&h.geo, k);
+        let child = Raw::load_head(m, &h.geo, node.kid(&h.geo, i))?;
         if let Some(p) = path.as_deref_mut() {
             p.push((node, i));
         }
         node = child;
     }
-    Err(crate::error::corrupt(
-        WHAT,
-        h.root,
-        "deeper than 64 levels (a cycle?)",
-    ))
+    Err(corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
 }

@@ -1,27 +1,36 @@
-//! B+-tree nodes on media, and their in-memory decoding.
+//! B+-tree nodes on media, read into a byte buffer and decoded field by
+//! field as they are needed (a lookup reads a leaf's first line and then
+//! only the slots whose fingerprints match).
 //!
-//! Every node is one block of [`Geo::size`] bytes (leaf and inner alike, so
-//! a block's role could change without reallocation), little-endian:
+//! Every node is one block of [`Geo::size`] bytes, leaf and inner alike.
+//! Little-endian; `F` is the fan-out (at most 64, the bits of the bitmap),
+//! `ks` and `vs` the key and value sizes:
 //!
 //! ```text
-//! 0   kind   u32   1 = leaf, 2 = inner
-//! 4   count  u32   keys in use, 0..=fan-out
-//! 8   stamp  u64   id of the last transaction that changed the node outside
-//!                  a nested top action (see the module docs of `btree`)
-//! 16  next   u64   leaf: offset of the next leaf (0: last); inner: 0
-//! 24  keys   fan-out × size_of::<K>()
-//! ..  leaf:  fan-out × size_of::<V>()       values
-//!     inner: (fan-out + 1) × u64 (LE)       child offsets
+//! leaf (wB+-tree / FPTree: unsorted slots)     inner (sorted)
+//! 0   kind    u32  1                           0   kind   u32  2
+//! 4   zero    u32  0                           4   count  u32  keys in use, 0..=F
+//! 8   stamp   u64  (see the module docs)       8   stamp  u64
+//! 16  next    u64  next leaf (0: last)         16  zero   u64  0
+//! 24  bitmap  u64  bit i: slot i holds an entry 24  keys   F × ks, ascending
+//! 32  fps     [u8; F] slot i's key fingerprint  ..   kids   (F + 1) × u64
+//! S   slots   F × (ks + vs): key, then value
+//!     where S = 32 + F rounded up to 8
 //! ```
 //!
-//! Bytes past `count` (keys, values, children) are unspecified. Keys and
-//! values are their in-memory bytes, read back unaligned.
+//! A slot whose bit is clear is free, whatever its bytes; a leaf's entries
+//! are in no order, its bitmap says which slots hold one. An insert writes
+//! the slot, then the bitmap and the slot's fingerprint (one write: bytes
+//! 8.. of the first line, the stamp with them); a removal writes only the
+//! bitmap word. With a fan-out up to 32 the stamp, next, bitmap and
+//! fingerprints share the node's first 64-byte line.
 
 use bytemuck::Pod;
 use rewind::Tx;
 
 use crate::error::{corrupt, Result};
 use crate::mem::{le32, le64, Mem};
+use crate::types::fnv1a;
 
 pub(super) const KIND_LEAF: u32 = 1;
 pub(super) const KIND_INNER: u32 = 2;
@@ -29,9 +38,21 @@ pub(super) const KIND_OFF: usize = 0;
 pub(super) const COUNT_OFF: usize = KIND_OFF + 4;
 pub(super) const STAMP_OFF: usize = COUNT_OFF + 4;
 pub(super) const NEXT_OFF: usize = STAMP_OFF + 8;
+/// Leaf: the validity bitmap.
+pub(super) const BITMAP_OFF: usize = NEXT_OFF + 8;
+/// Leaf: one fingerprint byte per slot.
+pub(super) const FPS_OFF: usize = BITMAP_OFF + 8;
+/// Inner: the separators.
 pub(super) const KEYS_OFF: usize = NEXT_OFF + 8;
 
 const WHAT: &str = "B+-tree node";
+
+/// A key's one-byte fingerprint (FPTree): the top byte of its FNV-1a hash,
+/// finished with a multiply so that short keys spread too.
+pub(super) fn fingerprint(key: &[u8]) -> u8 {
+    let h = fnv1a(key);
+    ((h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 56) as u8
+}
 
 /// A tree's node geometry: fan-out and the key and value sizes.
 #[derive(Clone, Copy, Debug)]
@@ -42,113 +63,330 @@ pub(super) struct Geo {
 }
 
 impl Geo {
-    /// Offset of the values (leaf) or children (inner) in a node.
-    fn slots_off(&self) -> usize {
+    /// Where a leaf's slots start.
+    pub fn slots_off(&self) -> usize {
+        (FPS_OFF + self.fanout).next_multiple_of(8)
+    }
+
+    /// Where leaf slot `i` starts.
+    pub fn slot(&self, i: usize) -> usize {
+        self.slots_off() + i * (self.ks + self.vs)
+    }
+
+    /// Where an inner node's children start.
+    pub fn kids_off(&self) -> usize {
         KEYS_OFF + self.fanout * self.ks
     }
 
     /// Bytes of every node of this tree.
     pub fn size(&self) -> usize {
-        self.slots_off() + (self.fanout * self.vs).max((self.fanout + 1) * 8)
+        self.slot(self.fanout)
+            .max(self.kids_off() + (self.fanout + 1) * 8)
     }
-}
 
-/// A node decoded: `vals` for a leaf, `kids` (`keys.len() + 1` of them)
-/// for an inner node.
-#[derive(Debug)]
-pub(super) struct Node<K, V> {
-    pub off: u64,
-    pub leaf: bool,
-    pub stamp: u64,
-    pub next: u64,
-    pub keys: Vec<K>,
-    pub vals: Vec<V>,
-    pub kids: Vec<u64>,
-}
-
-impl<K: Pod, V: Pod> Node<K, V> {
-    /// An empty leaf at `off`.
-    pub fn leaf(off: u64, stamp: u64) -> Self {
-        Node {
-            off,
-            leaf: true,
-            stamp,
-            next: 0,
-            keys: Vec::new(),
-            vals: Vec::new(),
-            kids: Vec::new(),
+    /// The bitmap with every slot in use.
+    pub fn full(&self) -> u64 {
+        if self.fanout == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.fanout) - 1
         }
     }
 
-    /// Reads and decodes the node at `off`.
-    pub fn load<M: Mem>(m: &mut M, geo: &Geo, off: u64) -> Result<Self> {
+    /// The fewest entries of a leaf other than the root: a removal that
+    /// leaves fewer merges the leaf or borrows from a sibling.
+    pub fn min_leaf(&self) -> usize {
+        self.fanout / 4
+    }
+
+    /// The fewest keys of an inner node other than the root.
+    pub fn min_inner(&self) -> usize {
+        self.fanout / 2
+    }
+}
+
+/// A node's bytes as read, with its offset.
+#[derive(Clone, Debug)]
+pub(super) struct Raw {
+    pub off: u64,
+    pub b: Vec<u8>,
+}
+
+impl Raw {
+    /// Reads the node at `off` and checks what decoding relies on: its
+    /// kind, an inner node's count, a leaf's bitmap within the fan-out.
+    pub fn load<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
         if off == 0 {
             return Err(corrupt(WHAT, off, "null child or root pointer"));
         }
         let mut b = vec![0u8; geo.size()];
         m.read_at(off, &mut b)?;
-        let leaf = match le32(&b, KIND_OFF) {
-            KIND_LEAF => true,
-            KIND_INNER => false,
-            _ => return Err(corrupt(WHAT, off, "unknown node kind")),
-        };
-        let n = le32(&b, COUNT_OFF) as usize;
-        if n > geo.fanout {
-            return Err(corrupt(WHAT, off, "key count above the fan-out"));
+        let n = Raw { off, b };
+        match le32(&n.b, KIND_OFF) {
+            KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
+                Err(corrupt(WHAT, off, "bitmap bits past the fan-out"))
+            }
+            KIND_LEAF => Ok(n),
+            KIND_INNER if n.count() > geo.fanout => {
+                Err(corrupt(WHAT, off, "key count above the fan-out"))
+            }
+            KIND_INNER => Ok(n),
+            _ => Err(corrupt(WHAT, off, "unknown node kind")),
         }
-        let keys = (0..n)
-            .map(|i| bytemuck::pod_read_unaligned(&b[KEYS_OFF + i * geo.ks..][..geo.ks]))
-            .collect();
-        let slots = geo.slots_off();
-        let (vals, kids) = if leaf {
-            let vals = (0..n)
-                .map(|i| bytemuck::pod_read_unaligned(&b[slots + i * geo.vs..][..geo.vs]))
-                .collect();
-            (vals, Vec::new())
-        } else {
-            (
-                Vec::new(),
-                (0..=n).map(|i| le64(&b, slots + i * 8)).collect(),
-            )
-        };
-        Ok(Node {
-            off,
-            leaf,
-            stamp: le64(&b, STAMP_OFF),
-            next: le64(&b, NEXT_OFF),
-            keys,
-            vals,
-            kids,
-        })
     }
 
-    /// Writes the node's header and its keys and values (or children)
-    /// from index `from` on: what an insert or removal at `from` shifted.
-    pub fn store(&self, tx: &mut Tx<'_>, geo: &Geo, from: usize) -> Result<()> {
-        let n = self.keys.len();
-        let mut h = [0u8; KEYS_OFF];
-        let kind = if self.leaf { KIND_LEAF } else { KIND_INNER };
-        h[KIND_OFF..COUNT_OFF].copy_from_slice(&kind.to_le_bytes());
-        h[COUNT_OFF..STAMP_OFF].copy_from_slice(&(n as u32).to_le_bytes());
-        h[STAMP_OFF..NEXT_OFF].copy_from_slice(&self.stamp.to_le_bytes());
-        h[NEXT_OFF..KEYS_OFF].copy_from_slice(&self.next.to_le_bytes());
-        tx.write_bytes(self.off, &h)?;
-        if from < n {
-            let keys: &[K] = &self.keys[from..];
-            let at = self.off + (KEYS_OFF + from * geo.ks) as u64;
-            tx.write_bytes(at, bytemuck::cast_slice(keys))?;
+    /// Reads what a descent needs of the node at `off`: an inner node's
+    /// separators and children, a leaf's words and fingerprints only (its
+    /// slots are read one at a time by [`find_in`](Self::find_in) and
+    /// [`val_in`](Self::val_in)): a lookup reads the leaf's first line and
+    /// the slots whose fingerprint matches, not the whole node. The rest
+    /// of the buffer is zeros; [`load`](Self::load) reads a whole node.
+    pub fn load_head<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
+        if off == 0 {
+            return Err(corrupt(WHAT, off, "null child or root pointer"));
         }
-        let slots = self.off + geo.slots_off() as u64;
-        if self.leaf && from < n {
-            let vals: &[V] = &self.vals[from..];
-            tx.write_bytes(slots + (from * geo.vs) as u64, bytemuck::cast_slice(vals))?;
-        } else if !self.leaf && from <= n {
-            let kids: std::vec::Vec<u8> = self.kids[from..]
-                .iter()
-                .flat_map(|k| k.to_le_bytes())
-                .collect();
-            tx.write_bytes(slots + (from * 8) as u64, &kids)?;
+        let head = geo.slots_off();
+        let mut b = vec![0u8; geo.size()];
+        m.read_at(off, &mut b[..head])?;
+        let n = Raw { off, b };
+        match le32(&n.b, KIND_OFF) {
+            KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
+                Err(corrupt(WHAT, off, "bitmap bits past the fan-out"))
+            }
+            KIND_LEAF => Ok(n),
+            KIND_INNER if n.count() > geo.fanout => {
+                Err(corrupt(WHAT, off, "key count above the fan-out"))
+            }
+            KIND_INNER => {
+                let mut n = n;
+                let end = geo.kids_off() + (n.count() + 1) * 8;
+                if end > head {
+                    m.read_at(off + head as u64, &mut n.b[head..end])?;
+                }
+                Ok(n)
+            }
+            _ => Err(corrupt(WHAT, off, "unknown node kind")),
         }
+    }
+
+    /// The slot holding `k` (fingerprint `fp`), reading only the keys
+    /// whose fingerprint matches.
+    pub fn find_in<K: Pod + Ord, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        k: &K,
+        fp: u8,
+    ) -> Result<Option<usize>> {
+        let mut bits = self.bitmap();
+        let mut key = vec![0u8; geo.ks];
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if self.b[FPS_OFF + i] == fp {
+                m.read_at(self.off + geo.slot(i) as u64, &mut key)?;
+                if bytemuck::pod_read_unaligned::<K>(&key) == *k {
+                    return Ok(Some(i));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The value in slot `i`, read from the pool.
+    pub fn val_in<V: Pod, M: Mem + ?Sized>(&self, m: &mut M, geo: &Geo, i: usize) -> Result<V> {
+        let mut v = V::zeroed();
+        let at = self.off + (geo.slot(i) + geo.ks) as u64;
+        m.read_at(at, bytemuck::bytes_of_mut(&mut v))?;
+        Ok(v)
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        le32(&self.b, KIND_OFF) == KIND_LEAF
+    }
+
+    pub fn stamp(&self) -> u64 {
+        le64(&self.b, STAMP_OFF)
+    }
+
+    pub fn next(&self) -> u64 {
+        le64(&self.b, NEXT_OFF)
+    }
+
+    // ---- leaves ----
+
+    pub fn bitmap(&self) -> u64 {
+        le64(&self.b, BITMAP_OFF)
+    }
+
+    /// Entries in a leaf.
+    pub fn entries(&self) -> usize {
+        self.bitmap().count_ones() as usize
+    }
+
+    pub fn key<K: Pod>(&self, geo: &Geo, i: usize) -> K {
+        bytemuck::pod_read_unaligned(&self.b[geo.slot(i)..][..geo.ks])
+    }
+
+    pub fn val<V: Pod>(&self, geo: &Geo, i: usize) -> V {
+        bytemuck::pod_read_unaligned(&self.b[geo.slot(i) + geo.ks..][..geo.vs])
+    }
+
+    /// The leaf's entries in key order, as (key, slot).
+    pub fn sorted<K: Pod + Ord>(&self, geo: &Geo) -> Vec<(K, usize)> {
+        let mut bits = self.bitmap();
+        let mut out = Vec::with_capacity(bits.count_ones() as usize);
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            out.push((self.key::<K>(geo, i), i));
+        }
+        out.sort_unstable_by_key(|e| e.0);
+        out
+    }
+
+    /// The leaf's entries in key order.
+    pub fn sorted_entries<K: Pod + Ord, V: Pod>(&self, geo: &Geo) -> Vec<(K, V)> {
+        self.sorted::<K>(geo)
+            .into_iter()
+            .map(|(k, i)| (k, self.val(geo, i)))
+            .collect()
+    }
+
+    /// Sets the stamp, next and bitmap words in the buffer.
+    pub fn set_words(&mut self, stamp: u64, next: u64, bitmap: u64) {
+        self.b[STAMP_OFF..NEXT_OFF].copy_from_slice(&stamp.to_le_bytes());
+        self.b[NEXT_OFF..BITMAP_OFF].copy_from_slice(&next.to_le_bytes());
+        self.b[BITMAP_OFF..FPS_OFF].copy_from_slice(&bitmap.to_le_bytes());
+    }
+
+    /// Writes the buffer's bytes from the stamp up to `end` (the bitmap's
+    /// end, or past a fingerprint) in one write.
+    pub fn write_words(&self, tx: &mut Tx<'_>, end: usize) -> Result<()> {
+        Ok(tx.write_bytes(self.off + STAMP_OFF as u64, &self.b[STAMP_OFF..end])?)
+    }
+
+    /// Puts `k`, `v` in free slot `i` of the buffer and the pool, and sets
+    /// its fingerprint in the buffer (the caller writes the words).
+    pub fn put_slot<K: Pod, V: Pod>(
+        &mut self,
+        tx: &mut Tx<'_>,
+        geo: &Geo,
+        i: usize,
+        k: &K,
+        v: &V,
+    ) -> Result<()> {
+        let at = geo.slot(i);
+        self.b[at..at + geo.ks].copy_from_slice(bytemuck::bytes_of(k));
+        self.b[at + geo.ks..at + geo.ks + geo.vs].copy_from_slice(bytemuck::bytes_of(v));
+        self.b[FPS_OFF + i] = fingerprint(bytemuck::bytes_of(k));
+        tx.write_bytes(self.off + at as u64, &self.b[at..at + geo.ks + geo.vs])?;
         Ok(())
     }
+
+    // ---- inner nodes ----
+
+    /// Keys in use in an inner node.
+    pub fn count(&self) -> usize {
+        le32(&self.b, COUNT_OFF) as usize
+    }
+
+    pub fn ikey<K: Pod>(&self, geo: &Geo, i: usize) -> K {
+        bytemuck::pod_read_unaligned(&self.b[KEYS_OFF + i * geo.ks..][..geo.ks])
+    }
+
+    pub fn kid(&self, geo: &Geo, i: usize) -> u64 {
+        le64(&self.b, geo.kids_off() + i * 8)
+    }
+
+    /// The child that holds `k`: the number of separators `<= k`.
+    pub fn child_for<K: Pod + Ord>(&self, geo: &Geo, k: &K) -> usize {
+        self.partition(|s: &K| s <= k, geo)
+    }
+
+    /// The child that holds the largest keys `< k`.
+    pub fn child_before<K: Pod + Ord>(&self, geo: &Geo, k: &K) -> usize {
+        self.partition(|s: &K| s < k, geo)
+    }
+
+    fn partition<K: Pod>(&self, pred: impl Fn(&K) -> bool, geo: &Geo) -> usize {
+        let (mut lo, mut hi) = (0, self.count());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(&self.ikey(geo, mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// An inner node's separators and children.
+    pub fn decode_inner<K: Pod>(&self, geo: &Geo) -> (Vec<K>, Vec<u64>) {
+        let n = self.count();
+        (
+            (0..n).map(|i| self.ikey(geo, i)).collect(),
+            (0..=n).map(|i| self.kid(geo, i)).collect(),
+        )
+    }
+}
+
+/// Writes an inner node: its first 24 bytes, then its separators and
+/// children from index `from` on (what an insert or removal at `from`
+/// shifted; 0 for a new node).
+pub(super) fn store_inner<K: Pod>(
+    tx: &mut Tx<'_>,
+    geo: &Geo,
+    off: u64,
+    stamp: u64,
+    keys: &[K],
+    kids: &[u64],
+    from: usize,
+) -> Result<()> {
+    let n = keys.len();
+    let mut h = [0u8; KEYS_OFF];
+    h[KIND_OFF..COUNT_OFF].copy_from_slice(&KIND_INNER.to_le_bytes());
+    h[COUNT_OFF..STAMP_OFF].copy_from_slice(&(n as u32).to_le_bytes());
+    h[STAMP_OFF..NEXT_OFF].copy_from_slice(&stamp.to_le_bytes());
+    tx.write_bytes(off, &h)?;
+    if from < n {
+        let at = off + (KEYS_OFF + from * geo.ks) as u64;
+        tx.write_bytes(at, bytemuck::cast_slice(&keys[from..]))?;
+    }
+    if from <= n {
+        let kids: Vec<u8> = kids[from..].iter().flat_map(|k| k.to_le_bytes()).collect();
+        tx.write_bytes(off + (geo.kids_off() + from * 8) as u64, &kids)?;
+    }
+    Ok(())
+}
+
+/// Writes a whole leaf holding `entries` in slots `0..n` (a new node, or
+/// one rebuilt).
+pub(super) fn store_leaf<K: Pod, V: Pod>(
+    tx: &mut Tx<'_>,
+    geo: &Geo,
+    off: u64,
+    stamp: u64,
+    next: u64,
+    entries: &[(K, V)],
+) -> Result<()> {
+    let n = entries.len();
+    let bitmap = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let mut h = vec![0u8; FPS_OFF + n];
+    h[KIND_OFF..COUNT_OFF].copy_from_slice(&KIND_LEAF.to_le_bytes());
+    h[STAMP_OFF..NEXT_OFF].copy_from_slice(&stamp.to_le_bytes());
+    h[NEXT_OFF..BITMAP_OFF].copy_from_slice(&next.to_le_bytes());
+    h[BITMAP_OFF..FPS_OFF].copy_from_slice(&bitmap.to_le_bytes());
+    let mut slots = Vec::with_capacity(n * (geo.ks + geo.vs));
+    for (i, (k, v)) in entries.iter().enumerate() {
+        h[FPS_OFF + i] = fingerprint(bytemuck::bytes_of(k));
+        slots.extend_from_slice(bytemuck::bytes_of(k));
+        slots.extend_from_slice(bytemuck::bytes_of(v));
+    }
+    tx.write_bytes(off, &h)?;
+    if n > 0 {
+        tx.write_bytes(off + geo.slots_off() as u64, &slots)?;
+    }
+    Ok(())
 }

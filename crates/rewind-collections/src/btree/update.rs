@@ -1,48 +1,59 @@
-//! Changes to the tree: insert (with splits, as nested top actions when
-//! the nodes are clean; see the module docs of `btree`) and remove.
+//! Inserts: one slot and one range of the leaf's first line, or a split
+//! (as a nested top action when the nodes are clean; see the module docs
+//! of `btree`).
 
-use bytemuck::Pod;
 use rewind::Tx;
 
-use super::node::Node;
+use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
 use super::{descend, BTreeMap, Header, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
+use crate::types::Stored;
 
-impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
+impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// Sets `k` to `v`; returns the value it replaced.
     ///
-    /// May split nodes in nested top actions, which stay if the
-    /// transaction rolls back (see the module docs). Fails, leaving the
-    /// map as it was, when the pool is out of memory for a new node.
+    /// A new key takes a free slot of its leaf: the slot and the leaf's
+    /// bitmap and fingerprint are written, nothing moves. A full leaf is
+    /// split first, in a nested top action that stays if the transaction
+    /// rolls back (see the module docs). Fails, leaving the map as it was,
+    /// when the pool is out of memory for a new node.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
         let id = tx.id();
+        let fp = fingerprint(bytemuck::bytes_of(&k));
         // At most one split per level, then the key's leaf has room.
         for _ in 0..=MAX_DEPTH {
             let h = self.header(tx)?;
             let mut path = Vec::new();
             let mut leaf = descend(tx, &h, &k, Some(&mut path))?;
-            match leaf.keys.binary_search(&k) {
-                Ok(i) => {
-                    let old = std::mem::replace(&mut leaf.vals[i], v);
-                    leaf.stamp = id;
-                    leaf.store(tx, &h.geo, i)?;
-                    return Ok(Some(old));
+            let geo = h.geo;
+            if let Some(i) = leaf.find_in(tx, &geo, &k, fp)? {
+                let old: V = leaf.val_in(tx, &geo, i)?;
+                let at = leaf.off + (geo.slot(i) + geo.ks) as u64;
+                tx.write_bytes(at, bytemuck::bytes_of(&v))?;
+                if leaf.stamp() != id {
+                    let (next, bitmap) = (leaf.next(), leaf.bitmap());
+                    leaf.set_words(id, next, bitmap);
+                    leaf.write_words(tx, FPS_OFF)?;
                 }
-                Err(i) if leaf.keys.len() < h.geo.fanout => {
-                    leaf.keys.insert(i, k);
-                    leaf.vals.insert(i, v);
-                    leaf.stamp = id;
-                    leaf.store(tx, &h.geo, i)?;
-                    let len = (h.len.checked_add(1))
-                        .ok_or_else(|| corrupt(WHAT, self.hdr, "length at its maximum"))?;
-                    put64(tx, self.hdr + LEN_OFF as u64, len)?;
-                    return Ok(None);
-                }
-                Err(_) => self.split(tx, &h, path, leaf)?,
+                return Ok(Some(old));
             }
+            let free = !leaf.bitmap() & geo.full();
+            if free != 0 {
+                let i = free.trailing_zeros() as usize;
+                leaf.put_slot(tx, &geo, i, &k, &v)?;
+                let (next, bitmap) = (leaf.next(), leaf.bitmap() | 1 << i);
+                leaf.set_words(id, next, bitmap);
+                leaf.write_words(tx, FPS_OFF + i + 1)?;
+                let len = (h.len.checked_add(1))
+                    .ok_or_else(|| corrupt(WHAT, self.hdr, "length at its maximum"))?;
+                put64(tx, self.hdr + LEN_OFF as u64, len)?;
+                return Ok(None);
+            }
+            let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
+            self.split(tx, &h, path, leaf)?;
         }
-        Err(crate::error::corrupt(
+        Err(corrupt(
             WHAT,
             self.hdr,
             "a full leaf stays full after splitting",
@@ -52,18 +63,12 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
     /// Splits the full `leaf` (and its full ancestors on `path`): as a
     /// nested top action if none of the nodes it writes has uncommitted
     /// changes of this transaction, else as part of the transaction.
-    fn split(
-        &self,
-        tx: &mut Tx<'_>,
-        h: &Header,
-        path: Vec<(Node<K, V>, usize)>,
-        leaf: Node<K, V>,
-    ) -> Result<()> {
+    fn split(&self, tx: &mut Tx<'_>, h: &Header, path: Vec<(Raw, usize)>, leaf: Raw) -> Result<()> {
         let id = tx.id();
-        let mut clean = leaf.stamp != id;
+        let mut clean = leaf.stamp() != id;
         for (n, _) in path.iter().rev() {
-            clean &= n.stamp != id;
-            if n.keys.len() < h.geo.fanout {
+            clean &= n.stamp() != id;
+            if n.count() < h.geo.fanout {
                 break; // takes the separator, splits no further
             }
         }
@@ -81,63 +86,50 @@ impl<K: Pod + Ord, V: Pod> BTreeMap<K, V> {
         &self,
         tx: &mut Tx<'_>,
         h: &Header,
-        mut path: Vec<(Node<K, V>, usize)>,
-        mut left: Node<K, V>,
+        mut path: Vec<(Raw, usize)>,
+        mut left: Raw,
         stamp: Option<u64>,
     ) -> Result<()> {
         let geo = &h.geo;
         let size = geo.size() as u64;
-        let mid = left.keys.len() / 2;
-        let mut right = Node::leaf(tx.alloc_bytes(size)?, stamp.unwrap_or(0));
-        right.keys = left.keys.split_off(mid);
-        right.vals = left.vals.split_off(mid);
-        right.next = left.next;
-        left.next = right.off;
-        left.stamp = stamp.unwrap_or(left.stamp);
-        right.store(tx, geo, 0)?;
-        left.store(tx, geo, left.keys.len())?; // header: count and next
-        let mut sep = right.keys[0];
-        let mut right_off = right.off;
-        while let Some((mut parent, i)) = path.pop() {
-            parent.keys.insert(i, sep);
-            parent.kids.insert(i + 1, right_off);
-            parent.stamp = stamp.unwrap_or(parent.stamp);
-            if parent.keys.len() <= geo.fanout {
-                return parent.store(tx, geo, i);
+        // The upper half of the entries moves to a new leaf; the lower
+        // half stays in its slots, the others' bits are cleared.
+        let sorted = left.sorted::<K>(geo);
+        let mid = sorted.len() / 2;
+        let moved: Vec<(K, V)> = sorted[mid..]
+            .iter()
+            .map(|&(k, i)| (k, left.val(geo, i)))
+            .collect();
+        let right = tx.alloc_bytes(size)?;
+        let new_stamp = stamp.unwrap_or(0);
+        store_leaf(tx, geo, right, new_stamp, left.next(), &moved)?;
+        let kept = sorted[mid..]
+            .iter()
+            .fold(left.bitmap(), |b, &(_, i)| b & !(1u64 << i));
+        left.set_words(stamp.unwrap_or(left.stamp()), right, kept);
+        left.write_words(tx, FPS_OFF)?;
+        let mut sep = moved[0].0;
+        let mut right_off = right;
+        while let Some((parent, i)) = path.pop() {
+            let (mut keys, mut kids) = parent.decode_inner::<K>(geo);
+            keys.insert(i, sep);
+            kids.insert(i + 1, right_off);
+            let pstamp = stamp.unwrap_or(parent.stamp());
+            if keys.len() <= geo.fanout {
+                return store_inner(tx, geo, parent.off, pstamp, &keys, &kids, i);
             }
             // fan-out + 1 keys: the middle one moves up.
-            let mid = parent.keys.len() / 2;
-            let mut right = Node::<K, V>::leaf(tx.alloc_bytes(size)?, stamp.unwrap_or(0));
-            right.leaf = false;
-            right.keys = parent.keys.split_off(mid + 1);
-            right.kids = parent.kids.split_off(mid + 1);
-            sep = parent.keys.pop().expect("mid key");
-            right.store(tx, geo, 0)?;
-            parent.store(tx, geo, i.min(parent.keys.len()))?;
-            right_off = right.off;
+            let mid = keys.len() / 2;
+            let rkeys = keys.split_off(mid + 1);
+            let rkids = kids.split_off(mid + 1);
+            sep = keys.pop().expect("the middle key");
+            let r = tx.alloc_bytes(size)?;
+            store_inner(tx, geo, r, new_stamp, &rkeys, &rkids, 0)?;
+            store_inner(tx, geo, parent.off, pstamp, &keys, &kids, i.min(keys.len()))?;
+            right_off = r;
         }
-        let mut root = Node::<K, V>::leaf(tx.alloc_bytes(size)?, stamp.unwrap_or(0));
-        root.leaf = false;
-        root.keys = vec![sep];
-        root.kids = vec![h.root, right_off];
-        root.store(tx, geo, 0)?;
-        put64(tx, self.hdr + ROOT_OFF as u64, root.off)
-    }
-
-    /// Removes `k`; returns its value. Leaves are not merged (module docs).
-    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
-        let h = self.header(tx)?;
-        let mut leaf = descend(tx, &h, k, None)?;
-        let Ok(i) = leaf.keys.binary_search(k) else {
-            return Ok(None);
-        };
-        leaf.keys.remove(i);
-        let old = leaf.vals.remove(i);
-        leaf.stamp = tx.id();
-        leaf.store(tx, &h.geo, i)?;
-        let len = (h.len.checked_sub(1))
-            .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
-        put64(tx, self.hdr + LEN_OFF as u64, len)?;
-        Ok(Some(old))
+        let root = tx.alloc_bytes(size)?;
+        store_inner(tx, geo, root, new_stamp, &[sep], &[h.root, right_off], 0)?;
+        put64(tx, self.hdr + ROOT_OFF as u64, root)
     }
 }

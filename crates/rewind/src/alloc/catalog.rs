@@ -126,15 +126,14 @@ pub fn decode(off: u64, block: &[u8]) -> Result<Vec<NamedRoot>, Error> {
     Ok(out)
 }
 
+/// How [`read`] reads committed bytes.
+pub type ReadFn<'a> = dyn Fn(u64, &mut [u8]) -> Result<(), Error> + 'a;
+
 /// Reads the catalog through `read` (the committed bytes: under
 /// redo-async some may still wait in the write cache): its roots, each
 /// verified to be an allocated block at least its type's size, and the
 /// catalog itself an allocated block. Empty without a catalog.
-pub fn read(
-    d: &Domain,
-    l: &Layout,
-    read: &dyn Fn(u64, &mut [u8]) -> Result<(), Error>,
-) -> Result<Vec<NamedRoot>, Error> {
+pub fn read(d: &Domain, l: &Layout, read: &ReadFn<'_>) -> Result<Vec<NamedRoot>, Error> {
     let mut w = [0u8; 16];
     read(meta::CATALOG, &mut w)?;
     let (off, check) = (get_u64(&w, 0), get_u64(&w, 8));

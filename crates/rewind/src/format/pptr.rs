@@ -71,7 +71,7 @@ impl<T> PPtr<T> {
     /// gives offset `u64::MAX`, which every access refuses.
     #[doc(hidden)]
     pub fn project<F>(self, offset: usize, _field: fn(&T) -> &F) -> PPtr<F> {
-        PPtr::from_offset(self.off.checked_add(offset as u64).unwrap_or(u64::MAX))
+        PPtr::from_offset(self.off.saturating_add(offset as u64))
     }
 }
 

@@ -109,14 +109,6 @@ impl PmdkArray {
     /// and allocates a zeroed array of `m` u64, pointed to by the root.
     pub fn create(path: &Path, m: u64, size: u64) -> io::Result<PmdkArray> {
         let _ = std::fs::remove_file(path);
-        // The pools live on tmpfs, DRAM standing in for persistent memory,
-        // as for rewind's Pmem backend. Without this, libpmemobj sees a
-        // mapping that is not pmem and makes every persist an msync; with
-        // it, pmem_is_pmem is true and persists are cache-line write-backs
-        // (clwb where the CPU has it) and an sfence, as rewind's are. Read
-        // at the first pool create or open, so set before it; the benchmark
-        // is single-threaded here, so no other thread reads the environment.
-        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
         let what = format!("creating PMDK pool {}", path.display());
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
@@ -271,7 +263,6 @@ impl PmdkHeap {
     pub fn create(path: &Path, size: u64) -> io::Result<PmdkHeap> {
         let _ = std::fs::remove_file(path);
         // See PmdkArray::create: tmpfs stands in for pmem.
-        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
         let what = format!("creating PMDK pool {}", path.display());
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
@@ -284,7 +275,6 @@ impl PmdkHeap {
 
     /// Opens the pool at `path` (recovering any transaction it was left in).
     pub fn open(path: &Path) -> io::Result<PmdkHeap> {
-        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
         let what = format!("opening PMDK pool {}", path.display());
         let size = std::fs::metadata(path)
             .map_err(|e| io::Error::other(format!("{what}: {e}")))?

@@ -10,10 +10,9 @@
 //! is part of what the baselines leave out.
 
 use std::ops::Deref;
-use std::path::Path;
 
 use rewind::persist::Domain;
-use rewind::{Backend, Counters, NvmLatency, PPtr, Pool};
+use rewind::{Counters, PPtr, Pool};
 
 use super::{Engine, MemError, TxMem};
 
@@ -150,17 +149,13 @@ pub struct NoLog {
 }
 
 impl NoLog {
-    /// A domain of `capacity` bytes in the file `path` (replaced), charged
-    /// the emulated `latency` by the same rules as rewind's pools.
-    pub fn create(path: &Path, capacity: u64, latency: NvmLatency) -> Result<NoLog, MemError> {
-        let _ = std::fs::remove_file(path);
-        let mut dom = Domain::create_file(path, capacity, Backend::Pmem)?;
-        dom.set_latency(latency);
-        Ok(NoLog {
+    /// The tree's engine over the whole of `dom`.
+    pub fn new(dom: Domain) -> NoLog {
+        NoLog {
+            heap: Heap::new(dom.len()),
             dom,
-            heap: Heap::new(capacity),
             dirty: false,
-        })
+        }
     }
 }
 
@@ -278,7 +273,7 @@ impl<P: Deref<Target = Pool>> Engine for Rewind<P> {
 mod tests {
     use super::super::{BTree, Engine, VALUE};
     use super::*;
-    use rewind::{LogVariant, Policy, PoolConfig};
+    use rewind::{Backend, LogVariant, Policy, PoolConfig};
 
     /// The same operations on every engine leave the same records.
     #[test]
@@ -306,8 +301,8 @@ mod tests {
             recs.into_iter().map(|(k, _)| k).collect()
         }
         let want = run(&mut Volatile::new(8 << 20), ops);
-        let mut nolog =
-            NoLog::create(&dir.path().join("n"), 8 << 20, NvmLatency::default()).unwrap();
+        let dom = Domain::create_file(&dir.path().join("n"), 8 << 20, Backend::Pmem).unwrap();
+        let mut nolog = NoLog::new(dom);
         assert_eq!(run(&mut nolog, ops), want);
         for policy in Policy::ALL {
             let cfg = PoolConfig::default().log(LogVariant::Batch).policy(policy);

@@ -32,6 +32,7 @@
 //! engine that logs per write (one record each) and cost the others
 //! nothing: the header and the first keys share a cache line.
 
+pub mod coll;
 pub mod mem;
 #[cfg(feature = "peers")]
 pub mod peers;

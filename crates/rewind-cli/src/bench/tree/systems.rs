@@ -5,11 +5,12 @@
 
 use std::path::Path;
 
-use rewind::{Backend, LogVariant, NvmLatency, Policy, Pool, PoolConfig};
+use rewind::{LogVariant, Policy, Pool};
 
 use super::mem::{NoLog, Rewind, Volatile};
 use super::store::{Store, TreeStore};
 use super::MemError;
+use crate::bench::Ctx;
 use crate::error::CliError;
 
 /// The pools' layout name.
@@ -43,8 +44,6 @@ pub struct Plan {
     /// Whether rewind checkpoints when its log fills (`false`: only when
     /// asked; the log must hold every transaction in between).
     pub auto_checkpoint: bool,
-    /// The emulated NVM latency of every rewind domain.
-    pub latency: NvmLatency,
 }
 
 fn built(what: String) -> impl FnOnce(MemError) -> CliError {
@@ -54,6 +53,7 @@ fn built(what: String) -> impl FnOnce(MemError) -> CliError {
 /// A rewind pool `DIR/NAME.pool` of `variant` × `policy` holding a new
 /// tree, its meta block's offset in the root (so a recovered pool finds it).
 pub fn rewind_tree(
+    ctx: &Ctx,
     dir: &Path,
     name: &str,
     variant: LogVariant,
@@ -62,11 +62,7 @@ pub fn rewind_tree(
 ) -> Result<TreeStore<Rewind<Box<Pool>>>, CliError> {
     let path = dir.join(format!("{name}.pool"));
     let _ = std::fs::remove_file(&path);
-    let mut cfg = PoolConfig::default()
-        .log(variant)
-        .policy(policy)
-        .backend(Backend::Pmem)
-        .nvm_latency(plan.latency);
+    let mut cfg = ctx.pool_config(variant, policy);
     if let Some(log) = plan.log {
         cfg = cfg.log_size(log);
     }
@@ -90,7 +86,7 @@ pub fn rewind_tree(
 }
 
 /// Every system, in the order measured.
-pub fn build(dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
+pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
     let mut out = Vec::new();
     if plan.baselines {
         out.push(Subject {
@@ -102,8 +98,7 @@ pub fn build(dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
             ),
         });
         let path = dir.join("nolog.pool");
-        let nolog = NoLog::create(&path, plan.space, plan.latency)
-            .map_err(built(path.display().to_string()))?;
+        let nolog = NoLog::new(ctx.domain(&path, plan.space)?);
         out.push(Subject {
             system: "persist-nolog",
             config: "nolog".into(),
@@ -113,7 +108,7 @@ pub fn build(dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
-            let store = rewind_tree(dir, &config, variant, policy, plan)?;
+            let store = rewind_tree(ctx, dir, &config, variant, policy, plan)?;
             out.push(Subject {
                 system: "rewind",
                 config,

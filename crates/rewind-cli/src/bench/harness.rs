@@ -1,0 +1,484 @@
+//! The one harness every `rewind bench` experiment runs on (the model:
+//! redb's `benches/common`: each engine behind one interface, one generic
+//! driver).
+//!
+//! # Adding an experiment
+//!
+//! An experiment is a file `bench/NAME.rs` holding one [`Bench`], listed in
+//! `BENCHES` in `bench/mod.rs`. It declares three things and the driver
+//! does the rest:
+//!
+//! 1. **Its systems**: anything that can run a round (a rewind pool, a
+//!    `persist::Domain`, a peer's handle), each with a [`Label`]
+//!    (`system`, `config`, `param`). Build pools with
+//!    [`Ctx::pool_config`] and [`Ctx::domain`] in [`Ctx::scratch`], so
+//!    that `--dir`, `--backend` and the emulated latencies apply. A peer
+//!    the build lacks (`--features peers`) is left out by `cfg`; the driver
+//!    says which ones are missing when the experiment names them in
+//!    [`Bench::peers`].
+//! 2. **Its points** (K, update fraction, sizes, threads): a loop in `run`
+//!    that calls [`Ctx::rounds`] once per point (or once, with the point in
+//!    each label's `param`).
+//! 3. **One closure per round**: given a system and the round's input
+//!    (drawn once per round, outside every measurement, so every system
+//!    does the same work), it runs the round and returns a [`Sample`]: its
+//!    time ([`Timer`]), the persistence counters spent, optionally a time
+//!    until the last commit returned, named extra values and a digest of
+//!    the answers.
+//!
+//! [`Ctx::rounds`] owns the rest: one unmeasured warm-up round, then
+//! alternating rounds (every system once per round, so a burst of machine
+//! noise hits all alike), the progress bar, and the check that every
+//! system's digest agrees. The [`Measured`] it returns gives medians and
+//! per-round ratios (each round's time over the baseline's time in the
+//! same round, median over rounds: on a noisy machine a ratio of two
+//! separately taken medians carries the drift between rounds), and writes
+//! the standard rows ([`Measured::report`]: time per operation, fences and
+//! lines per operation, ratios to the baseline and the peers). `rewind
+//! bench` then prints the table ([`Bench::table`]), writes JSON and CSV,
+//! and draws the chart ([`Bench::chart`]).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rewind::persist::Domain;
+use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
+use tempfile::TempDir;
+
+use super::output::{Chart, Col, Report};
+use crate::error::CliError;
+
+/// An experiment.
+pub struct Bench {
+    /// What `rewind bench NAME` calls it.
+    pub name: &'static str,
+    /// One line: the paper's figure and the workload.
+    pub about: &'static str,
+    /// Measures everything, adding rows to the report.
+    pub run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
+    /// The printed table's columns.
+    pub table: &'static [Col],
+    pub chart: Chart,
+    /// The peers (`--features peers`) this experiment runs when built with them.
+    pub peers: &'static [&'static str],
+}
+
+/// How much work each measurement does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// A handful of operations: tests the output, measures nothing.
+    Tiny,
+    Quick,
+    Full,
+}
+
+impl Scale {
+    /// One of three values, by scale.
+    pub fn pick<T>(self, tiny: T, quick: T, full: T) -> T {
+        match self {
+            Scale::Tiny => tiny,
+            Scale::Quick => quick,
+            Scale::Full => full,
+        }
+    }
+}
+
+/// What every experiment runs with.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub scale: Scale,
+    /// The emulated NVM latencies of every rewind domain.
+    pub latency: NvmLatency,
+    /// The backend of every rewind pool and domain (`--backend`).
+    pub backend: Backend,
+    /// Where scratch directories go (`--dir`; `None`: `/dev/shm` or the temp dir).
+    pub dir: Option<std::path::PathBuf>,
+    /// The progress bar; the driver moves it.
+    pub bar: ProgressBar,
+}
+
+impl Ctx {
+    pub fn new(scale: Scale, latency: NvmLatency, backend: Backend, dir: Option<&Path>) -> Ctx {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("  {bar:40} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Ctx {
+            scale,
+            latency,
+            backend,
+            dir: dir.map(Path::to_path_buf),
+            bar,
+        }
+    }
+
+    /// A fresh scratch directory for pools and peer files, removed with
+    /// everything in it when dropped.
+    pub fn scratch(&self) -> Result<TempDir, CliError> {
+        let base = match &self.dir {
+            Some(d) => d.clone(),
+            None => crate::scratch::base_dir(),
+        };
+        tempfile::Builder::new()
+            .prefix("rewind-bench-")
+            .tempdir_in(&base)
+            .map_err(CliError::io(format!(
+                "creating a scratch directory in {}",
+                base.display()
+            )))
+    }
+
+    /// A pool configuration of `variant` × `policy` on this run's backend
+    /// and latencies.
+    pub fn pool_config(&self, variant: LogVariant, policy: Policy) -> PoolConfig {
+        PoolConfig::default()
+            .log(variant)
+            .policy(policy)
+            .backend(self.backend)
+            .nvm_latency(self.latency)
+    }
+
+    /// A persistence domain of `len` bytes in the file `path` (replaced),
+    /// on this run's backend, charged the same latencies as the pools.
+    pub fn domain(&self, path: &Path, len: u64) -> Result<Domain, CliError> {
+        let _ = std::fs::remove_file(path);
+        let mut d = Domain::create_file(path, len, self.backend)
+            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+        d.set_latency(self.latency);
+        Ok(d)
+    }
+
+    /// How the run states its backend and latencies.
+    pub fn describe(&self) -> String {
+        let l = self.latency;
+        let lat = if l == NvmLatency::default() {
+            "no emulated NVM latency".into()
+        } else {
+            format!(
+                "emulated NVM latency {} ns per write, {} ns per fence",
+                l.write_ns, l.fence_ns
+            )
+        };
+        let tiny = match self.scale {
+            Scale::Tiny => " (tiny: format test only)",
+            _ => "",
+        };
+        format!("backend {}, {lat}{tiny}", self.backend)
+    }
+
+    /// Measures `systems` in alternating rounds: `warm_up` unmeasured
+    /// rounds, then `rounds` rounds of every system in turn. `input(r)`
+    /// draws round `r`'s input once (the warm-ups are rounds `0..warm_up`),
+    /// `run` measures one system on it. Fails if two systems' digests
+    /// differ in a round.
+    pub fn rounds<S, I>(
+        &self,
+        labels: Vec<Label>,
+        systems: &mut [S],
+        (warm_up, rounds): (usize, usize),
+        mut input: impl FnMut(usize) -> I,
+        mut run: impl FnMut(&mut S, &I) -> Result<Sample, CliError>,
+    ) -> Result<Measured, CliError> {
+        self.bar
+            .inc_length(((warm_up + rounds) * systems.len()) as u64);
+        let mut samples = vec![Vec::new(); systems.len()];
+        for r in 0..warm_up + rounds {
+            let inp = input(r);
+            let mut digests = Vec::new();
+            for (i, s) in systems.iter_mut().enumerate() {
+                let warm = if r < warm_up { " (warm-up)" } else { "" };
+                self.bar.set_message(format!("{}{warm}", labels[i]));
+                let sample = run(s, &inp)?;
+                digests.extend(sample.digest.map(|d| (i, d)));
+                if r >= warm_up {
+                    samples[i].push(sample);
+                }
+                self.bar.inc(1);
+            }
+            if let Some(&(first, want)) = digests.first() {
+                let failures: Vec<String> = (digests.iter())
+                    .filter(|(_, d)| *d != want)
+                    .map(|(i, d)| {
+                        let (a, b) = (&labels[*i], &labels[first]);
+                        format!("round {r}: {a} answered differently from {b} ({d:x} vs {want:x})")
+                    })
+                    .collect();
+                if !failures.is_empty() {
+                    return Err(CliError::Verification { failures });
+                }
+            }
+        }
+        Ok(Measured { labels, samples })
+    }
+}
+
+/// Which system, in which configuration, at which point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    /// `rewind`, `persist-nolog`, `volatile` or a peer's name.
+    pub system: String,
+    /// rewind's `variant-policy`, or how the peer runs.
+    pub config: String,
+    /// The point, e.g. `K=8`.
+    pub param: String,
+}
+
+impl Label {
+    pub fn new(system: &str, config: impl Into<String>, param: impl Into<String>) -> Label {
+        Label {
+            system: system.into(),
+            config: config.into(),
+            param: param.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} {}", self.system, self.config, self.param)
+    }
+}
+
+/// What one system did in one round.
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    /// Until the round's work was done (redo-async: its write-back too).
+    pub time: Duration,
+    /// Until the last commit returned, where that differs.
+    pub commits: Option<Duration>,
+    /// The persistence work spent, where the system counts it.
+    pub counters: Option<Counters>,
+    /// Other numbers of the round, by metric name and unit (median over rounds).
+    pub values: Vec<(&'static str, f64, &'static str)>,
+    /// The answers, folded: every system's must agree.
+    pub digest: Option<u64>,
+}
+
+/// Times a round and takes the counters it spent.
+pub struct Timer {
+    start: Instant,
+    before: Option<Counters>,
+}
+
+impl Timer {
+    /// Starts, with the system's counters now (`None`: it has none).
+    pub fn start(before: Option<Counters>) -> Timer {
+        Timer {
+            before,
+            start: Instant::now(),
+        }
+    }
+
+    /// The time since the start.
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Stops, with the system's counters now.
+    pub fn stop(self, after: Option<Counters>) -> Sample {
+        Sample {
+            time: self.start.elapsed(),
+            counters: after.zip(self.before).map(|(a, b)| a.since(&b)),
+            ..Sample::default()
+        }
+    }
+}
+
+/// How a time is reported: the metric (`us_per_tx`), its unit, seconds
+/// to the unit per operation, and the counters' suffix (`tx`: `fences_per_tx`).
+pub struct Per {
+    pub metric: &'static str,
+    pub unit: &'static str,
+    /// The unit's count per second divided by operations per round.
+    pub scale: f64,
+    /// Operations per round (counters are divided by them).
+    pub ops: f64,
+    pub counters: Option<&'static str>,
+}
+
+impl Per {
+    /// Microseconds per operation of `ops` per round; counters per `what`.
+    pub fn us(what: &'static str, metric: &'static str, ops: u64) -> Per {
+        Per {
+            metric,
+            unit: "us",
+            scale: 1e6 / ops as f64,
+            ops: ops as f64,
+            counters: Some(what),
+        }
+    }
+
+    /// The round's whole time in `unit` (`ms`, `s`), no counters.
+    pub fn whole(metric: &'static str, unit: &'static str) -> Per {
+        let scale = match unit {
+            "ms" => 1e3,
+            "us" => 1e6,
+            _ => 1.0,
+        };
+        Per {
+            metric,
+            unit,
+            scale,
+            ops: 1.0,
+            counters: None,
+        }
+    }
+}
+
+/// The median of `values` (NaN for none).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The samples of every system, every measured round.
+pub struct Measured {
+    pub labels: Vec<Label>,
+    /// `samples[system][round]`.
+    pub samples: Vec<Vec<Sample>>,
+}
+
+impl Measured {
+    /// The first system named `name` (`system` or `system/config`).
+    pub fn find(&self, name: &str) -> Option<usize> {
+        (self.labels.iter())
+            .position(|l| l.system == name || name.split_once('/') == Some((&l.system, &l.config)))
+    }
+
+    /// The median of `f` over system `i`'s rounds.
+    pub fn median(&self, i: usize, f: impl Fn(&Sample) -> f64) -> f64 {
+        median(self.samples[i].iter().map(f).collect())
+    }
+
+    /// The median over rounds of system `i`'s time over system `j`'s.
+    pub fn ratio(&self, i: usize, j: usize) -> f64 {
+        let pairs = self.samples[i].iter().zip(&self.samples[j]);
+        median(
+            pairs
+                .map(|(a, b)| a.time.as_secs_f64() / b.time.as_secs_f64())
+                .collect(),
+        )
+    }
+
+    /// System `i`'s counters over every measured round.
+    pub fn counters(&self, i: usize) -> Option<Counters> {
+        let mut sum = Some(Counters::default());
+        for s in &self.samples[i] {
+            sum = sum.zip(s.counters).map(|(a, b)| a + b);
+        }
+        sum
+    }
+
+    /// Adds the standard rows of every system: its time as `per` says
+    /// (and until its last commit returned, where measured), its counters
+    /// per operation, `ratio_vs_NAME` to each baseline of `bases`
+    /// (`(NAME, system)`), `speed_vs_PEER` (the peer's time over its own)
+    /// to each peer of `peers` that ran, and the medians of its values.
+    pub fn report(&self, rep: &mut Report, per: &Per, bases: &[(&str, &str)], peers: &[&str]) {
+        let rounds = |i: usize| per.ops * self.samples[i].len() as f64;
+        for (i, l) in self.labels.iter().enumerate() {
+            let secs = |d: Duration| d.as_secs_f64() * per.scale;
+            rep.push(l, per.metric, self.median(i, |s| secs(s.time)), per.unit);
+            if self.samples[i].iter().all(|s| s.commits.is_some()) {
+                let t = self.median(i, |s| s.commits.map_or(f64::NAN, secs));
+                rep.push(l, &format!("commit_{}", per.metric), t, per.unit);
+            }
+            if let (Some(what), Some(c)) = (per.counters, self.counters(i)) {
+                let n = rounds(i);
+                rep.push(
+                    l,
+                    &format!("fences_per_{what}"),
+                    c.fences as f64 / n,
+                    "count",
+                );
+                let lines = (c.flushed_lines + c.nt_lines) as f64 / n;
+                rep.push(l, &format!("flushes_per_{what}"), lines, "lines");
+                let nvm = c.nvm_writes as f64 / n;
+                rep.push(l, &format!("nvm_writes_per_{what}"), nvm, "writes");
+            }
+            for &(name, system) in bases {
+                if let Some(b) = self.find(system) {
+                    rep.push(l, &format!("ratio_vs_{name}"), self.ratio(i, b), "x");
+                }
+            }
+            for &peer in peers {
+                match self.find(peer) {
+                    Some(p) if p != i => {
+                        rep.push(l, &format!("speed_vs_{peer}"), self.ratio(p, i), "x")
+                    }
+                    _ => {}
+                }
+            }
+            let Some(first) = self.samples[i].first() else {
+                continue;
+            };
+            for (k, &(metric, _, unit)) in first.values.iter().enumerate() {
+                let v = self.median(i, |s| s.values.get(k).map_or(f64::NAN, |v| v.1));
+                rep.push(l, metric, v, unit);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ms: u64) -> Sample {
+        Sample {
+            time: Duration::from_millis(ms),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn ratios_are_medians_of_per_round_ratios_and_digests_must_agree() {
+        let ctx = Ctx::new(Scale::Tiny, NvmLatency::default(), Backend::Pmem, None);
+        let labels = vec![Label::new("a", "x", "p"), Label::new("b", "y", "p")];
+        // a: 10, 20, 40 ms; b: 20, 20, 20 ms.
+        let mut systems = [0u64, 1];
+        let m = ctx
+            .rounds(
+                labels.clone(),
+                &mut systems,
+                (1, 3),
+                |r| r,
+                |s, &r| {
+                    let ms = if *s == 0 {
+                        10 << r.saturating_sub(1)
+                    } else {
+                        20
+                    };
+                    Ok(sample(ms))
+                },
+            )
+            .unwrap();
+        assert_eq!(m.samples[0].len(), 3, "the warm-up round is not kept");
+        assert_eq!(m.ratio(0, 1), 1.0);
+        assert_eq!(m.median(0, |s| s.time.as_millis() as f64), 20.0);
+        let mut rep = Report::new("t");
+        m.report(&mut rep, &Per::whole("ms", "ms"), &[("b", "b")], &["a"]);
+        assert_eq!(rep.value("a", "x", "p", "ratio_vs_b"), Some(1.0));
+        assert_eq!(rep.value("b", "y", "p", "speed_vs_a"), Some(1.0));
+        assert_eq!(
+            rep.value("a", "x", "p", "speed_vs_a"),
+            None,
+            "no ratio to itself"
+        );
+        let bad = ctx.rounds(
+            labels,
+            &mut systems,
+            (0, 1),
+            |_| (),
+            |s, _| {
+                Ok(Sample {
+                    digest: Some(*s),
+                    ..sample(1)
+                })
+            },
+        );
+        assert!(matches!(bad, Err(CliError::Verification { .. })));
+    }
+}

@@ -1,0 +1,211 @@
+//! Removals: one bit of the leaf's bitmap, then, when the leaf is left
+//! with fewer than `F / 4` entries, a merge with a sibling or a share of
+//! its entries, up the tree as far as inner nodes underflow. Also `clear`,
+//! `retain` and the pops, built on removal.
+
+use rewind::{PPtr, Tx};
+
+use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
+use super::{descend, BTreeMap, Header, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
+use crate::error::{corrupt, Result};
+use crate::mem::put64;
+use crate::types::Stored;
+
+impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+    /// Removes `k`; returns its value. A leaf left with fewer than a
+    /// quarter of its slots in use merges with or borrows from a sibling,
+    /// so an emptied tree gives its nodes back (module docs).
+    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        let h = self.header(tx)?;
+        let geo = h.geo;
+        let mut path = Vec::new();
+        let mut leaf = descend(tx, &h, k, Some(&mut path))?;
+        let Some(i) = leaf.find_in(tx, &geo, k, fingerprint(bytemuck::bytes_of(k)))? else {
+            return Ok(None);
+        };
+        let old: V = leaf.val_in(tx, &geo, i)?;
+        let (next, bitmap) = (leaf.next(), leaf.bitmap() & !(1u64 << i));
+        leaf.set_words(tx.id(), next, bitmap);
+        leaf.write_words(tx, FPS_OFF)?;
+        let len = (h.len.checked_sub(1))
+            .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
+        put64(tx, self.hdr + LEN_OFF as u64, len)?;
+        if !path.is_empty() && leaf.entries() < geo.min_leaf() {
+            let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
+            self.rebalance_leaf(tx, &h, path, leaf)?;
+        }
+        Ok(Some(old))
+    }
+
+    /// `leaf` underflowed: merges it with a sibling under the same parent
+    /// (the right one of the pair is freed) or shares their entries evenly.
+    fn rebalance_leaf(
+        &self,
+        tx: &mut Tx<'_>,
+        h: &Header,
+        mut path: Vec<(Raw, usize)>,
+        leaf: Raw,
+    ) -> Result<()> {
+        let geo = &h.geo;
+        let id = tx.id();
+        let (parent, i) = path.pop().expect("a leaf below the root has a parent");
+        let (mut keys, mut kids) = parent.decode_inner::<K>(geo);
+        let (sep, left, right) = if i < keys.len() {
+            let right = Raw::load(tx, geo, kids[i + 1])?;
+            (i, leaf, right)
+        } else if i > 0 {
+            let left = Raw::load(tx, geo, kids[i - 1])?;
+            (i - 1, left, leaf)
+        } else {
+            return Err(corrupt(WHAT, parent.off, "inner node without keys"));
+        };
+        if !left.is_leaf() || !right.is_leaf() {
+            return Err(corrupt(WHAT, parent.off, "a leaf's sibling is not a leaf"));
+        }
+        let mut all = left.sorted_entries::<K, V>(geo);
+        all.extend(right.sorted_entries::<K, V>(geo));
+        if all.len() <= geo.fanout {
+            store_leaf(tx, geo, left.off, id, right.next(), &all)?;
+            tx.free(PPtr::<u8>::from_offset(right.off))?;
+            keys.remove(sep);
+            kids.remove(sep + 1);
+            return self.shrink_inner(tx, h, path, parent.off, keys, kids, sep);
+        }
+        let half = all.len() / 2;
+        store_leaf(tx, geo, left.off, id, right.off, &all[..half])?;
+        store_leaf(tx, geo, right.off, id, right.next(), &all[half..])?;
+        keys[sep] = all[half].0;
+        store_inner(tx, geo, parent.off, id, &keys, &kids, sep)
+    }
+
+    /// Writes the inner node at `off`, which lost the key at `from`: as it
+    /// is if it keeps enough keys (or is the root), else merged with or
+    /// sharing keys with a sibling through the parent's separator, and so
+    /// on up. A root left without keys hands the root to its one child.
+    #[allow(clippy::too_many_arguments)]
+    fn shrink_inner(
+        &self,
+        tx: &mut Tx<'_>,
+        h: &Header,
+        mut path: Vec<(Raw, usize)>,
+        off: u64,
+        keys: Vec<K>,
+        kids: Vec<u64>,
+        from: usize,
+    ) -> Result<()> {
+        let geo = &h.geo;
+        let id = tx.id();
+        let Some((gp, gi)) = path.pop() else {
+            if keys.is_empty() {
+                put64(tx, self.hdr + ROOT_OFF as u64, kids[0])?;
+                return Ok(tx.free(PPtr::<u8>::from_offset(off))?);
+            }
+            return store_inner(tx, geo, off, id, &keys, &kids, from);
+        };
+        if keys.len() >= geo.min_inner() {
+            return store_inner(tx, geo, off, id, &keys, &kids, from);
+        }
+        let (mut gkeys, mut gkids) = gp.decode_inner::<K>(geo);
+        // (separator index in the parent, left node, right node)
+        let (sep, (loff, mut lkeys, mut lkids), (roff, rkeys, rkids)) = if gi < gkeys.len() {
+            let r = Raw::load(tx, geo, gkids[gi + 1])?;
+            let (rk, rc) = self.inner_of(&r, geo)?;
+            (gi, (off, keys, kids), (r.off, rk, rc))
+        } else if gi > 0 {
+            let l = Raw::load(tx, geo, gkids[gi - 1])?;
+            let (lk, lc) = self.inner_of(&l, geo)?;
+            (gi - 1, (l.off, lk, lc), (off, keys, kids))
+        } else {
+            return Err(corrupt(WHAT, gp.off, "inner node without keys"));
+        };
+        let pulled = gkeys[sep];
+        if lkeys.len() + rkeys.len() < geo.fanout {
+            // The left node's bytes from here on change; when it is this
+            // node, its own change at `from` too.
+            let from = if loff == off {
+                from.min(lkeys.len())
+            } else {
+                lkeys.len()
+            };
+            lkeys.push(pulled);
+            lkeys.extend(rkeys);
+            lkids.extend(rkids);
+            store_inner(tx, geo, loff, id, &lkeys, &lkids, from)?;
+            tx.free(PPtr::<u8>::from_offset(roff))?;
+            gkeys.remove(sep);
+            gkids.remove(sep + 1);
+            return self.shrink_inner(tx, h, path, gp.off, gkeys, gkids, sep);
+        }
+        // Share: all keys and the separator, the middle one goes up.
+        let mut all = lkeys;
+        all.push(pulled);
+        all.extend(rkeys);
+        let mut all_kids = lkids;
+        all_kids.extend(rkids);
+        let mid = all.len() / 2;
+        let right_keys = all.split_off(mid + 1);
+        let right_kids = all_kids.split_off(mid + 1);
+        gkeys[sep] = all.pop().expect("the middle key");
+        store_inner(tx, geo, loff, id, &all, &all_kids, 0)?;
+        store_inner(tx, geo, roff, id, &right_keys, &right_kids, 0)?;
+        store_inner(tx, geo, gp.off, id, &gkeys, &gkids, sep)
+    }
+
+    fn inner_of(&self, n: &Raw, geo: &super::node::Geo) -> Result<(Vec<K>, Vec<u64>)> {
+        if n.is_leaf() {
+            return Err(corrupt(WHAT, n.off, "an inner node's sibling is a leaf"));
+        }
+        Ok(n.decode_inner(geo))
+    }
+
+    /// Removes every entry: frees every node and starts again from one
+    /// empty leaf, in `tx`.
+    pub fn clear(&self, tx: &mut Tx<'_>) -> Result<()> {
+        let blocks = self.blocks_in(tx)?;
+        let h = self.header(tx)?;
+        for &off in &blocks[1..] {
+            tx.free(PPtr::<u8>::from_offset(off))?;
+        }
+        let leaf = tx.alloc_bytes(h.geo.size() as u64)?;
+        store_leaf::<K, V>(tx, &h.geo, leaf, tx.id(), 0, &[])?;
+        let mut w = [0u8; FIRST_OFF + 8 - LEN_OFF];
+        w[ROOT_OFF - LEN_OFF..FIRST_OFF - LEN_OFF].copy_from_slice(&leaf.to_le_bytes());
+        w[FIRST_OFF - LEN_OFF..].copy_from_slice(&leaf.to_le_bytes());
+        Ok(tx.write_bytes(self.hdr + LEN_OFF as u64, &w)?)
+    }
+
+    /// Keeps only the entries for which `keep` returns true; removes the
+    /// others in `tx`. Reads every entry first (their keys are held in
+    /// memory), then removes.
+    pub fn retain(&self, tx: &mut Tx<'_>, mut keep: impl FnMut(&K, &V) -> bool) -> Result<()> {
+        let mut doomed = Vec::new();
+        for e in self.iter_tx(tx)? {
+            let (k, v) = e?;
+            if !keep(&k, &v) {
+                doomed.push(k);
+            }
+        }
+        for k in doomed {
+            self.remove(tx, &k)?;
+        }
+        Ok(())
+    }
+
+    /// Removes and returns the entry of the smallest key.
+    pub fn pop_first(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        let Some((k, v)) = self.iter_tx(tx)?.next().transpose()? else {
+            return Ok(None);
+        };
+        self.remove(tx, &k)?;
+        Ok(Some((k, v)))
+    }
+
+    /// Removes and returns the entry of the largest key.
+    pub fn pop_last(&self, tx: &mut Tx<'_>) -> Result<Option<(K, V)>> {
+        let Some((k, v)) = self.iter_tx(tx)?.next_back().transpose()? else {
+            return Ok(None);
+        };
+        self.remove(tx, &k)?;
+        Ok(Some((k, v)))
+    }
+}
