@@ -261,8 +261,13 @@ impl Source<'_> {
     /// For a file: whether its open stamp names another file (a copy taken
     /// while its pool was open, or crashed and not yet recovered).
     fn stamp_of_another_file(&self) -> Result<bool, Error> {
-        let Source::File(path) = self else {
-            return Ok(false);
+        let path = match self {
+            Source::File(path) => path,
+            // An image has no file identity: any stamp was an opener's.
+            Source::Image(b) => {
+                let at = meta::STAMP as usize;
+                return Ok(b.len() >= at + 8 && b[at..at + 8] != [0u8; 8]);
+            }
         };
         let (f, _) = file::open(path, file::Access::Unlocked)?;
         let id = file::identity(path, &f)?;

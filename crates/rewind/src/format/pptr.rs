@@ -67,7 +67,7 @@ impl<T> PPtr<T> {
 
     /// A pointer to the field at byte `offset` of the pointee, typed by
     /// `_field` (a function from the pointee to the field, never called):
-    /// what [`field!`](crate::field) expands to. An offset past every pool
+    /// what the `field!` macro expands to. An offset past every pool
     /// gives offset `u64::MAX`, which every access refuses.
     #[doc(hidden)]
     pub fn project<F>(self, offset: usize, _field: fn(&T) -> &F) -> PPtr<F> {
@@ -149,11 +149,12 @@ mod tests {
     #[test]
     fn field_projects_with_its_type() {
         let p = PPtr::<S>::from_offset(4096);
-        let b: PPtr<[u32; 3]> = crate::field!(p, S, b);
+        // What `field!(p, S, b)` expands to.
+        let b: PPtr<[u32; 3]> = p.project(std::mem::offset_of!(S, b), |t: &S| &t.b);
         assert_eq!(b.offset(), 4104);
         let far = PPtr::<S>::from_offset(u64::MAX - 2);
-        assert_eq!(crate::field!(far, S, b).offset(), u64::MAX);
-        let _ = crate::field!(p, S, a);
+        assert_eq!(far.project(8, |t: &S| &t.b).offset(), u64::MAX);
+        let _ = p.project(0, |t: &S| &t.a);
     }
 
     #[test]
