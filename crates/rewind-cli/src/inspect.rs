@@ -18,6 +18,10 @@ pub struct PoolArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// check: also check every named root whose type has a registered deep
+    /// check (a collection's invariants).
+    #[arg(long)]
+    pub deep: bool,
 }
 
 fn print_json(v: &impl serde::Serialize) {
@@ -41,7 +45,12 @@ pub fn info(a: &PoolArgs) -> Result<(), CliError> {
 
 pub fn check(a: &PoolArgs) -> Result<(), CliError> {
     let path = &a.pool;
-    let report = rewind::inspect::check(path).map_err(CliError::rewind(format!(
+    let run = if a.deep {
+        rewind::inspect::check_deep
+    } else {
+        rewind::inspect::check
+    };
+    let report = run(path).map_err(CliError::rewind(format!(
         "checking pool {}",
         path.display()
     )))?;

@@ -5,7 +5,8 @@
 //!   model, and a throughput table;
 //! * `bench NAME|all|report` — the papers' experiments, written as JSON, CSV
 //!   and SVG, and `BENCHMARKS.md` regenerated from them;
-//! * `info`, `check`, `recover`, `dump-log` — pool inspection, like `pmempool`.
+//! * `info`, `check`, `recover`, `dump-log` — pool inspection, like `pmempool`;
+//!   `copy` — a consistent copy of a pool.
 //!
 //! Every failure is a [`CliError`] printed with its cause chain; the exit
 //! status is 1 for failures and 2 for usage errors.
@@ -17,6 +18,7 @@ mod crashtest;
 mod demo;
 mod error;
 mod inspect;
+mod pool_tools;
 mod scratch;
 
 use std::path::PathBuf;
@@ -63,6 +65,8 @@ enum Command {
     },
     /// Print the pool's log records grouped by transaction, with each one's status.
     DumpLog(inspect::PoolArgs),
+    /// Copy a pool (not in use) to a new file: one committed state (Pool::backup_to).
+    Copy(pool_tools::CopyArgs),
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -75,6 +79,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Check(a) => inspect::check(&a),
         Command::Recover { pool, layout } => inspect::recover(&pool, layout.as_deref()),
         Command::DumpLog(a) => inspect::dump_log(&a),
+        Command::Copy(a) => pool_tools::copy(&a),
     }
 }
 

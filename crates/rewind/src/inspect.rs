@@ -19,9 +19,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::alloc;
+use crate::alloc::catalog::NamedRoot;
 use crate::error::Error;
 use crate::format::header::{Header, VERSION};
 use crate::format::layout::{HEADER_SIZE, META_ROOT_OFF, META_ROOT_SIZE};
+use crate::format::meta;
 use crate::format::record::{Kind, END_COMMITTED};
 use crate::log::{Log, Scanned};
 use crate::persist::Domain;
@@ -68,6 +70,9 @@ pub struct PoolInfo {
     /// Heap usage after recovery; `None` for a pool in use or one whose
     /// recovery fails.
     pub heap_usage: Option<HeapUsage>,
+    /// The named roots (the catalog) after recovery; `None` as for
+    /// `heap_usage`.
+    pub roots: Option<Vec<NamedRoot>>,
 }
 
 /// Heap usage: chunks, and bytes allocated and free (see [`crate::AllocStats`]).
@@ -104,6 +109,7 @@ impl PoolInfo {
             log_blocks_used: None,
             root: None,
             heap_usage: None,
+            roots: None,
             header,
         }
     }
@@ -180,6 +186,17 @@ impl fmt::Display for PoolInfo {
         if let Some((off, size)) = self.root {
             write!(f, "\nroot object    {off:#x} ({size} bytes)")?;
         }
+        for r in self.roots.iter().flatten() {
+            write!(
+                f,
+                "\nroot `{}`{:w$} {:#x}: {}",
+                r.name,
+                "",
+                r.offset,
+                r.fingerprint,
+                w = 12usize.saturating_sub(r.name.len())
+            )?;
+        }
         Ok(())
     }
 }
@@ -241,6 +258,27 @@ impl Source<'_> {
         }
     }
 
+    /// For a file: whether its open stamp names another file (a copy taken
+    /// while its pool was open, or crashed and not yet recovered).
+    fn stamp_of_another_file(&self) -> Result<bool, Error> {
+        let path = match self {
+            Source::File(path) => path,
+            // An image has no file identity: any stamp was an opener's.
+            Source::Image(b) => {
+                let at = meta::STAMP as usize;
+                return Ok(b.len() >= at + 8 && b[at..at + 8] != [0u8; 8]);
+            }
+        };
+        let (f, _) = file::open(path, file::Access::Unlocked)?;
+        let id = file::identity(path, &f)?;
+        let mut w = [0u8; 8];
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut w, meta::STAMP)
+            .map_err(|e| Error::io(path, e))?;
+        let stamp = u64::from_le_bytes(w);
+        Ok(stamp != 0 && stamp != id)
+    }
+
     /// A domain over the pool's bytes whose stores stay private.
     fn domain(&self, h: &Header) -> Result<Domain, Error> {
         let size = h.layout.pool_size;
@@ -294,6 +332,7 @@ pub fn info(path: &Path) -> Result<PoolInfo, Error> {
     info.root = Some((dom.read_u64(META_ROOT_OFF)?, dom.read_u64(META_ROOT_SIZE)?));
     if let Ok(pool) = Pool::from_domain(src.domain(&info.header)?, &info.header.layout_name) {
         info.heap_usage = heap_usage(&pool).ok();
+        info.roots = pool.roots().ok();
     }
     Ok(info)
 }
@@ -315,18 +354,78 @@ fn heap_usage(pool: &Pool) -> Result<HeapUsage, Error> {
 pub fn check(path: &Path) -> Result<CheckReport, Error> {
     let src = Source::File(path);
     let (header, _) = src.header()?;
-    Ok(check_source(&src, &header))
+    Ok(check_source(&src, &header, false))
+}
+
+/// A deep check of one named root's object (a collection's invariants):
+/// the problems found, none when it is sound. Registered by the type name
+/// its fingerprint records ([`register_deep_check`]).
+pub type DeepCheck = fn(&Pool, &NamedRoot) -> Vec<String>;
+
+static DEEP_CHECKS: std::sync::Mutex<Vec<(String, DeepCheck)>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers `check` for the named roots whose type fingerprint's name is
+/// `type_name` (a collection crate or a program registers its types; the
+/// `rewind` command registers those it knows). A later registration of the
+/// same name replaces the earlier one.
+pub fn register_deep_check(type_name: &str, check: DeepCheck) {
+    let mut g = DEEP_CHECKS.lock().unwrap_or_else(|p| p.into_inner());
+    g.retain(|(n, _)| n != type_name);
+    g.push((type_name.to_string(), check));
+}
+
+/// [`check`], then every named root (the catalog) whose type has a
+/// registered deep check is checked by it; a root without one is a note.
+pub fn check_deep(path: &Path) -> Result<CheckReport, Error> {
+    let src = Source::File(path);
+    let (header, _) = src.header()?;
+    Ok(check_source(&src, &header, true))
+}
+
+fn deep(pool: &Pool, r: &mut CheckReport) {
+    let roots = match pool.roots() {
+        Ok(roots) => roots,
+        Err(e) => return r.problems.push(format!("catalog: {e}")),
+    };
+    let checks = DEEP_CHECKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    for root in &roots {
+        let name = root.fingerprint.name();
+        match checks.iter().find(|(n, _)| *n == name) {
+            Some((_, f)) => r.problems.extend(
+                f(pool, root)
+                    .into_iter()
+                    .map(|p| format!("root `{}` ({name}): {p}", root.name)),
+            ),
+            None => r.notes.push(format!(
+                "root `{}` ({name}): no deep check registered for its type",
+                root.name
+            )),
+        }
+    }
 }
 
 /// [`check`] on a pool image in memory (a copy of a pool file's bytes).
 pub fn check_image(bytes: &[u8]) -> Result<CheckReport, Error> {
     let src = Source::Image(bytes);
     let (header, _) = src.header()?;
-    Ok(check_source(&src, &header))
+    Ok(check_source(&src, &header, false))
 }
 
-fn check_source(src: &Source<'_>, header: &Header) -> CheckReport {
+fn check_source(src: &Source<'_>, header: &Header, deep_check: bool) -> CheckReport {
     let mut r = CheckReport::default();
+    match src.stamp_of_another_file() {
+        Ok(false) => {}
+        Ok(true) => r.problems.push(
+            "this file is a copy of a pool taken while the pool was open (or had crashed and \
+             was not yet recovered): its open stamp names another file. A copy of a live pool \
+             (cp) may be torn: nothing can tell; use Pool::backup_to or `rewind copy`"
+                .into(),
+        ),
+        Err(e) => r.problems.push(format!("open stamp: {e}")),
+    }
     match scan(src, header) {
         Ok((records, _, repaired)) => {
             if repaired {
@@ -349,7 +448,12 @@ fn check_source(src: &Source<'_>, header: &Header) -> CheckReport {
         .domain(header)
         .and_then(|d| Pool::from_domain(d, &header.layout_name))
     {
-        Ok(pool) => check_open(&pool, &mut r),
+        Ok(pool) => {
+            check_open(&pool, &mut r);
+            if deep_check && r.is_ok() {
+                deep(&pool, &mut r);
+            }
+        }
         Err(e) => r.problems.push(format!("recovery would fail: {e}")),
     }
     r

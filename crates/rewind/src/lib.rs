@@ -75,6 +75,7 @@ pub mod recovery;
 mod recovery;
 mod tx;
 
+pub use alloc::catalog::NamedRoot;
 pub use alloc::{AllocStats, ClassStats};
 /// Re-exported so `Pod`/`Zeroable` derives can name it; a crate deriving
 /// them needs `bytemuck = { version = "1", features = ["derive"] }` itself,

@@ -241,24 +241,24 @@ fn a_pool_of_the_previous_format_version_is_refused_naming_both_versions() {
     drop(pool);
     let path = dir.path().join("batch-force.pool");
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[8..12].copy_from_slice(&5u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&6u32.to_le_bytes());
     let crc = crc32fast::hash(&bytes[..168]);
     bytes[168..172].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     match Pool::open(&path, LAYOUT, &OpenOptions::default()) {
         Err(
             e @ Error::UnsupportedVersion {
-                found: 5,
-                supported: 6,
+                found: 6,
+                supported: 7,
             },
         ) => {
             let text = e.to_string();
             assert!(
-                text.contains("version 5") && text.contains("version 6"),
+                text.contains("version 6") && text.contains("version 7"),
                 "{text}"
             );
         }
         Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("a version 5 pool opened"),
+        Ok(_) => panic!("a version 6 pool opened"),
     }
 }

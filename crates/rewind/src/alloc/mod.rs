@@ -3,8 +3,9 @@
 //! The heap is cut into 256 KiB chunks. The chunk table (`table`) says
 //! what each chunk holds (free, a small size class, a large run, log
 //! blocks); a bitmap per chunk (one bit per 64-byte slot) says which blocks
-//! of a small-class chunk are allocated. Both carry checks, so damaged
-//! metadata is found at open, not trusted. The media state is the truth;
+//! of a small-class chunk are allocated. Both carry checks (a check byte
+//! per descriptor, an additive hash per bitmap: [`bitmap_check_update`]),
+//! so damaged metadata is found at open, not trusted. The media state is the truth;
 //! the free lists are volatile and rebuilt at open.
 //!
 //! Allocation state changes are logged by the transaction as ALLOC and
@@ -24,6 +25,7 @@
 //! after it commits ([`Allocator::release`]), and blocks allocated by an
 //! aborted one after its rollback, so no block has two owners.
 
+pub mod catalog;
 pub(crate) mod table;
 
 use std::collections::BTreeSet;
@@ -33,7 +35,9 @@ use parking_lot::Mutex;
 use crate::error::Error;
 use crate::format::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES, MIN_CLASS};
 use crate::persist::{sites, Domain};
-use table::{bitmap_off, chunk_start, desc_off, parity_off, ChunkKind};
+use table::{bitmap_off, check_off, chunk_start, desc_off, ChunkKind};
+
+pub use table::check_update as bitmap_check_update;
 
 /// Number of small size classes: 64 B .. 64 KiB.
 pub const CLASSES: usize = 11;
@@ -150,7 +154,7 @@ impl Allocator {
                 }
                 ChunkKind::Large if low >= 1 && c + low <= l.heap_chunks => {
                     for k in 1..low {
-                        if table::read(d, l, c + k)? != (ChunkKind::Cont, 0) {
+                        if table::read(d, l, c + k)? != (ChunkKind::Cont, k) {
                             return Err(corrupt("large run continuation descriptor missing"));
                         }
                         table::verify_bitmap(d, l, c + k, ChunkKind::Cont, &mut bits)?;
@@ -199,7 +203,7 @@ impl Allocator {
                         BITMAP_BYTES,
                         sites::ALLOC_FORMAT_BITMAP,
                     )?;
-                    d.store(parity_off(l, chunk), &[0u8; 24])?;
+                    d.store(check_off(l, chunk), &[0u8; 24])?;
                     table::write(d, l, chunk, ChunkKind::Small, class as u64)?;
                     d.flush_at(desc_off(l, chunk), DESC_BYTES, sites::ALLOC_FORMAT_DESC)?;
                     d.fence_at(sites::ALLOC_FORMAT_FENCE)?;
@@ -270,7 +274,7 @@ impl Allocator {
     /// Idempotent. `size` is the block size.
     pub fn mark(&self, d: &Domain, off: u64, size: u64, allocated: bool) -> Result<(), Error> {
         let _st = self.state.lock();
-        mark(d, &self.l, off, size, allocated)
+        mark_with(d, &self.l, off, size, allocated, true)
     }
 
     /// The media bytes [`mark`](Self::mark) changes for this block, so a
@@ -381,8 +385,22 @@ pub fn free_log_chunk(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
 }
 
 /// [`Allocator::mark`] without the volatile state, for recovery (which runs
-/// before the free lists exist).
+/// before the free lists exist): a small block's bit only, its chunk's
+/// bitmap check left to [`recompute_check`] (see `table`: the check on
+/// media may be torn from the bits, and an update from it would keep the
+/// tear).
 pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Result<(), Error> {
+    mark_with(d, l, off, size, allocated, false)
+}
+
+fn mark_with(
+    d: &Domain,
+    l: &Layout,
+    off: u64,
+    size: u64,
+    allocated: bool,
+    update_check: bool,
+) -> Result<(), Error> {
     let chunk = chunk_of(l, off)?;
     match class_of(size) {
         Some(class) if size == MIN_CLASS << class => {
@@ -397,7 +415,7 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 }
             }
             let slot = (off - chunk_start(l, chunk)) / size;
-            table::set_bit(d, l, chunk, slot, allocated)
+            table::set_bit(d, l, chunk, slot, allocated, update_check)
         }
         _ => {
             let n = size / CHUNK;
@@ -412,7 +430,7 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
                 let (kind, v) = match (allocated, k) {
                     (false, _) => (ChunkKind::Free, 0),
                     (true, 0) => (ChunkKind::Large, n),
-                    (true, _) => (ChunkKind::Cont, 0),
+                    (true, k) => (ChunkKind::Cont, k),
                 };
                 table::write(d, l, chunk + k, kind, v)?;
             }
@@ -422,7 +440,7 @@ pub fn mark(d: &Domain, l: &Layout, off: u64, size: u64, allocated: bool) -> Res
 }
 
 /// The media bytes [`mark`] changes for this block: the bitmap byte and
-/// its parity word, or the run's descriptors.
+/// its check word, or the run's descriptors.
 pub fn mark_range(l: &Layout, off: u64, size: u64) -> [(u64, u64); 2] {
     let chunk = (off - l.heap_off) / CHUNK;
     match class_of(size) {
@@ -437,23 +455,30 @@ pub fn mark_range(l: &Layout, off: u64, size: u64) -> [(u64, u64); 2] {
     }
 }
 
-/// The chunk holding block `off` of `size` bytes, and the positions its
-/// bit occupies in the chunk's two bitmap parities (none for a large run).
-pub fn parity_position(l: &Layout, off: u64, size: u64) -> Result<(u64, (u64, u64)), Error> {
-    let chunk = chunk_of(l, off)?;
-    Ok(match class_of(size) {
+/// The chunk holding block `off` of `size` bytes and the block's bit in
+/// that chunk's bitmap; `None` for a large run (it has no bit), or a block
+/// outside the heap.
+pub fn bitmap_slot(l: &Layout, off: u64, size: u64) -> Option<(u64, u64)> {
+    let chunk = chunk_of(l, off).ok()?;
+    match class_of(size) {
         Some(class) if size == MIN_CLASS << class => {
-            let slot = (off - chunk_start(l, chunk)) / size;
-            (chunk, table::positions(slot))
+            Some((chunk, (off - chunk_start(l, chunk)) / size))
         }
-        _ => (chunk, (0, 0)),
-    })
+        _ => None,
+    }
 }
 
-/// Recomputes chunk `chunk`'s bitmap parities (recovery); only the
-/// positions in `named` may have been torn by a crash.
-pub fn repair_parity(d: &Domain, l: &Layout, chunk: u64, named: (u64, u64)) -> Result<(), Error> {
-    table::repair_parity(d, l, chunk, named)
+/// Recovery, before any bit changes: chunk `chunk`'s stored bitmap check
+/// must be its bitmap's with some of `slots` (the bits the log's records
+/// name in it) flipped; `HeapCorrupt` otherwise. See `table`.
+pub fn verify_torn_check(d: &Domain, l: &Layout, chunk: u64, slots: &[u64]) -> Result<(), Error> {
+    table::verify_torn(d, l, chunk, slots)
+}
+
+/// Recovery, after redo and undo: chunk `chunk`'s bitmap check recomputed
+/// from its words, written back.
+pub fn recompute_check(d: &Domain, l: &Layout, chunk: u64) -> Result<(), Error> {
+    table::recompute_check(d, l, chunk)
 }
 
 /// If `off` is the start of an allocated block, its block size.
@@ -531,24 +556,20 @@ pub fn block_containing(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(u
             Ok((start + slot * size, size))
         }
         (ChunkKind::Large, n) if n >= 1 => Ok((start, n.saturating_mul(CHUNK))),
-        (ChunkKind::Cont, _) => {
-            // Back to the run's head.
-            let mut c = chunk;
-            while c > 0 {
-                c -= 1;
-                match table::read(d, l, c)? {
-                    (ChunkKind::Cont, _) => {}
-                    (ChunkKind::Large, n) if c.saturating_add(n) > chunk => {
-                        return Ok((chunk_start(l, c), n * CHUNK))
-                    }
-                    _ => break,
-                }
-            }
-            Err(Error::HeapCorrupt {
+        (ChunkKind::Cont, k) => match chunk.checked_sub(k) {
+            // A continuation names its distance to the run's head.
+            Some(head) if k > 0 => match table::read(d, l, head)? {
+                (ChunkKind::Large, n) if n > k => Ok((chunk_start(l, head), n * CHUNK)),
+                _ => Err(Error::HeapCorrupt {
+                    offset: desc_off(l, chunk),
+                    reason: "large run continuation without its head",
+                }),
+            },
+            _ => Err(Error::HeapCorrupt {
                 offset: desc_off(l, chunk),
                 reason: "large run continuation without its head",
-            })
-        }
+            }),
+        },
         (ChunkKind::Log, _) => Err(not("memory of the log")),
         _ => Err(not("memory never allocated, or freed")),
     }

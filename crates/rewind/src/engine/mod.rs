@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::format::header::Header;
 use crate::format::layout::{
     Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, META_RING_END,
-    META_RING_START, META_ROOT_CHECK, META_ROOT_END, META_ROOT_OFF, META_ROOT_SIZE,
+    META_RING_START, META_ROOT_CHECK, META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
 use crate::log::adll::List;
@@ -78,7 +78,7 @@ impl Engine {
         let l = hdr.layout;
         let opened = Log::open(&dom, &l, hdr.variant, List::LOG, Arc::new(Lsns::new()))?;
         // Redo-async's Log Start names END lsns: later ones must be above it.
-        let log_start = dom.read_u64(META_LOG_START)?;
+        let log_start = crate::format::meta::decode_log_start(dom.read_u64(META_LOG_START)?)?;
         opened.log.observe(log_start);
         let mut report = recovery::recover(
             &dom,
@@ -234,7 +234,7 @@ pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
 }
 
 fn check_root_words(off: u64, size: u64, check: u64) -> Result<(u64, u64), Error> {
-    if check != off ^ size {
+    if check != crate::format::meta::root_check(off, size) {
         return Err(Error::MetaCorrupt {
             offset: META_ROOT_OFF,
             reason: "root object words do not match their check word",
@@ -248,9 +248,10 @@ fn check_root_words(off: u64, size: u64, check: u64) -> Result<(u64, u64), Error
 fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
     let mut page = vec![0u8; (META_END - META_OFF) as usize];
     d.read(META_OFF, &mut page)?;
+    crate::format::meta::check_words(&page)?;
     // The main list's line, the tree update list's line and the tree root
     // (two-layer log) are checked by the log.
-    let reserved = (META_ROOT_END..META_ADLL)
+    let reserved = (crate::format::meta::WORDS_END..META_ADLL)
         .chain(TREE_ROOT + 8..META_LOG_START)
         .chain(META_LOG_START + 8..META_RING_START)
         .chain(META_RING_END..META_END);
@@ -262,6 +263,7 @@ fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
             });
         }
     }
+    crate::alloc::catalog::read(d, l, &|o, b| d.read(o, b))?;
     let (off, size) = root_words(d)?;
     let bad = |reason| {
         Err(Error::MetaCorrupt {

@@ -370,7 +370,7 @@ impl WriteCache {
         if let Some(lsn) = log_start {
             // Persisted by the next step's fence; until then recovery
             // redoes these groups (their values are the newest).
-            d.store_nt_u64(META_LOG_START, lsn)?;
+            d.store_nt_u64(META_LOG_START, crate::format::meta::encode_log_start(lsn))?;
         }
         Ok(true)
     }

@@ -1,16 +1,19 @@
 //! The pool header: the first 4 KiB, written once at create, verified on
-//! every open before anything trusts the file. Little-endian, fixed offsets:
+//! every open before anything trusts the file. Little-endian, at the named
+//! offsets below (each the previous one plus its size, as redb's header
+//! does), encoded and decoded through `format::le`; `docs/format.md` draws
+//! the same table, and a test compares the two:
 //!
 //! ```text
 //! off  size  field
 //!   0     8  magic "REWINDPL"
-//!   8     4  format version (4)
+//!   8     4  format version (7)
 //!  12     4  flags (0)
 //!  16    64  layout name, UTF-8, zero-padded
 //!  80     8  pool size
 //!  88    16  uuid
 //! 104     1  log variant (1 simple, 2 optimized, 3 batch, 4 two-layer)
-//! 105     1  policy (1 force, 2 no-force, 3 redo)
+//! 105     1  policy (1 force, 2 no-force, 3 redo, 4 redo-async)
 //! 106     1  backend created with (1 pmem, 2 msync, 3 sim)
 //! 107     1  Batch group size as log2 (3..=6: 8..64 records); 0 otherwise
 //! 108     4  bucket cells
@@ -27,6 +30,7 @@
 use std::path::Path;
 
 use super::layout::{Layout, CHUNK, HEADER_SIZE, MAX_BUCKET_CELLS, META_END};
+use super::le::{get_u32, get_u64, put_u32, put_u64};
 use super::{Backend, LogVariant, Policy};
 use crate::error::Error;
 
@@ -35,12 +39,83 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// Format version this build writes and reads. 2: the log grows into heap
 /// chunks, checked allocator and list metadata, the backend recorded.
 /// 3: records carry their transaction's previous lsn, CLRs their undo-next.
+/// 4: the two-layer log and the redo policy. 5: one-fence commits.
 /// 6: the commit ring (redo commit groups) between the log and the heap,
-/// and its Log Start slots in the meta page.
-pub const VERSION: u32 = 6;
+/// and its Log Start slots in the meta page. 7: checked meta words (magic,
+/// salted root check, catalog, open stamp, Log Start's check byte, a mixed
+/// check in each ring Log Start slot, both slots written at create), a
+/// hash per bitmap instead of parities, large runs' continuations naming
+/// their distance to the head.
+pub const VERSION: u32 = 7;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
-const CRC_OFF: usize = 168;
+
+/// Header: the magic.
+pub const MAGIC_OFF: usize = 0;
+/// Header: the format version (u32).
+pub const VERSION_OFF: usize = MAGIC_OFF + 8;
+/// Header: flags (u32, zero).
+pub const FLAGS_OFF: usize = VERSION_OFF + 4;
+/// Header: the layout name, 64 bytes.
+pub const LAYOUT_NAME_OFF: usize = FLAGS_OFF + 4;
+/// Bytes of the layout name field.
+pub const LAYOUT_NAME_LEN: usize = 64;
+/// Header: the pool size.
+pub const POOL_SIZE_OFF: usize = LAYOUT_NAME_OFF + LAYOUT_NAME_LEN;
+/// Header: the UUID, 16 bytes.
+pub const UUID_OFF: usize = POOL_SIZE_OFF + 8;
+/// Header: the log variant code (u8).
+pub const VARIANT_OFF: usize = UUID_OFF + 16;
+/// Header: the policy code (u8).
+pub const POLICY_OFF: usize = VARIANT_OFF + 1;
+/// Header: the backend code (u8).
+pub const BACKEND_OFF: usize = POLICY_OFF + 1;
+/// Header: the Batch group size as log2 (u8).
+pub const GROUP_OFF: usize = BACKEND_OFF + 1;
+/// Header: cells per log block (u32).
+pub const CELLS_OFF: usize = GROUP_OFF + 1;
+/// Header: the log block size.
+pub const BLOCK_SIZE_OFF: usize = CELLS_OFF + 4;
+/// Header: the allocator's offset.
+pub const ALLOC_OFF_OFF: usize = BLOCK_SIZE_OFF + 8;
+/// Header: the bitmaps' offset.
+pub const BITMAP_OFF_OFF: usize = ALLOC_OFF_OFF + 8;
+/// Header: the log region's offset.
+pub const LOG_OFF_OFF: usize = BITMAP_OFF_OFF + 8;
+/// Header: the log region's block count.
+pub const LOG_BLOCKS_OFF: usize = LOG_OFF_OFF + 8;
+/// Header: the heap's offset.
+pub const HEAP_OFF_OFF: usize = LOG_BLOCKS_OFF + 8;
+/// Header: the heap's chunk count.
+pub const HEAP_CHUNKS_OFF: usize = HEAP_OFF_OFF + 8;
+/// Header: CRC-32 of the bytes before it (u32).
+pub const CRC_OFF: usize = HEAP_CHUNKS_OFF + 8;
+/// Header: first byte past the CRC (the rest of the page is zero).
+pub const HEADER_END: usize = CRC_OFF + 4;
+
+/// Every header field, `(offset, size, name)`, in order: what
+/// `docs/format.md`'s table must say.
+pub const FIELDS: [(usize, usize, &str); 19] = [
+    (MAGIC_OFF, 8, "magic"),
+    (VERSION_OFF, 4, "format version"),
+    (FLAGS_OFF, 4, "flags"),
+    (LAYOUT_NAME_OFF, LAYOUT_NAME_LEN, "layout name"),
+    (POOL_SIZE_OFF, 8, "pool size"),
+    (UUID_OFF, 16, "uuid"),
+    (VARIANT_OFF, 1, "log variant"),
+    (POLICY_OFF, 1, "policy"),
+    (BACKEND_OFF, 1, "backend"),
+    (GROUP_OFF, 1, "batch group size"),
+    (CELLS_OFF, 4, "cells per log block"),
+    (BLOCK_SIZE_OFF, 8, "log block size"),
+    (ALLOC_OFF_OFF, 8, "allocator offset"),
+    (BITMAP_OFF_OFF, 8, "bitmap offset"),
+    (LOG_OFF_OFF, 8, "log offset"),
+    (LOG_BLOCKS_OFF, 8, "log block count"),
+    (HEAP_OFF_OFF, 8, "heap offset"),
+    (HEAP_CHUNKS_OFF, 8, "heap chunk count"),
+    (CRC_OFF, 4, "crc"),
+];
 
 /// A decoded, verified header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,42 +136,35 @@ pub struct Header {
     pub layout: Layout,
 }
 
-fn put(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-fn get(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
-}
-
 impl Header {
     /// Encodes the header page.
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; HEADER_SIZE as usize];
-        b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        b[16..16 + self.layout_name.len()].copy_from_slice(self.layout_name.as_bytes());
+        b[MAGIC_OFF..MAGIC_OFF + 8].copy_from_slice(&MAGIC);
+        put_u32(&mut b, VERSION_OFF, VERSION);
+        let name = self.layout_name.as_bytes();
+        b[LAYOUT_NAME_OFF..LAYOUT_NAME_OFF + name.len()].copy_from_slice(name);
         let l = &self.layout;
-        put(&mut b, 80, l.pool_size);
-        b[88..104].copy_from_slice(&self.uuid);
-        b[104] = self.variant.code();
-        b[105] = self.policy.code();
-        b[106] = self.backend.code();
-        b[107] = if self.group == 0 {
+        put_u64(&mut b, POOL_SIZE_OFF, l.pool_size);
+        b[UUID_OFF..UUID_OFF + 16].copy_from_slice(&self.uuid);
+        b[VARIANT_OFF] = self.variant.code();
+        b[POLICY_OFF] = self.policy.code();
+        b[BACKEND_OFF] = self.backend.code();
+        b[GROUP_OFF] = if self.group == 0 {
             0
         } else {
             self.group.trailing_zeros() as u8
         };
-        b[108..112].copy_from_slice(&(l.bucket_cells as u32).to_le_bytes());
-        put(&mut b, 112, l.log_block_size);
-        put(&mut b, 120, l.alloc_off);
-        put(&mut b, 128, l.bitmap_off);
-        put(&mut b, 136, l.log_off);
-        put(&mut b, 144, l.log_blocks);
-        put(&mut b, 152, l.heap_off);
-        put(&mut b, 160, l.heap_chunks);
+        put_u32(&mut b, CELLS_OFF, l.bucket_cells as u32);
+        put_u64(&mut b, BLOCK_SIZE_OFF, l.log_block_size);
+        put_u64(&mut b, ALLOC_OFF_OFF, l.alloc_off);
+        put_u64(&mut b, BITMAP_OFF_OFF, l.bitmap_off);
+        put_u64(&mut b, LOG_OFF_OFF, l.log_off);
+        put_u64(&mut b, LOG_BLOCKS_OFF, l.log_blocks);
+        put_u64(&mut b, HEAP_OFF_OFF, l.heap_off);
+        put_u64(&mut b, HEAP_CHUNKS_OFF, l.heap_chunks);
         let crc = crc32fast::hash(&b[..CRC_OFF]);
-        b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_le_bytes());
+        put_u32(&mut b, CRC_OFF, crc);
         b
     }
 
@@ -112,7 +180,7 @@ impl Header {
                 expected: HEADER_SIZE,
             });
         }
-        let magic: [u8; 8] = b[0..8].try_into().expect("8 bytes");
+        let magic: [u8; 8] = b[MAGIC_OFF..MAGIC_OFF + 8].try_into().expect("8 bytes");
         if magic != MAGIC {
             return Err(Error::NotAPool {
                 path: path.to_path_buf(),
@@ -120,7 +188,7 @@ impl Header {
                 expected: MAGIC,
             });
         }
-        let stored = u32::from_le_bytes(b[CRC_OFF..CRC_OFF + 4].try_into().expect("4 bytes"));
+        let stored = get_u32(b, CRC_OFF);
         let computed = crc32fast::hash(&b[..CRC_OFF]);
         if stored != computed {
             return Err(Error::ChecksumMismatch {
@@ -130,15 +198,18 @@ impl Header {
                 computed,
             });
         }
-        let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+        let version = get_u32(b, VERSION_OFF);
         if version != VERSION {
             return Err(Error::UnsupportedVersion {
                 found: version,
                 supported: VERSION,
             });
         }
-        let name_bytes = &b[16..80];
-        let name_len = name_bytes.iter().position(|&c| c == 0).unwrap_or(64);
+        let name_bytes = &b[LAYOUT_NAME_OFF..LAYOUT_NAME_OFF + LAYOUT_NAME_LEN];
+        let name_len = name_bytes
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(LAYOUT_NAME_LEN);
         let layout_name = std::str::from_utf8(&name_bytes[..name_len])
             .map_err(|_| Error::BadHeader {
                 field: "layout name",
@@ -146,22 +217,22 @@ impl Header {
                 reason: "not UTF-8",
             })?
             .to_string();
-        let variant = LogVariant::from_code(b[104]).ok_or(Error::BadHeader {
+        let variant = LogVariant::from_code(b[VARIANT_OFF]).ok_or(Error::BadHeader {
             field: "log variant",
-            value: b[104] as u64,
+            value: b[VARIANT_OFF] as u64,
             reason: "expected 1, 2, 3 or 4",
         })?;
-        let policy = Policy::from_code(b[105]).ok_or(Error::BadHeader {
+        let policy = Policy::from_code(b[POLICY_OFF]).ok_or(Error::BadHeader {
             field: "policy",
-            value: b[105] as u64,
-            reason: "expected 1, 2 or 3",
+            value: b[POLICY_OFF] as u64,
+            reason: "expected 1, 2, 3 or 4",
         })?;
-        let backend = Backend::from_code(b[106]).ok_or(Error::BadHeader {
+        let backend = Backend::from_code(b[BACKEND_OFF]).ok_or(Error::BadHeader {
             field: "backend",
-            value: b[106] as u64,
+            value: b[BACKEND_OFF] as u64,
             reason: "expected 1, 2 or 3",
         })?;
-        let group = match (variant, b[107]) {
+        let group = match (variant, b[GROUP_OFF]) {
             (LogVariant::Batch, g @ 3..=6) => 1u32 << g,
             (LogVariant::Simple | LogVariant::Optimized | LogVariant::TwoLayer, 0) => 0,
             (_, g) => {
@@ -172,27 +243,27 @@ impl Header {
                 })
             }
         };
-        let cells = u32::from_le_bytes(b[108..112].try_into().expect("4 bytes")) as u64;
+        let cells = get_u32(b, CELLS_OFF) as u64;
         let layout = Layout {
-            pool_size: get(b, 80),
-            log_block_size: get(b, 112),
-            alloc_off: get(b, 120),
-            bitmap_off: get(b, 128),
-            log_off: get(b, 136),
-            log_blocks: get(b, 144),
-            heap_off: get(b, 152),
-            heap_chunks: get(b, 160),
+            pool_size: get_u64(b, POOL_SIZE_OFF),
+            log_block_size: get_u64(b, BLOCK_SIZE_OFF),
+            alloc_off: get_u64(b, ALLOC_OFF_OFF),
+            bitmap_off: get_u64(b, BITMAP_OFF_OFF),
+            log_off: get_u64(b, LOG_OFF_OFF),
+            log_blocks: get_u64(b, LOG_BLOCKS_OFF),
+            heap_off: get_u64(b, HEAP_OFF_OFF),
+            heap_chunks: get_u64(b, HEAP_CHUNKS_OFF),
             bucket_cells: cells,
         };
         validate(&layout, variant)?;
         // Not covered by the CRC: must be zero.
-        if let Some(i) = b[CRC_OFF + 4..HEADER_SIZE as usize]
+        if let Some(i) = b[HEADER_END..HEADER_SIZE as usize]
             .iter()
             .position(|&x| x != 0)
         {
             return Err(Error::BadHeader {
                 field: "reserved bytes",
-                value: (CRC_OFF + 4 + i) as u64,
+                value: (HEADER_END + i) as u64,
                 reason: "the header page past the checksum must be zero",
             });
         }
@@ -206,7 +277,7 @@ impl Header {
         }
         Ok(Header {
             layout_name,
-            uuid: b[88..104].try_into().expect("16 bytes"),
+            uuid: b[UUID_OFF..UUID_OFF + 16].try_into().expect("16 bytes"),
             variant,
             policy,
             backend,
@@ -301,4 +372,75 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The rows `| off | size | field |` of the markdown table under
+    /// `heading` in `doc`.
+    pub(crate) fn table(doc: &str, heading: &str) -> Vec<(u64, u64, String)> {
+        let at = doc
+            .find(heading)
+            .unwrap_or_else(|| panic!("{heading} in docs/format.md"));
+        doc[at..]
+            .lines()
+            .skip(1)
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| {
+                let cols: Vec<&str> = l.split('|').map(str::trim).collect();
+                Some((
+                    cols.get(1)?.parse().ok()?,
+                    cols.get(2)?.parse().ok()?,
+                    cols.get(3)?.to_string(),
+                ))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn docs_format_md_draws_the_header_the_code_encodes() {
+        let doc = include_str!("../../../../docs/format.md");
+        let rows = table(doc, "## Header (offset 0)");
+        let want: Vec<(u64, u64)> = FIELDS
+            .iter()
+            .map(|&(o, s, _)| (o as u64, s as u64))
+            .collect();
+        let got: Vec<(u64, u64)> = rows.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(
+            got, want,
+            "docs/format.md's header table and format/header.rs differ"
+        );
+        for (row, field) in rows.iter().zip(FIELDS) {
+            assert!(
+                row.2.to_lowercase().contains(&field.2.to_lowercase()),
+                "offset {}: the doc says `{}`, the code `{}`",
+                row.0,
+                row.2,
+                field.2
+            );
+        }
+        let version = rows.iter().find(|r| r.0 == VERSION_OFF as u64).unwrap();
+        assert!(version.2.contains(&VERSION.to_string()), "{}", version.2);
+        assert!(doc.starts_with(&format!("# On-media format (version {VERSION})")));
+        let policy = &rows.iter().find(|r| r.0 == POLICY_OFF as u64).unwrap().2;
+        for p in [
+            Policy::Force,
+            Policy::NoForce,
+            Policy::Redo,
+            Policy::RedoAsync,
+        ] {
+            assert!(
+                policy.contains(&format!("{} {p}", p.code())),
+                "{policy} lacks {p}"
+            );
+        }
+        // Offsets chain: each field starts where the previous one ends.
+        for w in FIELDS.windows(2) {
+            assert_eq!(w[0].0 + w[0].1, w[1].0);
+        }
+        assert_eq!(CRC_OFF, 168);
+    }
 }

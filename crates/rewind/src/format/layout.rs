@@ -24,8 +24,9 @@ pub const META_ROOT_OFF: u64 = META_OFF;
 pub const META_ROOT_SIZE: u64 = META_OFF + 8;
 /// Meta: root check word, `offset ^ size` (0 with no root).
 pub const META_ROOT_CHECK: u64 = META_OFF + 16;
-/// Meta: end of the root words.
-pub const META_ROOT_END: u64 = META_OFF + 24;
+/// Meta: end of the words transactions write (the root's and the
+/// catalog's: see `format::meta`).
+pub const META_ROOT_END: u64 = META_OFF + 40;
 /// Meta: the ADLL variables, one cache line (see `log::adll`).
 pub const META_ADLL: u64 = META_OFF + 64;
 /// First byte after the meta page.

@@ -10,6 +10,8 @@ mod fingerprint;
 pub mod group;
 pub mod header;
 pub mod layout;
+pub mod le;
+pub mod meta;
 // `unsafe impl Pod` and `Zeroable` for `PPtr<T>` (bytemuck's derive cannot
 // see through the phantom type).
 #[allow(unsafe_code)]

@@ -64,6 +64,40 @@ impl<T> PPtr<T> {
     pub const fn cast<U>(self) -> PPtr<U> {
         PPtr::from_offset(self.off)
     }
+
+    /// A pointer to the field at byte `offset` of the pointee, typed by
+    /// `_field` (a function from the pointee to the field, never called):
+    /// what the `field!` macro expands to. An offset past every pool
+    /// gives offset `u64::MAX`, which every access refuses.
+    #[doc(hidden)]
+    pub fn project<F>(self, offset: usize, _field: fn(&T) -> &F) -> PPtr<F> {
+        PPtr::from_offset(self.off.saturating_add(offset as u64))
+    }
+}
+
+/// A pointer to one field of a stored struct, `field!(ptr, Type, name)`,
+/// typed as that field, so a transaction writes the field alone (not the
+/// whole struct, and with it fields other threads changed) without
+/// `offset_of!` arithmetic:
+///
+/// ```
+/// use rewind::{field, PPtr, Pod, Pool, PoolConfig, Zeroable};
+/// #[derive(Clone, Copy, Pod, Zeroable)]
+/// #[repr(C)]
+/// struct Account { id: u64, balance: u64 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let pool = Pool::create(dir.path().join("f.pool"), "doc", 4 << 20, &PoolConfig::default())?;
+/// let acc: PPtr<Account> = pool.transaction(|tx| tx.root())?;
+/// let balance: PPtr<u64> = field!(acc, Account, balance);
+/// pool.transaction(|tx| tx.write(balance, &70))?;
+/// assert_eq!(pool.read(acc)?.balance, 70);
+/// # Ok::<(), rewind::Error>(())
+/// ```
+#[macro_export]
+macro_rules! field {
+    ($ptr:expr, $T:ty, $f:ident) => {
+        $crate::PPtr::<$T>::project($ptr, ::core::mem::offset_of!($T, $f), |t: &$T| &t.$f)
+    };
 }
 
 impl<T> Clone for PPtr<T> {
@@ -104,6 +138,24 @@ unsafe impl<T: 'static> Pod for PPtr<T> {}
 #[cfg(test)]
 mod tests {
     use super::PPtr;
+
+    #[allow(dead_code)]
+    #[repr(C)]
+    struct S {
+        a: u64,
+        b: [u32; 3],
+    }
+
+    #[test]
+    fn field_projects_with_its_type() {
+        let p = PPtr::<S>::from_offset(4096);
+        // What `field!(p, S, b)` expands to.
+        let b: PPtr<[u32; 3]> = p.project(std::mem::offset_of!(S, b), |t: &S| &t.b);
+        assert_eq!(b.offset(), 4104);
+        let far = PPtr::<S>::from_offset(u64::MAX - 2);
+        assert_eq!(far.project(8, |t: &S| &t.b).offset(), u64::MAX);
+        let _ = p.project(0, |t: &S| &t.a);
+    }
 
     #[test]
     fn at_never_wraps() {

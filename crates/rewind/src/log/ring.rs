@@ -72,11 +72,10 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::format::group::{self, Builder, Head};
+use crate::format::meta;
 use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OFF, RING_SLOT};
 use crate::persist::{sites, Domain};
 
-/// Check word constant of a Log Start slot: `csn ^ position ^ K`.
-const SLOT_KEY: u64 = 0x5249_4e47_5354_5254;
 
 /// A group in the ring that the durable Log Start does not cover yet.
 #[derive(Clone, Copy, Debug)]
@@ -188,26 +187,13 @@ pub struct Ring {
     unfenced: AtomicBool,
 }
 
-fn slot_off(i: u64) -> u64 {
-    META_RING_START + (i & 1) * RING_SLOT
-}
-
-/// Reads slot `i`: `Ok(None)` for an all-zero slot (a new pool), `Err` for
-/// one whose check word fails.
-fn read_slot(d: &Domain, i: u64) -> Result<Option<(u64, u64)>, ()> {
-    let o = slot_off(i);
-    let (csn, pos, check) = (
-        d.read_u64(o).map_err(|_| ())?,
-        d.read_u64(o + 8).map_err(|_| ())?,
-        d.read_u64(o + 16).map_err(|_| ())?,
-    );
-    if csn == 0 && pos == 0 && check == 0 {
-        Ok(None)
-    } else if check == csn ^ pos ^ SLOT_KEY {
-        Ok(Some((csn, pos)))
-    } else {
-        Err(())
-    }
+/// Reads slot `i`: `None` for one whose check word fails (torn by a
+/// crash while it was stored, damaged, or zeroed: a new pool has both
+/// slots valid, `format/meta.rs`).
+fn read_slot(d: &Domain, i: u64) -> Result<Option<(u64, u64)>, Error> {
+    let mut w = [0u8; RING_SLOT as usize];
+    d.read(meta::ring_slot_off(i), &mut w)?;
+    Ok(meta::decode_ring_slot(&w))
 }
 
 impl Ring {
@@ -219,27 +205,21 @@ impl Ring {
     pub fn open(d: &Domain, l: &Layout) -> Result<(Ring, Replayed), Error> {
         let (off, len) = (l.ring_off(), l.ring_len());
         let corrupt = |offset, reason| Error::LogCorrupt { offset, reason };
-        let slots = [read_slot(d, 0), read_slot(d, 1)];
-        let valid = |i: usize| slots[i].ok().flatten();
-        let (slot, (csn, pos)) = match (valid(0), valid(1)) {
-            (Some(a), Some(b)) if b.0 > a.0 => (1, b),
-            (Some(a), _) => (0, a),
-            (None, Some(b)) => (1, b),
-            // An empty ring: csn 1 at position 0.
-            (None, None) => match slots {
-                [Ok(None), _] => (0, (1, 0)),
-                [_, Ok(None)] => (1, (1, 0)),
-                _ => {
-                    return Err(corrupt(
-                        META_RING_START,
-                        "both Log Start slots fail their check word",
-                    ))
-                }
-            },
+        let slots = [read_slot(d, 0)?, read_slot(d, 1)?];
+        let (slot, (csn, pos)) = match slots {
+            [Some(a), Some(b)] if b.0 > a.0 => (1, b),
+            [Some(a), _] => (0, a),
+            [None, Some(b)] => (1, b),
+            [None, None] => {
+                return Err(corrupt(
+                    META_RING_START,
+                    "both Log Start slots fail their check word (damaged or zeroed)",
+                ))
+            }
         };
         if pos >= len || pos % group::LINE as u64 != 0 || csn == 0 {
             return Err(corrupt(
-                slot_off(slot),
+                meta::ring_slot_off(slot),
                 "Log Start names no group boundary of the commit ring",
             ));
         }
@@ -277,7 +257,7 @@ impl Ring {
             next += 1;
         }
         let mut slot = slot;
-        let torn = slots.iter().any(|s| s.is_err());
+        let torn = slots.iter().any(|s| s.is_none());
         if rep.groups > 0 {
             // The replay durable before the Log Start passes it.
             d.fence_at(sites::RING_RECOVER_APPLIED)?;
@@ -287,14 +267,9 @@ impl Ring {
         } else if torn {
             // A slot a crash tore while it was being stored (or damaged
             // while not in use) holds nothing the ring needs: it is made
-            // valid again, a copy of the one in use (zero in a ring never
-            // used), so that the next crash still finds one valid slot.
-            let other = slot ^ 1;
-            if matches!(slots[slot as usize], Ok(None)) {
-                d.store_nt(slot_off(other), &[0; RING_SLOT as usize])?;
-            } else {
-                store_slot(d, other, csn, pos)?;
-            }
+            // valid again, a copy of the one in use, so that the next
+            // crash still finds one valid slot.
+            store_slot(d, slot ^ 1, csn, pos)?;
             d.fence_at(sites::RING_RECOVER_START)?;
         }
         let start = Start { csn: next, at };
@@ -582,11 +557,7 @@ impl Ring {
 /// Stores Log Start slot `i` (csn, position, check word) with
 /// non-temporal stores: durable at this thread's next fence.
 fn store_slot(d: &Domain, i: u64, csn: u64, pos: u64) -> Result<(), Error> {
-    let mut w = [0u8; RING_SLOT as usize];
-    w[..8].copy_from_slice(&csn.to_le_bytes());
-    w[8..16].copy_from_slice(&pos.to_le_bytes());
-    w[16..].copy_from_slice(&(csn ^ pos ^ SLOT_KEY).to_le_bytes());
-    d.store_nt(slot_off(i), &w)
+    d.store_nt(meta::ring_slot_off(i), &meta::encode_ring_slot(csn, pos))
 }
 
 /// A replayed entry must land in the heap or on the root words.

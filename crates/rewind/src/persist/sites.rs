@@ -126,6 +126,10 @@ sites! {
         redundant: "a simulated pool's header (a file pool's is written and made durable under a temporary name before the file is renamed into place, so a crash leaves no pool or a whole one); exploration starts from a created pool";
     POOL_HEADER_FENCE = "pool.header.fence": "the header persistent before the pool is used",
         redundant: "a simulated pool's header (see pool.header.flush)";
+    POOL_STAMP_FLUSH = "pool.stamp.flush": "the open stamp (the identity of the file holding the pool open, or 0 at a clean close) written back",
+        redundant: "the stamp only tells a copy of a pool taken while it was open from the pool itself (rewind check reports such a copy); recovery never reads it, so a crash before it persists changes nothing it does";
+    POOL_STAMP_FENCE = "pool.stamp.fence": "the open stamp persistent",
+        redundant: "see pool.stamp.flush";
     ADLL_APPEND_NODE = "adll.append.node": "new node (prev, next, zeroed cells) and the toAppend check word persistent before toAppend names the node";
     ADLL_APPEND_TO_APPEND = "adll.append.to_append": "toAppend persistent before the links change, so recovery can redo them";
     ADLL_APPEND_LINKS = "adll.append.links": "head/tail/next links persistent before toAppend is cleared";

@@ -106,6 +106,25 @@ pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
 /// error here rather than a `SIGBUS` when a store into a hole of the
 /// mapping finds no space later.
 pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<File, Error> {
+    let (file, tmp) = create_temp(path, len)?;
+    let r = file
+        .write_all_at(prefix, 0)
+        .map_err(|e| Error::io(path, e))
+        .and_then(|()| publish(&file, &tmp, path));
+    match r {
+        Ok(()) => Ok(file),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// The first half of [`create`]: a new file of `len` bytes under a
+/// temporary name beside `path` (which must not exist), locked, its blocks
+/// allocated. Returns it and its temporary path; the caller fills it and
+/// calls [`publish`] (or removes it).
+pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, std::path::PathBuf), Error> {
     if std::fs::symlink_metadata(path).is_ok() {
         return Err(Error::io(
             path,
@@ -132,19 +151,24 @@ pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<File, Error
                 Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
                 Err(e) => Err(Error::io(path, e.into())),
             }
-        })
-        .and_then(|()| file.write_all_at(prefix, 0).map_err(|e| Error::io(path, e)))
-        .and_then(|()| file.sync_all().map_err(|e| Error::io(path, e)))
-        .and_then(|()| rename_no_replace(&tmp, path))
-        .and_then(|()| sync_dir(path));
+        });
     match built {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok((file, tmp)),
         Err(e) => {
             // Nothing of a refused pool stays behind.
             let _ = std::fs::remove_file(&tmp);
             Err(e)
         }
     }
+}
+
+/// The second half of [`create`]: makes `file` durable, renames it from
+/// `tmp` to `path` without replacing anything, and makes the directory
+/// durable.
+pub(crate) fn publish(file: &File, tmp: &Path, path: &Path) -> Result<(), Error> {
+    file.sync_all().map_err(|e| Error::io(path, e))?;
+    rename_no_replace(tmp, path)?;
+    sync_dir(path)
 }
 
 /// `.NAME.PID.N.creating` beside `path`.
@@ -184,6 +208,13 @@ pub(crate) fn sync_dir(path: &Path) -> Result<(), Error> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
+}
+
+/// The identity the open stamp records for `file` (its device and inode).
+pub(crate) fn identity(path: &Path, file: &File) -> Result<u64, Error> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata().map_err(|e| Error::io(path, e))?;
+    Ok(crate::format::meta::file_identity(m.dev(), m.ino()))
 }
 
 /// Reads up to `n` bytes from the start of `file` (fewer at its end).

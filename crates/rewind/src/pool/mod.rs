@@ -4,6 +4,7 @@
 //! page, the allocator's metadata, the log and the heap (`layout`). Reads are
 //! copies out of the mapping; writes go through a [`Tx`].
 
+mod backup;
 pub(crate) mod file;
 mod nesting;
 mod stream;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 
+use crate::alloc::catalog::NamedRoot;
 use crate::alloc::AllocStats;
 use crate::engine::write_back::WriteBack;
 use crate::engine::Engine;
@@ -22,9 +24,10 @@ use crate::error::Error;
 use crate::format::header::{Header, MAX_LAYOUT};
 use crate::format::layout::{Layout, HEADER_SIZE, MIN_POOL};
 use crate::format::layout::{DEFAULT_GROUP, MAX_BUCKET_CELLS, MAX_POOL};
+use crate::format::meta;
 pub use crate::format::PPtr;
 use crate::log::{LogStats, LogVariant};
-use crate::persist::{Backend, Counters, Domain, NvmLatency};
+use crate::persist::{sites, Backend, Counters, Domain, NvmLatency};
 use crate::recovery::RecoveryReport;
 use crate::tx::{Policy, Tx};
 
@@ -173,6 +176,12 @@ pub struct Pool {
     write_back: Option<std::thread::JoinHandle<()>>,
     /// This handle created the pool.
     created: bool,
+    /// The open stamp this handle wrote (0: none, a simulated pool).
+    stamp: u64,
+    /// Held for reading by every transaction and atomic write, for
+    /// writing by a backup (see `backup`): a backup copies a pool in which
+    /// nothing is half done.
+    gate: parking_lot::RwLock<()>,
 }
 
 fn check_layout_name(name: &str) -> Result<(), Error> {
@@ -210,6 +219,8 @@ impl Pool {
             eng,
             write_back,
             created: false,
+            stamp: 0,
+            gate: parking_lot::RwLock::new(()),
         }
     }
 
@@ -259,11 +270,17 @@ impl Pool {
             });
         }
         check_write_back(cfg.write_back)?;
-        // The header is durable in the file before the file has its name.
-        let f = file::create(path, size, &hdr.encode())?;
+        // The header and meta page are durable in the file before the
+        // file has its name.
+        let mut prefix = hdr.encode();
+        prefix.extend(meta::initial_page());
+        let f = file::create(path, size, &prefix)?;
+        let stamp = file::identity(path, &f)?;
         let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
             dom.set_latency(cfg.nvm_latency);
-            Engine::start(dom, path, layout, cfg.write_back).map(Pool::start)
+            Engine::start(dom, path, layout, cfg.write_back)
+                .map(Pool::start)
+                .and_then(|p| p.stamped(stamp))
         });
         match r {
             Ok(mut p) => {
@@ -299,9 +316,37 @@ impl Pool {
             (None, Backend::Sim) => Backend::Pmem,
             (None, b) => b,
         };
+        let stamp = file::identity(path, &f)?;
         let mut dom = Domain::map(path, f, backend)?;
         dom.set_latency(opts.nvm_latency);
-        Engine::start(dom, path, layout, opts.write_back).map(Pool::start)
+        Engine::start(dom, path, layout, opts.write_back)
+            .map(Pool::start)
+            .and_then(|p| p.stamped(stamp))
+    }
+
+    /// Records `stamp` (this file's identity) as the pool's open stamp, so
+    /// that a copy of the file taken while it is open (a `cp`, which may be
+    /// torn) shows as one: its stamp is not its own identity.
+    fn stamped(mut self, stamp: u64) -> Result<Pool, Error> {
+        self.write_stamp(stamp)?;
+        self.stamp = stamp;
+        Ok(self)
+    }
+
+    /// Stores the open stamp, durably.
+    fn write_stamp(&self, v: u64) -> Result<(), Error> {
+        let d = &self.eng.dom;
+        d.store_u64(meta::STAMP, v)?;
+        d.flush_at(meta::STAMP, 8, sites::POOL_STAMP_FLUSH)?;
+        d.fence_at(sites::POOL_STAMP_FENCE)
+    }
+
+    /// After a clean close: the stamp back to 0 (closed).
+    fn unstamp(&self) -> Result<(), Error> {
+        if self.stamp == 0 {
+            return Ok(());
+        }
+        self.write_stamp(0)
     }
 
     /// Opens the pool file at `path` if there is one, else creates it with
@@ -352,7 +397,7 @@ impl Pool {
     /// ignores errors. Whatever is left, the next open recovers.
     pub fn close(mut self) -> Result<(), Error> {
         self.stop_write_back();
-        let r = self.eng.clean_close();
+        let r = self.eng.clean_close().and_then(|()| self.unstamp());
         // Done: the drop that follows must not repeat it.
         let _ = self.eng.poisoned.set("closed".into());
         r
@@ -389,6 +434,7 @@ impl Pool {
     ) -> Result<R, E> {
         self.eng.usable()?;
         let _inside = nesting::InTransaction::enter(self.nesting_key())?;
+        let _gate = self.enter();
         let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
         let mut tx = Tx::new(&self.eng, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
@@ -438,6 +484,7 @@ impl Pool {
         if nesting::InTransaction::active(self.nesting_key()) {
             return Err(Error::NestedTransaction);
         }
+        let _gate = self.enter();
         crate::tx::atomic::atomic_write(&self.eng, off, bytes)
     }
 
@@ -478,6 +525,29 @@ impl Pool {
         self.eng.read_committed(off, buf)
     }
 
+    /// The root named `name`, if a transaction created it (see
+    /// [`Tx::root_named`]); [`Error::TypeMismatch`] when it was created as
+    /// another type.
+    pub fn root_named<T: crate::Typed>(&self, name: &str) -> Result<Option<PPtr<T>>, Error> {
+        let want = crate::TypeFingerprint::of::<T>();
+        match self.roots()?.into_iter().find(|r| r.name == name) {
+            None => Ok(None),
+            Some(r) if r.fingerprint == want => Ok(Some(PPtr::from_offset(r.offset))),
+            Some(r) => Err(Error::TypeMismatch {
+                name: name.to_string(),
+                found: r.fingerprint.to_string(),
+                expected: want.to_string(),
+            }),
+        }
+    }
+
+    /// The named roots in the catalog, in the order they were created.
+    pub fn roots(&self) -> Result<Vec<NamedRoot>, Error> {
+        self.eng.usable()?;
+        let e = &self.eng;
+        crate::alloc::catalog::read(&e.dom, &e.hdr.layout, &|o, b| e.read_committed(o, b))
+    }
+
     /// The root object, if one was created (see [`Tx::root`]).
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
         self.eng.root::<T>()
@@ -516,6 +586,7 @@ impl Pool {
     /// Makes the work of every finished transaction durable in place and
     /// clears its log records (no-force; under force there is nothing to do).
     pub fn checkpoint(&self) -> Result<(), Error> {
+        let _gate = self.enter();
         self.eng.checkpoint()
     }
 
@@ -728,13 +799,10 @@ const MIN_LRU_LINES: usize = 16;
 
 #[cfg(feature = "testing")]
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
-    let page = hdr.encode();
+    let mut page = hdr.encode();
+    page.extend(meta::initial_page());
     dom.store(0, &page)?;
-    dom.flush_at(
-        0,
-        page.len() as u64,
-        crate::persist::sites::POOL_HEADER_FLUSH,
-    )?;
+    dom.flush_at(0, page.len() as u64, sites::POOL_HEADER_FLUSH)?;
     // The header persistent before the pool is used.
     dom.fence_at(crate::persist::sites::POOL_HEADER_FENCE)
 }
@@ -748,7 +816,9 @@ impl Drop for Pool {
     /// recovered at the next open.
     fn drop(&mut self) {
         self.stop_write_back();
-        let _ = self.eng.clean_close();
+        if self.eng.clean_close().is_ok() {
+            let _ = self.unstamp();
+        }
     }
 }
 

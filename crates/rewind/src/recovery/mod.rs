@@ -108,17 +108,33 @@ pub(crate) fn apply_clr(
     }
 }
 
-/// Notes the allocation bit a redone or undone record rewrote.
-fn name_block(l: &Layout, r: &Record, named: &mut BTreeMap<u64, (u64, u64)>) -> Result<(), Error> {
-    let size = match r.kind {
-        Kind::Alloc | Kind::Delete => r.aux,
-        Kind::Clr if matches!(r.flags, clr::FREE | clr::ALLOCATED) => size_word(&r.new, r.target)?,
-        _ => return Ok(()),
-    };
-    let (chunk, (p, q)) = alloc::parity_position(l, r.target, size)?;
-    let e = named.entry(chunk).or_default();
-    *e = (e.0 | p, e.1 | q);
-    Ok(())
+/// Every small block's bitmap bit a record in the log names (ALLOC,
+/// DELETE, or a CLR that frees or allocates), by chunk, sorted: the only
+/// bits a crash can have torn from their chunk's bitmap check, and the
+/// only ones redo and undo rewrite (see `alloc::table`).
+fn named_bits(l: &Layout, records: &[Scanned]) -> BTreeMap<u64, Vec<u64>> {
+    let mut named: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for s in records {
+        let r = &s.rec;
+        let size = match r.kind {
+            Kind::Alloc | Kind::Delete => r.aux,
+            Kind::Clr if matches!(r.flags, clr::FREE | clr::ALLOCATED) => {
+                match size_word(&r.new, r.target) {
+                    Ok(size) => size,
+                    Err(_) => continue,
+                }
+            }
+            _ => continue,
+        };
+        if let Some((chunk, slot)) = alloc::bitmap_slot(l, r.target, size) {
+            named.entry(chunk).or_default().push(slot);
+        }
+    }
+    for slots in named.values_mut() {
+        slots.sort_unstable();
+        slots.dedup();
+    }
+    named
 }
 
 fn check_target(l: &Layout, r: &Record) -> Result<(), Error> {
@@ -160,18 +176,21 @@ pub(crate) fn recover(
     let mut a = analysis::analyse(l, records)?;
     a.log_start = log_start;
     report.committed = a.committed();
-    // Blocks whose allocation bits recovery rewrites, by chunk: only their
-    // bitmap parity may have been torn by the crash (see alloc::table).
-    let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    report.redone = redo::redo(d, l, records, &a, crate::policy::of(policy), &mut named)?;
-    let (mut losers, undone) = undo::undo(d, l, log, records, &mut a, &mut named)?;
+    // A crash may have persisted a bitmap bit without its chunk's check
+    // word, or the reverse, only for bits the log's records name: each such
+    // chunk's check must be explained by them before any bit changes (else
+    // the bitmap is damaged). Redo and undo then rewrite bits alone, and
+    // the checks are recomputed from the bits, before any END can make
+    // those records' transactions finished (see alloc::table).
+    let named = named_bits(l, records);
+    for (&chunk, slots) in &named {
+        alloc::verify_torn_check(d, l, chunk, slots)?;
+    }
+    report.redone = redo::redo(d, l, records, &a, crate::policy::of(policy))?;
+    let (mut losers, undone) = undo::undo(d, l, log, records, &mut a)?;
     report.undone = undone;
-    // A crash may have persisted a bitmap bit without its parity words, or
-    // the reverse, only for blocks of records redone or undone above: their
-    // bits are right now, so their chunks' parity is recomputed from them,
-    // before any END can make those records' transactions finished.
-    for (chunk, positions) in named {
-        alloc::repair_parity(d, l, chunk, positions)?;
+    for &chunk in named.keys() {
+        alloc::recompute_check(d, l, chunk)?;
     }
     undo::end_losers(d, log, &mut losers)?;
     report.rolled_back = losers.len() as u64;

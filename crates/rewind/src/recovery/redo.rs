@@ -4,10 +4,8 @@
 //! durable in place; force redoes whole Batch commit groups and the CLRs of
 //! interrupted rollbacks (a crash between a CLR and its store).
 
-use std::collections::BTreeMap;
-
 use super::analysis::{Analysis, Status};
-use super::{apply_clr, name_block};
+use super::apply_clr;
 use crate::alloc;
 use crate::error::Error;
 use crate::format::layout::Layout;
@@ -23,7 +21,6 @@ pub(super) fn redo(
     records: &[Scanned],
     a: &Analysis,
     policy: &dyn Durability,
-    named: &mut BTreeMap<u64, (u64, u64)>,
 ) -> Result<u64, Error> {
     let mut redone = 0;
     for s in records {
@@ -54,12 +51,6 @@ pub(super) fn redo(
         let needed = policy.redo(&facts);
         if needed && apply(d, l, r)? {
             redone += 1;
-            name_block(l, r, named)?;
-        } else if r.kind == Kind::Clr && a.loser(r.tx) {
-            // Settled before the crash, but an earlier recovery that redid
-            // it may have been interrupted before repairing the parity the
-            // first crash tore.
-            name_block(l, r, named)?;
         }
     }
     Ok(redone)

@@ -6,11 +6,10 @@
 //! action settled is never undone twice. As in ARIES the losers are undone
 //! together, latest record first. Then an END for each.
 
-use std::collections::BTreeMap;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::analysis::{Analysis, Status};
-use super::{apply_clr, name_block};
+use super::apply_clr;
 use crate::error::Error;
 use crate::format::layout::Layout;
 use crate::format::record::clr;
@@ -25,7 +24,6 @@ pub(super) fn undo(
     log: &Log,
     records: &[Scanned],
     a: &mut Analysis,
-    named: &mut BTreeMap<u64, (u64, u64)>,
 ) -> Result<(Vec<(u64, Reservation)>, u64), Error> {
     let by_lsn: HashMap<u64, &Record> = records.iter().map(|s| (s.rec.lsn, &s.rec)).collect();
     let mut losers: Vec<u64> = a.table.keys().copied().filter(|&t| a.loser(t)).collect();
@@ -79,7 +77,6 @@ pub(super) fn undo(
                 log.append(d, &[c], &mut placed, chain)?;
                 apply_clr(d, l, what, r.target, bytes)?;
                 undone += 1;
-                name_block(l, r, named)?;
                 r.prev
             }
             Kind::Rollback => r.prev,

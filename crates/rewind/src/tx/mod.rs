@@ -49,6 +49,7 @@
 pub(crate) mod atomic;
 mod control;
 mod handle;
+mod named;
 
 use bytemuck::Pod;
 
@@ -270,6 +271,35 @@ impl<'p> Tx<'p> {
         }
     }
 
+    /// Reads meta-page words (the root's and catalog's), seeing this
+    /// transaction's own writes: they lie in no allocated block.
+    pub(crate) fn read_meta(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
+        self.meta_range(off, buf.len() as u64)?;
+        self.eng.read_committed(off, buf)?;
+        self.log.overlay(off, buf);
+        Ok(())
+    }
+
+    /// Writes meta-page words (the root's and catalog's), logged like
+    /// user data.
+    pub(crate) fn write_meta(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        self.meta_range(off, bytes.len() as u64)?;
+        self.live()?;
+        let r = self.write_logged(off, bytes);
+        self.check(r)
+    }
+
+    fn meta_range(&self, off: u64, len: u64) -> Result<(), Error> {
+        if off < META_ROOT_OFF || off.checked_add(len).is_none_or(|e| e > META_ROOT_END) {
+            return Err(Error::OutOfBounds {
+                offset: off,
+                len,
+                size: META_ROOT_END,
+            });
+        }
+        Ok(())
+    }
+
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         let end = off + bytes.len() as u64;
         if self.fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
@@ -376,8 +406,8 @@ impl<'p> Tx<'p> {
         let mut words = [0u8; 24];
         words[..8].copy_from_slice(&off.to_le_bytes());
         words[8..16].copy_from_slice(&size.to_le_bytes());
-        words[16..].copy_from_slice(&(off ^ size).to_le_bytes());
-        debug_assert_eq!(META_ROOT_END, META_ROOT_OFF + 24);
+        words[16..].copy_from_slice(&crate::format::meta::root_check(off, size).to_le_bytes());
+        debug_assert_eq!(META_ROOT_END, META_ROOT_OFF + 40);
         let r = self.write_logged(META_ROOT_OFF, &words);
         self.check(r)?;
         Ok(PPtr::from_offset(off))

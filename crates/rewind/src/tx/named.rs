@@ -1,0 +1,103 @@
+//! Named, typed roots: [`Tx::root_named`] finds a root in the pool's
+//! catalog (`alloc::catalog`) or creates it, recording its type's
+//! fingerprint, in the transaction (so a rollback forgets a new root).
+
+use super::Tx;
+use crate::alloc::catalog::{
+    self, CAPACITY, COUNT, ENTRIES, ENTRY, E_FINGERPRINT, E_NAME, E_OBJECT, E_SIZE, FIRST_CAPACITY,
+    MAGIC, NAME_BYTES,
+};
+use crate::error::Error;
+use crate::format::le::{get_u64, put_u64};
+use crate::format::{meta, PPtr, TypeFingerprint, Typed};
+
+impl Tx<'_> {
+    /// The root named `name` (1 to 47 bytes), a `T`: created zeroed on
+    /// first use, with `T`'s [`TypeFingerprint`] recorded beside it. A root
+    /// created as another type (another name, size or alignment) is
+    /// [`Error::TypeMismatch`] naming both.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rewind::{Error, PPtr, Pool, PoolConfig};
+    /// let pool = Pool::create(dir.path().join("n.pool"), "doc", 4 << 20, &PoolConfig::default())?;
+    /// let hits: PPtr<u64> = pool.transaction(|tx| tx.root_named("hits"))?;
+    /// pool.transaction(|tx| tx.write(hits, &1))?;
+    /// assert_eq!(pool.root_named::<u64>("hits")?, Some(hits));
+    /// let e = pool.transaction(|tx| tx.root_named::<i64>("hits")).unwrap_err();
+    /// assert!(matches!(e, Error::TypeMismatch { .. }));
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn root_named<T: Typed>(&mut self, name: &str) -> Result<PPtr<T>, Error> {
+        catalog::check_name(name)?;
+        let want = TypeFingerprint::of::<T>();
+        let mut w = [0u8; 16];
+        self.read_meta(meta::CATALOG, &mut w)?;
+        let cat = get_u64(&w, 0);
+        let (mut cap, mut count) = (0, 0);
+        if cat != 0 {
+            let mut h = [0u8; ENTRIES as usize];
+            self.read_bytes(cat, &mut h)?;
+            cap = get_u64(&h, CAPACITY as usize);
+            let len = cap
+                .checked_mul(ENTRY)
+                .and_then(|b| b.checked_add(ENTRIES))
+                .filter(|&n| n <= 1 << 30)
+                .ok_or(Error::MetaCorrupt {
+                    offset: cat,
+                    reason: "the catalog's capacity does not fit its block",
+                })?;
+            let mut block = vec![0u8; len as usize];
+            self.read_bytes(cat, &mut block)?;
+            let roots = catalog::decode(cat, &block)?;
+            count = roots.len() as u64;
+            if let Some(r) = roots.iter().find(|r| r.name == name) {
+                if r.fingerprint != want {
+                    return Err(Error::TypeMismatch {
+                        name: name.to_string(),
+                        found: r.fingerprint.to_string(),
+                        expected: want.to_string(),
+                    });
+                }
+                return Ok(PPtr::from_offset(r.offset));
+            }
+        }
+        let size = std::mem::size_of::<T>() as u64;
+        let obj = self.alloc_bytes(size.max(1))?;
+        let cat = if count == cap {
+            // A larger catalog: the entries copied, the old block freed.
+            let new_cap = cap.saturating_mul(2).max(FIRST_CAPACITY);
+            let new = self.alloc_bytes(ENTRIES + new_cap * ENTRY)?;
+            let mut hdr = [0u8; ENTRIES as usize];
+            hdr[..8].copy_from_slice(&MAGIC);
+            put_u64(&mut hdr, CAPACITY as usize, new_cap);
+            put_u64(&mut hdr, COUNT as usize, count);
+            self.write_bytes(new, &hdr)?;
+            if cat != 0 {
+                let mut entries = vec![0u8; (count * ENTRY) as usize];
+                self.read_bytes(cat + ENTRIES, &mut entries)?;
+                self.write_bytes(new + ENTRIES, &entries)?;
+                self.free(PPtr::<u8>::from_offset(cat))?;
+            }
+            let mut words = [0u8; 16];
+            put_u64(&mut words, 0, new);
+            put_u64(&mut words, 8, meta::catalog_check(new));
+            self.write_meta(meta::CATALOG, &words)?;
+            new
+        } else {
+            cat
+        };
+        let mut e = [0u8; ENTRY as usize];
+        e[E_NAME as usize..E_NAME as usize + name.len()].copy_from_slice(name.as_bytes());
+        debug_assert!((name.len() as u64) < NAME_BYTES);
+        let f = E_FINGERPRINT as usize;
+        e[f..f + 64].copy_from_slice(&want.to_bytes());
+        put_u64(&mut e, E_OBJECT as usize, obj);
+        put_u64(&mut e, E_SIZE as usize, size);
+        self.write_bytes(cat + ENTRIES + count * ENTRY, &e)?;
+        let mut c = [0u8; 8];
+        put_u64(&mut c, 0, count + 1);
+        self.write_bytes(cat + COUNT, &c)?;
+        Ok(PPtr::from_offset(obj))
+    }
+}

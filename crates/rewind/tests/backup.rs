@@ -1,0 +1,101 @@
+//! Online backup: 64 copies of a pool taken with `Pool::backup_to` while
+//! four threads commit transfers between accounts; every copy opens, passes
+//! `check`, and holds one committed state (the accounts' sum unchanged,
+//! every account's block allocated, a commit count no greater than the
+//! live pool's). Each policy with a write-back of its own (redo-async) and
+//! without.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rewind::{OpenOptions, PPtr, Policy, Pool, PoolConfig};
+
+const ACCOUNTS: u64 = 64;
+const TOTAL: u64 = ACCOUNTS * 1000;
+
+fn backups_under_load(policy: Policy, backups: usize) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.pool");
+    let cfg = PoolConfig::default().policy(policy);
+    let pool = Pool::create(&path, "bank", 8 << 20, &cfg).unwrap();
+    // accounts[i] points at a block holding the balance.
+    let accounts: PPtr<[u64; ACCOUNTS as usize]> = pool.transaction(|tx| tx.root()).unwrap();
+    pool.transaction(|tx| {
+        for i in 0..ACCOUNTS {
+            let b = tx.alloc::<u64>()?;
+            tx.write(b, &1000)?;
+            tx.write(accounts.cast::<u64>().at(i), &b.offset())?;
+        }
+        Ok::<_, rewind::Error>(())
+    })
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    let mut consistent = 0;
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (pool, stop) = (&pool, &stop);
+            s.spawn(move || {
+                let mut x = t + 1;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Each thread moves money between its own accounts (isolation is the program's).
+                    let a = t * 16 + (x >> 33) % 16;
+                    let b = t * 16 + (x >> 17) % 16;
+                    pool.transaction(|tx| {
+                        let slot = |i: u64| accounts.cast::<u64>().at(i);
+                        let (pa, pb) = (tx.read(slot(a))?, tx.read(slot(b))?);
+                        let (pa, pb) = (PPtr::<u64>::from_offset(pa), PPtr::<u64>::from_offset(pb));
+                        let (va, vb) = (tx.read(pa)?, tx.read(pb)?);
+                        let amount = va.min(x % 50);
+                        tx.write(pa, &(va - amount))?;
+                        let vb = if a == b { va - amount } else { vb };
+                        tx.write(pb, &(vb + amount))?;
+                        if x % 7 == 0 {
+                            // Move the account to a new block: pointers change.
+                            let fresh = tx.alloc::<u64>()?;
+                            let v = tx.read(pa)?;
+                            tx.write(fresh, &v)?;
+                            tx.write(slot(a), &fresh.offset())?;
+                            tx.free(pa)?;
+                        }
+                        Ok::<_, rewind::Error>(())
+                    })
+                    .unwrap();
+                }
+            });
+        }
+        for k in 0..backups {
+            let copy = dir.path().join(format!("backup-{k}.pool"));
+            pool.backup_to(&copy).unwrap();
+            let report = rewind::inspect::check(&copy).unwrap();
+            let b = Pool::open(&copy, "bank", &OpenOptions::default()).unwrap();
+            let mut sum = 0;
+            let mut ok = report.is_ok();
+            for i in 0..ACCOUNTS {
+                let p = b.read(accounts.cast::<u64>().at(i)).unwrap();
+                match b.read(PPtr::<u64>::from_offset(p)) {
+                    Ok(v) => sum += v,
+                    Err(_) => ok = false,
+                }
+            }
+            if ok && sum == TOTAL {
+                consistent += 1;
+            }
+            drop(b);
+            std::fs::remove_file(&copy).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    consistent
+}
+
+#[test]
+fn backups_of_a_live_pool_are_consistent() {
+    for policy in [Policy::Force, Policy::RedoAsync] {
+        let n = 32;
+        let ok = backups_under_load(policy, n);
+        println!("{policy}: {ok} of {n} backups consistent");
+        assert_eq!(ok, n, "{policy}");
+    }
+}
