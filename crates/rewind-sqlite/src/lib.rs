@@ -52,6 +52,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+mod db;
 mod error;
 pub mod log;
 pub mod record;
@@ -150,6 +151,12 @@ pub enum RegisterError {
     BadBlockSize {
         /// What was given.
         block_size: u64,
+    },
+    /// The default VFS's file structure is larger than this VFS leaves it.
+    #[error("the default VFS's files take {bytes} bytes, more than the 512 this VFS leaves them")]
+    DefaultVfsFileTooLarge {
+        /// Its `szOsFile`.
+        bytes: usize,
     },
     /// SQLite has no default VFS to keep the database files with.
     #[error("SQLite has no default VFS")]
