@@ -203,12 +203,11 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
     let pool = if pool_file.exists() || !create {
         Pool::open(&pool_file, LAYOUT, &opts)?
     } else {
-        // Force: the blocks' rare link and free transactions fence as they
-        // go. Under Redo they would commit through the commit ring, and the
-        // next commit's unlogged frame copy would first drain the ring (a
-        // second fence in that commit).
+        // Redo: the blocks' rare link and free transactions commit as
+        // groups of the commit ring, and the next commit's unlogged frame
+        // copy drains the ring only if a group wrote one of its lines.
         let pc = PoolConfig::default()
-            .policy(Policy::Force)
+            .policy(Policy::Redo)
             .backend(cfg.backend)
             .nvm_latency(cfg.nvm_latency);
         Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
