@@ -141,3 +141,62 @@ fn a_torn_group_is_not_replayed() {
     }
     assert_eq!(rec.recovery_report().ring_groups, 0);
 }
+
+#[test]
+fn an_unlogged_store_drains_the_ring_only_over_lines_a_group_wrote() {
+    for v in LogVariant::ALL {
+        let (pool, root) = pool(v, 4 << 20);
+        let words = root.cast::<u64>();
+        let block = pool.transaction(|tx| tx.alloc_bytes(256)).unwrap();
+        pool.transaction(|tx| tx.write(words.at(0), &11)).unwrap();
+        // Elsewhere: the copy's own fence, no drain.
+        let before = pool.counters();
+        pool.write_unlogged(block, &[7u8; 200]).unwrap();
+        pool.fence().unwrap();
+        assert_eq!(pool.counters().since(&before).fences, 1, "{v}");
+        // Over the line the group wrote: drained first (one fence more).
+        let before = pool.counters();
+        pool.write_unlogged(words.at(1).offset(), &22u64.to_le_bytes())
+            .unwrap();
+        pool.fence().unwrap();
+        assert_eq!(pool.counters().since(&before).fences, 2, "{v}");
+        for all in [false, true] {
+            let rec = recovered(&pool, all);
+            let got = rec.read(root).unwrap();
+            assert_eq!((got[0], got[1]), (11, 22), "{v} all={all}");
+            let mut b = [0u8; 200];
+            rec.read_bytes(block, &mut b).unwrap();
+            assert_eq!(b, [7u8; 200], "{v} all={all}");
+        }
+    }
+}
+
+#[test]
+fn an_unlogged_store_after_another_threads_drain_is_not_replayed_over() {
+    for v in LogVariant::ALL {
+        let (pool, root) = pool(v, 4 << 20);
+        let words = root.cast::<u64>();
+        // Thread A commits a group and drains: the Log Start past it is
+        // stored, and A does not fence again.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                pool.transaction(|tx| tx.write(words.at(0), &11)).unwrap();
+                pool.sync().unwrap();
+            });
+        });
+        // Thread B stores over the group's word and fences: a recovery must
+        // not replay the group over it, whether A's Log Start reached the
+        // media or not.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                pool.write_unlogged(words.at(0).offset(), &33u64.to_le_bytes())
+                    .unwrap();
+                pool.fence().unwrap();
+            });
+        });
+        for all in [false, true] {
+            let rec = recovered(&pool, all);
+            assert_eq!(rec.read(root).unwrap()[0], 33, "{v} all={all}");
+        }
+    }
+}

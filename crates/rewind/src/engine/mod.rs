@@ -135,11 +135,12 @@ impl Engine {
     }
 
     /// Before an in-place store outside write-back (see `write_back`) or
-    /// outside the commit ring (see `log::ring`).
+    /// outside the commit ring (see `log::ring`): drains only what could
+    /// later be written over those bytes.
     pub(crate) fn before_store(&self, off: u64, len: u64) -> Result<(), Error> {
         match (&self.write_back, &self.ring) {
             (Some(wb), _) => wb.before_store(self, off, len),
-            (None, Some(ring)) => ring.drain(&self.dom),
+            (None, Some(ring)) => ring.drain_for(&self.dom, off, len),
             (None, None) => Ok(()),
         }
     }
@@ -150,6 +151,14 @@ impl Engine {
         match &self.ring {
             Some(ring) => ring.drain(&self.dom),
             None => Ok(()),
+        }
+    }
+
+    /// After a fence of the calling thread outside the log (`Pool::fence`):
+    /// a Log Start its ring drain stored is durable.
+    pub(crate) fn fenced_by_me(&self) {
+        if let Some(ring) = &self.ring {
+            ring.fenced_by_me();
         }
     }
 

@@ -40,22 +40,30 @@
 //! 0. A group larger than half the ring is not placed here at all (the
 //! transaction commits through the bucket log instead).
 //!
-//! **Drain.** Before any store in place
-//! that is not a ring group's write-back (a transaction logged in the
-//! bucket log, a fresh block's writes), the lines of groups other threads
-//! wrote back and have not fenced are written back again by this thread
-//! and fenced (`ring.drain.lines`), then the Log Start is stored at the
-//! head with no fence of its own (one fence for both could persist it
-//! without a line it covers; and until it is durable a crash only replays
-//! values already durable, in order). Ring space behind it is reused only
-//! once it is known durable: the draining thread's next append to the
-//! bucket log fences it, or a later commit stores the same slot and
-//! fences. A commit that finds no room before the durable Log Start
-//! commits through the bucket log instead (its first append drains). Every
-//! group is then
-//! durable in place and no replay can write an old value over the newer
-//! store. A block freed by a bucket-log transaction is so never replayed
-//! into after its reuse.
+//! **Drain.** Before a transaction logs in the bucket log (its records'
+//! stores in place no ring group covers), and at `sync` and close, the
+//! lines of groups other threads wrote back and have not fenced are written
+//! back again by this thread and fenced (`ring.drain.lines`), then the Log
+//! Start is stored at the head with no fence of its own (one fence for both
+//! could persist it without a line it covers; and until it is durable a
+//! crash only replays values already durable, in order). Ring space behind
+//! it is reused only once it is known durable: the draining thread's next
+//! fence (its append to the bucket log, `Pool::fence`) makes it so, or a
+//! later commit stores the same slot and fences. A commit that finds no
+//! room before the durable Log Start commits through the bucket log instead
+//! (its first append drains). A block freed by a bucket-log transaction is
+//! so never replayed into after its reuse.
+//!
+//! **Precise drain.** Any other store in place (a fresh block's zeroing and
+//! writes, `Pool::write_unlogged`) drains only if a group that recovery
+//! could still replay (one at or after the durable Log Start) wrote one of
+//! its cache lines: the ring keeps, per line, the sequence number of the
+//! last group that wrote it. A replay writes only its groups' lines, so a
+//! store elsewhere costs no fence. A Log Start that another thread's drain
+//! stored and has not fenced is not durable for this thread's fence (a
+//! fence orders only its own thread's stores): a drain that finds one
+//! stores it again, so that this thread's next fence makes it durable
+//! before any of its stores over a drained group's line can count as done.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,7 +132,40 @@ struct State {
     ranges: VecDeque<(u64, u64)>,
     /// Ring fences made by each thread (by its tag).
     epochs: rustc_hash::FxHashMap<u64, u64>,
+    /// Cache line → sequence number of the last group that wrote it. A
+    /// group at or after the durable Log Start (`fenced.csn`) may still be
+    /// replayed: a store in place of one of its lines must drain first.
+    touched: rustc_hash::FxHashMap<u64, u64>,
+    /// `touched` drops the lines of groups behind the durable Log Start
+    /// once it holds more than this.
+    prune_at: usize,
 }
+
+impl State {
+    /// Whether a group that recovery could replay (one the durable Log
+    /// Start does not cover) wrote a line of `off..off + len`: probing each
+    /// line or scanning the map, whichever is shorter.
+    fn touches(&self, off: u64, len: u64) -> bool {
+        if len == 0 {
+            return false;
+        }
+        let (first, last) = (off / LINE, (off + len - 1) / LINE);
+        let from = self.fenced.csn;
+        if last - first < self.touched.len() as u64 {
+            (first..=last).any(|l| self.touched.get(&l).is_some_and(|&c| c >= from))
+        } else {
+            self.touched
+                .iter()
+                .any(|(&l, &c)| c >= from && (first..=last).contains(&l))
+        }
+    }
+}
+
+/// Bytes per cache line (what `State::touched` counts in).
+const LINE: u64 = group::LINE as u64;
+
+/// The least `State::prune_at`.
+const PRUNE_MIN: usize = 4096;
 
 /// What recovery found in the ring.
 #[derive(Clone, Copy, Debug, Default)]
@@ -271,6 +312,8 @@ impl Ring {
                 flights: VecDeque::new(),
                 ranges: VecDeque::new(),
                 epochs: Default::default(),
+                touched: Default::default(),
+                prune_at: PRUNE_MIN,
             }),
             pending: AtomicBool::new(false),
             unfenced: AtomicBool::new(false),
@@ -366,9 +409,20 @@ impl Ring {
         let mut n = 0;
         for (target, value) in b.values() {
             d.store(target, value)?;
-            d.flush_lazy_at(target, value.len() as u64, sites::RING_WRITE_BACK)?;
-            st.ranges.push_back((target, value.len() as u64));
+            let len = value.len() as u64;
+            d.flush_lazy_at(target, len, sites::RING_WRITE_BACK)?;
+            st.ranges.push_back((target, len));
+            if len > 0 {
+                for l in target / LINE..=(target + len - 1) / LINE {
+                    st.touched.insert(l, csn);
+                }
+            }
             n += 1;
+        }
+        if st.touched.len() > st.prune_at {
+            let from = st.fenced.csn;
+            st.touched.retain(|_, c| *c >= from);
+            st.prune_at = (2 * st.touched.len()).max(PRUNE_MIN);
         }
         st.flights.push_back(Flight {
             csn,
@@ -416,13 +470,29 @@ impl Ring {
     }
 
     /// Makes every committed group durable in place and moves the durable
-    /// Log Start to the head (see the module docs): before a store in place
-    /// that no ring group covers, and at `sync` and close.
+    /// Log Start to the head (see the module docs): before a transaction
+    /// logs in the bucket log, and at `sync` and close.
     pub fn drain(&self, d: &Domain) -> Result<(), Error> {
-        if !self.pending() {
+        if !self.pending() && !self.unfenced.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut st = self.state.lock();
+        self.drain_locked(d, &mut st, super::thread_tag())
+    }
+
+    /// Before a store in place of `off..off + len` that no ring group
+    /// covers (a fresh block's zeroing and writes, `Pool::write_unlogged`):
+    /// a [`drain`](Self::drain) only if a group that recovery could still
+    /// replay wrote one of those lines. A replay writes only the lines its
+    /// groups wrote, so a store elsewhere needs none, and no fence.
+    pub fn drain_for(&self, d: &Domain, off: u64, len: u64) -> Result<(), Error> {
+        if !self.pending() && !self.unfenced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        if !st.touches(off, len) {
+            return Ok(());
+        }
         self.drain_locked(d, &mut st, super::thread_tag())
     }
 
@@ -433,6 +503,19 @@ impl Ring {
             at: st.head,
         };
         if st.start == head {
+            if let Some((start, by)) = st.unfenced {
+                if by != me {
+                    // Another thread's drain stored this Log Start and has
+                    // not fenced since; a fence orders only its own
+                    // thread's stores, so this thread stores it again (the
+                    // same slot), durable at its own next fence: until then
+                    // a crash replays only groups already durable in place,
+                    // over stores of this thread that no fence has made
+                    // durable yet.
+                    store_slot(d, st.slot ^ 1, start.csn, start.at % self.len)?;
+                    st.unfenced = Some((start, me));
+                }
+            }
             self.pending.store(false, Ordering::Release);
             return Ok(());
         }

@@ -50,8 +50,9 @@ impl Pool {
     pub fn write_unlogged(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.eng.usable()?;
         self.eng.hdr.layout.check_in_heap(off, bytes.len() as u64)?;
-        // Redo-async: no committed value waiting in the write cache may
-        // later be written over these bytes.
+        // No committed value waiting in the write cache (redo-async), and
+        // no commit group a recovery could replay (redo), may later be
+        // written over these bytes.
         self.eng.before_store(off, bytes.len() as u64)?;
         self.eng.dom.store_nt(off, bytes)
     }
@@ -61,8 +62,9 @@ impl Pool {
     pub fn fence(&self) -> Result<(), Error> {
         self.eng.usable()?;
         let r = self.eng.dom.fence_at(sites::STREAM_FENCE);
-        if let Err(e) = &r {
-            self.eng.poison(e);
+        match &r {
+            Ok(()) => self.eng.fenced_by_me(),
+            Err(e) => self.eng.poison(e),
         }
         r
     }
