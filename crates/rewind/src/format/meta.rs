@@ -29,7 +29,9 @@
 //! both slots valid (sequence number 1 at position 0), so a zeroed slot is
 //! a torn or damaged one, never an empty ring.
 
-use super::layout::{META_END, META_LOG_START, META_OFF, META_RING_START, META_ROOT_OFF, RING_SLOT};
+use super::layout::{
+    META_END, META_LOG_START, META_OFF, META_RING_START, META_ROOT_OFF, RING_SLOT,
+};
 use crate::error::Error;
 
 /// Meta: root object offset.
@@ -192,7 +194,11 @@ pub fn check_words(page: &[u8]) -> Result<(), Error> {
     decode_log_start(word(META_LOG_START))?;
     let slot = |i: u64| {
         let at = (ring_slot_off(i) - META_OFF) as usize;
-        decode_ring_slot(page[at..at + RING_SLOT as usize].try_into().expect("a slot"))
+        decode_ring_slot(
+            page[at..at + RING_SLOT as usize]
+                .try_into()
+                .expect("a slot"),
+        )
     };
     // One slot may be torn (a crash while it was stored), never both.
     if slot(0).is_none() && slot(1).is_none() {
@@ -273,7 +279,10 @@ mod tests {
     #[test]
     fn ring_slots_round_trip_and_reject_zero_swaps_and_paired_flips() {
         for (csn, pos) in [(1, 0), (2, 64), (1 << 40, 4096), (u64::MAX, 0)] {
-            assert_eq!(decode_ring_slot(&encode_ring_slot(csn, pos)), Some((csn, pos)));
+            assert_eq!(
+                decode_ring_slot(&encode_ring_slot(csn, pos)),
+                Some((csn, pos))
+            );
         }
         assert_eq!(decode_ring_slot(&[0; RING_SLOT as usize]), None);
         let w = encode_ring_slot(7, 640);

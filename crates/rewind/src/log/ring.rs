@@ -72,10 +72,9 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::format::group::{self, Builder, Head};
-use crate::format::meta;
 use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OFF, RING_SLOT};
+use crate::format::meta;
 use crate::persist::{sites, Domain};
-
 
 /// A group in the ring that the durable Log Start does not cover yet.
 #[derive(Clone, Copy, Debug)]
