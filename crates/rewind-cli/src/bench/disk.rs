@@ -60,7 +60,7 @@ pub const BENCH: Bench = Bench {
     },
     peers: &["lmdb", "bdb"],
     paper: "Issue 16's disk half: on a plain disk every fence is a device flush, so a durable commit costs at least one; the goal is 1.00 device flush per one-word commit and at least 2x the speed of SQLite WAL FULL and 1.5x that of LMDB and Berkeley DB on the same disk.",
-    notes: "rewind's redo commit writes its group to the file with `pwrite` and makes it durable with one `msync` of its pages (one device flush); the values stored in place reach the disk lazily, when the commit ring is drained (ring full, `sync`, close). Force pays a fence per log record and for the data. SQLite WAL FULL writes a 4 KiB frame and syncs the WAL per commit, LMDB writes its pages and syncs twice (data, then meta page), Berkeley DB writes and syncs its log. `disk-floor` rows are the flush alone: 64 bytes and one device flush by each primitive.",
+    notes: "rewind's redo commit writes its group to the file with `pwrite` and makes it durable with one `msync` of its pages (one device flush); the values stored in place reach the disk lazily, when the commit ring is drained (ring full, `sync`, close). Force pays a fence per log record and for the data. SQLite WAL FULL writes a 4 KiB frame and syncs the WAL per commit (the SQLite rusqlite bundles is built without `HAVE_FDATASYNC`, so that sync is an `fsync`, which on ext4 also commits the journal for the file's mtime), LMDB writes its pages and syncs twice (data, then meta page), Berkeley DB writes and syncs its log. `disk-floor` rows are the flush alone: 64 bytes and one device flush by each primitive.",
     headlines: &[Headline {
         what: "one-row durable update on a disk (Msync)",
         param: None,
