@@ -113,7 +113,10 @@ fn headline_row(b: &Bench, r: &Report, h: &Headline) -> String {
         None => r.params(Some(h.metric)).pop().unwrap_or_default(),
     };
     let named = |s: &str, full: &str| h.against.iter().any(|a| *a == s || *a == full);
-    let ours = best(r, h, &param, |s, full| s == "rewind" && !named(s, full));
+    // rewind's systems: the library itself, and crates on it (rewind-sqlite).
+    let ours = best(r, h, &param, |s, full| {
+        (s == "rewind" || s.starts_with("rewind-")) && !named(s, full)
+    });
     let other = best(r, h, &param, named);
     let link = format!("[{}: {}](#{})", b.name, h.what, anchor(b));
     match (ours, other) {
