@@ -160,10 +160,15 @@ fn section(b: &Bench, r: &Report) -> String {
     };
     let mut s = format!("\n## {}: {}\n\n", b.name, b.about);
     let quick = if r.scale == "quick" { " --quick" } else { "" };
+    // `disk` always runs on Msync, in the temp directory unless told.
+    let on_disk = if b.name == "disk" {
+        "add `--dir DIR` to run it on another disk"
+    } else {
+        "add `--dir DIR --backend msync` to run it on a disk"
+    };
     let _ = writeln!(
         s,
-        "`cargo run --release -p rewind-cli{features} -- bench {}{quick}` (add `--dir DIR \
-         --backend msync` to run it on a disk)\n",
+        "`cargo run --release -p rewind-cli{features} -- bench {}{quick}` ({on_disk})\n",
         b.name
     );
     let _ = writeln!(s, "**Paper:** {}\n", b.paper);
