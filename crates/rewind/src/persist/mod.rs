@@ -364,7 +364,7 @@ impl Domain {
         })?;
         let map = Mapping::map_file_private(&file, len).map_err(|e| Error::io(path, e))?;
         let mut d = Domain::with(map, Backend::Pmem);
-        d._file = Some(file);
+        d.file = Some(file);
         Ok(d)
     }
 
