@@ -200,3 +200,66 @@ fn an_unlogged_store_after_another_threads_drain_is_not_replayed_over() {
         }
     }
 }
+
+#[test]
+fn a_rollback_to_a_savepoint_drops_write_set_entries_and_commits_under_one_fence() {
+    for v in LogVariant::ALL {
+        let (pool, root) = pool(v, 4 << 20);
+        let words = root.cast::<u64>();
+        pool.transaction(|tx| tx.write(words.at(0), &1)).unwrap();
+        let before = pool.counters();
+        pool.transaction(|tx| {
+            tx.write(words.at(0), &2)?;
+            let sp = tx.savepoint()?;
+            // An edit of an entry the savepoint keeps is a new entry.
+            tx.write(words.at(0), &3)?;
+            tx.write(words.at(100), &4)?;
+            assert_eq!(tx.read(words.at(0))?, 3);
+            tx.rollback_to(sp)?;
+            assert_eq!(tx.read(words.at(0))?, 2);
+            assert_eq!(tx.read(words.at(100))?, 0);
+            tx.write(words.at(200), &5)?;
+            let inner = tx.savepoint()?;
+            tx.write(words.at(300), &6)?;
+            tx.rollback_to(sp)?;
+            // A rollback to an earlier savepoint undid the later one.
+            assert!(tx.rollback_to(inner).is_err());
+            tx.write(words.at(400), &7)
+        })
+        .unwrap();
+        let c = pool.counters().since(&before);
+        assert_eq!(c.fences, 1, "{v}: one fence, no UPDATE records");
+        for all in [false, true] {
+            let got = recovered(&pool, all).read(root).unwrap();
+            assert_eq!(
+                (got[0], got[100], got[200], got[300], got[400]),
+                (2, 0, 0, 0, 7),
+                "{v} all={all}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_savepoint_before_a_nested_top_action_still_undoes_what_followed_it() {
+    for v in LogVariant::ALL {
+        let (pool, root) = pool(v, 4 << 20);
+        let words = root.cast::<u64>();
+        pool.transaction(|tx| {
+            tx.write(words.at(0), &1)?;
+            let sp = tx.savepoint()?;
+            tx.write(words.at(1), &2)?;
+            tx.nested_top_action(|tx| tx.write(words.at(2), &3))?;
+            tx.write(words.at(3), &4)?;
+            tx.rollback_to(sp)?;
+            assert_eq!(tx.read(root)?[..4], [1, 0, 3, 0]);
+            Ok::<_, rewind::Error>(())
+        })
+        .unwrap();
+        assert_eq!(pool.read(root).unwrap()[..4], [1, 0, 3, 0], "{v}");
+        for all in [false, true] {
+            let got = recovered(&pool, all).read(root).unwrap();
+            assert_eq!(got[..4], [1, 0, 3, 0], "{v} all={all}");
+        }
+    }
+}
