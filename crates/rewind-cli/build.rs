@@ -1,11 +1,27 @@
-//! With the `peers` feature: links PMDK's libpmemobj (found by pkg-config)
-//! and compiles the C no-log loop (`src/bench/peers/nolog.c`) and the shims
-//! over Berkeley DB and LMDB (`bdb.c`, `lmdb.c`, linking libdb and
-//! liblmdb). Without it, nothing: the default build needs neither a C
-//! compiler nor any peer.
+//! On x86_64, always: compiles the redo commit's floor loop
+//! (`src/bench/peers/floor.c`, the `bench overhead` floor row) with the C
+//! compiler Rust's own linking already needs. With the `peers` feature
+//! also: links PMDK's libpmemobj (found by pkg-config) and compiles the C
+//! no-log loop (`src/bench/peers/nolog.c`) and the shims over Berkeley DB
+//! and LMDB (`bdb.c`, `lmdb.c`, linking libdb and liblmdb). The default
+//! build needs no peer.
+
+const FLOOR_LOOP: &str = "src/bench/peers/floor.c";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // The floor loop is x86_64 code (`movnti`, `clwb`, `sfence`).
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
+        println!("cargo:rerun-if-changed={FLOOR_LOOP}");
+        cc::Build::new()
+            .file(FLOOR_LOOP)
+            .opt_level(2)
+            // Non-temporal stores and `clwb` (`_mm_clwb`), as rewind's Pmem backend uses.
+            .flag("-mclwb")
+            .warnings(true)
+            .extra_warnings(true)
+            .compile("rewind_peers_floor");
+    }
     #[cfg(feature = "peers")]
     peers::build();
 }
@@ -13,7 +29,6 @@ fn main() {
 #[cfg(feature = "peers")]
 mod peers {
     const C_LOOP: &str = "src/bench/peers/nolog.c";
-    const FLOOR_LOOP: &str = "src/bench/peers/floor.c";
     /// The C shims and the library each links.
     const SHIMS: [(&str, &str, &str); 2] = [
         ("src/bench/peers/bdb.c", "rewind_peers_bdb", "db"),
@@ -41,15 +56,6 @@ mod peers {
             .warnings(true)
             .extra_warnings(true)
             .compile("rewind_peers_nolog");
-        // The redo commit's floor loop: non-temporal stores and `clwb`.
-        println!("cargo:rerun-if-changed={FLOOR_LOOP}");
-        cc::Build::new()
-            .file(FLOOR_LOOP)
-            .opt_level(2)
-            .flag("-mclwb")
-            .warnings(true)
-            .extra_warnings(true)
-            .compile("rewind_peers_floor");
         for (file, name, lib) in SHIMS {
             println!("cargo:rerun-if-changed={file}");
             cc::Build::new()

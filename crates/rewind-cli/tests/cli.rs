@@ -248,10 +248,22 @@ fn bench_overhead_writes_every_row() {
         metrics.push(("speed_vs_pmdk", "x"));
     }
     let c_loops = [("c-nolog", "c-loop"), ("c-nolog", "c-loop-counted")];
-    // Every system at every K, and atomic_write (every policy) at K=1.
-    // With the peers, more: the C loops, PMDK, and the ratios to them.
+    // On x86_64 (the Pmem backend) the redo commit's floor loop runs, with
+    // or without the peers, and every system gets its ratio to it.
+    let floor = cfg!(target_arch = "x86_64");
+    if floor {
+        metrics.push(("ratio_vs_floor", "x"));
+    }
+    // Every system at every K, and atomic_write (every policy) at K=1; the
+    // floor at every K, with every metric but the commit time (it has no
+    // commit apart from its loop). With the peers, more: the C loops,
+    // PMDK, and the ratios to them.
     if !peers {
-        assert_eq!(rows.len(), (configs.len() * 3 + 4) * metrics.len());
+        let floor_rows = if floor { 3 * (metrics.len() - 1) } else { 0 };
+        assert_eq!(
+            rows.len(),
+            (configs.len() * 3 + 4) * metrics.len() + floor_rows
+        );
     }
     let atomic = [
         ("atomic_write", "batch-force"),
@@ -301,6 +313,26 @@ fn bench_overhead_writes_every_row() {
         .find(|r| r["config"] == "nolog" && r["param"] == "K=8" && r["metric"] == "ratio_vs_nolog")
         .unwrap();
     assert_eq!(nolog_ratio["value"].as_f64(), Some(1.0));
+    if floor {
+        let value = |k: &str, metric: &str| {
+            rows.iter()
+                .find(|r| {
+                    r["system"] == "c-floor"
+                        && r["config"] == "redo-floor"
+                        && r["param"] == k
+                        && r["metric"] == metric
+                })
+                .and_then(|r| r["value"].as_f64())
+        };
+        // One fence; the group's lines (32 + 16K bytes) and K data lines.
+        for (k, lines) in [("K=1", 2.0), ("K=8", 11.0), ("K=64", 81.0)] {
+            assert_eq!(value(k, "fences_per_tx"), Some(1.0));
+            assert_eq!(value(k, "flushes_per_tx"), Some(lines));
+            assert_eq!(value(k, "ratio_vs_floor"), Some(1.0));
+            assert!(value(k, "us_per_tx").is_some_and(|v| v > 0.0));
+            assert_eq!(value(k, "commit_us_per_tx"), None);
+        }
+    }
     if peers {
         let value = |system: &str, config: &str, k: &str, metric: &str| {
             rows.iter()

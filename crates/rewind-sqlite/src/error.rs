@@ -16,6 +16,14 @@ pub enum Error {
         /// The magic found.
         found: u64,
     },
+    /// A WAL pool of another version of this crate's format.
+    #[error("WAL pool format version {found}, this build reads version {expected} (checkpoint the database with the build that wrote it, then remove the pool)")]
+    UnsupportedVersion {
+        /// The version found.
+        found: u64,
+        /// The version this build writes.
+        expected: u64,
+    },
     /// A structure in the pool is inconsistent.
     #[error("WAL pool damaged: {what}")]
     Damaged {

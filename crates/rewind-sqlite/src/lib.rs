@@ -28,30 +28,36 @@
 //! SQLite rebuilds its wal-index from that file, which the pool's recovery
 //! has rebuilt from the committed records.
 //!
-//! **Locking and the wal-index.** A pool has one opener. The database file,
-//! its `-shm` wal-index and every lock are the default VFS's, so any number
-//! of connections of one process share the database as usual (they share
-//! the one open pool); a second process that opens the database while the
-//! first has its WAL open gets `SQLITE_CANTOPEN` ("unable to open database
-//! file", with the pool's "in use" error in [`last_error`]), never a
-//! corrupt database. Exclusive locking mode works as well. Open the
-//! database only through this VFS: stock SQLite would not see the frames
-//! in the pool.
+//! **Locking and the wal-index.** A pool has one opener. The database file
+//! and its locks are the default VFS's; the wal-index, which the default
+//! VFS keeps in a `-shm` file with `fcntl` locks (four system calls per
+//! write transaction), lives in process memory, shared by the process's
+//! connections, with an in-process lock table (`db.rs`). So any number of
+//! connections of one process share the database as usual (they share the
+//! one open pool and the one wal-index); a second process that opens the
+//! database while the first has its WAL open gets `SQLITE_CANTOPEN`
+//! ("unable to open database file", with the pool's "in use" error in
+//! [`last_error`]), never a corrupt database, and no other process ever
+//! needs the wal-index. Each process rebuilds it from the WAL file when it
+//! first opens the database, as SQLite does after a crash. Exclusive
+//! locking mode works as well. Open the database only through this VFS:
+//! stock SQLite would not see the frames in the pool.
 //!
 //! **Why `libsqlite3-sys` directly** (through `rusqlite::ffi`). The VFS
 //! needs SQLite's own C structures for one file kind and the default VFS's
 //! untouched for the others (the database file keeps the `unix` VFS's
-//! locking and shared memory). `sqlite-plugin` is maintained and has the
+//! methods but for the four of shared memory). `sqlite-plugin` is maintained and has the
 //! shm methods, but it wraps every file in its own trait and links its own
 //! bindings, a second copy of the `sqlite3` link name beside rusqlite's;
 //! `sqlite-vfs` calls itself a prototype. Writing on the C API that
 //! rusqlite already links (bundled: no system package) keeps one SQLite
-//! and about 500 lines of unsafe code in one module ([`vfs`]'s functions,
-//! each with its `SAFETY` line).
+//! and about 1,000 lines of unsafe code in two modules (`vfs.rs` and
+//! `db.rs`, each block with its `SAFETY` line).
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+mod db;
 mod error;
 pub mod log;
 pub mod record;
@@ -150,6 +156,12 @@ pub enum RegisterError {
     BadBlockSize {
         /// What was given.
         block_size: u64,
+    },
+    /// The default VFS's file structure is larger than this VFS leaves it.
+    #[error("the default VFS's files take {bytes} bytes, more than the 512 this VFS leaves them")]
+    DefaultVfsFileTooLarge {
+        /// Its `szOsFile`.
+        bytes: usize,
     },
     /// SQLite has no default VFS to keep the database files with.
     #[error("SQLite has no default VFS")]

@@ -26,9 +26,11 @@
 //! **Generations.** SQLite restarts its WAL (new salts, frame numbers from 1)
 //! once a checkpoint has copied every frame into the database file. The
 //! restart is one rewind transaction: the new WAL header in the root, the
-//! generation counter up, and every block but the first freed. The crc
-//! chain is seeded from the generation and header, so no record of an
-//! earlier generation can pass for one of this.
+//! generation counter up, and every block but the first freed. Blocks are
+//! not zeroed, so a block holds records of earlier generations after this
+//! one's: each record carries its generation, and the scan ends at the
+//! first that is not the log's ([`record`]'s "Stale records"). The crc
+//! chain is seeded from the generation and header as well.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -54,7 +56,11 @@ const HAS_HEADER_OFF: u64 = BLOCK_SIZE_OFF + 8;
 /// Root: SQLite's 32-byte WAL header.
 const HEADER_OFF: u64 = HAS_HEADER_OFF + 8;
 const _: () = assert!(HEADER_OFF as usize + 32 <= ROOT_SIZE);
-const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x01");
+/// Version 2: 32-byte record headers with the generation (1 had 24 bytes
+/// and zeroed blocks).
+const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x02");
+/// The magic's bytes before the version.
+const MAGIC_MASK: u64 = 0x0000_ffff_ffff_ffff;
 
 /// SQLite's WAL header.
 pub type WalHeader = [u8; 32];
@@ -162,10 +168,15 @@ impl WalLog {
             let o = off as usize;
             u64::from_le_bytes(r[o..o + 8].try_into().expect("8 bytes"))
         };
-        if word(MAGIC_OFF) != MAGIC {
-            return Err(Error::NotAWalPool {
-                found: word(MAGIC_OFF),
+        let magic = word(MAGIC_OFF);
+        if magic & MAGIC_MASK == MAGIC & MAGIC_MASK && magic != MAGIC {
+            return Err(Error::UnsupportedVersion {
+                found: magic >> 56,
+                expected: MAGIC >> 56,
             });
+        }
+        if magic != MAGIC {
+            return Err(Error::NotAWalPool { found: magic });
         }
         let block_size = word(BLOCK_SIZE_OFF);
         let gen = word(GEN_OFF);
@@ -245,6 +256,10 @@ impl WalLog {
                     None => break,
                 }
             };
+            if h.is_some_and(|h| h.gen != self.gen) {
+                // A record of an earlier use of this block: the log ends.
+                break;
+            }
             if h.is_none_or(|h| h.kind == Kind::Jump) {
                 if let Some(h) = h {
                     crc.update(&block[at..at + h.len]);
@@ -318,12 +333,16 @@ impl WalLog {
         Ok(frames)
     }
 
-    /// Links a new block after the last one (one rewind transaction).
+    /// Links a new block after the last one (one rewind transaction). The
+    /// block is not zeroed (128 lines of 8 KiB): only its first line is
+    /// written (`next` = 0); stale records after it fail the scan's
+    /// generation check ([`record`]).
     fn grow(&mut self) -> Result<(), Error> {
         let tail = *self.blocks.last().expect("head");
         let size = self.block_size;
         let b = self.pool.transaction(|tx| {
-            let b = tx.alloc_bytes(size)?;
+            let b = tx.alloc_bytes_unzeroed(size)?;
+            tx.write_bytes(b, &[0u8; BLOCK_HDR as usize])?;
             tx.write_bytes(tail, &b.to_le_bytes())?;
             Ok::<_, rewind::Error>(b)
         })?;
@@ -392,7 +411,7 @@ impl WalLog {
                     // The rest of this block stays unused: a JUMP record
                     // says so, unless too few bytes are left for one.
                     if room >= REC_HDR {
-                        record::encode_record(&mut seg, Header::jump(), &[], &[]);
+                        record::encode_record(&mut seg, Header::jump(self.gen), &[], &[]);
                     }
                     segs.push((cur, seg_start, std::mem::take(&mut seg)));
                     cur += 1;
@@ -412,7 +431,7 @@ impl WalLog {
                     frame,
                     pgno: f.pgno,
                     ntrunc: if kind == Kind::Commit { f.ntrunc } else { 0 },
-                    ..Header::jump()
+                    ..Header::jump(self.gen)
                 };
                 let start = seg.len();
                 record::encode_record(&mut seg, h, &take, f.image);
@@ -494,5 +513,151 @@ impl WalLog {
     /// Blocks in the list (for tests).
     pub fn blocks(&self) -> usize {
         self.blocks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rewind::PoolConfig;
+
+    const PAGE: usize = 1024;
+
+    fn header(salt: u32) -> WalHeader {
+        let mut h = [0u8; 32];
+        h[..4].copy_from_slice(&0x377f_0682u32.to_be_bytes());
+        h[8..12].copy_from_slice(&(PAGE as u32).to_be_bytes());
+        h[16..20].copy_from_slice(&salt.to_be_bytes());
+        h
+    }
+
+    /// Commits one frame of page `pgno` (1..=4) with bytes `t` at a spot
+    /// that depends on `t`; returns the new image.
+    fn one(log: &mut WalLog, pages: &mut [Vec<u8>], pgno: u32, t: u32) -> Frame {
+        let i = pgno as usize - 1;
+        let mut image = pages[i].clone();
+        let at = (t as usize * 37) % (PAGE - 64);
+        image[at..at + 48].fill(t as u8 | 1);
+        log.commit(
+            &[Out {
+                pgno,
+                ntrunc: 4,
+                image: &image,
+                base: Some(&pages[i]),
+            }],
+            true,
+        )
+        .unwrap();
+        pages[i] = image.clone();
+        Frame {
+            pgno,
+            ntrunc: 4,
+            image,
+        }
+    }
+
+    fn reopen(log: &WalLog) -> Vec<Frame> {
+        let img = log
+            .pool()
+            .domain()
+            .with_sim(|s| s.image_none_pending())
+            .unwrap();
+        let pool = Pool::open_image(img, crate::LAYOUT).unwrap();
+        WalLog::open(pool, 4096).unwrap().1.frames
+    }
+
+    /// A COMMIT record of page 1 that would be the log's next valid commit
+    /// but for its generation `gen`; written at the write position.
+    fn forge(log: &WalLog, gen: u64) {
+        let mut image = vec![0u8; PAGE];
+        image[..8].fill(0xee);
+        let h = Header {
+            kind: Kind::Commit,
+            frame: log.frames + 1,
+            pgno: 1,
+            ntrunc: 4,
+            ..Header::jump(gen)
+        };
+        let mut rec = Vec::new();
+        record::encode_record(&mut rec, h, &[(0, 8)], &image);
+        let mut crc = crc32fast::Hasher::new_with_initial(log.chain);
+        crc.update(&rec);
+        let sum = crc.finalize();
+        rec[CRC_OFF..CRC_OFF + 4].copy_from_slice(&sum.to_le_bytes());
+        let at = log.blocks[log.cur] + log.pos;
+        log.pool.write_unlogged(at, &rec).unwrap();
+        log.pool.fence().unwrap();
+    }
+
+    #[test]
+    fn a_block_reused_after_a_checkpoint_never_yields_its_old_records() {
+        let cfg = PoolConfig::default().policy(rewind::Policy::Force);
+        let pool = Pool::create_sim(crate::LAYOUT, 1 << 20, &cfg).unwrap();
+        let (mut log, _) = WalLog::open(pool, 4096).unwrap();
+        log.restart(Some(&header(1))).unwrap();
+        // The old generation: records fill several blocks, the last one
+        // most of the way.
+        let mut pages = vec![vec![0u8; PAGE]; 4];
+        let mut t = 0;
+        while log.blocks.len() < 5 || log.pos < 3000 {
+            one(&mut log, &mut pages, t % 4 + 1, t);
+            t += 1;
+        }
+        let old_gen = log.gen;
+        let old_blocks = log.blocks.clone();
+        assert_eq!(reopen(&log).len(), t as usize);
+        // A checkpoint: a new generation, the blocks but the head freed.
+        log.restart(Some(&header(2))).unwrap();
+        let mut pages = vec![vec![0u8; PAGE]; 4];
+        let mut new = Vec::new();
+        // Until the log has reused a freed block, then one record more.
+        let mut u = 0;
+        while log.blocks.len() < 2 || log.pos < BLOCK_HDR + 200 {
+            new.push(one(&mut log, &mut pages, u % 4 + 1, 1000 + u));
+            u += 1;
+        }
+        assert!(
+            old_blocks[1..].contains(&log.blocks[1]),
+            "the second block is a reused one"
+        );
+        // What follows the new records is the old generation's: not zero.
+        let mut rest = vec![0u8; (4096 - log.pos) as usize];
+        log.pool
+            .read_bytes(log.blocks[log.cur] + log.pos, &mut rest)
+            .unwrap();
+        assert!(rest.iter().any(|&b| b != 0), "stale bytes follow");
+        assert_eq!(reopen(&log), new, "only the new generation's frames");
+        // A stale record crafted to check against the chain is still
+        // refused: its generation is not the log's.
+        forge(&log, old_gen);
+        assert_eq!(reopen(&log), new, "a stale commit with a valid crc");
+        // The same record with the log's generation is a valid commit, so
+        // the generation alone refused the stale one.
+        forge(&log, log.gen);
+        assert_eq!(reopen(&log).len(), new.len() + 1);
+    }
+
+    #[test]
+    fn a_pool_of_format_version_1_is_a_clear_error() {
+        let cfg = PoolConfig::default().policy(rewind::Policy::Force);
+        let pool = Pool::create_sim(crate::LAYOUT, 1 << 20, &cfg).unwrap();
+        let (log, _) = WalLog::open(pool, 4096).unwrap();
+        let v1 = u64::from_le_bytes(*b"NVWAL\0\0\x01");
+        log.pool
+            .transaction(|tx| tx.write_bytes(log.root + MAGIC_OFF, &v1.to_le_bytes()))
+            .unwrap();
+        let img = log
+            .pool()
+            .domain()
+            .with_sim(|s| s.image_none_pending())
+            .unwrap();
+        let pool = Pool::open_image(img, crate::LAYOUT).unwrap();
+        match WalLog::open(pool, 4096) {
+            Err(Error::UnsupportedVersion { found, expected }) => {
+                assert_eq!((found, expected), (1, 2))
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a version 1 pool opened"),
+        }
     }
 }

@@ -5,9 +5,11 @@
 //! block (Config::block_size bytes, allocated by a rewind transaction)
 //!   0   next      u64   pool offset of the next block, 0 = last
 //!   8   (zero)    56 B  the rest of the first line
-//!   64  records, packed, each 8-byte aligned
+//!   64  records, packed, each 8-byte aligned; after them, until the
+//!       block's end, whatever an earlier use of the block left (blocks
+//!       are allocated without zeroing)
 //!
-//! record header (24 bytes, little-endian)
+//! record header (32 bytes, little-endian)
 //!   0   len       u32   header + ranges + padding, a multiple of 8
 //!   4   kind      u8    PART 1, END 2, COMMIT 3, JUMP 4
 //!   5   (zero)    u8
@@ -19,6 +21,7 @@
 //!   20  crc       u32   COMMIT: CRC-32 of every byte of the transaction's
 //!                       records (this field as 0), seeded with the previous
 //!                       commit's crc; else 0
+//!   24  gen       u64   the log's generation the record was written in
 //! then nranges times: off u16, len u16, len bytes  (the changed bytes)
 //! ```
 //!
@@ -27,14 +30,23 @@
 //! previous). A frame's ranges are the bytes that differ from the page's
 //! previous frame in this generation, or from a zeroed page for its first.
 //! JUMP ends a block early: the scan goes on at the next block, as it does
-//! when fewer than 24 bytes are left. The commit mark is the COMMIT record's
-//! checksum: the chain of crcs makes a torn transaction, or a stale record
-//! from an earlier use of a block, fail it.
+//! when fewer than 32 bytes are left. The commit mark is the COMMIT record's
+//! checksum: the chain of crcs makes a torn transaction fail it.
+//!
+//! **Stale records.** Blocks are allocated without zeroing, and the first
+//! block is kept across generations, so a block holds records of earlier
+//! generations after the current one's. Blocks are freed only by a WAL
+//! restart, the same rewind transaction that moves the generation up, so
+//! every stale record in a block of generation `g` was written in a
+//! generation `< g`, and its `gen` field says so: the scan ends at the
+//! first record whose `gen` is not the log's, whatever its checksum. No
+//! stale record is ever read as valid, by construction rather than by a
+//! checksum's odds.
 
 /// Bytes of a block before its first record: the next pointer's line.
 pub const BLOCK_HDR: u64 = 64;
 /// Bytes of a record header.
-pub const REC_HDR: usize = 24;
+pub const REC_HDR: usize = 32;
 /// Offset of `len` in a record header.
 pub const LEN_OFF: usize = 0;
 /// Offset of `kind`.
@@ -49,7 +61,9 @@ pub const PGNO_OFF: usize = FRAME_OFF + 4;
 pub const NTRUNC_OFF: usize = PGNO_OFF + 4;
 /// Offset of `crc`.
 pub const CRC_OFF: usize = NTRUNC_OFF + 4;
-const _: () = assert!(CRC_OFF + 4 == REC_HDR);
+/// Offset of `gen`.
+pub const GEN_OFF: usize = CRC_OFF + 4;
+const _: () = assert!(GEN_OFF + 8 == REC_HDR);
 /// Bytes of a range header.
 pub const RANGE_HDR: usize = 4;
 /// Longest range (its length must fit a u16).
@@ -100,6 +114,8 @@ pub struct Header {
     pub ntrunc: u32,
     /// The commit mark's chained crc on a COMMIT record.
     pub crc: u32,
+    /// The log's generation when the record was written.
+    pub gen: u64,
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -129,6 +145,7 @@ impl Header {
             pgno: u32_at(h, PGNO_OFF),
             ntrunc: u32_at(h, NTRUNC_OFF),
             crc: u32_at(h, CRC_OFF),
+            gen: u64::from_le_bytes(h[GEN_OFF..GEN_OFF + 8].try_into().expect("8 bytes")),
         })
     }
 
@@ -142,10 +159,11 @@ impl Header {
         out[PGNO_OFF..PGNO_OFF + 4].copy_from_slice(&self.pgno.to_le_bytes());
         out[NTRUNC_OFF..NTRUNC_OFF + 4].copy_from_slice(&self.ntrunc.to_le_bytes());
         out[CRC_OFF..CRC_OFF + 4].copy_from_slice(&self.crc.to_le_bytes());
+        out[GEN_OFF..GEN_OFF + 8].copy_from_slice(&self.gen.to_le_bytes());
     }
 
-    /// A jump record.
-    pub fn jump() -> Header {
+    /// A jump record of generation `gen`.
+    pub fn jump(gen: u64) -> Header {
         Header {
             len: REC_HDR,
             kind: Kind::Jump,
@@ -154,6 +172,7 @@ impl Header {
             pgno: 0,
             ntrunc: 0,
             crc: 0,
+            gen,
         }
     }
 }
@@ -266,7 +285,7 @@ mod tests {
             kind: Kind::End,
             frame: 1,
             pgno: 2,
-            ..Header::jump()
+            ..Header::jump(1)
         };
         encode_record(&mut rec, h, &ranges, &new);
         assert_eq!(rec.len() % 8, 0);
@@ -287,10 +306,11 @@ mod tests {
 
     #[test]
     fn garbage_headers_are_refused() {
-        assert!(Header::decode(&[0u8; 24], 1000).is_none());
-        let mut b = [0u8; 24];
-        Header::jump().encode(&mut b);
-        assert!(Header::decode(&b, 16).is_none(), "longer than the room");
+        assert!(Header::decode(&[0u8; 32], 1000).is_none());
+        let mut b = [0u8; 32];
+        Header::jump(7).encode(&mut b);
+        assert_eq!(Header::decode(&b, 32).map(|h| h.gen), Some(7));
+        assert!(Header::decode(&b, 24).is_none(), "longer than the room");
         let mut bad = b;
         bad[KIND_OFF] = 9;
         assert!(Header::decode(&bad, 100).is_none());

@@ -61,7 +61,7 @@ pub fn last_error() -> Option<String> {
     LAST_ERROR.lock().clone()
 }
 
-fn key_of(db: &Path) -> PathBuf {
+pub(crate) fn key_of(db: &Path) -> PathBuf {
     std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf())
 }
 
@@ -118,6 +118,11 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
     }
     // SAFETY: `parent` is a registered VFS, which SQLite keeps alive.
     let p = unsafe { &*parent };
+    if p.szOsFile.max(0) as usize > crate::db::EXTRA_OFF {
+        return Err(crate::RegisterError::DefaultVfsFileTooLarge {
+            bytes: p.szOsFile.max(0) as usize,
+        });
+    }
     let data = Box::new(VfsData {
         parent,
         cfg: cfg.clone(),
@@ -125,7 +130,7 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
     });
     let vfs = Box::new(ffi::sqlite3_vfs {
         iVersion: 2,
-        szOsFile: p.szOsFile.max(std::mem::size_of::<WalHandle>() as c_int),
+        szOsFile: crate::db::FILE_SIZE.max(std::mem::size_of::<WalHandle>()) as c_int,
         mxPathname: p.mxPathname,
         pNext: std::ptr::null_mut(),
         zName: cname.into_raw(),
@@ -244,10 +249,19 @@ unsafe extern "C" fn x_open(
     let (d, p) = unsafe { (data(vfs), parent(vfs)) };
     // SAFETY: as above; the name is NULL or NUL-terminated.
     let name = unsafe { path_of(z_name) };
-    let (Some(wal), true) = (name, flags & ffi::SQLITE_OPEN_WAL != 0) else {
-        // SAFETY: the parent fills `file` (no larger than ours) and sets
-        // its own methods.
-        return unsafe { (p.xOpen.expect("xOpen"))(p, z_name, file, flags, out_flags) };
+    let (Some(wal), true) = (name.clone(), flags & ffi::SQLITE_OPEN_WAL != 0) else {
+        // SAFETY: the parent fills `file` (its part, no larger than
+        // EXTRA_OFF, checked by register) and sets its own methods.
+        let rc = unsafe { (p.xOpen.expect("xOpen"))(p, z_name, file, flags, out_flags) };
+        // A named database file gets the wal-index in process memory.
+        if let (Some(db), true) = (name, flags & ffi::SQLITE_OPEN_MAIN_DB != 0) {
+            // SAFETY: as above; an open that succeeded set pMethods.
+            if rc == ffi::SQLITE_OK && unsafe { !(*file).pMethods.is_null() } {
+                // SAFETY: `file` has FILE_SIZE bytes (szOsFile).
+                unsafe { crate::db::adopt(file, key_of(&db)) };
+            }
+        }
+        return rc;
     };
     let key = key_of(&db_of(&wal));
     let mut open = OPEN.lock();

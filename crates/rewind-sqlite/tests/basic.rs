@@ -219,3 +219,52 @@ fn a_second_process_gets_an_error() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("result: ok 1"), "{text}");
 }
+
+/// The wal-index lives in process memory: no `-shm` file, and the
+/// connections of one process share it, its readers and its one writer.
+#[test]
+fn connections_share_a_wal_index_in_process_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let a = open(&path);
+    a.execute_batch("CREATE TABLE t(x INTEGER)").unwrap();
+    let b = open(&path);
+    let count = |c: &Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    };
+    a.execute("INSERT INTO t VALUES (1)", []).unwrap();
+    assert_eq!(count(&b), 1, "b sees a's commit");
+    b.execute("INSERT INTO t VALUES (2)", []).unwrap();
+    assert_eq!(count(&a), 2, "a sees b's commit");
+    // One writer at a time.
+    a.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (3)")
+        .unwrap();
+    b.busy_timeout(std::time::Duration::ZERO).unwrap();
+    let e = b.execute("INSERT INTO t VALUES (4)", []).unwrap_err();
+    assert_eq!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy),
+        "{e}"
+    );
+    // A reader sees the last commit, not the open transaction.
+    assert_eq!(count(&b), 2);
+    a.execute_batch("COMMIT").unwrap();
+    b.execute("INSERT INTO t VALUES (4)", []).unwrap();
+    assert_eq!((count(&a), count(&b)), (4, 4));
+    // A reader's snapshot holds while the other writes.
+    b.execute_batch("BEGIN").unwrap();
+    assert_eq!(count(&b), 4);
+    a.execute("INSERT INTO t VALUES (5)", []).unwrap();
+    assert_eq!(count(&b), 4, "b's snapshot");
+    b.execute_batch("COMMIT").unwrap();
+    assert_eq!(count(&b), 5);
+    assert!(
+        !dir.path().join("s.db-shm").exists(),
+        "no -shm file: the wal-index is on the heap"
+    );
+    drop((a, b));
+    // The last connection freed it; a new one rebuilds it from the WAL.
+    let c = open(&path);
+    assert_eq!(count(&c), 5);
+}

@@ -60,7 +60,7 @@ pub const BENCH: Bench = Bench {
     },
     peers: &[],
     paper: "NVWAL: a one-row insert 10.7× faster than stock WAL FULL on flash (541 → 5,812 tx/s); differential frames log 73–84 % fewer bytes; one barrier per commit; at 2,000 ns per line 0.96× the throughput at 0 ns.",
-    notes: "Every system runs the same bundled SQLite; only where its WAL lives and how it is made durable differ. The pool's counters are the NVWAL commit's own work: its copies and its one fence per transaction; block links and WAL restarts add the rest of the lines (a new 8 KiB block is zeroed, 128 lines, every ~53 inserts).",
+    notes: "Every system runs the same bundled SQLite; only where its WAL lives and how it is made durable differ. The pool's counters are the NVWAL commit's own work: its copies and its one fence per transaction; block links and WAL restarts add the rest of the lines (a new 8 KiB block, not zeroed, costs its link transaction's few lines every ~45 inserts).",
     headlines: &[],
 };
 

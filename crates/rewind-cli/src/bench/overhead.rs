@@ -37,6 +37,14 @@
 //! from outside: its rows carry no `fences_per_tx` or `flushes_per_tx` (NaN
 //! in the table). The plain C loop's are computed, not counted: it issues
 //! exactly K `clwb` and one `sfence` per transaction; the other one counts.
+//!
+//! On x86_64 with the Pmem backend, with or without `peers`: `c-floor`
+//! (`redo-floor`), the redo commit's physical floor as a C loop
+//! (`peers/floor.c`): per transaction the commit ring's lines (32-byte
+//! header, 16 bytes per update, whole lines) with non-temporal stores, one
+//! `sfence`, then the K values stored and their lines written back with no
+//! fence. Its counters are computed, not counted. Every system gets
+//! `ratio_vs_floor` (its time / the floor's, per round, median).
 
 use std::path::Path;
 
@@ -50,6 +58,8 @@ use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 #[cfg(feature = "peers")]
 use rewind_peers::{cloop, pmdk};
+#[cfg(target_arch = "x86_64")]
+use rewind_peers::{floor, mapped::Checked};
 
 pub const BENCH: Bench = Bench {
     name: "overhead",
@@ -61,6 +71,7 @@ pub const BENCH: Bench = Bench {
         Col("ratio_vs_nolog", "x nolog", 2),
         Col("speed_vs_pmdk", "vs pmdk", 2),
         Col("ratio_vs_c_loop", "x c-loop", 2),
+        Col("ratio_vs_floor", "x floor", 2),
         Col("fences_per_tx", "fences", 2),
         Col("flushes_per_tx", "lines", 2),
         Col("nvm_writes_per_tx", "nvm", 2),
@@ -74,7 +85,7 @@ pub const BENCH: Bench = Bench {
     },
     peers: &["pmdk", "c-nolog"],
     paper: "REWIND Fig. 3 (right side of the figure's K axis): the cost of each log variant per transaction against a non-recoverable baseline; Batch, grouping records under one fence, is the cheapest variant, Simple (Algorithm 1) the dearest.",
-    notes: "The fence and line counters explain the order: Simple pays Algorithm 1's fences per record, Optimized two per record, Batch two per group of records, and redo one commit group and one fence per transaction whatever K. `persist-nolog` is the floor (durable stores, one fence, no atomicity); PMDK is the same array under libpmemobj's undo log.",
+    notes: "The fence and line counters explain the order: Simple pays Algorithm 1's fences per record, Optimized two per record, Batch two per group of records, and redo one commit group and one fence per transaction whatever K. `persist-nolog` is the floor of durable stores (one fence, no atomicity); `c-floor` is the redo commit's physical floor as a C loop (its log lines non-temporal, one fence, K lines written back); PMDK is the same array under libpmemobj's undo log.",
     headlines: &[Headline {
         what: "array, K random 8-byte updates per transaction",
         param: Some("K=8"),
@@ -152,6 +163,9 @@ enum System {
         array: cloop::CLoopArray,
         counted: bool,
     },
+    /// The redo commit's floor as a C loop (`peers/floor.c`).
+    #[cfg(target_arch = "x86_64")]
+    Floor(floor::FloorArray),
 }
 
 /// Builds the systems for one K, with fresh pools in `dir`: the two
@@ -170,6 +184,14 @@ fn systems(ctx: &Ctx, dir: &Path, m: u64, k: u64) -> Result<Vec<(Label, System)>
         let array = cloop::CLoopArray::create(&path, m)
             .map_err(CliError::io(format!("creating {}", path.display())))?;
         out.push((label("c-nolog", config), System::CLoop { array, counted }));
+    }
+    // The floor is a loop of cache-line instructions: beside Pmem pools only.
+    #[cfg(target_arch = "x86_64")]
+    if ctx.backend == rewind::Backend::Pmem {
+        let path = dir.join("floor.pool");
+        let array = floor::FloorArray::create(&path, m)
+            .map_err(CliError::io(format!("creating {}", path.display())))?;
+        out.push((label("c-floor", "redo-floor"), System::Floor(array)));
     }
     let pool = |name: &str, variant, policy| {
         let cfg = ctx.pool_config(variant, policy);
@@ -207,9 +229,9 @@ impl System {
     /// value is in place (redo-async's write-back included), for rewind
     /// the time until the last commit returned, and the counters spent.
     fn measure(&mut self, seq: &Sequence) -> Result<Sample, CliError> {
-        // The C loop's indices are checked here, outside the measurement.
-        #[cfg(feature = "peers")]
-        let checked = cloop::Checked::new(&seq.idx, seq.k, seq.bound)
+        // The C loops' indices are checked here, outside the measurement.
+        #[cfg(target_arch = "x86_64")]
+        let checked = Checked::new(&seq.idx, seq.k, seq.bound)
             .map_err(CliError::io("checking the index sequence"))?;
         // Inside the measurement, errors are built only when one happens:
         // an eagerly built `CliError` allocates its message on every call,
@@ -283,6 +305,21 @@ impl System {
                 sample.counters = Some(c);
                 return Ok(sample);
             }
+            #[cfg(target_arch = "x86_64")]
+            System::Floor(array) => {
+                array.run(&checked).map_err(CliError::io("floor run"))?;
+                let mut sample = timer.stop(None);
+                // Computed: per transaction the group's lines (32 + 16K
+                // bytes, whole lines) non-temporal, K lines written back,
+                // one fence.
+                let mut c = Counters::default();
+                c.nt_lines = seq.n * (32 + 16 * seq.k).div_ceil(64);
+                c.flushed_lines = seq.n * seq.k;
+                c.fences = seq.n;
+                c.nvm_writes = c.nt_lines + c.flushed_lines;
+                sample.counters = Some(c);
+                return Ok(sample);
+            }
         }
         let mut sample = timer.stop(self.counters());
         // Elsewhere the last commit returns when the work is done.
@@ -298,6 +335,8 @@ impl System {
             System::Rewind { pool, .. } | System::Atomic { pool, .. } => Some(pool.counters()),
             #[cfg(feature = "peers")]
             System::Pmdk(_) | System::CLoop { .. } => None,
+            #[cfg(target_arch = "x86_64")]
+            System::Floor(_) => None,
         }
     }
 }
@@ -326,6 +365,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             ("nolog", "persist-nolog"),
             ("c_loop", "c-nolog/c-loop"),
             ("c_loop_counted", "c-nolog/c-loop-counted"),
+            ("floor", "c-floor/redo-floor"),
         ];
         measured.report(report, &Per::us("tx", "us_per_tx", n), &bases, &["pmdk"]);
         // Dropping the systems unmaps the pools; the directory goes at the end.

@@ -8,11 +8,13 @@
 //! counter stores `persist::Domain` makes (one before each line's `clwb`,
 //! one before each `sfence`).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::MmapMut;
+
+pub use crate::mapped::Checked;
 
 extern "C" {
     /// For each of `n` transactions `t`: for each of its `k` indices `i`
@@ -22,38 +24,6 @@ extern "C" {
     /// The same, adding 1 to `counts[0]` before each `clwb` and to
     /// `counts[1]` before each `sfence` (a load and a store each).
     fn nolog_run_counted(arr: *mut u64, idx: *const u64, k: u64, n: u64, counts: *mut u64);
-}
-
-/// A sequence of transactions' indices, checked once (outside any
-/// measurement) to fit an array of `len` elements.
-pub struct Checked<'a> {
-    idx: &'a [u64],
-    k: u64,
-    len: u64,
-}
-
-impl<'a> Checked<'a> {
-    /// `idx` as transactions of `k` indices each, all below `len`.
-    pub fn new(idx: &'a [u64], k: u64, len: u64) -> io::Result<Checked<'a>> {
-        if k == 0 || !(idx.len() as u64).is_multiple_of(k) {
-            return Err(io::Error::other(format!(
-                "c-nolog: {} indices are not whole transactions of {k}",
-                idx.len()
-            )));
-        }
-        if let Some(i) = idx.iter().find(|&&i| i >= len) {
-            return Err(io::Error::other(format!(
-                "c-nolog: index {i} outside an array of {len}"
-            )));
-        }
-        Ok(Checked { idx, k, len })
-    }
-
-    /// The indices, updates per transaction, and the bound they were
-    /// checked against.
-    pub fn parts(&self) -> (&'a [u64], u64, u64) {
-        (self.idx, self.k, self.len)
-    }
 }
 
 /// A mapped file of `len` u64.
@@ -66,16 +36,7 @@ pub struct CLoopArray {
 impl CLoopArray {
     /// Creates `path` (replacing any file there) with `m` zero u64 and maps it.
     pub fn create(path: &Path, m: u64) -> io::Result<CLoopArray> {
-        let _ = std::fs::remove_file(path);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)?;
-        file.set_len(m * 8)?;
-        // SAFETY: a file we just created in our private scratch directory;
-        // nothing else truncates or maps it while the map lives.
-        let map = unsafe { MmapOptions::new().map_mut(&file) }?;
+        let (file, map) = crate::mapped::create(path, m * 8)?;
         Ok(CLoopArray {
             map,
             len: m,
@@ -85,19 +46,18 @@ impl CLoopArray {
 
     /// Element `i`, or `None` past the end.
     pub fn get(&self, i: u64) -> Option<u64> {
-        let at = usize::try_from(i).ok()?.checked_mul(8)?;
-        let bytes = self.map.get(at..at + 8)?;
-        Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+        crate::mapped::get(&self.map, i)
     }
 
     /// Runs every transaction of `seq` in the plain C loop, transaction
     /// `t` (counted from 0) storing `t`.
     pub fn run(&mut self, seq: &Checked<'_>) -> io::Result<()> {
         let (arr, n) = self.args(seq)?;
-        // SAFETY: see `args`: `seq.idx` holds n*k indices, each inside the
+        let (idx, k, _) = seq.parts();
+        // SAFETY: see `args`: `idx` holds n*k indices, each inside the
         // mapping at `arr`, borrowed mutably for the call; the C function
         // keeps no pointer after it.
-        unsafe { nolog_run(arr, seq.idx.as_ptr(), seq.k, n) };
+        unsafe { nolog_run(arr, idx.as_ptr(), k, n) };
         Ok(())
     }
 
@@ -105,8 +65,9 @@ impl CLoopArray {
     /// lines written back to `counts[0]` and the fences to `counts[1]`.
     pub fn run_counted(&mut self, seq: &Checked<'_>, counts: &mut [u64; 2]) -> io::Result<()> {
         let (arr, n) = self.args(seq)?;
+        let (idx, k, _) = seq.parts();
         // SAFETY: as in `run`; `counts` is two u64 borrowed mutably for the call.
-        unsafe { nolog_run_counted(arr, seq.idx.as_ptr(), seq.k, n, counts.as_mut_ptr()) };
+        unsafe { nolog_run_counted(arr, idx.as_ptr(), k, n, counts.as_mut_ptr()) };
         Ok(())
     }
 
@@ -115,13 +76,14 @@ impl CLoopArray {
     /// then every index of `seq.idx` (n*k of them, `Checked::new`) is below
     /// `len`, inside the page-aligned mapping of `len` u64.
     fn args(&mut self, seq: &Checked<'_>) -> io::Result<(*mut u64, u64)> {
-        if seq.len > self.len {
+        let (_, _, len) = seq.parts();
+        if len > self.len {
             return Err(io::Error::other(format!(
-                "c-nolog: indices checked for {} elements, the array has {}",
-                seq.len, self.len
+                "c-nolog: indices checked for {len} elements, the array has {}",
+                self.len
             )));
         }
-        Ok((self.map.as_mut_ptr().cast(), seq.idx.len() as u64 / seq.k))
+        Ok((self.map.as_mut_ptr().cast(), seq.txs()))
     }
 }
 
@@ -147,10 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn indices_are_checked_before_the_loop() {
-        assert!(Checked::new(&[1, 64], 2, 64).is_err());
-        assert!(Checked::new(&[1, 2, 3], 2, 64).is_err());
-        assert!(Checked::new(&[], 0, 64).is_err());
+    fn indices_checked_for_a_longer_array_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut small = CLoopArray::create(&dir.path().join("c.pool"), 8).unwrap();
         let idx = [20];

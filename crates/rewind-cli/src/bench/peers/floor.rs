@@ -7,13 +7,13 @@
 //! The array and the log are files in the scratch directory, mapped shared,
 //! as a pool is.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::MmapMut;
 
-use crate::cloop::Checked;
+use crate::mapped::{self, Checked};
 
 extern "C" {
     /// For each of `n` transactions `t` of `k` indices (`idx[t*k..t*k+k]`):
@@ -34,25 +34,11 @@ pub struct FloorArray {
     _files: [File; 2],
 }
 
-fn mapped(path: &Path, len: u64) -> io::Result<(File, MmapMut)> {
-    let _ = std::fs::remove_file(path);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    file.set_len(len)?;
-    // SAFETY: a file we just created in our private scratch directory;
-    // nothing else truncates or maps it while the map lives.
-    let map = unsafe { MmapOptions::new().map_mut(&file) }?;
-    Ok((file, map))
-}
-
 impl FloorArray {
     /// Creates `path` with `m` zero u64 and `path` + ".log", and maps both.
     pub fn create(path: &Path, m: u64) -> io::Result<FloorArray> {
-        let (f1, map) = mapped(path, m * 8)?;
-        let (f2, ring) = mapped(&path.with_extension("log"), RING_BYTES)?;
+        let (f1, map) = mapped::create(path, m * 8)?;
+        let (f2, ring) = mapped::create(&path.with_extension("log"), RING_BYTES)?;
         Ok(FloorArray {
             map,
             ring,
@@ -63,9 +49,7 @@ impl FloorArray {
 
     /// Element `i`, or `None` past the end.
     pub fn get(&self, i: u64) -> Option<u64> {
-        let at = usize::try_from(i).ok()?.checked_mul(8)?;
-        let bytes = self.map.get(at..at + 8)?;
-        Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+        mapped::get(&self.map, i)
     }
 
     /// Runs every transaction of `seq`, transaction `t` storing `t`.
@@ -83,7 +67,7 @@ impl FloorArray {
                 "floor: {k} updates outgrow the log"
             )));
         }
-        let n = idx.len() as u64 / k;
+        let n = seq.txs();
         // SAFETY: every index of `idx` (n*k of them) is below `len` <= our
         // length (`Checked::new`), inside the mapping of `self.len` u64; the
         // log mapping holds RING_BYTES / 8 u64, a whole number of lines, and
