@@ -30,20 +30,11 @@ pub struct Savepoint {
     tx: u64,
     /// The nested top action it was taken in (0: the top level).
     frame: u64,
-    /// Its number in the transaction: live while on `Tx::saves`.
-    seq: u64,
-}
-
-/// Where a live savepoint is, in the transaction (`Tx::saves`).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct SaveRec {
-    seq: u64,
     /// Length of the undo list.
     undo_len: usize,
-    /// Redo: the write set's length (entries, bytes) when it was taken,
-    /// until the write set is logged (its entries then become undo
-    /// records, one each, and `undo_len` counts them).
-    set: Option<(usize, usize)>,
+    /// Lsn of the last undo entry before it (0: none), to tell a savepoint
+    /// a rollback to an earlier one destroyed.
+    entry_lsn: u64,
 }
 
 impl<'p> Tx<'p> {
@@ -164,42 +155,19 @@ impl<'p> Tx<'p> {
     /// ```
     pub fn savepoint(&mut self) -> Result<Savepoint, Error> {
         self.live()?;
-        // Redo: the savepoint is a length of the write set (MARS's
-        // PartialAbort), nothing is logged. Otherwise pending Batch writes
-        // are logged, so the savepoint is a point of the log.
-        let set = self.log.write_set_mark();
-        if set.is_none() {
-            let r = self.log.flush(self.eng);
-            self.check(r)?;
-        }
+        // Pending Batch writes are logged, so the savepoint is a point of
+        // the log.
+        let r = self.log.flush(self.eng);
+        self.check(r)?;
         // A rollback to here must undo every later write, those into blocks
         // allocated before it too.
         self.fresh.clear();
-        self.save_seq += 1;
-        self.saves.push(SaveRec {
-            seq: self.save_seq,
-            undo_len: self.log.undo.len(),
-            set,
-        });
         Ok(Savepoint {
             tx: self.log.id,
             frame: self.frame,
-            seq: self.save_seq,
+            undo_len: self.log.undo.len(),
+            entry_lsn: self.log.undo.last().map_or(0, |u| u.lsn),
         })
-    }
-
-    /// Redo: logs the write set (as UPDATE records, one per entry, in
-    /// order: a nested top action's boundary), and moves the live
-    /// savepoints' marks in it onto the undo list.
-    fn log_write_set(&mut self) -> Result<(), Error> {
-        let before = self.log.undo.len();
-        self.log.flush(self.eng)?;
-        for rec in &mut self.saves {
-            if let Some((n, _)) = rec.set.take() {
-                rec.undo_len = before + n;
-            }
-        }
-        Ok(())
     }
 
     /// Undoes what the transaction did after `sp`: its writes, allocations
@@ -212,9 +180,11 @@ impl<'p> Tx<'p> {
     /// an earlier savepoint destroyed is refused with
     /// [`Error::InvalidSavepoint`], and the transaction carries on.
     pub fn rollback_to(&mut self, sp: Savepoint) -> Result<(), Error> {
-        let live = self.saves.iter().position(|r| r.seq == sp.seq);
-        let valid = sp.tx == self.log.id && sp.frame == self.frame && live.is_some();
-        let Some(i) = live.filter(|_| valid) else {
+        let valid = sp.tx == self.log.id
+            && sp.frame == self.frame
+            && sp.undo_len <= self.log.undo.len()
+            && (sp.undo_len == 0 || self.log.undo[sp.undo_len - 1].lsn == sp.entry_lsn);
+        if !valid {
             return Err(Error::InvalidSavepoint {
                 reason: if sp.tx != self.log.id {
                     "the savepoint belongs to another transaction"
@@ -224,24 +194,15 @@ impl<'p> Tx<'p> {
                     "a rollback to an earlier savepoint undid this one"
                 },
             });
-        };
-        self.live()?;
-        let rec = self.saves[i];
-        match rec.set {
-            // Redo: the write set's entries after the savepoint are
-            // dropped (MARS's PartialAbort); they were never logged nor
-            // stored.
-            Some(mark) => self.log.truncate_write_set(mark),
-            // Writes not yet logged all came after the savepoint.
-            None => self.log.drop_pending(),
         }
-        // Savepoints taken after this one are gone.
-        self.saves.truncate(i + 1);
-        if self.log.undo.len() == rec.undo_len {
+        self.live()?;
+        // Writes not yet logged all came after the savepoint.
+        self.log.drop_pending();
+        if self.log.undo.len() == sp.undo_len {
             self.fresh.clear();
             return Ok(());
         }
-        let r = self.compensate(rec.undo_len, None);
+        let r = self.compensate(sp.undo_len, None);
         let unallocated = self.check(r)?;
         self.unalloc.extend(unallocated);
         Ok(())
@@ -280,14 +241,9 @@ impl<'p> Tx<'p> {
         &mut self,
         f: impl FnOnce(&mut Tx<'p>) -> Result<R, E>,
     ) -> Result<R, E> {
-        // The enclosing transaction's write set (redo) is logged first: the
-        // action's end logs only the action's own writes.
-        let r = self.log_write_set();
-        self.check(r)?;
         let start = self.savepoint()?;
-        let start_len = self.log.undo.len();
         let (outer, outer_start) = (self.frame, self.frame_start);
-        self.frame_start = start_len;
+        self.frame_start = start.undo_len;
         let head = self.log.res.last;
         let freed_from = self.freed.len();
         self.frames += 1;
@@ -298,7 +254,7 @@ impl<'p> Tx<'p> {
         };
         let r = f(self).and_then(|v| {
             self.live()?;
-            let r = self.end_action(start_len, head, freed_from);
+            let r = self.end_action(start, head, freed_from);
             self.check(r).map(|_| v).map_err(E::from)
         });
         if r.is_err() && self.doomed.is_none() {
@@ -315,14 +271,14 @@ impl<'p> Tx<'p> {
     /// Ends a nested top action begun at `start`, when the transaction's
     /// latest record was `head`: its CLR (undo-next `head`) makes every
     /// later rollback skip the action's records.
-    fn end_action(&mut self, start_len: usize, head: u64, freed_from: usize) -> Result<(), Error> {
-        self.log_write_set()?;
-        if self.log.undo.len() > start_len {
+    fn end_action(&mut self, start: Savepoint, head: u64, freed_from: usize) -> Result<(), Error> {
+        self.log.flush(self.eng)?;
+        if self.log.undo.len() > start.undo_len {
             let eng = self.eng;
             // The append's fence also makes the action's stores persistent
             // before its CLR.
             self.log.append(eng, &[Draft::nta_end(self.log.id, head)])?;
-            self.log.undo.truncate(start_len);
+            self.log.undo.truncate(start.undo_len);
             // Frees the action made are final.
             for (off, size) in self.freed.drain(freed_from..) {
                 eng.alloc.release(off, size);

@@ -18,6 +18,7 @@ use crate::policy::Ended;
 /// volatile copy of its chain (its `prev` is the undo-next of its CLR).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Undo {
+    pub(super) lsn: u64,
     pub(super) prev: u64,
     pub(super) what: UndoKind,
 }
@@ -68,9 +69,6 @@ struct Group {
     /// first: most reads of memory the transaction has not written cost
     /// one test, as `Pool::read` does.
     bloom: u64,
-    /// Redo: entries before this one belong to a savepoint still live and
-    /// are never edited (a rollback to it keeps them as they were).
-    frozen: usize,
 }
 
 /// The filter bit of cache line `line`.
@@ -154,39 +152,6 @@ impl TxLog {
             g.index.clear();
             g.lines.clear();
             g.bloom = 0;
-            g.frozen = 0;
-        }
-    }
-
-    /// Redo: the write set's length (entries, bytes) for a savepoint, whose
-    /// entries are frozen from now on; `None` without a write set.
-    pub(super) fn write_set_mark(&mut self) -> Option<(usize, usize)> {
-        let g = self.group.as_mut().filter(|g| g.redo)?;
-        g.frozen = g.pending.len();
-        Some((g.pending.len(), g.bytes.len()))
-    }
-
-    /// Redo: drops the write-set entries after a savepoint's mark (MARS's
-    /// PartialAbort): nothing was logged or stored for them, so nothing is
-    /// undone. The savepoint's entries stay frozen.
-    pub(super) fn truncate_write_set(&mut self, (entries, bytes): (usize, usize)) {
-        let Some(g) = self.group.as_mut().filter(|g| g.redo) else {
-            return;
-        };
-        g.pending.truncate(entries);
-        g.bytes.truncate(bytes);
-        g.frozen = entries;
-        g.index.retain(|_, i| *i < entries);
-        g.lines.clear();
-        g.bloom = 0;
-        for p in &g.pending {
-            if p.len > 0 {
-                let end = p.target + p.len as u64;
-                for l in p.target / 64..=(end - 1) / 64 {
-                    g.lines.insert(l);
-                    g.bloom |= bloom_bit(l);
-                }
-            }
         }
     }
 
@@ -245,12 +210,10 @@ impl TxLog {
                 let end = off + new.len() as u64;
                 let edit = g.index.get(&(off, new.len())).copied().filter(|&i| {
                     // Only while no later entry overlaps it: entries are
-                    // read and replayed in order, the latest winning; and
-                    // never an entry a live savepoint keeps.
-                    i >= g.frozen
-                        && g.pending[i + 1..]
-                            .iter()
-                            .all(|q| q.target >= end || q.target + q.len as u64 <= off)
+                    // read and replayed in order, the latest winning.
+                    g.pending[i + 1..]
+                        .iter()
+                        .all(|q| q.target >= end || q.target + q.len as u64 <= off)
                 });
                 if let Some(i) = edit {
                     // The same bytes again: the entry is edited.
@@ -366,7 +329,11 @@ impl TxLog {
                     continue;
                 }
             };
-            self.undo.push(Undo { prev, what });
+            self.undo.push(Undo {
+                lsn: p.lsn,
+                prev,
+                what,
+            });
             prev = p.lsn;
         }
         Ok(())
@@ -437,8 +404,6 @@ impl TxLog {
         g.index.clear();
         g.lines.clear();
         g.bloom = 0;
-        // No savepoint's mark stays in an emptied write set.
-        g.frozen = 0;
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
         // Redo-async: the bytes these UPDATEs change in place must hold

@@ -86,9 +86,6 @@ pub struct Tx<'p> {
     frame_start: usize,
     /// The locks held, released when the transaction has ended.
     locks: Vec<(u64, Mode)>,
-    /// The live savepoints, oldest first, and the last number given.
-    saves: Vec<control::SaveRec>,
-    save_seq: u64,
 }
 
 /// Whether an error leaves the transaction usable: only those raised by
@@ -132,8 +129,6 @@ impl<'p> Tx<'p> {
             frames: 0,
             frame_start: 0,
             locks: Vec::new(),
-            saves: Vec::new(),
-            save_seq: 0,
         }
     }
 
