@@ -10,7 +10,9 @@
 //!       are allocated without zeroing)
 //!
 //! record header (32 bytes, little-endian)
-//!   0   len       u32   header + ranges + padding, a multiple of 8
+//!   0   len       u32   header + ranges + zero padding, a multiple of 8
+//!                       (a COMMIT record's padding runs to the end of its
+//!                       cache line when the block has the room)
 //!   4   kind      u8    PART 1, END 2, COMMIT 3, JUMP 4
 //!   5   (zero)    u8
 //!   6   nranges   u16
@@ -204,11 +206,26 @@ pub fn diff(base: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
     let n = new.len();
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
+    let word = |b: &[u8], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
     while i < n {
-        // Skip equal words fast.
-        if i % 8 == 0 && i + 8 <= n && base[i..i + 8] == new[i..i + 8] {
-            i += 8;
-            continue;
+        // Skip equal words fast: four at a time, then one.
+        if i % 8 == 0 {
+            while i + 32 <= n
+                && (word(base, i) ^ word(new, i))
+                    | (word(base, i + 8) ^ word(new, i + 8))
+                    | (word(base, i + 16) ^ word(new, i + 16))
+                    | (word(base, i + 24) ^ word(new, i + 24))
+                    == 0
+            {
+                i += 32;
+            }
+            if i + 8 <= n && word(base, i) == word(new, i) {
+                i += 8;
+                continue;
+            }
+            if i >= n {
+                break;
+            }
         }
         if base[i] == new[i] {
             i += 1;
@@ -294,6 +311,31 @@ mod tests {
         let mut page = base.clone();
         assert!(apply(&rec[REC_HDR..d.len], d.nranges, &mut page));
         assert_eq!(page, new);
+    }
+
+    /// `diff` against the byte-at-a-time definition, on random pages.
+    #[test]
+    fn diff_is_the_changed_runs_merged() {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand::rngs::SmallRng::seed_from_u64(5);
+        for _ in 0..500 {
+            let n = [512, 1024, 4096, 4100][r.gen_range(0..4)];
+            let base: Vec<u8> = (0..n).map(|_| r.gen_range(0..3)).collect();
+            let mut new = base.clone();
+            for _ in 0..r.gen_range(0..6) {
+                let at = r.gen_range(0..n);
+                let len = r.gen_range(1..=(n - at).min(300));
+                r.fill(&mut new[at..at + len]);
+            }
+            let mut want: Vec<(usize, usize)> = Vec::new();
+            for i in (0..n).filter(|&i| base[i] != new[i]) {
+                match want.last_mut() {
+                    Some((s, l)) if i - (*s + *l) <= MERGE_GAP => *l = i + 1 - *s,
+                    _ => want.push((i, 1)),
+                }
+            }
+            assert_eq!(diff(&base, &new), want);
+        }
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub struct WalFile {
     /// SQLite's running checksum while recovered frames are sealed.
     cksum: [u32; 2],
     stats: Stats,
+    /// Page buffers of dropped frames, for new ones (no allocation).
+    spare: Vec<Box<[u8]>>,
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -136,6 +138,7 @@ impl WalFile {
             latest: HashMap::new(),
             cksum: [0; 2],
             stats: Stats::default(),
+            spare: Vec::new(),
         };
         if let Some(h) = rec.header {
             w.set_header(h);
@@ -270,9 +273,22 @@ impl WalFile {
                 slot.hdr.copy_from_slice(piece);
             } else {
                 while self.frames.len() <= idx {
+                    // A frame written whole (as SQLite writes them) needs
+                    // no zeroed page first.
+                    let whole = idx == self.frames.len() && within == 0 && n == fs as usize;
+                    let data = match self.spare.pop() {
+                        Some(mut b) if b.len() == self.page => {
+                            if !whole {
+                                b.fill(0);
+                            }
+                            b
+                        }
+                        _ if whole => Box::from(&piece[FRAME_HDR..]),
+                        _ => vec![0u8; self.page].into_boxed_slice(),
+                    };
                     self.frames.push(Slot {
                         hdr: [0; FRAME_HDR],
-                        data: vec![0u8; self.page].into_boxed_slice(),
+                        data,
                     });
                 }
                 let slot = &mut self.frames[idx];
@@ -339,7 +355,7 @@ impl WalFile {
         // Frames past the commit frame were left by a rolled-back spill.
         // The headers stay as SQLite wrote them (it rewrites the checksums
         // of a transaction that overwrote a frame of its own next).
-        self.frames.truncate(last + 1);
+        self.drop_frames(last + 1);
         for i in first..=last {
             let pgno = self.frames[i].pgno();
             self.latest.insert(pgno, i);
@@ -362,7 +378,7 @@ impl WalFile {
             })?;
         }
         self.log.restart(header.as_ref())?;
-        self.frames.clear();
+        self.drop_frames(0);
         self.latest.clear();
         self.committed = 0;
         self.header = None;
@@ -393,8 +409,25 @@ impl WalFile {
                 why: "a truncation through committed frames",
             });
         }
-        self.frames.truncate(keep);
+        self.drop_frames(keep);
         Ok(())
+    }
+
+    /// Drops the frames from `keep` on, keeping their page buffers (a
+    /// generation's worth at most) for new frames.
+    fn drop_frames(&mut self, keep: usize) {
+        if keep >= self.frames.len() {
+            return;
+        }
+        let room = self.frames.len().saturating_sub(self.spare.len());
+        let page = self.page;
+        self.spare.extend(
+            self.frames
+                .drain(keep..)
+                .map(|s| s.data)
+                .filter(|d| d.len() == page)
+                .take(room),
+        );
     }
 
     /// What the log wrote so far.

@@ -113,7 +113,10 @@ fn headline_row(b: &Bench, r: &Report, h: &Headline) -> String {
         None => r.params(Some(h.metric)).pop().unwrap_or_default(),
     };
     let named = |s: &str, full: &str| h.against.iter().any(|a| *a == s || *a == full);
-    let ours = best(r, h, &param, |s, full| s == "rewind" && !named(s, full));
+    // rewind's systems: the library itself, and crates on it (rewind-sqlite).
+    let ours = best(r, h, &param, |s, full| {
+        (s == "rewind" || s.starts_with("rewind-")) && !named(s, full)
+    });
     let other = best(r, h, &param, named);
     let link = format!("[{}: {}](#{})", b.name, h.what, anchor(b));
     match (ours, other) {
@@ -157,10 +160,15 @@ fn section(b: &Bench, r: &Report) -> String {
     };
     let mut s = format!("\n## {}: {}\n\n", b.name, b.about);
     let quick = if r.scale == "quick" { " --quick" } else { "" };
+    // `disk` always runs on Msync, in the temp directory unless told.
+    let on_disk = if b.name == "disk" {
+        "add `--dir DIR` to run it on another disk"
+    } else {
+        "add `--dir DIR --backend msync` to run it on a disk"
+    };
     let _ = writeln!(
         s,
-        "`cargo run --release -p rewind-cli{features} -- bench {}{quick}` (add `--dir DIR \
-         --backend msync` to run it on a disk)\n",
+        "`cargo run --release -p rewind-cli{features} -- bench {}{quick}` ({on_disk})\n",
         b.name
     );
     let _ = writeln!(s, "**Paper:** {}\n", b.paper);

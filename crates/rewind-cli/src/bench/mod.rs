@@ -4,6 +4,7 @@
 
 mod btree;
 mod checkpoint;
+mod disk;
 mod fence;
 mod harness;
 mod intensity;
@@ -33,7 +34,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, or `all`; or
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -48,7 +49,7 @@ pub struct BenchArgs {
     /// Directory for the JSON, CSV and SVG results.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
-    /// Where the pools and the peers' files go (default: /dev/shm, else the temp dir).
+    /// Where the pools and the peers' files go (default: /dev/shm, else the temp dir; `disk`: the temp dir).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// The backend of rewind's pools and of the no-log baseline: `pmem`
@@ -111,7 +112,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 11] = [
+const BENCHES: [&Bench; 12] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -123,6 +124,7 @@ const BENCHES: [&Bench; 11] = [
     &rollback::BENCH,
     &threads::BENCH,
     &nvwal::BENCH,
+    &disk::BENCH,
 ];
 
 /// The peers this build has (`--features peers`).

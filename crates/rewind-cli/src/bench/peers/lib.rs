@@ -1,5 +1,6 @@
 //! The benchmarks' foreign-function code: the C loops (the redo commit's
-//! floor, always built on x86_64; the no-log loop) and, with `--features
+//! floor, always built on x86_64; the no-log loop), the disk's floor
+//! (`disk_floor`: a mapped file, always built) and, with `--features
 //! peers`, the wrappers over PMDK's libpmemobj, Berkeley DB and LMDB (which
 //! need those libraries and a C compiler: `scripts/install-peers.sh`).
 //!
@@ -15,6 +16,7 @@
 
 #[cfg(feature = "peers")]
 pub mod cloop;
+pub mod disk_floor;
 #[cfg(target_arch = "x86_64")]
 pub mod floor;
 pub mod mapped;

@@ -61,6 +61,16 @@ pub fn create(path: &Path, len: u64) -> io::Result<(File, MmapMut)> {
     Ok((file, map))
 }
 
+/// Opens the existing file `path` read-write and maps it shared. The file
+/// is returned to be kept open as long as the map.
+pub fn open(path: &Path) -> io::Result<(File, MmapMut)> {
+    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    // SAFETY: a file in our private scratch directory, which nothing else
+    // truncates or maps while the map lives.
+    let map = unsafe { MmapOptions::new().map_mut(&file) }?;
+    Ok((file, map))
+}
+
 /// The u64 at index `i` of `map`, or `None` past the end.
 pub fn get(map: &MmapMut, i: u64) -> Option<u64> {
     let at = usize::try_from(i).ok()?.checked_mul(8)?;

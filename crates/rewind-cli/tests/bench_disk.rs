@@ -1,0 +1,57 @@
+//! `rewind bench disk --tiny`: every system has its rows, and rewind's
+//! redo commit on `Msync` is exactly one device flush (counted by its
+//! domain, no timing); the floor rows are one by construction. Times are
+//! never checked.
+
+use std::process::Command;
+
+#[test]
+fn bench_disk_tiny_counts_one_device_flush_per_redo_commit() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["bench", "disk", "--tiny", "--out"])
+        .arg(out_dir.path())
+        .arg("--dir")
+        .arg(scratch.path())
+        .output()
+        .expect("run the rewind binary");
+    assert!(
+        out.status.success(),
+        "bench disk failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(out_dir.path().join("disk.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let value = |system: &str, config: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r["system"] == system && r["config"] == config && r["metric"] == metric)
+            .and_then(|r| r["value"].as_f64())
+    };
+    let flushes = |s, c| value(s, c, "device_flushes_per_commit");
+    assert_eq!(flushes("rewind", "msync-redo"), Some(1.0));
+    assert_eq!(
+        value("rewind", "msync-redo", "fences_per_commit"),
+        Some(1.0)
+    );
+    // Force: a fence per step of the undo protocol, each a device flush.
+    let force = flushes("rewind", "msync-force").unwrap();
+    assert!(force > 1.0, "force pays more than one flush: {force}");
+    for floor in [
+        "pwrite-fdatasync",
+        "pwritev2-dsync",
+        "store-msync",
+        "pwrite-msync",
+    ] {
+        assert_eq!(flushes("disk-floor", floor), Some(1.0), "{floor}");
+        assert!(value("disk-floor", floor, "us_per_commit").is_some());
+    }
+    for (system, config) in [("rewind", "msync-redo"), ("sqlite", "wal-full")] {
+        assert!(value(system, config, "us_per_commit").is_some(), "{system}");
+    }
+    assert!(value("rewind", "msync-redo", "speed_vs_sqlite").is_some());
+    assert!(value("rewind", "msync-redo", "ratio_vs_floor").is_some());
+    // The pools and the peers' files went to --dir, and were removed.
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+}
