@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rewind::{Backend, Error, OpenOptions, PPtr, Pool, PoolConfig};
+use rewind::{Backend, Error, OpenOptions, PPtr, Policy, Pool, PoolConfig};
 
 fn make(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("good.pool");
@@ -235,7 +235,11 @@ fn double_free_is_refused() {
 
 #[test]
 fn out_of_memory_and_log_full_are_errors() {
-    let cfg = PoolConfig::default().log_size(64 << 10);
+    // Force: 20,000 UPDATE records (old and new bytes) outgrow the log and
+    // the heap it grows into.
+    let cfg = PoolConfig::default()
+        .policy(Policy::Force)
+        .log_size(64 << 10);
     let pool = Pool::create_sim("x", 4 << 20, &cfg).unwrap();
     let e = pool
         .transaction(|tx| tx.alloc_bytes(1 << 30))

@@ -133,13 +133,13 @@ fn collections(
         ),
         (
             "coll-btree",
-            "redo",
+            "force",
             Box::new(
                 MapStore::<BTreeMap<u64, Value>>::create(
                     ctx,
                     dir,
-                    "redo",
-                    Some(Policy::Redo),
+                    "force",
+                    Some(Policy::Force),
                     plan,
                 )
                 .map_err(built)?,

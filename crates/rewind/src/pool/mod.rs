@@ -46,7 +46,8 @@ use crate::tx::{Policy, Tx};
 pub struct PoolConfig {
     /// Log structure (default `Batch`).
     pub log: LogVariant,
-    /// Commit policy (default `Force`).
+    /// Commit policy (default `Redo`: the fastest measured on persistent
+    /// memory, one fence per transaction that allocates and frees nothing).
     pub policy: Policy,
     /// Persistence backend (default `Pmem`), recorded in the pool and used
     /// by later opens unless they name another.
@@ -74,7 +75,7 @@ impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
             log: LogVariant::Batch,
-            policy: Policy::Force,
+            policy: Policy::Redo,
             backend: Backend::Pmem,
             bucket_cells: 1000,
             log_size: None,
