@@ -107,7 +107,7 @@ fn open_or_create_says_what_it_did_and_refuses_another_config() {
     drop(p);
     for (what, other, size) in [
         ("size", cfg.clone(), 8 << 20),
-        ("policy", cfg.clone().policy(Policy::Redo), 4 << 20),
+        ("policy", cfg.clone().policy(Policy::Force), 4 << 20),
         ("log", cfg.clone().log(rewind::LogVariant::Simple), 4 << 20),
         ("log size", cfg.clone().log_size(1 << 20), 4 << 20),
         ("bucket cells", cfg.clone().bucket_cells(64), 4 << 20),
