@@ -3,6 +3,9 @@
 //! Times are never checked. Without `--features peers` only rewind and the
 //! baselines run; with it, the peers' rows must be there too.
 
+mod common;
+
+use common::value;
 use std::path::Path;
 use std::process::Command;
 
@@ -30,24 +33,6 @@ fn bench(name: &str, out_dir: &Path) -> Vec<serde_json::Value> {
     );
     json["rows"].as_array().unwrap().clone()
 }
-
-fn value(
-    rows: &[serde_json::Value],
-    system: &str,
-    config: &str,
-    param: &str,
-    metric: &str,
-) -> Option<f64> {
-    rows.iter()
-        .find(|r| {
-            r["system"] == system
-                && r["config"] == config
-                && r["param"] == param
-                && r["metric"] == metric
-        })
-        .and_then(|r| r["value"].as_f64())
-}
-
 /// rewind's configurations: every log variant × policy.
 fn rewind_configs() -> Vec<String> {
     let mut out = Vec::new();

@@ -3,6 +3,8 @@
 //! domain, no timing); the floor rows are one by construction. Times are
 //! never checked.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -25,9 +27,11 @@ fn bench_disk_tiny_counts_one_device_flush_per_redo_commit() {
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     let rows = json["rows"].as_array().unwrap();
     let value = |system: &str, config: &str, metric: &str| {
-        rows.iter()
-            .find(|r| r["system"] == system && r["config"] == config && r["metric"] == metric)
-            .and_then(|r| r["value"].as_f64())
+        common::find(
+            rows,
+            &[("system", system), ("config", config), ("metric", metric)],
+        )
+        .and_then(|r| r["value"].as_f64())
     };
     let flushes = |s, c| value(s, c, "device_flushes_per_commit");
     assert_eq!(flushes("rewind", "msync-redo"), Some(1.0));

@@ -3,6 +3,8 @@
 //! commit, differential records far smaller than SQLite's frames. Times are
 //! never checked.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -28,14 +30,7 @@ fn bench_nvwal_tiny_has_every_row_and_one_fence_per_commit() {
             .unwrap();
     let rows = json["rows"].as_array().unwrap();
     let value = |system: &str, config: &str, param: &str, metric: &str| {
-        rows.iter()
-            .find(|r| {
-                r["system"] == system
-                    && r["config"] == config
-                    && r["param"] == param
-                    && r["metric"] == metric
-            })
-            .and_then(|r| r["value"].as_f64())
+        common::value(rows, system, config, param, metric)
     };
     for w in ["insert", "update", "delete"] {
         for c in [

@@ -1,5 +1,7 @@
 //! The `rewind` command end to end: exit statuses, messages, output files.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -279,14 +281,7 @@ fn bench_overhead_writes_every_row() {
     for ((system, config), k) in cases {
         {
             for &(metric, unit) in &metrics {
-                let row = rows
-                    .iter()
-                    .find(|r| {
-                        r["system"] == system
-                            && r["config"] == config
-                            && r["param"] == k
-                            && r["metric"] == metric
-                    })
+                let row = common::row(rows, system, config, k, metric)
                     .unwrap_or_else(|| panic!("no row {system} {config} {k} {metric}"));
                 assert_eq!(row["unit"], unit);
                 assert!(row["value"].as_f64().is_some_and(|v| v >= 0.0), "{row}");
@@ -294,15 +289,7 @@ fn bench_overhead_writes_every_row() {
         }
     }
     let fences = |system: &str, config: &str| {
-        rows.iter()
-            .find(|r| {
-                r["system"] == system
-                    && r["config"] == config
-                    && r["param"] == "K=1"
-                    && r["metric"] == "fences_per_tx"
-            })
-            .and_then(|r| r["value"].as_f64())
-            .unwrap()
+        common::value(rows, system, config, "K=1", "fences_per_tx").unwrap()
     };
     // One aligned word under force or redo: one store, one flush, one fence.
     assert_eq!(fences("atomic_write", "batch-force"), 1.0);
@@ -314,16 +301,7 @@ fn bench_overhead_writes_every_row() {
         .unwrap();
     assert_eq!(nolog_ratio["value"].as_f64(), Some(1.0));
     if floor {
-        let value = |k: &str, metric: &str| {
-            rows.iter()
-                .find(|r| {
-                    r["system"] == "c-floor"
-                        && r["config"] == "redo-floor"
-                        && r["param"] == k
-                        && r["metric"] == metric
-                })
-                .and_then(|r| r["value"].as_f64())
-        };
+        let value = |k: &str, metric: &str| common::value(rows, "c-floor", "redo-floor", k, metric);
         // One fence; the group's lines (32 + 16K bytes) and K data lines.
         for (k, lines) in [("K=1", 2.0), ("K=8", 11.0), ("K=64", 81.0)] {
             assert_eq!(value(k, "fences_per_tx"), Some(1.0));
@@ -335,14 +313,7 @@ fn bench_overhead_writes_every_row() {
     }
     if peers {
         let value = |system: &str, config: &str, k: &str, metric: &str| {
-            rows.iter()
-                .find(|r| {
-                    r["system"] == system
-                        && r["config"] == config
-                        && r["param"] == k
-                        && r["metric"] == metric
-                })
-                .and_then(|r| r["value"].as_f64())
+            common::value(rows, system, config, k, metric)
         };
         for (k, lines) in [("K=1", 1.0), ("K=8", 8.0), ("K=64", 64.0)] {
             // PMDK's fences and lines are not counted: no rows.
