@@ -116,21 +116,26 @@ impl Raw {
     /// Reads the node at `off` and checks what decoding relies on: its
     /// kind, an inner node's count, a leaf's bitmap within the fan-out.
     pub fn load<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
+        Raw::read_checked(m, geo, off, geo.size())
+    }
+
+    /// Reads the first `len` bytes of the node at `off` (they hold its
+    /// kind, count and bitmap) and checks what decoding relies on.
+    fn read_checked<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64, len: usize) -> Result<Raw> {
         if off == 0 {
             return Err(corrupt(WHAT, off, "null child or root pointer"));
         }
-        let mut b = vec![0u8; geo.size()];
+        let mut b = vec![0u8; len];
         m.read_at(off, &mut b)?;
         let n = Raw { off, b };
         match le32(&n.b, KIND_OFF) {
             KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
                 Err(corrupt(WHAT, off, "bitmap bits past the fan-out"))
             }
-            KIND_LEAF => Ok(n),
             KIND_INNER if n.count() > geo.fanout => {
                 Err(corrupt(WHAT, off, "key count above the fan-out"))
             }
-            KIND_INNER => Ok(n),
+            KIND_LEAF | KIND_INNER => Ok(n),
             _ => Err(corrupt(WHAT, off, "unknown node kind")),
         }
     }
@@ -142,32 +147,16 @@ impl Raw {
     /// the slots whose fingerprint matches, not the whole node. The rest
     /// buffer ends there; [`load`](Self::load) reads a whole node.
     pub fn load_head<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
-        if off == 0 {
-            return Err(corrupt(WHAT, off, "null child or root pointer"));
-        }
         let head = geo.slots_off();
-        let mut b = vec![0u8; head];
-        m.read_at(off, &mut b)?;
-        let n = Raw { off, b };
-        match le32(&n.b, KIND_OFF) {
-            KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
-                Err(corrupt(WHAT, off, "bitmap bits past the fan-out"))
+        let mut n = Raw::read_checked(m, geo, off, head)?;
+        if le32(&n.b, KIND_OFF) == KIND_INNER {
+            let end = geo.kids_off() + (n.count() + 1) * 8;
+            if end > head {
+                n.b.resize(end, 0);
+                m.read_at(off + head as u64, &mut n.b[head..end])?;
             }
-            KIND_LEAF => Ok(n),
-            KIND_INNER if n.count() > geo.fanout => {
-                Err(corrupt(WHAT, off, "key count above the fan-out"))
-            }
-            KIND_INNER => {
-                let mut n = n;
-                let end = geo.kids_off() + (n.count() + 1) * 8;
-                if end > head {
-                    n.b.resize(end, 0);
-                    m.read_at(off + head as u64, &mut n.b[head..end])?;
-                }
-                Ok(n)
-            }
-            _ => Err(corrupt(WHAT, off, "unknown node kind")),
         }
+        Ok(n)
     }
 
     /// The slot holding `k` (fingerprint `fp`), reading only the keys
