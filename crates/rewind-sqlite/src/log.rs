@@ -583,14 +583,19 @@ mod tests {
         }
     }
 
-    fn reopen(log: &WalLog) -> Vec<Frame> {
+    /// The pool as a crash now would leave it (nothing pending persisted),
+    /// opened again.
+    fn crashed_pool(log: &WalLog) -> Pool {
         let img = log
             .pool()
             .domain()
             .with_sim(|s| s.image_none_pending())
             .unwrap();
-        let pool = Pool::open_image(img, crate::LAYOUT).unwrap();
-        WalLog::open(pool, 4096).unwrap().1.frames
+        Pool::open_image(img, crate::LAYOUT).unwrap()
+    }
+
+    fn reopen(log: &WalLog) -> Vec<Frame> {
+        WalLog::open(crashed_pool(log), 4096).unwrap().1.frames
     }
 
     /// A COMMIT record of page 1 that would be the log's next valid commit
@@ -673,13 +678,7 @@ mod tests {
         log.pool
             .transaction(|tx| tx.write_bytes(log.root + MAGIC_OFF, &v1.to_le_bytes()))
             .unwrap();
-        let img = log
-            .pool()
-            .domain()
-            .with_sim(|s| s.image_none_pending())
-            .unwrap();
-        let pool = Pool::open_image(img, crate::LAYOUT).unwrap();
-        match WalLog::open(pool, 4096) {
+        match WalLog::open(crashed_pool(&log), 4096) {
             Err(Error::UnsupportedVersion { found, expected }) => {
                 assert_eq!((found, expected), (1, 2))
             }
