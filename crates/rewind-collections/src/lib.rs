@@ -78,6 +78,7 @@ mod error;
 mod hash;
 mod list;
 mod mem;
+mod storable;
 mod types;
 mod vec;
 
@@ -87,5 +88,6 @@ pub use bytes::{FixedBytes, MAX_FIXED_BYTES};
 pub use error::{Error, Result};
 pub use hash::{HashIter, HashMap};
 pub use list::{Cursor, Iter as ListIter, List};
+pub use storable::Storable;
 pub use types::Stored;
 pub use vec::Vec;
