@@ -358,7 +358,7 @@ mod tests {
     fn separators_are_short_and_between() {
         let s = Vec::<u8>::separator(b"apple", b"apricot");
         assert_eq!(s, b"apr");
-        assert!(&b"apple"[..] < &s[..] && &s[..] <= &b"apricot"[..]);
+        assert!(b"apple"[..] < s[..] && s[..] <= b"apricot"[..]);
         assert_eq!(Vec::<u8>::separator(b"ab", b"abc"), b"abc");
         assert_eq!(Vec::<u8>::separator(b"", b"b"), b"b");
         // Cut at a character boundary: "é" is two bytes.

@@ -679,10 +679,16 @@ fn string_btree_out_of_line_insert_crash_at_every_fence() {
         (vec![ins(long('a'), big)], false), // a leaf insert: two blocks
         (vec![ins(long('a'), "small")], false), // the value's block freed
         (vec![ins(long('b'), big), ins(long('c'), big)], false),
-        (vec![ins(long('d'), big)], true),  // a split (kept), the insert undone
+        (vec![ins(long('d'), big)], true), // a split (kept), the insert undone
         (vec![ins(long('d'), big)], false),
-        (vec![VarOp::Remove(long('a')), VarOp::Remove(long('b'))], true),
-        (vec![VarOp::Remove(long('a')), VarOp::Remove(long('b'))], false),
+        (
+            vec![VarOp::Remove(long('a')), VarOp::Remove(long('b'))],
+            true,
+        ),
+        (
+            vec![VarOp::Remove(long('a')), VarOp::Remove(long('b'))],
+            false,
+        ),
     ];
     let mut total = 0;
     for cfg in &configs() {

@@ -152,8 +152,8 @@ fn btree_with_a_damaged_out_of_line_key() {
         (pool, m, slot)
     };
     let checks = |pool: &Pool, m: BTreeMap<Vec<u8>, Vec<u8>>| {
-        corrupt(m.get(&pool, &key));
-        corrupt(m.iter(&pool).unwrap().collect::<Result<Vec<_>, _>>());
+        corrupt(m.get(pool, &key));
+        corrupt(m.iter(pool).unwrap().collect::<Result<Vec<_>, _>>());
         corrupt(m.check_invariants(pool));
         corrupt(pool.transaction(|tx| m.remove(tx, &key)));
     };
