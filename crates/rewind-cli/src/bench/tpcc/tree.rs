@@ -8,16 +8,18 @@
 //! inline: an order (24 bytes) is the value itself, and a new-order is the
 //! key alone.
 //!
-//! An order's lines are one block, taken from the warehouse's slab (a
-//! chunk of [`CHUNK`] bytes allocated from the engine now and then, and a
-//! persistent header of the chunk and the bytes used, which the
-//! transaction updates like any row): one engine allocation per
-//! [`CHUNK`] bytes of order lines instead of one per line. The engines'
-//! allocations are what is costly to make recoverable (rewind logs each
-//! one at once), and a program designs its layout around that, as
-//! REWIND's optimized TPC-C trees did. Every engine here uses the same
-//! layout.
-
+//! What the transactions insert (orders, new-orders, order lines, and
+//! the tree nodes their inserts split off) is allocated from the
+//! warehouse's slab: a chunk of [`CHUNK`] bytes taken from the engine now
+//! and then, and a persistent header (the chunk, the bytes used) that the
+//! transaction updates like any row, so that a rollback gives the space
+//! back. An order's lines are one block of it, written at once. The
+//! engines' own allocations are what is costly to make recoverable (rewind
+//! logs each one at once, with its fence), and a program lays out its data
+//! around that, as REWIND's optimized TPC-C trees did (§5.3); every engine
+//! here uses the same layout. New-order never deletes, so nothing from the
+//! slab is freed. The load uses the engines' allocators.
+//!
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -90,7 +92,8 @@ fn insert<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64, row: &[u8]) -> Resul
     }
 }
 
-/// `n` bytes (at most [`CHUNK`]) from the slab whose header is at `slab`.
+/// `n` bytes (at most [`CHUNK`], zeroed, aligned to a cache line) from
+/// the slab whose header is at `slab`.
 fn slab_alloc<M: TxMem + ?Sized>(m: &mut M, slab: u64, n: u64) -> Result<u64, MemError> {
     let mut h = [0u8; 16];
     m.read(slab, &mut h)?;
@@ -101,11 +104,39 @@ fn slab_alloc<M: TxMem + ?Sized>(m: &mut M, slab: u64, n: u64) -> Result<u64, Me
         used = 0;
     }
     let off = chunk + used;
-    used += n.div_ceil(8) * 8;
+    used += n.div_ceil(64) * 64;
     h[..8].copy_from_slice(&chunk.to_le_bytes());
     h[8..].copy_from_slice(&used.to_le_bytes());
     m.write(slab, &h)?;
     Ok(off)
+}
+
+/// A transaction's memory whose allocations come from a slab (the tree
+/// nodes that inserts split off).
+struct Slabbed<'a, M: ?Sized> {
+    m: &'a mut M,
+    slab: u64,
+}
+
+impl<M: TxMem + ?Sized> TxMem for Slabbed<'_, M> {
+    fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.m.read(off, buf)
+    }
+
+    fn write(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
+        self.m.write(off, bytes)
+    }
+
+    fn alloc(&mut self, size: u64) -> Result<u64, MemError> {
+        slab_alloc(self.m, self.slab, size)
+    }
+
+    fn free(&mut self, off: u64, _size: u64) -> Result<(), MemError> {
+        Err(MemError::Corrupt {
+            node: off,
+            what: "a free from the slab (new-order never deletes)",
+        })
+    }
 }
 
 /// Reads the first `n` bytes of the row at `off` into a `T`.
@@ -194,7 +225,9 @@ fn home<M: TxMem + ?Sized>(
     let key = order_key(o.w, o.d, o_id);
     let mut v = [0u8; VALUE];
     v.copy_from_slice(bytes_of(&order));
-    let fresh = t.order.insert(m, key, &v)? && t.new_order.insert(m, key, &[0; VALUE])?;
+    let mut sm = Slabbed { m, slab: t.slab };
+    let fresh =
+        t.order.insert(&mut sm, key, &v)? && t.new_order.insert(&mut sm, key, &[0; VALUE])?;
     if !fresh {
         return Err(MemError::Corrupt {
             node: key,
@@ -228,7 +261,10 @@ fn home<M: TxMem + ?Sized>(
         };
         let key = order_line_key(o.w, o.d, o_id, i as u32 + 1);
         let row = block + (i * size) as u64;
-        if !t.order_line.insert(m, key, &row_value(row))? {
+        if !t
+            .order_line
+            .insert(&mut Slabbed { m, slab: t.slab }, key, &row_value(row))?
+        {
             return Err(MemError::Corrupt {
                 node: key,
                 what: "an order line inserted twice",
