@@ -89,8 +89,9 @@ struct Line {
     data: [u8; LINE as usize],
     /// Which bytes of `data` are committed values.
     mask: u64,
-    /// The oldest group whose bytes the line holds.
+    /// The oldest and the newest group whose bytes the line holds.
     oldest: u64,
+    newest: u64,
     /// When it was last written (LRU).
     tick: u64,
 }
@@ -116,6 +117,14 @@ struct Inner {
     /// Groups whose values are in place; released once the Log Start
     /// stored after them is durable.
     written: Vec<Group>,
+    /// Lines stored in place and gone from `lines`, with the newest group
+    /// that wrote them, whose filter slots still count them: recovery can
+    /// redo that group over the line until a durable Log Start covers it,
+    /// so an in-place store there must drain until then.
+    retired: Vec<(u64, u64)>,
+    /// Every group up to this sequence number is covered by a durable Log
+    /// Start (recovery never redoes it).
+    covered: u64,
     tick: u64,
     stop: bool,
 }
@@ -156,6 +165,8 @@ impl WriteCache {
                 early: BTreeMap::new(),
                 next_seq: first,
                 written: Vec::new(),
+                retired: Vec::new(),
+                covered: 0,
                 tick: 0,
                 stop: false,
             }),
@@ -256,9 +267,11 @@ impl WriteCache {
                             data: [0; LINE as usize],
                             mask: 0,
                             oldest: seq,
+                            newest: seq,
                             tick: 0,
                         }
                     });
+                    l.newest = l.newest.max(seq);
                     l.data[at..at + n].copy_from_slice(&rest[..n]);
                     l.mask |= mask(at, n);
                     l.tick = g.tick;
@@ -348,10 +361,12 @@ impl WriteCache {
                 // A line a commit wrote again meanwhile stays (with its
                 // older group too, written again by a later step).
                 if g.lines.get(line).is_some_and(|now| now.tick == l.tick) {
+                    // After the store: a reader that finds the line gone
+                    // reads the value in place. Its filter slot keeps
+                    // counting it until a durable Log Start covers its
+                    // newest group (below, after a later fence).
                     g.lines.remove(line);
-                    // After the store: a reader that finds the slot empty
-                    // reads the value in place.
-                    self.filter[slot(*line)].fetch_sub(1, Ordering::AcqRel);
+                    g.retired.push((*line, l.newest));
                 }
             }
             // Groups none of whose lines is left are wholly in place.
@@ -367,6 +382,22 @@ impl WriteCache {
         d.fence_at(sites::WB_FENCE)?;
         eng.log
             .release_later_all(d, done.iter().map(|g| (&g.cells[..], g.end)))?;
+        if let Some(last) = done.last() {
+            // The Log Start covering `done` is durable: recovery redoes
+            // none of them, so in-place stores over their lines need no
+            // drain from now on.
+            let mut g = self.inner.lock();
+            let g = &mut *g;
+            g.covered = g.covered.max(last.seq);
+            let covered = g.covered;
+            g.retired.retain(|&(line, newest)| {
+                let keep = newest > covered;
+                if !keep {
+                    self.filter[slot(line)].fetch_sub(1, Ordering::AcqRel);
+                }
+                keep
+            });
+        }
         if let Some(lsn) = log_start {
             // Persisted by the next step's fence; until then recovery
             // redoes these groups (their values are the newest).
@@ -389,6 +420,9 @@ impl WriteCache {
         };
         loop {
             let settled = {
+                // No step halfway: one that has taken `written` for
+                // release has not yet made its Log Start durable.
+                let _one = self.step.lock();
                 let g = self.inner.lock();
                 g.written.is_empty()
                     && g.groups.front().is_none_or(|x| x.seq >= target)
