@@ -3,6 +3,7 @@
 //! `OUT/NAME.json`, `.csv` and the chart `.svg`.
 
 mod btree;
+mod btree_str;
 mod checkpoint;
 mod disk;
 mod fence;
@@ -34,7 +35,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`, or `all`; or
+    /// `recovered`, `redu`, `btree`, `btree-str`, `rollback`, `threads`, `nvwal`, `disk`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -112,7 +113,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 12] = [
+const BENCHES: [&Bench; 13] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -121,6 +122,7 @@ const BENCHES: [&Bench; 12] = [
     &recovered::BENCH,
     &redu::BENCH,
     &btree::BENCH,
+    &btree_str::BENCH,
     &rollback::BENCH,
     &threads::BENCH,
     &nvwal::BENCH,
