@@ -7,10 +7,9 @@
 //! inserts of new keys and deletes of present ones), each operation its
 //! own durable transaction; every u64 key stands for the 32-byte string
 //! `str_key` makes of it (`user`, 12 hex digits of a mix of the key, its
-//! 16 hex digits), values the same 24 bytes. The collections' tree keeps a
-//! key over 20 bytes in a block of its own, with its first 12 bytes in the
-//! slot: an insert allocates the block, a delete frees it, a comparison
-//! reads it only when the prefixes tie. Berkeley DB and LMDB take the
+//! 16 hex digits), values the same 24 bytes. The collections' tree keeps
+//! such a key inline in its 40-byte slot (up to 36 bytes fit; a longer
+//! one would take a block of its own). Berkeley DB and LMDB take the
 //! strings as byte keys, SQLite as the BLOB primary key of a `WITHOUT
 //! ROWID` table, redb as `&[u8]` keys. Measured as `btree` measures: the
 //! same operations for every system, rounds taken in turns, the median
@@ -48,7 +47,7 @@ pub const BENCH: Bench = Bench {
     },
     peers: &STR_PEERS,
     paper: "Issue 18's string-key goal: with 32-byte string keys, rewind-collections' BTreeMap at least 5x faster than redb and LMDB (100 % updates, tmpfs).",
-    notes: "coll-btree is rewind-collections' BTreeMap<Vec<u8>, [u8; 24]> under the default policy: each 32-byte key in a 64-byte block of its own (it is over the 20 bytes kept inline), its first 12 bytes in the leaf slot. The peers use their own trees with the same keys as byte strings; every operation is its own durable transaction, and every system's answers must agree.",
+    notes: "coll-btree is rewind-collections' BTreeMap<Vec<u8>, [u8; 24]> under the default policy: each 32-byte key inline in its 40-byte leaf slot, beside its 24-byte value. The peers use their own trees with the same keys as byte strings; every operation is its own durable transaction, and every system's answers must agree.",
     headlines: &[],
 };
 

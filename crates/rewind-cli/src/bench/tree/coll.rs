@@ -51,8 +51,7 @@ impl Map for BTreeMap<u64, Value> {
 }
 
 /// The string-keyed benchmark's map: the workload's key `k` is the 32-byte
-/// string `str_key(k)`, out of line in the tree (over 20 bytes: a block of
-/// its own, its first 12 bytes in the slot).
+/// string `str_key(k)`, inline in its 40-byte slot.
 impl Map for BTreeMap<Vec<u8>, Value> {
     const SYSTEM: &'static str = "coll-btree";
     fn create(tx: &mut Tx<'_>) -> Result<Self, Error> {
