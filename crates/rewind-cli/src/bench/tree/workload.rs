@@ -37,6 +37,7 @@ pub fn value_of(key: u64) -> Value {
 /// How the workload's u64 keys reach a store: as themselves, or as the
 /// 32-byte strings [`str_key`] makes of them (the string-keyed benchmark).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "peers"), allow(dead_code))] // the peers' stores use it
 pub enum Keys {
     U64,
     Str32,
