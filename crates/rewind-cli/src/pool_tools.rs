@@ -110,12 +110,16 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
         )));
     }
     if target > before {
-        pool.grow(target - before)
-            .map_err(CliError::rewind(format!(
-                "growing {} to {target} bytes (its maximum size is {})",
-                a.pool.display(),
-                pool.max_size()
-            )))?;
+        let r = if relative {
+            pool.grow(bytes)
+        } else {
+            pool.grow_to(target)
+        };
+        r.map_err(CliError::rewind(format!(
+            "growing {} to {target} bytes (its maximum size is {})",
+            a.pool.display(),
+            pool.max_size()
+        )))?;
     }
     let grown = Grown {
         pool: &a.pool,

@@ -650,6 +650,19 @@ impl Pool {
         Ok(self.size())
     }
 
+    /// Grows the heap until it ends at or past `size` bytes of the file
+    /// (nothing when it does already); returns the pool's new size. As
+    /// [`grow`](Self::grow): `OutOfMemory` past the maximum size.
+    pub fn grow_to(&self, size: u64) -> Result<u64, Error> {
+        let l = &self.eng.hdr.layout;
+        let chunk = crate::format::layout::CHUNK;
+        let heap_end = l.heap_off + self.alloc_stats().total_chunks * chunk;
+        if size > heap_end {
+            self.grow(size - heap_end)?;
+        }
+        Ok(self.size())
+    }
+
     /// Makes the work of every finished transaction durable in place and
     /// clears its log records (no-force; under force there is nothing to do).
     pub fn checkpoint(&self) -> Result<(), Error> {
