@@ -380,7 +380,8 @@ impl Pool {
     /// Opens the pool file at `path` if there is one, else creates it with
     /// `size` and `cfg`. A file another opener creates meanwhile is opened.
     /// [`created`](Self::created) says which happened. An existing pool
-    /// must be the one asked for: another size, log, policy, bucket cell
+    /// must be the one asked for: another size (at create: a pool that
+    /// grew since is the same pool), maximum size, log, policy, bucket cell
     /// count, group size or log size is [`Error::ConfigMismatch`] (never
     /// silently the old pool); it is opened on `cfg`'s backend, latencies
     /// and write-back.
