@@ -34,7 +34,8 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`, or `all`; or
+    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`,
+    /// `group-commit`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -112,7 +113,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 12] = [
+const BENCHES: [&Bench; 13] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -125,6 +126,7 @@ const BENCHES: [&Bench; 12] = [
     &threads::BENCH,
     &nvwal::BENCH,
     &disk::BENCH,
+    &disk::GROUP_COMMIT,
 ];
 
 /// The peers this build has (`--features peers`).
