@@ -52,9 +52,12 @@
 //! tree reopened under other types is [`Error::TypeMismatch`] naming both.
 //! The hash map compares and hashes keys by their bytes. The B+-tree
 //! orders keys by `Ord`, which must be a total order that does not change
-//! between runs and under which equal keys have equal bytes. Strings are
-//! [`FixedBytes<N>`] (at most `N` bytes inline, ordered by their bytes;
-//! longer input is [`Error::TooLong`]) or, unbounded, a [`Blob`].
+//! between runs and under which equal keys have equal bytes. The B+-tree
+//! also stores `String` and `Vec<u8>` keys and values of any length
+//! ([`Storable`]: inline up to 20 bytes, in a block of their own beyond,
+//! ordered by their bytes, looked up by `&str` / `&[u8]`); bounded strings
+//! kept whole in the slot are [`FixedBytes<N>`] (longer input is
+//! [`Error::TooLong`]).
 //!
 //! **The B+-tree is built for persistent memory**: its leaves keep their
 //! entries in unsorted slots with a validity bitmap and one-byte
@@ -78,6 +81,7 @@ mod error;
 mod hash;
 mod list;
 mod mem;
+mod storable;
 mod types;
 mod vec;
 
@@ -87,5 +91,6 @@ pub use bytes::{FixedBytes, MAX_FIXED_BYTES};
 pub use error::{Error, Result};
 pub use hash::{HashIter, HashMap};
 pub use list::{Cursor, Iter as ListIter, List};
+pub use storable::Storable;
 pub use types::Stored;
 pub use vec::Vec;

@@ -7,7 +7,7 @@ use rewind::{Pool, Tx};
 use crate::error::{corrupt, Error, Result};
 
 /// Something collection bytes can be read through: a [`Pool`] or a [`Tx`].
-pub(crate) trait Mem {
+pub trait Mem {
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()>;
 }
 

@@ -113,14 +113,14 @@ thread_local! {
     static NAME_HASHES: RefCell<Vec<(TypeId, u64, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// `T`'s name hash and name length.
-fn name_hash<T: Stored>() -> (u64, usize) {
+/// `T`'s name hash and name length (`name` is `T`'s name).
+fn name_hash<T: 'static>(name: impl Fn() -> Cow<'static, str>) -> (u64, usize) {
     let id = TypeId::of::<T>();
     NAME_HASHES.with(|c| {
         if let Some(&(_, h, n)) = c.borrow().iter().find(|e| e.0 == id) {
             return (h, n);
         }
-        let name = T::type_name();
+        let name = name();
         let e = (fnv1a(name.as_bytes()), name.len().min(u16::MAX as usize));
         c.borrow_mut().push((id, e.0, e.1));
         e
@@ -140,10 +140,15 @@ pub(crate) struct TypeTag {
 impl TypeTag {
     /// The fingerprint of `T`.
     pub fn of<T: Stored>() -> TypeTag {
-        let name = T::type_name();
+        TypeTag::named(T::type_name(), size_of::<T>(), align_of::<T>())
+    }
+
+    /// The fingerprint of a type stored as `size` bytes of alignment
+    /// `align` under `name` (a byte string's slot).
+    pub fn named(name: Cow<'static, str>, size: usize, align: usize) -> TypeTag {
         TypeTag {
-            size: size_of::<T>() as u32,
-            align: align_of::<T>() as u16,
+            size: size as u32,
+            align: align as u16,
             name_len: name.len().min(u16::MAX as usize) as u16,
             hash: fnv1a(name.as_bytes()),
             name,
@@ -169,16 +174,29 @@ impl TypeTag {
         offset: u64,
         part: &'static str,
     ) -> Result<()> {
+        let (size, align) = (size_of::<T>(), align_of::<T>());
+        TypeTag::check_named::<T>(b, what, offset, part, size, align, T::type_name)
+    }
+
+    /// Checks the tag stored in `b` (48 bytes) against that of the type
+    /// `T`, stored as `size` bytes of alignment `align` under `name`.
+    pub fn check_named<T: 'static>(
+        b: &[u8],
+        what: &'static str,
+        offset: u64,
+        part: &'static str,
+        size: usize,
+        align: usize,
+        name: impl Fn() -> Cow<'static, str>,
+    ) -> Result<()> {
         let found_size = le32(b, SIZE_OFF);
         let found_align = u16::from_le_bytes([b[ALIGN_OFF], b[ALIGN_OFF + 1]]);
         let found_len = u16::from_le_bytes([b[NAME_LEN_OFF], b[NAME_LEN_OFF + 1]]);
         let found_hash = le64(b, HASH_OFF);
         // Sizes and alignments first: they need no name.
-        if found_size as usize == size_of::<T>()
-            && found_align as usize == align_of::<T>()
-            && size_of::<T>() <= u32::MAX as usize
+        if found_size as usize == size && found_align as usize == align && size <= u32::MAX as usize
         {
-            let (hash, len) = name_hash::<T>();
+            let (hash, len) = name_hash::<T>(&name);
             if found_hash == hash && found_len as usize == len {
                 return Ok(());
             }
@@ -194,12 +212,7 @@ impl TypeTag {
             offset,
             part,
             found: format!("{found} ({found_size} bytes, align {found_align})"),
-            expected: format!(
-                "{} ({} bytes, align {})",
-                T::type_name(),
-                size_of::<T>(),
-                align_of::<T>()
-            ),
+            expected: format!("{} ({size} bytes, align {align})", name()),
         })
     }
 }

@@ -127,3 +127,51 @@ fn btree_node_with_bits_past_the_fanout() {
     poke(&pool, t.as_ptr().offset() + 8, 0);
     corrupt(pool.transaction(|tx| t.remove(tx, &1)));
 }
+
+/// A byte-string key's slot (docs/collections.md): its block pointer
+/// null, past the pool, or at another block; its length past the pool.
+/// Lookups, scans and removals give `Corrupt`.
+#[test]
+fn btree_with_a_damaged_out_of_line_key() {
+    let key = b"a key longer than twenty bytes, out of line".to_vec();
+    let setup = || {
+        let pool = pool();
+        let m = pool
+            .transaction(|tx| {
+                let m = BTreeMap::<Vec<u8>, Vec<u8>>::create_with_fanout(tx, 4)?;
+                m.insert(tx, key.clone(), vec![1; 40])?;
+                Ok::<_, Error>(m)
+            })
+            .unwrap();
+        let hdr = m.as_ptr().offset();
+        let mut root = [0u8; 8];
+        pool.read_bytes(hdr + 16, &mut root).unwrap();
+        // Fan-out 4: the slots start at 40; the key's slot is slot 0
+        // (len at +0, prefix at +4, block at +16), its value's at +24.
+        let slot = u64::from_le_bytes(root) + 40;
+        (pool, m, slot)
+    };
+    let checks = |pool: &Pool, m: BTreeMap<Vec<u8>, Vec<u8>>| {
+        corrupt(m.get(pool, &key));
+        corrupt(m.iter(pool).unwrap().collect::<Result<Vec<_>, _>>());
+        corrupt(m.check_invariants(pool));
+        corrupt(pool.transaction(|tx| m.remove(tx, &key)));
+    };
+    for block in [0, 1 << 40, u64::MAX - 8] {
+        let (pool, m, slot) = setup();
+        poke(&pool, slot + 16, block);
+        checks(&pool, m);
+    }
+    // At another block (the value's): it does not start with the prefix.
+    let (pool, m, slot) = setup();
+    let mut val = [0u8; 8];
+    pool.read_bytes(slot + 24 + 16, &mut val).unwrap();
+    poke(&pool, slot + 16, u64::from_le_bytes(val));
+    checks(&pool, m);
+    // A length of 4 GiB: past the pool, refused before any buffer is made.
+    let (pool, m, slot) = setup();
+    pool.transaction(|tx| tx.write_bytes(slot, &u32::MAX.to_le_bytes()))
+        .unwrap();
+    corrupt(m.iter(&pool).unwrap().collect::<Result<Vec<_>, _>>());
+    corrupt(m.check_invariants(&pool));
+}

@@ -28,13 +28,11 @@ pub const BENCH: Bench = Bench {
     about: "REWIND Fig. 3 left: one transaction of random updates, each followed by computation",
     run,
     table: &[Col("ms", "ms", 2), Col("ratio_vs_nolog", "x nolog", 2)],
-    chart: Chart {
-        title: "logging overhead vs update intensity (REWIND Fig. 3 left)",
-        y_label: "time over the non-recoverable baseline (log scale)",
-        metrics: &["ratio_vs_nolog"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "logging overhead vs update intensity (REWIND Fig. 3 left)",
+        "time over the non-recoverable baseline (log scale)",
+        &["ratio_vs_nolog"],
+    ),
     peers: &[],
     paper: "REWIND Fig. 3 (left): at 10 % updates the one-layer log under no-force costs 1.5× the non-recoverable run, the two-layer log 8.5×; the overhead falls as computation dilutes the updates.",
     notes: "The ratio is the same transaction's time over the no-log run's in the same round. As the update intensity falls, computation dominates both and every configuration approaches 1×; at 100 % the ratios are the log's whole cost per update.",

@@ -18,6 +18,7 @@ mod redu;
 mod rollback;
 mod skip;
 mod threads;
+mod tpcc;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -35,7 +36,7 @@ use crate::error::CliError;
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
     /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`,
-    /// `group-commit`, or `all`; or
+    /// `group-commit`, `tpcc`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -113,7 +114,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 13] = [
+const BENCHES: [&Bench; 14] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -127,6 +128,7 @@ const BENCHES: [&Bench; 13] = [
     &nvwal::BENCH,
     &disk::BENCH,
     &disk::GROUP_COMMIT,
+    &tpcc::BENCH,
 ];
 
 /// The peers this build has (`--features peers`).

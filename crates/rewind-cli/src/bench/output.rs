@@ -54,6 +54,23 @@ pub struct Chart {
     pub higher_is_better: bool,
 }
 
+impl Chart {
+    /// A chart of times or costs: lower is better, on a log scale.
+    pub const fn costs(
+        title: &'static str,
+        y_label: &'static str,
+        metrics: &'static [&'static str],
+    ) -> Chart {
+        Chart {
+            title,
+            y_label,
+            metrics,
+            log_y: true,
+            higher_is_better: false,
+        }
+    }
+}
+
 impl Report {
     pub fn new(bench: &str) -> Report {
         Report {

@@ -76,13 +76,11 @@ pub const BENCH: Bench = Bench {
         Col("flushes_per_tx", "lines", 2),
         Col("nvm_writes_per_tx", "nvm", 2),
     ],
-    chart: Chart {
-        title: "rewind overhead vs update intensity (REWIND Fig. 3)",
-        y_label: "microseconds per transaction (log scale)",
-        metrics: &["us_per_tx"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "rewind overhead vs update intensity (REWIND Fig. 3)",
+        "microseconds per transaction (log scale)",
+        &["us_per_tx"],
+    ),
     peers: &["pmdk", "c-nolog"],
     paper: "REWIND Fig. 3 (right side of the figure's K axis): the cost of each log variant per transaction against a non-recoverable baseline; Batch, grouping records under one fence, is the cheapest variant, Simple (Algorithm 1) the dearest.",
     notes: "The fence and line counters explain the order: Simple pays Algorithm 1's fences per record, Optimized two per record, Batch two per group of records, and redo one commit group and one fence per transaction whatever K. `persist-nolog` is the floor of durable stores (one fence, no atomicity); `c-floor` is the redo commit's physical floor as a C loop (its log lines non-temporal, one fence, K lines written back); PMDK is the same array under libpmemobj's undo log.",

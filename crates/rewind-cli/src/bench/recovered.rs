@@ -42,13 +42,11 @@ pub const BENCH: Bench = Bench {
         Col("recovered", "recovered", 0),
         Col("recovery_records", "records", 0),
     ],
-    chart: Chart {
-        title: "total cost vs fraction of transactions recovered (REWIND Fig. 5)",
-        y_label: "logging + commit or recovery, ms (log scale)",
-        metrics: &["total_ms"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "total cost vs fraction of transactions recovered (REWIND Fig. 5)",
+        "logging + commit or recovery, ms (log scale)",
+        &["total_ms"],
+    ),
     peers: &[],
     paper: "REWIND Fig. 5: with few transactions recovered no-force is slightly cheaper than force; with many, force is cheaper, more so with more skip records.",
     notes: "A committed transaction costs its logging and commit, a recovered one its logging and the recovery of the crash it was left open in. Under no-force recovery meets the committed skip records force already cleared, so no-force's total grows faster with the fraction recovered.",

@@ -49,13 +49,11 @@ pub const BENCH: Bench = Bench {
         Col("recovery_ms", "recovery ms", 3),
         Col("transactions", "txs", 0),
     ],
-    chart: Chart {
-        title: "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
-        y_label: "rollback time, ms (log scale)",
-        metrics: &["rollback_ms"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
+        "rollback time, ms (log scale)",
+        &["rollback_ms"],
+    ),
     peers: &PEERS,
     paper: "REWIND Fig. 8: rolling back a transaction is 12× faster than Berkeley DB's, and recovery 14× faster.",
     notes: "Rollback is timed from the transaction's last operation to the rollback's return; recovery from opening the crash image to the first lookup's answer. Every trial checks afterwards that the transaction's keys are as before it.",

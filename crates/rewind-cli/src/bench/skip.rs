@@ -50,13 +50,11 @@ pub const BENCH: Bench = Bench {
         Col("recovery_undone", "undone", 0),
         Col("sequence_us", "sequence us", 1),
     ],
-    chart: Chart {
-        title: "one transaction's commit, rollback and recovery vs skip records (REWIND Figs. 3 right, 4)",
-        y_label: "us (log scale)",
-        metrics: &["commit_us", "rollback_us", "recovery_us"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "one transaction's commit, rollback and recovery vs skip records (REWIND Figs. 3 right, 4)",
+        "us (log scale)",
+        &["commit_us", "rollback_us", "recovery_us"],
+    ),
     peers: &[],
     paper: "REWIND Figs. 3 right and 4 (force): one-layer commit and rollback grow with the skip records, the two-layer log stays flat and wins past ~600 (commit) and ~400 (rollback); one-layer recovery is faster.",
     notes: "One-layer commit and rollback do the same persistence work at every S (the counters are flat): they follow the transaction's own chain and never scan the skip records. Under no-force the other transaction's committed records stay in the log until a checkpoint, so recovery meets and redoes them all.",

@@ -8,7 +8,7 @@ use super::node::{fingerprint, Raw, FPS_OFF};
 use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::Mem;
-use crate::types::Stored;
+use crate::storable::Storable;
 
 /// What a walk of the tree collects.
 struct Walk {
@@ -18,7 +18,10 @@ struct Walk {
     seen: HashSet<u64>,
 }
 
-impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+impl<K: Storable, V: Storable> BTreeMap<K, V>
+where
+    K::Ref: Ord,
+{
     /// Checks the tree's invariants, returning [`Error::Corrupt`](crate::Error::Corrupt)
     /// for the first one broken: separators strictly increasing, every key
     /// within its parent's separators and unique in its leaf, every
@@ -66,9 +69,11 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     }
 
     /// The offsets of every block the tree owns, header first, then every
-    /// node reachable from the root, breadth first (committed state): for
-    /// space accounting and checks. Nodes split off by nested top actions
-    /// of aborted inserts are reachable, so they are here too.
+    /// node reachable from the root, breadth first, each node followed by
+    /// the out-of-line blocks of its byte-string keys and values
+    /// (committed state): for space accounting and checks. Nodes split off
+    /// by nested top actions of aborted inserts are reachable, so they are
+    /// here too.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
         self.blocks_in(&mut { pool })
     }
@@ -94,11 +99,23 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             let mut below = Vec::new();
             for &off in &level {
                 let node = Raw::load(m, &h.geo, off)?;
+                out.push(off);
                 if !node.is_leaf() {
                     below.extend((0..=node.count()).map(|i| node.kid(&h.geo, i)));
+                    if !K::INLINE {
+                        let keys = (0..node.count()).map(|i| node.ikey::<K>(&h.geo, i));
+                        out.extend(keys.filter_map(|k| K::block(&k)));
+                    }
+                } else if !K::INLINE || !V::INLINE {
+                    let mut bits = node.bitmap();
+                    while bits != 0 {
+                        let i = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        out.extend(K::block(&node.key::<K>(&h.geo, i)));
+                        out.extend(V::block(&node.val::<V>(&h.geo, i)));
+                    }
                 }
             }
-            out.append(&mut level);
             level = below;
         }
         Err(corrupt(WHAT, h.root, "deeper than 64 levels"))
@@ -111,8 +128,8 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         h: &Header,
         off: u64,
         depth: usize,
-        lo: Option<K>,
-        hi: Option<K>,
+        lo: Option<&K::Ref>,
+        hi: Option<&K::Ref>,
         w: &mut Walk,
     ) -> Result<()> {
         if depth > MAX_DEPTH {
@@ -123,11 +140,15 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         }
         let geo = &h.geo;
         let node = Raw::load(&mut { pool }, geo, off)?;
-        let below = |k: &K| lo.is_some_and(|lo| *k < lo);
-        let above = |k: &K| hi.is_some_and(|hi| *k >= hi);
+        let below = |k: &K| lo.is_some_and(|lo| k.borrowed() < lo);
+        let above = |k: &K| hi.is_some_and(|hi| k.borrowed() >= hi);
+        let mut m = pool;
         if node.is_leaf() {
-            let sorted = node.sorted::<K>(geo);
-            if sorted.windows(2).any(|p| p[0].0 == p[1].0) {
+            let sorted = node.sorted::<K, _>(&mut m, geo)?;
+            for &(_, i) in &sorted {
+                V::load(&mut m, &node.val::<V>(geo, i))?; // a block that reads
+            }
+            if (sorted.windows(2)).any(|p| p[0].0.borrowed() == p[1].0.borrowed()) {
                 return Err(corrupt(WHAT, off, "a key twice in a leaf"));
             }
             if sorted.iter().any(|(k, _)| below(k) || above(k)) {
@@ -135,7 +156,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             }
             if sorted
                 .iter()
-                .any(|(k, i)| node.b[FPS_OFF + i] != fingerprint(bytemuck::bytes_of(k)))
+                .any(|(k, i)| node.b[FPS_OFF + i] != fingerprint(K::ref_bytes(k.borrowed())))
             {
                 return Err(corrupt(WHAT, off, "a fingerprint that is not its key's"));
             }
@@ -149,8 +170,9 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             w.entries += sorted.len() as u64;
             return Ok(());
         }
-        let (keys, kids) = node.decode_inner::<K>(geo);
-        if keys.windows(2).any(|p| p[0] >= p[1]) {
+        let (slots, kids) = node.decode_inner::<K>(geo);
+        let keys = (slots.iter().map(|s| K::load(&mut m, s))).collect::<Result<Vec<K>>>()?;
+        if (keys.windows(2)).any(|p| p[0].borrowed() >= p[1].borrowed()) {
             return Err(corrupt(WHAT, off, "keys not strictly increasing"));
         }
         if keys.iter().any(|k| below(k) || above(k)) {
@@ -165,8 +187,12 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         }
         let n = keys.len();
         for (j, &kid) in kids.iter().enumerate() {
-            let lo = if j == 0 { lo } else { Some(keys[j - 1]) };
-            let hi = if j == n { hi } else { Some(keys[j]) };
+            let lo = if j == 0 {
+                lo
+            } else {
+                Some(keys[j - 1].borrowed())
+            };
+            let hi = if j == n { hi } else { Some(keys[j].borrowed()) };
             self.walk(pool, h, kid, depth + 1, lo, hi, w)?;
         }
         Ok(())

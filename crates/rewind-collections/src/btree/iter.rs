@@ -18,13 +18,22 @@ use super::node::{Geo, Raw};
 use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::Mem;
-use crate::types::Stored;
+use crate::storable::Storable;
 
-impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+impl<K: Storable, V: Storable> BTreeMap<K, V>
+where
+    K::Ref: Ord,
+{
     /// The entries with keys in `range`, in key order, from either end
-    /// (committed state). Nodes are read as the iterator goes; a read
+    /// (committed state). Bounds are of the lookup type: `10..20` for
+    /// `u64` keys, `(Bound::Included("a"), Bound::Excluded("c"))` for
+    /// `String` keys. Nodes are read as the iterator goes; a read
     /// error ends it after yielding the error.
-    pub fn range<'a>(&self, pool: &'a Pool, range: impl RangeBounds<K>) -> Result<Iter<'a, K, V>> {
+    pub fn range<'a>(
+        &self,
+        pool: &'a Pool,
+        range: impl RangeBounds<K::Ref>,
+    ) -> Result<Iter<'a, K, V>> {
         Iter::new(self, Box::new(pool), range)
     }
 
@@ -39,7 +48,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     pub fn range_tx<'a, 'p: 'a>(
         &self,
         tx: &'a mut Tx<'p>,
-        range: impl RangeBounds<K>,
+        range: impl RangeBounds<K::Ref>,
     ) -> Result<Iter<'a, K, V>> {
         tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Iter::new(self, Box::new(tx), range)
@@ -104,11 +113,14 @@ pub struct Iter<'a, K, V> {
     yielded: u64,
 }
 
-impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
+impl<'a, K: Storable, V: Storable> Iter<'a, K, V>
+where
+    K::Ref: Ord,
+{
     fn new(
         map: &BTreeMap<K, V>,
         mut mem: Box<dyn Mem + 'a>,
-        range: impl RangeBounds<K>,
+        range: impl RangeBounds<K::Ref>,
     ) -> Result<Self> {
         let h = map.header(&mut *mem)?;
         let empty = || End {
@@ -120,8 +132,8 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
         Ok(Iter {
             mem,
             h,
-            start: range.start_bound().cloned(),
-            end: range.end_bound().cloned(),
+            start: range.start_bound().map(|b| b.to_owned()),
+            end: range.end_bound().map(|b| b.to_owned()),
             front: empty(),
             back: empty(),
             front_key: None,
@@ -133,17 +145,19 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
     }
 
     fn below_start(&self, k: &K) -> bool {
+        let k = k.borrowed();
         match &self.start {
-            Bound::Included(s) => k < s,
-            Bound::Excluded(s) => k <= s,
+            Bound::Included(s) => k < s.borrowed(),
+            Bound::Excluded(s) => k <= s.borrowed(),
             Bound::Unbounded => false,
         }
     }
 
     fn above_end(&self, k: &K) -> bool {
+        let k = k.borrowed();
         match &self.end {
-            Bound::Included(e) => k > e,
-            Bound::Excluded(e) => k >= e,
+            Bound::Included(e) => k > e.borrowed(),
+            Bound::Excluded(e) => k >= e.borrowed(),
             Bound::Unbounded => false,
         }
     }
@@ -153,15 +167,18 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
         let geo = self.h.geo;
         let key = match &self.start {
             Bound::Unbounded => return Raw::load(&mut *self.mem, &geo, self.h.first),
-            Bound::Included(s) | Bound::Excluded(s) => *s,
+            Bound::Included(s) | Bound::Excluded(s) => s.clone(),
         };
-        let (leaf, _) = self.descend(|n, geo| n.child_for(geo, &key))?;
+        let (leaf, _) = self.descend(|m, n, geo| n.child_for::<K, _>(m, geo, key.borrowed()))?;
         Ok(leaf)
     }
 
     /// Descends choosing children with `pick`; returns the leaf and its
     /// lower separator (`None` for the leftmost leaf).
-    fn descend(&mut self, pick: impl Fn(&Raw, &Geo) -> usize) -> Result<(Raw, Option<K>)> {
+    fn descend(
+        &mut self,
+        pick: impl Fn(&mut dyn Mem, &Raw, &Geo) -> Result<usize>,
+    ) -> Result<(Raw, Option<K>)> {
         let geo = self.h.geo;
         let mut node = Raw::load(&mut *self.mem, &geo, self.h.root)?;
         let mut lower = None;
@@ -169,9 +186,9 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
             if node.is_leaf() {
                 return Ok((node, lower));
             }
-            let i = pick(&node, &geo);
+            let i = pick(&mut *self.mem, &node, &geo)?;
             if i > 0 {
-                lower = Some(node.ikey(&geo, i - 1));
+                lower = Some(K::load(&mut *self.mem, &node.ikey::<K>(&geo, i - 1))?);
             }
             node = Raw::load(&mut *self.mem, &geo, node.kid(&geo, i))?;
         }
@@ -204,7 +221,7 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
                 ));
             }
             self.front.next = leaf.next();
-            self.front.entries = leaf.sorted_entries(&geo).into();
+            self.front.entries = leaf.sorted_entries(&mut *self.mem, &geo)?.into();
             if !self.front.entries.is_empty() {
                 return Ok(true);
             }
@@ -223,23 +240,31 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
         for _ in 0..=self.h.len.saturating_add(1) {
             let (leaf, lower) = if !self.back_started {
                 self.back_started = true;
-                match self.end {
-                    Bound::Unbounded => self.descend(|n, _| n.count())?,
-                    Bound::Included(e) => self.descend(|n, geo| n.child_for(geo, &e))?,
-                    Bound::Excluded(e) => self.descend(|n, geo| n.child_before(geo, &e))?,
+                match self.end.clone() {
+                    Bound::Unbounded => self.descend(|_, n, _| Ok(n.count()))?,
+                    Bound::Included(e) => {
+                        self.descend(|m, n, geo| n.child_for::<K, _>(m, geo, e.borrowed()))?
+                    }
+                    Bound::Excluded(e) => {
+                        self.descend(|m, n, geo| n.child_before::<K, _>(m, geo, e.borrowed()))?
+                    }
                 }
             } else {
-                let Some(lo) = self.back.lower else {
+                let Some(lo) = self.back.lower.take() else {
                     return Ok(false);
                 };
-                let (leaf, lower) = self.descend(|n, geo| n.child_before(geo, &lo))?;
-                if lower.is_some_and(|l| l >= lo) {
+                let (leaf, lower) =
+                    self.descend(|m, n, geo| n.child_before::<K, _>(m, geo, lo.borrowed()))?;
+                if lower
+                    .as_ref()
+                    .is_some_and(|l| l.borrowed() >= lo.borrowed())
+                {
                     return Err(corrupt(WHAT, leaf.off, "separators out of order"));
                 }
                 (leaf, lower)
             };
             self.back.lower = lower;
-            self.back.entries = leaf.sorted_entries(&geo).into();
+            self.back.entries = leaf.sorted_entries(&mut *self.mem, &geo)?.into();
             if !self.back.entries.is_empty() {
                 return Ok(true);
             }
@@ -277,12 +302,12 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
             if self.below_start(&k) {
                 continue;
             }
-            let met = self.back_key.is_some_and(|b| k >= b);
+            let met = (self.back_key.as_ref()).is_some_and(|b| k.borrowed() >= b.borrowed());
             if met || self.above_end(&k) {
                 self.front.done = true;
                 return Ok(None);
             }
-            self.front_key = Some(k);
+            self.front_key = Some(k.clone());
             self.count()?;
             return Ok(Some((k, v)));
         }
@@ -302,19 +327,22 @@ impl<'a, K: Stored + Ord, V: Stored> Iter<'a, K, V> {
             if self.above_end(&k) {
                 continue;
             }
-            let met = self.front_key.is_some_and(|f| k <= f);
+            let met = (self.front_key.as_ref()).is_some_and(|f| k.borrowed() <= f.borrowed());
             if met || self.below_start(&k) {
                 self.back.done = true;
                 return Ok(None);
             }
-            self.back_key = Some(k);
+            self.back_key = Some(k.clone());
             self.count()?;
             return Ok(Some((k, v)));
         }
     }
 }
 
-impl<K: Stored + Ord, V: Stored> Iterator for Iter<'_, K, V> {
+impl<K: Storable, V: Storable> Iterator for Iter<'_, K, V>
+where
+    K::Ref: Ord,
+{
     type Item = Result<(K, V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -329,7 +357,10 @@ impl<K: Stored + Ord, V: Stored> Iterator for Iter<'_, K, V> {
     }
 }
 
-impl<K: Stored + Ord, V: Stored> DoubleEndedIterator for Iter<'_, K, V> {
+impl<K: Storable, V: Storable> DoubleEndedIterator for Iter<'_, K, V>
+where
+    K::Ref: Ord,
+{
     fn next_back(&mut self) -> Option<Self::Item> {
         match self.step_back() {
             Ok(e) => e.map(Ok),

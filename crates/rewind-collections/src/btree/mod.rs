@@ -60,7 +60,8 @@ use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
 use crate::mem::{le32, le64, read_header, Mem};
-use crate::types::{Stored, TypeTag, TAG_SIZE};
+use crate::storable::Storable;
+use crate::types::TAG_SIZE;
 use node::{fingerprint, store_leaf, Geo, Raw};
 
 /// The smallest fan-out.
@@ -169,13 +170,16 @@ fn auto_fanout(ks: usize, vs: usize) -> usize {
     }
 }
 
-impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+impl<K: Storable, V: Storable> BTreeMap<K, V>
+where
+    K::Ref: Ord,
+{
     /// Creates an empty map. Its fan-out is chosen from the key and value
     /// sizes: the most keys (up to 64) whose node fits a power-of-two
     /// block that holds at least 16 (a 1 KiB block of 30 for 8-byte keys
     /// and 24-byte values).
     pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
-        Self::create_with_fanout(tx, auto_fanout(size_of::<K>(), size_of::<V>()))
+        Self::create_with_fanout(tx, auto_fanout(size_of::<K::Slot>(), size_of::<V::Slot>()))
     }
 
     /// Creates an empty map whose nodes hold `fanout` keys
@@ -191,14 +195,14 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let geo = Self::geo(fanout);
         let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
         let leaf = tx.alloc_bytes(geo.size() as u64)?;
-        store_leaf::<K, V>(tx, &geo, leaf, tx.id(), 0, &[])?;
+        store_leaf(tx, &geo, leaf, tx.id(), 0, &[])?;
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);
         h[ROOT_OFF..FIRST_OFF].copy_from_slice(&leaf.to_le_bytes());
         h[FIRST_OFF..FANOUT_OFF].copy_from_slice(&leaf.to_le_bytes());
         h[FANOUT_OFF..RESERVED_OFF].copy_from_slice(&(fanout as u32).to_le_bytes());
-        h[KEY_TAG_OFF..VAL_TAG_OFF].copy_from_slice(&TypeTag::of::<K>().encode());
-        h[VAL_TAG_OFF..HEADER_SIZE].copy_from_slice(&TypeTag::of::<V>().encode());
+        h[KEY_TAG_OFF..VAL_TAG_OFF].copy_from_slice(&K::tag());
+        h[VAL_TAG_OFF..HEADER_SIZE].copy_from_slice(&V::tag());
         tx.write_bytes(hdr, &h)?;
         Ok(Self::from_ptr(PPtr::from_offset(hdr)))
     }
@@ -222,8 +226,8 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     fn geo(fanout: usize) -> Geo {
         Geo {
             fanout,
-            ks: size_of::<K>(),
-            vs: size_of::<V>(),
+            ks: size_of::<K::Slot>(),
+            vs: size_of::<V::Slot>(),
         }
     }
 
@@ -231,8 +235,8 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let mut h = [0u8; HEADER_SIZE];
         let old = (OLD_MAGIC, "RWBTREE1", "RWBTREE2");
         read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
-        TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
-        TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
+        K::check_tag(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
+        V::check_tag(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
         let fanout = le32(&h, FANOUT_OFF) as usize;
         if !(MIN_FANOUT..=MAX_FANOUT).contains(&fanout) {
             return Err(corrupt(WHAT, self.hdr, "fan-out out of range"));
@@ -281,33 +285,36 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     }
 
     /// The value of `k` (committed state).
-    pub fn get(&self, pool: &Pool, k: &K) -> Result<Option<V>> {
+    pub fn get(&self, pool: &Pool, k: &K::Ref) -> Result<Option<V>> {
         self.get_in(&mut { pool }, k)
     }
 
     /// The value of `k` as transaction `tx` sees it (its own writes too).
-    pub fn get_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+    pub fn get_tx(&self, tx: &mut Tx<'_>, k: &K::Ref) -> Result<Option<V>> {
         tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         self.get_in(tx, k)
     }
 
     /// True if `k` has a value (committed state).
-    pub fn contains_key(&self, pool: &Pool, k: &K) -> Result<bool> {
+    pub fn contains_key(&self, pool: &Pool, k: &K::Ref) -> Result<bool> {
         Ok(self.get(pool, k)?.is_some())
     }
 
     /// True if `k` has a value, as `tx` sees it.
-    pub fn contains_key_tx(&self, tx: &mut Tx<'_>, k: &K) -> Result<bool> {
+    pub fn contains_key_tx(&self, tx: &mut Tx<'_>, k: &K::Ref) -> Result<bool> {
         tx.lock_shared(self.as_ptr())?; // held until the transaction ends
         Ok(self.get_tx(tx, k)?.is_some())
     }
 
-    fn get_in<M: Mem + ?Sized>(&self, m: &mut M, k: &K) -> Result<Option<V>> {
+    fn get_in<M: Mem + ?Sized>(&self, m: &mut M, k: &K::Ref) -> Result<Option<V>> {
         let h = self.header(m)?;
-        let leaf = descend(m, &h, k, None)?;
-        let fp = fingerprint(bytemuck::bytes_of(k));
-        match leaf.find_in(m, &h.geo, k, fp)? {
-            Some(i) => Ok(Some(leaf.val_in(m, &h.geo, i)?)),
+        let leaf = descend::<K, M>(m, &h, k, None)?;
+        let fp = fingerprint(K::ref_bytes(k));
+        match leaf.find_in::<K, M>(m, &h.geo, k, fp)? {
+            Some(i) => {
+                let slot = leaf.val_slot_in::<V, M>(m, &h.geo, i)?;
+                Ok(Some(V::load(m, &slot)?))
+            }
             None => Ok(None),
         }
     }
@@ -316,18 +323,21 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
 /// Walks from the root to the leaf that holds (or would hold) `k`,
 /// recording each inner node and the child taken in `path`. The leaf is
 /// read as [`Raw::load_head`] reads it: its words and fingerprints.
-fn descend<K: Stored + Ord, M: Mem + ?Sized>(
+fn descend<K: Storable, M: Mem + ?Sized>(
     m: &mut M,
     h: &Header,
-    k: &K,
+    k: &K::Ref,
     mut path: Option<&mut Vec<(Raw, usize)>>,
-) -> Result<Raw> {
+) -> Result<Raw>
+where
+    K::Ref: Ord,
+{
     let mut node = Raw::load_head(m, &h.geo, h.root)?;
     for _ in 0..MAX_DEPTH {
         if node.is_leaf() {
             return Ok(node);
         }
-        let i = node.child_for(&h.geo, k);
+        let i = node.child_for::<K, M>(m, &h.geo, k)?;
         let child = Raw::load_head(m, &h.geo, node.kid(&h.geo, i))?;
         if let Some(p) = path.as_deref_mut() {
             p.push((node, i));

@@ -25,11 +25,14 @@
 //! bitmap word. With a fan-out up to 32 the stamp, next, bitmap and
 //! fingerprints share the node's first 64-byte line.
 
-use bytemuck::Pod;
+use std::cmp::Ordering;
+
+use bytemuck::{Pod, Zeroable};
 use rewind::Tx;
 
 use crate::error::{corrupt, Result};
 use crate::mem::{le32, le64, Mem};
+use crate::storable::Storable;
 use crate::types::fnv1a;
 
 pub(super) const KIND_LEAF: u32 = 1;
@@ -161,15 +164,18 @@ impl Raw {
 
     /// The slot holding `k` (fingerprint `fp`), reading only the keys
     /// whose fingerprint matches.
-    pub fn find_in<K: Pod + Ord, M: Mem + ?Sized>(
+    pub fn find_in<K: Storable, M: Mem + ?Sized>(
         &self,
         m: &mut M,
         geo: &Geo,
-        k: &K,
+        k: &K::Ref,
         fp: u8,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<usize>>
+    where
+        K::Ref: Ord,
+    {
         let mut bits = self.bitmap();
-        let mut key = K::zeroed();
+        let mut key = K::Slot::zeroed();
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
@@ -178,7 +184,7 @@ impl Raw {
                     self.off + geo.slot(i) as u64,
                     bytemuck::bytes_of_mut(&mut key),
                 )?;
-                if key == *k {
+                if K::slot_eq(m, &key, k)? {
                     return Ok(Some(i));
                 }
             }
@@ -186,9 +192,29 @@ impl Raw {
         Ok(None)
     }
 
-    /// The value in slot `i`, read from the pool.
-    pub fn val_in<V: Pod, M: Mem + ?Sized>(&self, m: &mut M, geo: &Geo, i: usize) -> Result<V> {
-        let mut v = V::zeroed();
+    /// The key slot of slot `i`, read from the pool.
+    pub fn key_slot_in<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        i: usize,
+    ) -> Result<K::Slot> {
+        let mut k = K::Slot::zeroed();
+        m.read_at(
+            self.off + geo.slot(i) as u64,
+            bytemuck::bytes_of_mut(&mut k),
+        )?;
+        Ok(k)
+    }
+
+    /// The value slot of slot `i`, read from the pool.
+    pub fn val_slot_in<V: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        i: usize,
+    ) -> Result<V::Slot> {
+        let mut v = V::Slot::zeroed();
         let at = self.off + (geo.slot(i) + geo.ks) as u64;
         m.read_at(at, bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
@@ -217,33 +243,58 @@ impl Raw {
         self.bitmap().count_ones() as usize
     }
 
-    pub fn key<K: Pod>(&self, geo: &Geo, i: usize) -> K {
+    pub fn key<K: Storable>(&self, geo: &Geo, i: usize) -> K::Slot {
         bytemuck::pod_read_unaligned(&self.b[geo.slot(i)..][..geo.ks])
     }
 
-    pub fn val<V: Pod>(&self, geo: &Geo, i: usize) -> V {
+    pub fn val<V: Storable>(&self, geo: &Geo, i: usize) -> V::Slot {
         bytemuck::pod_read_unaligned(&self.b[geo.slot(i) + geo.ks..][..geo.vs])
     }
 
-    /// The leaf's entries in key order, as (key, slot).
-    pub fn sorted<K: Pod + Ord>(&self, geo: &Geo) -> Vec<(K, usize)> {
+    /// Slot `i`'s bytes (key and value slots) and fingerprint.
+    pub fn raw_entry(&self, geo: &Geo, i: usize) -> (&[u8], u8) {
+        (
+            &self.b[geo.slot(i)..][..geo.ks + geo.vs],
+            self.b[FPS_OFF + i],
+        )
+    }
+
+    /// The leaf's entries in key order, as (key, slot); out-of-line keys
+    /// are read from the pool.
+    pub fn sorted<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+    ) -> Result<Vec<(K, usize)>>
+    where
+        K::Ref: Ord,
+    {
         let mut bits = self.bitmap();
         let mut out = Vec::with_capacity(bits.count_ones() as usize);
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            out.push((self.key::<K>(geo, i), i));
+            out.push((K::load(m, &self.key::<K>(geo, i))?, i));
         }
-        out.sort_unstable_by_key(|e| e.0);
-        out
+        out.sort_unstable_by(|a, b| a.0.borrowed().cmp(b.0.borrowed()));
+        Ok(out)
     }
 
     /// The leaf's entries in key order.
-    pub fn sorted_entries<K: Pod + Ord, V: Pod>(&self, geo: &Geo) -> Vec<(K, V)> {
-        self.sorted::<K>(geo)
-            .into_iter()
-            .map(|(k, i)| (k, self.val(geo, i)))
-            .collect()
+    pub fn sorted_entries<K: Storable, V: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+    ) -> Result<Vec<(K, V)>>
+    where
+        K::Ref: Ord,
+    {
+        let sorted = self.sorted::<K, M>(m, geo)?;
+        let mut out = Vec::with_capacity(sorted.len());
+        for (k, i) in sorted {
+            out.push((k, V::load(m, &self.val::<V>(geo, i))?));
+        }
+        Ok(out)
     }
 
     /// Sets the stamp, next and bitmap words in the buffer.
@@ -259,20 +310,23 @@ impl Raw {
         Ok(tx.write_bytes(self.off + STAMP_OFF as u64, &self.b[STAMP_OFF..end])?)
     }
 
-    /// Writes `k`, `v` into free slot `i` in the pool and sets its
-    /// fingerprint in the buffer (the caller writes the words).
-    pub fn put_slot<K: Pod, V: Pod>(
+    /// Writes the key and value slots `k`, `v` (made by
+    /// [`Storable::store`]) for key bytes `kb` into free slot `i` in the
+    /// pool and sets its fingerprint in the buffer (the caller writes the
+    /// words).
+    pub fn put_slot<K: Storable, V: Storable>(
         &mut self,
         tx: &mut Tx<'_>,
         geo: &Geo,
         i: usize,
-        k: &K,
-        v: &V,
+        kb: &[u8],
+        k: &K::Slot,
+        v: &V::Slot,
     ) -> Result<()> {
         let mut kv = Vec::with_capacity(geo.ks + geo.vs);
         kv.extend_from_slice(bytemuck::bytes_of(k));
         kv.extend_from_slice(bytemuck::bytes_of(v));
-        self.b[FPS_OFF + i] = fingerprint(bytemuck::bytes_of(k));
+        self.b[FPS_OFF + i] = fingerprint(kb);
         tx.write_bytes(self.off + geo.slot(i) as u64, &kv)?;
         Ok(())
     }
@@ -284,7 +338,7 @@ impl Raw {
         le32(&self.b, COUNT_OFF) as usize
     }
 
-    pub fn ikey<K: Pod>(&self, geo: &Geo, i: usize) -> K {
+    pub fn ikey<K: Storable>(&self, geo: &Geo, i: usize) -> K::Slot {
         bytemuck::pod_read_unaligned(&self.b[KEYS_OFF + i * geo.ks..][..geo.ks])
     }
 
@@ -293,33 +347,62 @@ impl Raw {
     }
 
     /// The child that holds `k`: the number of separators `<= k`.
-    pub fn child_for<K: Pod + Ord>(&self, geo: &Geo, k: &K) -> usize {
-        self.partition(|s: &K| s <= k, geo)
+    #[inline]
+    pub fn child_for<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        k: &K::Ref,
+    ) -> Result<usize>
+    where
+        K::Ref: Ord,
+    {
+        self.partition::<K, M>(m, geo, k, Ordering::is_le)
     }
 
     /// The child that holds the largest keys `< k`.
-    pub fn child_before<K: Pod + Ord>(&self, geo: &Geo, k: &K) -> usize {
-        self.partition(|s: &K| s < k, geo)
+    pub fn child_before<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        k: &K::Ref,
+    ) -> Result<usize>
+    where
+        K::Ref: Ord,
+    {
+        self.partition::<K, M>(m, geo, k, Ordering::is_lt)
     }
 
-    fn partition<K: Pod>(&self, pred: impl Fn(&K) -> bool, geo: &Geo) -> usize {
+    /// The number of separators `s` for which `pred(s.cmp(k))` holds (a
+    /// prefix of them).
+    #[inline]
+    fn partition<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        k: &K::Ref,
+        pred: fn(Ordering) -> bool,
+    ) -> Result<usize>
+    where
+        K::Ref: Ord,
+    {
         let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if pred(&self.ikey(geo, mid)) {
+            if pred(K::slot_cmp(m, &self.ikey::<K>(geo, mid), k)?) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        lo
+        Ok(lo)
     }
 
-    /// An inner node's separators and children.
-    pub fn decode_inner<K: Pod>(&self, geo: &Geo) -> (Vec<K>, Vec<u64>) {
+    /// An inner node's separators (their slots) and children.
+    pub fn decode_inner<K: Storable>(&self, geo: &Geo) -> (Vec<K::Slot>, Vec<u64>) {
         let n = self.count();
         (
-            (0..n).map(|i| self.ikey(geo, i)).collect(),
+            (0..n).map(|i| self.ikey::<K>(geo, i)).collect(),
             (0..=n).map(|i| self.kid(geo, i)).collect(),
         )
     }
@@ -354,15 +437,16 @@ pub(super) fn store_inner<K: Pod>(
     Ok(())
 }
 
-/// Writes a whole leaf holding `entries` in slots `0..n` (a new node, or
-/// one rebuilt).
-pub(super) fn store_leaf<K: Pod, V: Pod>(
+/// Writes a whole leaf holding `entries` (each its key and value slots'
+/// bytes and its fingerprint, as [`Raw::raw_entry`] reads them) in slots
+/// `0..n` (a new node, or one rebuilt).
+pub(super) fn store_leaf(
     tx: &mut Tx<'_>,
     geo: &Geo,
     off: u64,
     stamp: u64,
     next: u64,
-    entries: &[(K, V)],
+    entries: &[(&[u8], u8)],
 ) -> Result<()> {
     let n = entries.len();
     let bitmap = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
@@ -372,10 +456,9 @@ pub(super) fn store_leaf<K: Pod, V: Pod>(
     h[NEXT_OFF..BITMAP_OFF].copy_from_slice(&next.to_le_bytes());
     h[BITMAP_OFF..FPS_OFF].copy_from_slice(&bitmap.to_le_bytes());
     let mut slots = Vec::with_capacity(n * (geo.ks + geo.vs));
-    for (i, (k, v)) in entries.iter().enumerate() {
-        h[FPS_OFF + i] = fingerprint(bytemuck::bytes_of(k));
-        slots.extend_from_slice(bytemuck::bytes_of(k));
-        slots.extend_from_slice(bytemuck::bytes_of(v));
+    for (i, &(kv, fp)) in entries.iter().enumerate() {
+        h[FPS_OFF + i] = fp;
+        slots.extend_from_slice(kv);
     }
     tx.write_bytes(off, &h)?;
     if n > 0 {

@@ -9,22 +9,32 @@ use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
 use super::{descend, BTreeMap, Header, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
-use crate::types::Stored;
+use crate::storable::Storable;
 
-impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+impl<K: Storable, V: Storable> BTreeMap<K, V>
+where
+    K::Ref: Ord,
+{
     /// Removes `k`; returns its value. A leaf left with fewer than a
     /// quarter of its slots in use merges with or borrows from a sibling,
     /// so an emptied tree gives its nodes back (module docs).
-    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+    pub fn remove(&self, tx: &mut Tx<'_>, k: &K::Ref) -> Result<Option<V>> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         let geo = h.geo;
         let mut path = Vec::new();
-        let mut leaf = descend(tx, &h, k, Some(&mut path))?;
-        let Some(i) = leaf.find_in(tx, &geo, k, fingerprint(bytemuck::bytes_of(k)))? else {
+        let mut leaf = descend::<K, _>(tx, &h, k, Some(&mut path))?;
+        let fp = fingerprint(K::ref_bytes(k));
+        let Some(i) = leaf.find_in::<K, _>(tx, &geo, k, fp)? else {
             return Ok(None);
         };
-        let old: V = leaf.val_in(tx, &geo, i)?;
+        let val_slot = leaf.val_slot_in::<V, _>(tx, &geo, i)?;
+        let old = V::load(tx, &val_slot)?;
+        V::release(tx, &val_slot)?;
+        if !K::INLINE {
+            let key_slot = leaf.key_slot_in::<K, _>(tx, &geo, i)?;
+            K::release(tx, &key_slot)?;
+        }
         let (next, bitmap) = (leaf.next(), leaf.bitmap() & !(1u64 << i));
         leaf.set_words(tx.id(), next, bitmap);
         leaf.write_words(tx, FPS_OFF)?;
@@ -63,19 +73,30 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         if !left.is_leaf() || !right.is_leaf() {
             return Err(corrupt(WHAT, parent.off, "a leaf's sibling is not a leaf"));
         }
-        let mut all = left.sorted_entries::<K, V>(geo);
-        all.extend(right.sorted_entries::<K, V>(geo));
-        if all.len() <= geo.fanout {
-            store_leaf(tx, geo, left.off, id, right.next(), &all)?;
+        // Entries move with their slots' bytes, in key order.
+        let ls = left.sorted::<K, _>(tx, geo)?;
+        let rs = right.sorted::<K, _>(tx, geo)?;
+        let raw: Vec<(&[u8], u8)> = (ls.iter().map(|&(_, i)| left.raw_entry(geo, i)))
+            .chain(rs.iter().map(|&(_, i)| right.raw_entry(geo, i)))
+            .collect();
+        if raw.len() <= geo.fanout {
+            store_leaf(tx, geo, left.off, id, right.next(), &raw)?;
             tx.free(PPtr::<u8>::from_offset(right.off))?;
+            K::release(tx, &keys[sep])?;
             keys.remove(sep);
             kids.remove(sep + 1);
             return self.shrink_inner(tx, h, path, parent.off, keys, kids, sep);
         }
-        let half = all.len() / 2;
-        store_leaf(tx, geo, left.off, id, right.off, &all[..half])?;
-        store_leaf(tx, geo, right.off, id, right.next(), &all[half..])?;
-        keys[sep] = all[half].0;
+        let half = raw.len() / 2;
+        store_leaf(tx, geo, left.off, id, right.off, &raw[..half])?;
+        store_leaf(tx, geo, right.off, id, right.next(), &raw[half..])?;
+        let keys_in_order: Vec<&K> = ls.iter().chain(&rs).map(|(k, _)| k).collect();
+        let new = K::separator(
+            keys_in_order[half - 1].borrowed(),
+            keys_in_order[half].borrowed(),
+        );
+        K::release(tx, &keys[sep])?;
+        keys[sep] = K::store(tx, new.borrowed())?;
         store_inner(tx, geo, parent.off, id, &keys, &kids, sep)
     }
 
@@ -90,7 +111,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         h: &Header,
         mut path: Vec<(Raw, usize)>,
         off: u64,
-        keys: Vec<K>,
+        keys: Vec<K::Slot>,
         kids: Vec<u64>,
         from: usize,
     ) -> Result<()> {
@@ -152,11 +173,12 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         store_inner(tx, geo, gp.off, id, &gkeys, &gkids, sep)
     }
 
-    fn inner_of(&self, n: &Raw, geo: &super::node::Geo) -> Result<(Vec<K>, Vec<u64>)> {
+    #[allow(clippy::type_complexity)]
+    fn inner_of(&self, n: &Raw, geo: &super::node::Geo) -> Result<(Vec<K::Slot>, Vec<u64>)> {
         if n.is_leaf() {
             return Err(corrupt(WHAT, n.off, "an inner node's sibling is a leaf"));
         }
-        Ok(n.decode_inner(geo))
+        Ok(n.decode_inner::<K>(geo))
     }
 
     /// Removes every entry: frees every node and starts again from one
@@ -169,7 +191,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             tx.free(PPtr::<u8>::from_offset(off))?;
         }
         let leaf = tx.alloc_bytes(h.geo.size() as u64)?;
-        store_leaf::<K, V>(tx, &h.geo, leaf, tx.id(), 0, &[])?;
+        store_leaf(tx, &h.geo, leaf, tx.id(), 0, &[])?;
         let mut w = [0u8; FIRST_OFF + 8 - LEN_OFF];
         w[ROOT_OFF - LEN_OFF..FIRST_OFF - LEN_OFF].copy_from_slice(&leaf.to_le_bytes());
         w[FIRST_OFF - LEN_OFF..].copy_from_slice(&leaf.to_le_bytes());
@@ -189,7 +211,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             }
         }
         for k in doomed {
-            self.remove(tx, &k)?;
+            self.remove(tx, k.borrowed())?;
         }
         Ok(())
     }
@@ -200,7 +222,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let Some((k, v)) = self.iter_tx(tx)?.next().transpose()? else {
             return Ok(None);
         };
-        self.remove(tx, &k)?;
+        self.remove(tx, k.borrowed())?;
         Ok(Some((k, v)))
     }
 
@@ -210,7 +232,7 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let Some((k, v)) = self.iter_tx(tx)?.next_back().transpose()? else {
             return Ok(None);
         };
-        self.remove(tx, &k)?;
+        self.remove(tx, k.borrowed())?;
         Ok(Some((k, v)))
     }
 }

@@ -8,9 +8,12 @@ use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
 use super::{descend, BTreeMap, Header, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
-use crate::types::Stored;
+use crate::storable::Storable;
 
-impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
+impl<K: Storable, V: Storable> BTreeMap<K, V>
+where
+    K::Ref: Ord,
+{
     /// Sets `k` to `v`; returns the value it replaced.
     ///
     /// A new key takes a free slot of its leaf: the slot and the leaf's
@@ -18,20 +21,29 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
     /// split first, in a nested top action that stays if the transaction
     /// rolls back (see the module docs). Fails, leaving the map as it was,
     /// when the pool is out of memory for a new node.
+    ///
+    /// A byte-string key or value longer than 20 bytes is stored in a
+    /// block of its own, allocated here; the block of a value replaced is
+    /// freed.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let id = tx.id();
-        let fp = fingerprint(bytemuck::bytes_of(&k));
+        let k = k.borrowed();
+        let kb = K::ref_bytes(k);
+        let fp = fingerprint(kb);
         // At most one split per level, then the key's leaf has room.
         for _ in 0..=MAX_DEPTH {
             let h = self.header(tx)?;
             let mut path = Vec::new();
-            let mut leaf = descend(tx, &h, &k, Some(&mut path))?;
+            let mut leaf = descend::<K, _>(tx, &h, k, Some(&mut path))?;
             let geo = h.geo;
-            if let Some(i) = leaf.find_in(tx, &geo, &k, fp)? {
-                let old: V = leaf.val_in(tx, &geo, i)?;
+            if let Some(i) = leaf.find_in::<K, _>(tx, &geo, k, fp)? {
+                let old_slot = leaf.val_slot_in::<V, _>(tx, &geo, i)?;
+                let old = V::load(tx, &old_slot)?;
+                let new_slot = V::store(tx, v.borrowed())?;
                 let at = leaf.off + (geo.slot(i) + geo.ks) as u64;
-                tx.write_bytes(at, bytemuck::bytes_of(&v))?;
+                tx.write_bytes(at, bytemuck::bytes_of(&new_slot))?;
+                V::release(tx, &old_slot)?;
                 if leaf.stamp() != id {
                     let (next, bitmap) = (leaf.next(), leaf.bitmap());
                     leaf.set_words(id, next, bitmap);
@@ -42,7 +54,9 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
             let free = !leaf.bitmap() & geo.full();
             if free != 0 {
                 let i = free.trailing_zeros() as usize;
-                leaf.put_slot(tx, &geo, i, &k, &v)?;
+                let ks = K::store(tx, k)?;
+                let vs = V::store(tx, v.borrowed())?;
+                leaf.put_slot::<K, V>(tx, &geo, i, kb, &ks, &vs)?;
                 let (next, bitmap) = (leaf.next(), leaf.bitmap() | 1 << i);
                 leaf.set_words(id, next, bitmap);
                 leaf.write_words(tx, FPS_OFF + i + 1)?;
@@ -95,21 +109,25 @@ impl<K: Stored + Ord, V: Stored> BTreeMap<K, V> {
         let size = geo.size() as u64;
         // The upper half of the entries moves to a new leaf; the lower
         // half stays in its slots, the others' bits are cleared.
-        let sorted = left.sorted::<K>(geo);
+        // Entries move with their slots' bytes (an out-of-line block goes
+        // with its slot); the separator is a key of its own, the shortest
+        // between the halves.
+        let sorted = left.sorted::<K, _>(tx, geo)?;
         let mid = sorted.len() / 2;
-        let moved: Vec<(K, V)> = sorted[mid..]
+        let moved: Vec<(&[u8], u8)> = sorted[mid..]
             .iter()
-            .map(|&(k, i)| (k, left.val(geo, i)))
+            .map(|&(_, i)| left.raw_entry(geo, i))
             .collect();
         let right = tx.alloc_bytes(size)?;
         let new_stamp = stamp.unwrap_or(0);
         store_leaf(tx, geo, right, new_stamp, left.next(), &moved)?;
+        let sep = K::separator(sorted[mid - 1].0.borrowed(), sorted[mid].0.borrowed());
+        let mut sep = K::store(tx, sep.borrowed())?;
         let kept = sorted[mid..]
             .iter()
             .fold(left.bitmap(), |b, &(_, i)| b & !(1u64 << i));
         left.set_words(stamp.unwrap_or(left.stamp()), right, kept);
         left.write_words(tx, FPS_OFF)?;
-        let mut sep = moved[0].0;
         let mut right_off = right;
         while let Some((parent, i)) = path.pop() {
             let (mut keys, mut kids) = parent.decode_inner::<K>(geo);

@@ -96,6 +96,22 @@ fn pmdk_error(action: &str, code: c_int) -> io::Error {
     }
 }
 
+/// Commits and ends the transaction in stage WORK on this thread: durable
+/// when it returns `Ok`.
+fn tx_commit() -> io::Result<()> {
+    // SAFETY: the caller's transaction is in stage WORK; a failed commit
+    // moves to ONABORT (NULL env: no longjmp) and tx_end reports its error
+    // code.
+    let rc = unsafe {
+        pmemobj_tx_commit();
+        pmemobj_tx_end()
+    };
+    if rc != 0 {
+        return Err(pmdk_error("PMDK transaction commit", rc));
+    }
+    Ok(())
+}
+
 /// Begins a libpmemobj transaction on the open pool `pop`.
 fn tx_begin(pop: NonNull<PmemObjPool>) -> io::Result<()> {
     // SAFETY: `pop` is open; NULL env: errors return, never longjmp.
@@ -203,16 +219,7 @@ impl PmdkArray {
             // create), and no Rust reference to the array exists.
             unsafe { p.write(t) };
         }
-        // SAFETY: stage WORK. A failed commit moves to ONABORT (NULL env:
-        // no longjmp) and tx_end reports its error code.
-        let rc = unsafe {
-            pmemobj_tx_commit();
-            pmemobj_tx_end()
-        };
-        if rc != 0 {
-            return Err(pmdk_error("PMDK transaction commit", rc));
-        }
-        Ok(())
+        tx_commit()
     }
 }
 
@@ -441,16 +448,7 @@ impl PmdkTx<'_> {
     pub fn commit(mut self) -> io::Result<()> {
         self.live()?;
         self.open = false;
-        // SAFETY: stage WORK; a failed commit moves to ONABORT (NULL env:
-        // no longjmp) and tx_end reports its error code.
-        let rc = unsafe {
-            pmemobj_tx_commit();
-            pmemobj_tx_end()
-        };
-        if rc != 0 {
-            return Err(pmdk_error("PMDK transaction commit", rc));
-        }
-        Ok(())
+        tx_commit()
     }
 
     /// Aborts: every write of the transaction is rolled back.

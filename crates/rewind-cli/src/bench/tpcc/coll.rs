@@ -1,0 +1,218 @@
+//! The TPC-C tables as `rewind-collections` maps, the user-facing API:
+//! each table a `BTreeMap<u64, Row>` keyed by the packed key, all in one
+//! pool of the default configuration. A read copies the row out
+//! (`get_tx`), an update writes the whole row back (`insert` over the
+//! key), as a program of the collections would.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rewind::{Counters, Pool, Tx};
+use rewind_collections::{BTreeMap, Error};
+
+use super::schema::{self, *};
+use super::{failed, lock, NewOrder, Outcome, Sizes, System};
+use crate::bench::harness::Ctx;
+use crate::error::CliError;
+
+/// Rows per load transaction.
+const LOAD_BATCH: u32 = 64;
+/// Bytes a row costs in a map beside its payload: leaves of unsorted slots
+/// in power-of-two blocks, half full after a sequential load.
+const PER_ROW: u64 = 1_024;
+
+#[derive(Clone, Copy)]
+struct Tables {
+    warehouse: BTreeMap<u64, Warehouse>,
+    district: BTreeMap<u64, District>,
+    customer: BTreeMap<u64, Customer>,
+    stock: BTreeMap<u64, Stock>,
+    order: BTreeMap<u64, Order>,
+    new_order: BTreeMap<u64, u64>,
+    order_line: BTreeMap<u64, OrderLine>,
+}
+
+pub struct Coll {
+    pool: Box<Pool>,
+    items: BTreeMap<u64, Item>,
+    whs: Vec<Tables>,
+    locks: Vec<Mutex<()>>,
+}
+
+fn aborted() -> Error {
+    Error::Pool(rewind::Error::Aborted)
+}
+
+/// A row new-order needs and the load made.
+fn need<T>(row: Option<T>, reason: &'static str) -> Result<T, Error> {
+    row.ok_or(Error::Corrupt {
+        what: "TPC-C table",
+        offset: 0,
+        reason,
+    })
+}
+
+/// Runs `f` over `1..=n` in transactions of [`LOAD_BATCH`].
+fn batches(
+    pool: &Pool,
+    n: u32,
+    f: impl Fn(&mut Tx<'_>, u32) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut i = 1;
+    while i <= n {
+        let end = (i + LOAD_BATCH).min(n + 1);
+        pool.transaction(|tx| (i..end).try_for_each(|k| f(tx, k)))?;
+        i = end;
+    }
+    Ok(())
+}
+
+fn load(pool: &Pool, w: u32, s: &Sizes) -> Result<Tables, Error> {
+    let t = pool.transaction(|tx| {
+        Ok::<_, Error>(Tables {
+            warehouse: BTreeMap::create(tx)?,
+            district: BTreeMap::create(tx)?,
+            customer: BTreeMap::create(tx)?,
+            stock: BTreeMap::create(tx)?,
+            order: BTreeMap::create(tx)?,
+            new_order: BTreeMap::create(tx)?,
+            order_line: BTreeMap::create(tx)?,
+        })
+    })?;
+    pool.transaction(|tx| {
+        t.warehouse.insert(tx, w as u64, schema::warehouse(w))?;
+        for d in 1..=DISTRICTS {
+            t.district
+                .insert(tx, district_key(w, d), schema::district(w, d))?;
+        }
+        Ok::<_, Error>(())
+    })?;
+    for d in 1..=DISTRICTS {
+        batches(pool, s.customers, |tx, c| {
+            let row = schema::customer(w, d, c);
+            t.customer.insert(tx, customer_key(w, d, c), row).map(drop)
+        })?;
+    }
+    batches(pool, s.items, |tx, i| {
+        t.stock
+            .insert(tx, stock_key(w, i), schema::stock(w, i))
+            .map(drop)
+    })?;
+    Ok(t)
+}
+
+impl Coll {
+    pub fn new(ctx: &Ctx, dir: &Path, w: u32, s: &Sizes) -> Result<Coll, CliError> {
+        let path = dir.join("collections.pool");
+        let cfg = rewind::PoolConfig::default()
+            .backend(ctx.backend)
+            .nvm_latency(ctx.latency);
+        let size = (s.item_bytes(PER_ROW) + w as u64 * s.warehouse_bytes(PER_ROW)) * 3 / 2;
+        let pool = Pool::create(&path, "rewind-bench-tpcc", size, &cfg)
+            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+        let what = "loading rewind-collections";
+        let loaded = (|| {
+            let items = pool.transaction(BTreeMap::create)?;
+            batches(&pool, s.items, |tx, i| {
+                items.insert(tx, i as u64, schema::item(i)).map(drop)
+            })?;
+            let whs = (1..=w)
+                .map(|w| load(&pool, w, s))
+                .collect::<Result<_, _>>()?;
+            pool.checkpoint()?;
+            Ok::<_, Error>((items, whs))
+        })();
+        let (items, whs) = loaded.map_err(|e| e.to_string()).map_err(failed(what))?;
+        Ok(Coll {
+            pool: Box::new(pool),
+            items,
+            whs,
+            locks: (1..=w).map(|_| Mutex::new(())).collect(),
+        })
+    }
+
+    fn run(&self, tx: &mut Tx<'_>, o: &NewOrder) -> Result<Outcome, Error> {
+        let t = &self.whs[o.w as usize - 1];
+        let wh = need(
+            t.warehouse.get_tx(tx, &(o.w as u64))?,
+            "a warehouse row is missing",
+        )?;
+        let dk = district_key(o.w, o.d);
+        let mut dist = need(t.district.get_tx(tx, &dk)?, "a district row is missing")?;
+        let o_id = dist.next_o_id as u32;
+        dist.next_o_id += 1;
+        t.district.insert(tx, dk, dist)?;
+        let cust = need(
+            t.customer.get_tx(tx, &customer_key(o.w, o.d, o.c))?,
+            "a customer row is missing",
+        )?;
+        let key = order_key(o.w, o.d, o_id);
+        let order = Order {
+            c_id: o.c,
+            carrier_id: 0,
+            ol_cnt: o.lines().len() as u32,
+            all_local: o.all_local() as u32,
+            entry_d: o.entry_d,
+        };
+        if t.order.insert(tx, key, order)?.is_some() || t.new_order.insert(tx, key, 0)?.is_some() {
+            return Err(Error::Corrupt {
+                what: "TPC-C order table",
+                offset: key,
+                reason: "an order id used twice",
+            });
+        }
+        let (mut amounts, mut brand_generic) = (0u64, 0u32);
+        for (i, l) in o.lines().iter().enumerate() {
+            let item = self
+                .items
+                .get_tx(tx, &(l.i_id as u64))?
+                .ok_or_else(aborted)?;
+            let stock = self.whs[l.supply_w as usize - 1].stock;
+            let sk = stock_key(l.supply_w, l.i_id);
+            let mut s = stock.get_tx(tx, &sk)?.ok_or_else(aborted)?;
+            let qty = l.qty as u64;
+            s.quantity = restock(s.quantity, qty);
+            s.ytd += qty;
+            s.order_cnt += 1;
+            s.remote_cnt += (l.supply_w != o.w) as u64;
+            stock.insert(tx, sk, s)?;
+            let amount = qty * item.price_cents;
+            amounts += amount;
+            brand_generic += (schema::original(&item.data) && schema::original(&s.data)) as u32;
+            let line = OrderLine {
+                i_id: l.i_id,
+                supply_w: l.supply_w,
+                quantity: l.qty,
+                _pad: 0,
+                amount_cents: amount as i64,
+                delivery_d: 0,
+                dist_info: s.dist[o.d as usize - 1],
+            };
+            t.order_line
+                .insert(tx, order_line_key(o.w, o.d, o_id, i as u32 + 1), line)?;
+        }
+        Ok(Outcome::Committed {
+            o_id,
+            total: total(amounts, cust.discount_bp, wh.tax_bp, dist.tax_bp),
+            brand_generic,
+            bad_credit: cust.credit[0] == b'B',
+        })
+    }
+}
+
+impl System for Coll {
+    fn new_order(&self, o: &NewOrder) -> Result<Outcome, CliError> {
+        let _held = lock(&self.locks, &o.warehouses())?;
+        match self.pool.transaction(|tx| self.run(tx, o)) {
+            Ok(out) => Ok(out),
+            Err(Error::Pool(rewind::Error::Aborted)) => Ok(Outcome::RolledBack),
+            Err(e) => Err(CliError::Bench(format!(
+                "rewind-collections new-order: {e}"
+            ))),
+        }
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        Some(self.pool.counters())
+    }
+}

@@ -1,0 +1,511 @@
+//! REWIND Fig. 11: TPC-C's new-order transaction.
+//!
+//! The TPC-C schema (warehouse, district, customer, item, stock, order,
+//! new-order and order-line), each table an ordered map keyed by its
+//! composite key packed into a `u64`, rows as fixed-size records
+//! (`schema`: the packing and the rows). The load is scaled down: the
+//! specification's 100,000 items, stock rows per warehouse and 10
+//! districts, 3,000 customers per district (`--quick`: 10,000 items, 300
+//! customers), and no initial orders (new-order only inserts them). It is
+//! loaded outside every measurement.
+//!
+//! The transactions are the specification's new-order mix, drawn by one
+//! seeded generator per terminal before each round: a district uniform in
+//! 1..=10, the customer by NURand(1023), 5–15 order lines, each item by
+//! NURand(8191) and a quantity uniform in 1..=10; 1% of the lines supplied
+//! by another warehouse when there are several; 1% of the transactions end
+//! on an unused item id and roll back. One thread per warehouse (a
+//! terminal): 1 and 2 threads, and the machine's parallelism. Each
+//! transaction reads the warehouse's tax, reads and advances the district's
+//! next order id, reads the customer's discount and credit, inserts the
+//! order and the new-order, and for every line reads the item, updates its
+//! stock row (quantity, year-to-date, counts) and inserts the order line;
+//! its answer is the order id, the total with discount and taxes, the
+//! count of brand-generic lines and the customer's credit.
+//!
+//! Systems, every one on the same transactions in alternating rounds:
+//!
+//! - `persist-nolog`: the bench's generic B+-tree (`tree`) on the NoLog
+//!   engine, rows out of line, what new-order inserts taken from a slab
+//!   per warehouse (`tree`: the layout); durable stores, one fence per
+//!   transaction that stored, no log. It cannot roll back, so it does what a program
+//!   without transactions must: it looks every item up before it writes
+//!   anything, and a transaction with an unused item writes nothing (the
+//!   paper's "ignored"); a remote warehouse's stock, in another domain, is
+//!   updated there, with its own fence.
+//! - `volatile`: the same in DRAM.
+//! - `rewind`: the same tree in one pool, every warehouse's tables in it,
+//!   one pool transaction per new-order (the default policy, and
+//!   batch-force); the transaction that meets the unused item rolls back
+//!   what it wrote. With several threads, their commits share the pool's
+//!   one commit ring: the distributed-log configuration until per-thread
+//!   lanes exist.
+//! - `rewind-collections`: the same tables as `BTreeMap<u64, Row>` of the
+//!   user-facing crate, default policy: a read copies the row, an update
+//!   writes the whole row back.
+//! - `sqlite`: the same schema as SQL tables (composite primary keys,
+//!   `WITHOUT ROWID`), prepared statements, WAL with `synchronous=FULL`,
+//!   one connection per thread, `BEGIN IMMEDIATE`.
+//!
+//! Isolation: rewind leaves it to the program (REWIND §4.7). Each thread
+//! owns its warehouse, and a transaction that touches another warehouse's
+//! stock holds both warehouses' locks (taken in order) until it ends; the
+//! tree and map systems all take the same locks, SQLite its own.
+//!
+//! Every system's answers are folded into a digest per thread, and the run
+//! fails if any differs from the others' (so no system skips work).
+//! Reported per system and thread count: time per transaction (the round's
+//! wall time over its transactions), new-orders committed per minute
+//! (`tpm`, tpmC-style), fences and lines per transaction where counted, and
+//! the ratio to `persist-nolog` in the same round.
+
+mod coll;
+mod schema;
+mod sqlite;
+mod tree;
+
+use std::sync::{Barrier, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rewind::{Counters, LogVariant, Policy};
+
+use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Scale};
+use super::output::{Chart, Col, Report};
+use super::tree::workload::Digest;
+use crate::error::CliError;
+
+pub const BENCH: Bench = Bench {
+    name: "tpcc",
+    about: "REWIND Fig. 11: TPC-C new-order transactions",
+    run,
+    table: &[
+        Col("us_per_tx", "us/tx", 2),
+        Col("tpm", "tpm", 0),
+        Col("ratio_vs_nolog", "x nolog", 2),
+        Col("fences_per_tx", "fences", 2),
+        Col("flushes_per_tx", "lines", 1),
+        Col("speed_vs_sqlite", "vs sqlite", 1),
+    ],
+    chart: Chart::costs(
+        "TPC-C new-order: time per transaction (REWIND Fig. 11)",
+        "microseconds per new-order (log scale)",
+        &["us_per_tx"],
+    ),
+    peers: &[],
+    paper: "REWIND Fig. 11 (TPC-C new-order, 10 threads): the no-log B+-trees 273k tpm; REWIND with optimized trees 197k tpm (1.39× the no-log run's time) and 262k tpm with a distributed log (1.05×); REWIND on naive trees 37k tpm (7.37×).",
+    notes: "Every system runs the same new-orders (1% rolled back, 1% remote lines) on the same tables, one warehouse per thread; the tree systems take what new-order inserts (order lines, split-off nodes) from a slab per warehouse in the pool, one engine allocation per 64 KiB, as rewind logs each allocation at once with its fence. The no-log tree cannot roll back, so it checks the items before writing; rewind writes, meets the unused item and rolls back. Without per-thread lanes, rewind's threads share one commit ring, which stands for the distributed log.",
+    headlines: &[Headline {
+        what: "TPC-C new-order, one warehouse per thread",
+        param: Some("threads=2"),
+        metric: "us_per_tx",
+        unit: "us",
+        higher_is_better: false,
+        against: &["persist-nolog", "sqlite"],
+    }],
+};
+
+const SEED: u64 = 0x7bcc;
+/// The most order lines of a new-order.
+pub const MAX_LINES: usize = 15;
+/// NURand's run-time constants C (TPC-C 2.1.6), fixed for reproducibility.
+const C_CUSTOMER: u32 = 259;
+const C_ITEM: u32 = 7_911;
+
+/// The scale of a run.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// Items (and stock rows per warehouse).
+    pub items: u32,
+    /// Customers per district.
+    pub customers: u32,
+    /// New-orders per thread per round.
+    pub txs: usize,
+    /// Measured rounds (after one warm-up).
+    pub rounds: usize,
+}
+
+fn sizes(scale: Scale) -> Sizes {
+    let (items, customers, txs, rounds) = scale.pick(
+        (1_000, 30, 40, 1),
+        (10_000, 300, 2_000, 3),
+        (100_000, 3_000, 10_000, 5),
+    );
+    Sizes {
+        items,
+        customers,
+        txs,
+        rounds,
+    }
+}
+
+impl Sizes {
+    /// Bytes a warehouse's tables need at most, with every round's orders
+    /// (`per_row`: bytes a row costs beside its payload, in the tree or map).
+    pub fn warehouse_bytes(&self, per_row: u64) -> u64 {
+        let stock = self.items as u64 * (512 + per_row);
+        let customers = (self.customers * schema::DISTRICTS) as u64 * (1024 + per_row);
+        // An order, its new-order and 15 lines at most, every round.
+        let orders = ((self.rounds + 1) * self.txs) as u64 * 17 * (64 + per_row);
+        stock + customers + orders + (8 << 20)
+    }
+
+    /// Bytes the item table needs.
+    pub fn item_bytes(&self, per_row: u64) -> u64 {
+        self.items as u64 * (128 + per_row) + (4 << 20)
+    }
+}
+
+/// An order line of the input.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Line {
+    pub i_id: u32,
+    pub supply_w: u32,
+    pub qty: u32,
+}
+
+/// One new-order transaction's input.
+#[derive(Clone, Copy, Debug)]
+pub struct NewOrder {
+    /// The home warehouse (1-based).
+    pub w: u32,
+    pub d: u32,
+    pub c: u32,
+    pub entry_d: u64,
+    n: usize,
+    lines: [Line; MAX_LINES],
+}
+
+impl NewOrder {
+    pub fn lines(&self) -> &[Line] {
+        &self.lines[..self.n]
+    }
+
+    /// Whether every line is supplied by the home warehouse.
+    pub fn all_local(&self) -> bool {
+        self.lines().iter().all(|l| l.supply_w == self.w)
+    }
+
+    /// The warehouses the transaction touches, ascending (the order their
+    /// locks are taken in).
+    pub fn warehouses(&self) -> Vec<u32> {
+        let mut ws: Vec<u32> = self.lines().iter().map(|l| l.supply_w).collect();
+        ws.push(self.w);
+        ws.sort_unstable();
+        ws.dedup();
+        ws
+    }
+}
+
+/// One terminal's generator: its warehouse's new-orders.
+struct Terminal {
+    rng: SmallRng,
+    w: u32,
+    warehouses: u32,
+    sizes: Sizes,
+    entry_d: u64,
+}
+
+impl Terminal {
+    fn new(w: u32, warehouses: u32, sizes: Sizes) -> Terminal {
+        Terminal {
+            rng: SmallRng::seed_from_u64(SEED ^ (w as u64) << 32),
+            w,
+            warehouses,
+            sizes,
+            entry_d: 0,
+        }
+    }
+
+    /// TPC-C's NURand(A, x, y) (clause 2.1.6).
+    fn nurand(&mut self, a: u32, c: u32, x: u32, y: u32) -> u32 {
+        let r = self.rng.gen_range(0..=a) | self.rng.gen_range(x..=y);
+        (r + c) % (y - x + 1) + x
+    }
+
+    fn next(&mut self) -> NewOrder {
+        self.entry_d += 1;
+        let d = self.rng.gen_range(1..=schema::DISTRICTS);
+        let c = self.nurand(1023, C_CUSTOMER, 1, self.sizes.customers);
+        let n = self.rng.gen_range(5..=MAX_LINES);
+        let rollback = self.rng.gen_range(1..=100) == 1;
+        let mut lines = [Line::default(); MAX_LINES];
+        for (i, l) in lines.iter_mut().take(n).enumerate() {
+            l.i_id = self.nurand(8191, C_ITEM, 1, self.sizes.items);
+            if rollback && i == n - 1 {
+                // An unused item id (clause 2.4.1.4).
+                l.i_id = self.sizes.items + 1;
+            }
+            l.supply_w = self.w;
+            if self.warehouses > 1 && self.rng.gen_range(1..=100) == 1 {
+                let other = self.rng.gen_range(1..self.warehouses);
+                l.supply_w = if other >= self.w { other + 1 } else { other };
+            }
+            l.qty = self.rng.gen_range(1..=10);
+        }
+        NewOrder {
+            w: self.w,
+            d,
+            c,
+            entry_d: self.entry_d,
+            n,
+            lines,
+        }
+    }
+}
+
+/// A new-order's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Committed {
+        o_id: u32,
+        /// Cents, with discount and taxes.
+        total: u64,
+        /// Lines whose item and stock data both say "ORIGINAL".
+        brand_generic: u32,
+        /// The customer's credit is "BC".
+        bad_credit: bool,
+    },
+    /// It met the unused item and rolled back (or, without rollback,
+    /// wrote nothing).
+    RolledBack,
+}
+
+impl Outcome {
+    fn fold(&self, d: &mut Digest) {
+        match *self {
+            Outcome::Committed {
+                o_id,
+                total,
+                brand_generic,
+                bad_credit,
+            } => {
+                d.add(o_id as u64);
+                d.add(total);
+                d.add((brand_generic as u64) << 1 | bad_credit as u64);
+            }
+            Outcome::RolledBack => d.add(u64::MAX),
+        }
+    }
+}
+
+/// A system under test, shared by the terminals' threads.
+pub trait System: Sync {
+    /// Runs one new-order as one durable transaction.
+    fn new_order(&self, o: &NewOrder) -> Result<Outcome, CliError>;
+    /// Fences and flushed lines so far, where counted.
+    fn counters(&self) -> Option<Counters> {
+        None
+    }
+}
+
+/// Locks `ws` (ascending, 1-based) of `locks`, held until dropped.
+pub fn lock<'a, T>(
+    locks: &'a [Mutex<T>],
+    ws: &[u32],
+) -> Result<Vec<(u32, MutexGuard<'a, T>)>, CliError> {
+    ws.iter()
+        .map(|&w| {
+            let m = (locks.get(w as usize - 1))
+                .ok_or_else(|| CliError::Bench(format!("no warehouse {w}")))?;
+            let g = m
+                .lock()
+                .map_err(|_| CliError::Bench("a warehouse lock was poisoned".into()))?;
+            Ok((w, g))
+        })
+        .collect()
+}
+
+/// A failure of a system, named.
+pub fn failed(what: impl Into<String>) -> impl FnOnce(String) -> CliError {
+    let what = what.into();
+    move |e| CliError::Bench(format!("{what}: {e}"))
+}
+
+/// What one thread returns: when it started and ended, its digest and its
+/// committed new-orders.
+type Span = (Instant, Instant, Digest, u64);
+
+/// Runs thread `i`'s new-orders `inputs[i]` on `sys`, every thread starting
+/// at one barrier: the wall time from the first start to the last end,
+/// the digest of every thread's (in thread order) and the committed count.
+fn run_threads(
+    sys: &dyn System,
+    inputs: &[Vec<NewOrder>],
+) -> Result<(Duration, u64, u64), CliError> {
+    let barrier = Barrier::new(inputs.len());
+    let spans: Vec<Span> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (inputs.iter())
+            .map(|orders| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let (mut d, mut committed) = (Digest::default(), 0);
+                    barrier.wait();
+                    let start = Instant::now();
+                    for o in orders {
+                        let out = sys.new_order(o)?;
+                        committed += matches!(out, Outcome::Committed { .. }) as u64;
+                        out.fold(&mut d);
+                    }
+                    Ok::<_, CliError>((start, Instant::now(), d, committed))
+                })
+            })
+            .collect();
+        (handles.into_iter())
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(CliError::Bench("a terminal thread panicked".into())))
+            })
+            .collect::<Result<_, _>>()
+    })?;
+    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
+    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
+    let mut d = Digest::default();
+    spans.iter().for_each(|s| d.add(s.2 .0));
+    Ok((last - first, d.0, spans.iter().map(|s| s.3).sum()))
+}
+
+/// 1, 2 and the machine's parallelism.
+fn thread_counts() -> Vec<usize> {
+    let max = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut out = vec![1, 2];
+    if max > 2 {
+        out.push(max);
+    }
+    out
+}
+
+/// A system with its label.
+struct Subject {
+    system: &'static str,
+    config: String,
+    sys: Box<dyn System>,
+}
+
+/// Every system for `w` warehouses, loaded, in `dir`.
+fn build(ctx: &Ctx, dir: &std::path::Path, w: u32, s: &Sizes) -> Result<Vec<Subject>, CliError> {
+    let mut out = vec![
+        Subject {
+            system: "volatile",
+            config: "dram".into(),
+            sys: Box::new(tree::Baseline::volatile(w, s)?),
+        },
+        Subject {
+            system: "persist-nolog",
+            config: "nolog".into(),
+            sys: Box::new(tree::Baseline::nolog(ctx, dir, w, s)?),
+        },
+    ];
+    let default = rewind::PoolConfig::default();
+    let (dv, dp) = (default.log, default.policy);
+    for (variant, policy) in [(dv, dp), (LogVariant::Batch, Policy::Force)] {
+        out.push(Subject {
+            system: "rewind",
+            config: format!("{variant}-{policy}"),
+            sys: Box::new(tree::RewindTree::new(ctx, dir, variant, policy, w, s)?),
+        });
+    }
+    out.push(Subject {
+        system: "rewind-collections",
+        config: format!("{dv}-{dp}"),
+        sys: Box::new(coll::Coll::new(ctx, dir, w, s)?),
+    });
+    out.push(Subject {
+        system: "sqlite",
+        config: "wal-full".into(),
+        sys: Box::new(sqlite::Sqlite::new(&dir.join("tpcc.db"), w, s)?),
+    });
+    Ok(out)
+}
+
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    let s = sizes(ctx.scale);
+    let counts = thread_counts();
+    println!(
+        "  {} items, {} customers per district, {} new-orders per thread per round, threads \
+         {counts:?} (a warehouse each); median of {} rounds",
+        s.items, s.customers, s.txs, s.rounds
+    );
+    for &t in &counts {
+        let dir = ctx.scratch()?;
+        ctx.bar.set_message(format!("loading {t} warehouse(s)"));
+        let mut systems = build(ctx, dir.path(), t as u32, &s)?;
+        let param = format!("threads={t}");
+        let labels = (systems.iter())
+            .map(|x| Label::new(x.system, x.config.clone(), param.clone()))
+            .collect();
+        let mut terminals: Vec<Terminal> = (1..=t as u32)
+            .map(|w| Terminal::new(w, t as u32, s))
+            .collect();
+        let input = |_| -> Vec<Vec<NewOrder>> {
+            (terminals.iter_mut())
+                .map(|term| (0..s.txs).map(|_| term.next()).collect())
+                .collect()
+        };
+        let m = ctx.rounds(labels, &mut systems, (1, s.rounds), input, |x, inputs| {
+            let before = x.sys.counters();
+            let (time, digest, committed) = run_threads(&*x.sys, inputs)?;
+            let after = x.sys.counters();
+            Ok(Sample {
+                time,
+                counters: after.zip(before).map(|(a, b)| a.since(&b)),
+                values: vec![
+                    ("tpm", committed as f64 * 60.0 / time.as_secs_f64(), "tpm"),
+                    ("committed", committed as f64, "count"),
+                ],
+                digest: Some(digest),
+                ..Sample::default()
+            })
+        })?;
+        let per = Per::us("tx", "us_per_tx", (s.txs * t) as u64);
+        m.report(report, &per, &[("nolog", "persist-nolog")], &["sqlite"]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mix_follows_the_specification() {
+        let s = sizes(Scale::Quick);
+        let mut t = Terminal::new(2, 4, s);
+        let orders: Vec<NewOrder> = (0..20_000).map(|_| t.next()).collect();
+        let lines: Vec<&Line> = orders.iter().flat_map(|o| o.lines()).collect();
+        let unused = |o: &&NewOrder| o.lines().iter().any(|l| l.i_id > s.items);
+        let rollbacks = orders.iter().filter(unused).count();
+        assert!(
+            (100..300).contains(&rollbacks),
+            "{rollbacks} of 20,000 roll back"
+        );
+        let remote = lines.iter().filter(|l| l.supply_w != 2).count();
+        assert!(
+            (lines.len() / 200..lines.len() / 50).contains(&remote),
+            "{remote} of {} lines remote",
+            lines.len()
+        );
+        assert!(lines.iter().all(|l| (1..=4).contains(&l.supply_w)));
+        assert!(orders.iter().all(|o| (5..=15).contains(&o.lines().len())));
+        assert!(orders.iter().all(|o| (1..=s.customers).contains(&o.c)));
+        assert!(orders.iter().all(|o| o.warehouses().contains(&2)));
+        let mut one = Terminal::new(1, 1, s);
+        assert!(
+            (0..2_000).all(|_| one.next().all_local()),
+            "one warehouse: no remote lines"
+        );
+    }
+
+    #[test]
+    fn keys_sort_as_the_composite_keys() {
+        use schema::*;
+        assert!(order_line_key(1, 10, 7, 15) < order_line_key(1, 10, 8, 1));
+        assert!(order_line_key(1, 10, u32::MAX >> 4, 15) < order_line_key(2, 1, 1, 1));
+        assert!(customer_key(1, 2, 3000) < customer_key(1, 3, 1));
+        assert!(stock_key(1, 100_000) < stock_key(2, 1));
+        assert_eq!(total(10_000, 1_000, 500, 500), 9_900);
+        assert_eq!(restock(20, 10), 10);
+        assert_eq!(restock(15, 10), 96);
+    }
+}
