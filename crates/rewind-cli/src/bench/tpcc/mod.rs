@@ -88,16 +88,20 @@ pub const BENCH: Bench = Bench {
         Col("flushes_per_tx", "lines", 1),
         Col("speed_vs_sqlite", "vs sqlite", 1),
     ],
-    chart: Chart::costs(
-        "TPC-C new-order: time per transaction (REWIND Fig. 11)",
-        "microseconds per new-order (log scale)",
-        &["us_per_tx"],
-    ),
+    // The ratio is what Fig. 11 is read for (1.39×, 1.05×); times and tpm
+    // are in the table printed, the JSON and the CSV.
+    chart: Chart {
+        title: "TPC-C new-order: time per transaction over the no-log run's (REWIND Fig. 11)",
+        y_label: "time per new-order over persist-nolog's in the same round",
+        metrics: &["ratio_vs_nolog"],
+        log_y: false,
+        higher_is_better: false,
+    },
     peers: &[],
     paper: "REWIND Fig. 11 (TPC-C new-order, 10 threads): the no-log B+-trees 273k tpm; REWIND with optimized trees 197k tpm (1.39× the no-log run's time) and 262k tpm with a distributed log (1.05×); REWIND on naive trees 37k tpm (7.37×).",
-    notes: "Every system runs the same new-orders (1% rolled back, 1% remote lines) on the same tables, one warehouse per thread; the tree systems take what new-order inserts (order lines, split-off nodes) from a slab per warehouse in the pool, one engine allocation per 64 KiB, as rewind logs each allocation at once with its fence. The no-log tree cannot roll back, so it checks the items before writing; rewind writes, meets the unused item and rolls back. Without per-thread lanes, rewind's threads share one commit ring, which stands for the distributed log.",
+    notes: "Every system runs the same new-orders (1% rolled back, 1% remote lines) on the same tables, one warehouse per thread; the tree systems take what new-order inserts (order lines, split-off nodes) from a slab per warehouse in the pool, one engine allocation per 64 KiB, as rewind logs each allocation at once with its fence. The no-log tree cannot roll back, so it checks the items before writing; rewind writes, meets the unused item and rolls back. Without per-thread lanes, rewind's threads share one commit ring, which stands for the distributed log. On a shared machine the ratios carry its noise: volatile's, at most 1 on a quiet one, shows how much.",
     headlines: &[Headline {
-        what: "TPC-C new-order, one warehouse per thread",
+        what: "TPC-C new-order, a warehouse per thread (paper, distributed log: 0.95×)",
         param: Some("threads=2"),
         metric: "us_per_tx",
         unit: "us",
