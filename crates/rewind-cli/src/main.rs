@@ -6,7 +6,7 @@
 //! * `bench NAME|all|report` — the papers' experiments, written as JSON, CSV
 //!   and SVG, and `BENCHMARKS.md` regenerated from them;
 //! * `info`, `check`, `recover`, `dump-log` — pool inspection, like `pmempool`;
-//!   `copy` — a consistent copy of a pool.
+//!   `copy` — a consistent copy of a pool; `grow` — a larger heap.
 //!
 //! Every failure is a [`CliError`] printed with its cause chain; the exit
 //! status is 1 for failures and 2 for usage errors.
@@ -67,6 +67,8 @@ enum Command {
     DumpLog(inspect::PoolArgs),
     /// Copy a pool (not in use) to a new file: one committed state (Pool::backup_to).
     Copy(pool_tools::CopyArgs),
+    /// Grow a pool (not in use) to SIZE bytes, or by +SIZE, up to its maximum size (Pool::grow).
+    Grow(pool_tools::GrowArgs),
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -80,6 +82,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Recover { pool, layout } => inspect::recover(&pool, layout.as_deref()),
         Command::DumpLog(a) => inspect::dump_log(&a),
         Command::Copy(a) => pool_tools::copy(&a),
+        Command::Grow(a) => pool_tools::grow(&a),
     }
 }
 

@@ -1,5 +1,6 @@
-//! `rewind copy SRC DST`: pool tools that open the pool (and so run
-//! recovery first), unlike the read-only inspection of `inspect`.
+//! `rewind copy SRC DST` and `rewind grow POOL SIZE`: pool tools that open
+//! the pool (and so run recovery first), unlike the read-only inspection
+//! of `inspect`.
 //!
 //! A pool has one opener at a time: `copy` of a pool that a running
 //! program holds open is refused (`in use`); that program backs its pool up
@@ -39,4 +40,127 @@ pub fn copy(a: &CopyArgs) -> Result<(), CliError> {
     )))?;
     println!("copied {} to {}", a.src.display(), a.dst.display());
     Ok(())
+}
+
+/// `rewind grow POOL SIZE`.
+#[derive(clap::Args)]
+pub struct GrowArgs {
+    /// The pool to grow.
+    pub pool: PathBuf,
+    /// The new size in bytes, or +BYTES to grow by; a K, M, G or T suffix
+    /// multiplies by 1024, 1024², ... The heap grows in whole 256 KiB chunks.
+    pub size: String,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `SIZE` or `+SIZE`, with an optional K, M, G or T suffix: (relative,
+/// bytes); `None` when it is not one.
+fn parse_size(s: &str) -> Option<(bool, u64)> {
+    let (relative, s) = match s.strip_prefix('+') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (digits, shift) = match s.char_indices().last()? {
+        (i, 'k' | 'K') => (&s[..i], 10),
+        (i, 'm' | 'M') => (&s[..i], 20),
+        (i, 'g' | 'G') => (&s[..i], 30),
+        (i, 't' | 'T') => (&s[..i], 40),
+        _ => (s, 0),
+    };
+    let n: u64 = digits.parse().ok()?;
+    Some((relative, n.checked_mul(1 << shift)?))
+}
+
+/// What `rewind grow --json` prints.
+#[derive(serde::Serialize)]
+struct Grown<'a> {
+    pool: &'a std::path::Path,
+    size_before: u64,
+    size: u64,
+    max_size: u64,
+    heap_chunks: u64,
+}
+
+pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
+    let Some((relative, bytes)) = parse_size(&a.size) else {
+        return Err(CliError::Usage(format!(
+            "SIZE `{}` is not a size: bytes or +bytes, with an optional K, M, G or T suffix",
+            a.size
+        )));
+    };
+    let info = rewind::inspect::info(&a.pool).map_err(CliError::rewind(format!(
+        "reading pool {}",
+        a.pool.display()
+    )))?;
+    let pool = Pool::open(&a.pool, info.layout_name(), &OpenOptions::default()).map_err(
+        CliError::rewind(format!("opening pool {}", a.pool.display())),
+    )?;
+    let before = pool.size();
+    let target = if relative {
+        before.saturating_add(bytes)
+    } else {
+        bytes
+    };
+    if target < before {
+        return Err(CliError::Usage(format!(
+            "{} is {before} bytes already: a pool does not shrink",
+            a.pool.display()
+        )));
+    }
+    if target > before {
+        let r = if relative {
+            pool.grow(bytes)
+        } else {
+            pool.grow_to(target)
+        };
+        r.map_err(CliError::rewind(format!(
+            "growing {} to {target} bytes (its maximum size is {})",
+            a.pool.display(),
+            pool.max_size()
+        )))?;
+    }
+    let grown = Grown {
+        pool: &a.pool,
+        size_before: before,
+        size: pool.size(),
+        max_size: pool.max_size(),
+        heap_chunks: pool.alloc_stats().total_chunks,
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&grown).map_err(CliError::Json)?
+        );
+    } else {
+        println!(
+            "{}: {} bytes (was {}; at most {}), {} heap chunks",
+            a.pool.display(),
+            grown.size,
+            grown.size_before,
+            grown.max_size,
+            grown.heap_chunks
+        );
+    }
+    pool.close().map_err(CliError::rewind(format!(
+        "closing pool {}",
+        a.pool.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_suffixes_and_a_plus() {
+        assert_eq!(parse_size("4096"), Some((false, 4096)));
+        assert_eq!(parse_size("64M"), Some((false, 64 << 20)));
+        assert_eq!(parse_size("+1g"), Some((true, 1 << 30)));
+        assert_eq!(parse_size("2T"), Some((false, 2 << 40)));
+        for bad in ["", "+", "M", "1.5G", "-4", "99999999999T", "4X"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
 }

@@ -37,6 +37,13 @@ pub enum Error {
         /// Bytes the pool needs.
         needed: u64,
     },
+    /// The filesystem has no room to grow the pool's file: the pool is
+    /// unchanged and stays usable (free space, or allocate less).
+    #[error("no space left to grow the pool by {needed} bytes (the pool is unchanged; free space, or allocate less)")]
+    NoSpaceToGrow {
+        /// Bytes the growth needed.
+        needed: u64,
+    },
     /// The path names something other than a regular file.
     #[error("{path}: is {kind}, not a pool file")]
     NotAFile {

@@ -43,9 +43,11 @@ pub struct PoolInfo {
     pub uuid_hex: String,
     /// On-media format version.
     pub format_version: u32,
-    /// Pool size the header records.
+    /// Pool size at create, as the header records it.
     pub size: u64,
-    /// File size (a file may be longer than its pool).
+    /// The size the pool may grow to (its chunk table's).
+    pub max_size: u64,
+    /// File size (a file may be longer than its pool; it grows with the heap).
     pub file_len: u64,
     /// Log variant, commit policy, backend recorded at create.
     pub log_variant: String,
@@ -55,7 +57,8 @@ pub struct PoolInfo {
     pub created_backend: String,
     /// Log region: offset, blocks, block size, cells per block.
     pub log_region: (u64, u64, u64, u64),
-    /// Heap: offset and chunk count.
+    /// Heap: offset and chunk count (now, after recovery; at create for
+    /// a pool in use).
     pub heap: (u64, u64),
     /// Another opener holds the pool: only the header is shown (the log
     /// and heap change under a reader).
@@ -97,13 +100,14 @@ impl PoolInfo {
             layout: header.layout_name.clone(),
             uuid_hex: header.uuid.iter().map(|b| format!("{b:02x}")).collect(),
             format_version: VERSION,
-            size: l.pool_size,
+            size: header.size,
+            max_size: l.pool_size,
             file_len,
             log_variant: header.variant.to_string(),
             commit_policy: header.policy.to_string(),
             created_backend: header.backend.to_string(),
             log_region: (l.log_off, l.log_blocks, l.log_block_size, l.bucket_cells),
-            heap: (l.heap_off, l.heap_chunks),
+            heap: (l.heap_off, header.initial_chunks()),
             in_use: false,
             log_records: None,
             log_blocks_used: None,
@@ -139,9 +143,9 @@ impl PoolInfo {
         self.header.backend
     }
 
-    /// The pool size the header records.
+    /// The pool size at create the header records.
     pub fn pool_size(&self) -> u64 {
-        self.header.layout.pool_size
+        self.header.size
     }
 }
 
@@ -157,8 +161,8 @@ impl fmt::Display for PoolInfo {
         writeln!(f, "format         version {}", self.format_version)?;
         writeln!(
             f,
-            "pool size      {} bytes (file {})",
-            l.pool_size, self.file_len
+            "pool size      {} bytes at create, {} at most (file {})",
+            self.size, self.max_size, self.file_len
         )?;
         writeln!(f, "log            {} / {}", h.variant, h.policy)?;
         writeln!(f, "backend        {} (recorded at create)", h.backend)?;
@@ -174,7 +178,7 @@ impl fmt::Display for PoolInfo {
         write!(
             f,
             "heap           {:#x}: {} chunks of 256 KiB",
-            l.heap_off, l.heap_chunks
+            self.heap.0, self.heap.1
         )?;
         if let Some(u) = self.heap_usage {
             write!(
@@ -281,13 +285,18 @@ impl Source<'_> {
 
     /// A domain over the pool's bytes whose stores stay private.
     fn domain(&self, h: &Header) -> Result<Domain, Error> {
-        let size = h.layout.pool_size;
+        // The pool's bytes: the file's, up to the maximum size (a file
+        // may be longer than its pool; the heap size word says how much
+        // of it the heap holds).
+        let max = h.layout.pool_size;
         match self {
             Source::File(path) => {
-                let (f, _) = file::open(path, file::Access::Shared)?;
-                Domain::map_private(path, f, size)
+                let (f, len) = file::open(path, file::Access::Shared)?;
+                Domain::map_private(path, f, len.min(max))
             }
-            Source::Image(b) => Ok(Domain::sim_from_image(b[..size as usize].to_vec())),
+            Source::Image(b) => Ok(Domain::sim_from_image(
+                b[..(b.len() as u64).min(max) as usize].to_vec(),
+            )),
         }
     }
 }
@@ -332,6 +341,9 @@ pub fn info(path: &Path) -> Result<PoolInfo, Error> {
     info.root = Some((dom.read_u64(META_ROOT_OFF)?, dom.read_u64(META_ROOT_SIZE)?));
     if let Ok(pool) = Pool::from_domain(src.domain(&info.header)?, &info.header.layout_name) {
         info.heap_usage = heap_usage(&pool).ok();
+        if let Some(u) = info.heap_usage {
+            info.heap.1 = u.total_chunks;
+        }
         info.roots = pool.roots().ok();
     }
     Ok(info)

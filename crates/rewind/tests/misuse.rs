@@ -111,6 +111,7 @@ fn open_or_create_says_what_it_did_and_refuses_another_config() {
         ("log", cfg.clone().log(rewind::LogVariant::Simple), 4 << 20),
         ("log size", cfg.clone().log_size(1 << 20), 4 << 20),
         ("bucket cells", cfg.clone().bucket_cells(64), 4 << 20),
+        ("max size", cfg.clone().max_size(64 << 20), 4 << 20),
     ] {
         match Pool::open_or_create(&path, "x", size, &other) {
             Err(Error::ConfigMismatch { what: w, .. }) => assert_eq!(w, what),
@@ -118,6 +119,15 @@ fn open_or_create_says_what_it_did_and_refuses_another_config() {
             Ok(_) => panic!("{what}: opened"),
         }
     }
+    // A pool that grew is still the one asked for: its size at create
+    // and its maximum are what the config says.
+    let path = dir.path().join("g.pool");
+    let grows = cfg.clone().max_size(16 << 20);
+    let p = Pool::open_or_create(&path, "x", 4 << 20, &grows).unwrap();
+    p.grow(4 << 20).unwrap();
+    drop(p);
+    let p = Pool::open_or_create(&path, "x", 4 << 20, &grows).unwrap();
+    assert!(!p.created() && p.size() > 4 << 20);
 }
 
 #[test]

@@ -236,29 +236,29 @@ fn atomic_write_takes_one_fence_for_an_aligned_word_under_force_and_redo_and_a_t
 
 #[test]
 fn a_pool_of_the_previous_format_version_is_refused_naming_both_versions() {
+    use rewind::format::header::{CRC_OFF, VERSION};
     let dir = tempfile::tempdir().unwrap();
     let (pool, _) = pool(dir.path(), LogVariant::Batch, Policy::Force);
     drop(pool);
     let path = dir.path().join("batch-force.pool");
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[8..12].copy_from_slice(&6u32.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[..168]);
-    bytes[168..172].copy_from_slice(&crc.to_le_bytes());
+    let old = VERSION - 1;
+    bytes[8..12].copy_from_slice(&old.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..CRC_OFF]);
+    bytes[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     match Pool::open(&path, LAYOUT, &OpenOptions::default()) {
-        Err(
-            e @ Error::UnsupportedVersion {
-                found: 6,
-                supported: 7,
-            },
-        ) => {
+        Err(e @ Error::UnsupportedVersion { found, supported })
+            if (found, supported) == (old, VERSION) =>
+        {
             let text = e.to_string();
             assert!(
-                text.contains("version 6") && text.contains("version 7"),
+                text.contains(&format!("version {old}"))
+                    && text.contains(&format!("version {VERSION}")),
                 "{text}"
             );
         }
         Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("a version 6 pool opened"),
+        Ok(_) => panic!("a version {old} pool opened"),
     }
 }

@@ -24,6 +24,26 @@
 //! Blocks freed by a transaction are handed back to the free lists only
 //! after it commits ([`Allocator::release`]), and blocks allocated by an
 //! aborted one after its rollback, so no block has two owners.
+//!
+//! **Chunks shared by all classes.** A class chunk all of whose blocks are
+//! free (on media and on the free lists) is given back to the free chunks
+//! when a chunk is needed and none is free (the reclaim: its descriptor set
+//! free, one 8-byte store), so the space freed by one class serves any
+//! other class, a large run or the log.
+//!
+//! **Growth.** The chunk table is planned for the pool's maximum size; the
+//! meta page's heap size word says how many of its chunks are in the heap
+//! now (`format::meta::encode_heap`). When a chunk is needed and none is
+//! free even after the reclaim, the heap grows (to twice its chunks, or
+//! what the request needs, at most the maximum): the file is extended
+//! with its blocks allocated and its length made durable
+//! ([`Domain::extend`]), then the heap size word is stored, written back
+//! and fenced, and only then are the new chunks handed out. A crash before
+//! that fence leaves the old size (the file may be longer: the next growth
+//! reuses it), after it the new one; the new chunks are free either way
+//! (their descriptors were zero, which [`Allocator::open`] checks of every
+//! chunk past the recorded heap). A full disk is [`Error::NoSpaceToGrow`]
+//! with nothing changed.
 
 pub mod catalog;
 pub(crate) mod table;
@@ -34,6 +54,7 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::format::layout::{Layout, BITMAP_BYTES, CHUNK, DESC_BYTES, MIN_CLASS};
+use crate::format::meta;
 use crate::persist::{sites, Domain};
 use table::{bitmap_off, check_off, chunk_start, desc_off, ChunkKind};
 
@@ -64,6 +85,8 @@ pub fn block_size(size: u64) -> u64 {
 struct State {
     free: Vec<Vec<u64>>,
     free_chunks: BTreeSet<u64>,
+    /// Chunks in the heap now (the heap size word).
+    chunks: u64,
 }
 
 /// Usage figures.
@@ -72,7 +95,7 @@ struct State {
 pub struct AllocStats {
     /// Chunks not in use.
     pub free_chunks: u64,
-    /// Chunks in the heap.
+    /// Chunks in the heap now (it may grow up to the maximum size).
     pub total_chunks: u64,
     /// Free blocks on the small-class free lists.
     pub free_small_blocks: u64,
@@ -109,19 +132,21 @@ impl Allocator {
     /// Rebuilds the free lists from the media state, after recovery. Empty
     /// class chunks return to free. Inconsistent descriptors are errors.
     pub fn open(d: &Domain, l: &Layout) -> Result<Allocator, Error> {
+        let chunks = heap_chunks(d, l)?;
         let a = Allocator {
             l: *l,
             state: Mutex::new(State {
                 free: vec![Vec::new(); CLASSES],
                 free_chunks: BTreeSet::new(),
+                chunks,
             }),
         };
-        table::verify_padding(d, l)?;
+        table::verify_padding(d, l, chunks)?;
         let mut st = a.state.lock();
         let mut bits = vec![0u8; BITMAP_BYTES as usize];
         let mut c = 0;
         let mut reset = false;
-        while c < l.heap_chunks {
+        while c < chunks {
             let (kind, low) = table::read(d, l, c)?;
             table::verify_bitmap(d, l, c, kind, &mut bits)?;
             let corrupt = |reason| Error::HeapCorrupt {
@@ -152,7 +177,7 @@ impl Allocator {
                     }
                     c += 1;
                 }
-                ChunkKind::Large if low >= 1 && c + low <= l.heap_chunks => {
+                ChunkKind::Large if low >= 1 && c + low <= chunks => {
                     for k in 1..low {
                         if table::read(d, l, c + k)? != (ChunkKind::Cont, k) {
                             return Err(corrupt("large run continuation descriptor missing"));
@@ -190,6 +215,9 @@ impl Allocator {
         match class_of(size) {
             Some(class) => {
                 if st.free[class].is_empty() {
+                    if st.free_chunks.is_empty() {
+                        self.make_room(d, &mut st, 1, size)?;
+                    }
                     let chunk = st
                         .free_chunks
                         .pop_first()
@@ -217,8 +245,14 @@ impl Allocator {
             }
             None => {
                 let n = size.div_ceil(CHUNK);
-                let start =
-                    find_run(&st.free_chunks, n).ok_or(Error::OutOfMemory { requested: size })?;
+                let start = match find_run(&st.free_chunks, n) {
+                    Some(s) => s,
+                    None => {
+                        self.make_room(d, &mut st, n, size)?;
+                        find_run(&st.free_chunks, n)
+                            .ok_or(Error::OutOfMemory { requested: size })?
+                    }
+                };
                 for c in start..start + n {
                     st.free_chunks.remove(&c);
                 }
@@ -232,6 +266,9 @@ impl Allocator {
     /// Returns its offset.
     pub fn reserve_log_chunk(&self, d: &Domain) -> Result<u64, Error> {
         let mut st = self.state.lock();
+        if st.free_chunks.is_empty() {
+            self.make_room(d, &mut st, 1, CHUNK)?;
+        }
         // The highest free chunk: user data grows from the bottom.
         let chunk = st
             .free_chunks
@@ -251,6 +288,106 @@ impl Allocator {
         d.fence_at(sites::ALLOC_LOG_SHRINK_FENCE)?;
         st.free_chunks.insert(chunk);
         Ok(())
+    }
+
+    /// Makes room for a run of `n` free chunks (a request of `size`
+    /// bytes): first the reclaim of empty class chunks, then growth.
+    fn make_room(&self, d: &Domain, st: &mut State, n: u64, size: u64) -> Result<(), Error> {
+        if self.reclaim(d, st)? && find_run(&st.free_chunks, n).is_some() {
+            return Ok(());
+        }
+        // Free chunks at the heap's end join the new ones in a run.
+        let mut tail = 0;
+        while tail < n.min(st.chunks) && st.free_chunks.contains(&(st.chunks - tail - 1)) {
+            tail += 1;
+        }
+        let need = n - tail;
+        let min = st.chunks + need;
+        if min > self.l.heap_chunks {
+            return Err(Error::OutOfMemory { requested: size });
+        }
+        let want = (st.chunks * 2).clamp(min, self.l.heap_chunks);
+        match self.grow_to(d, st, want) {
+            // A disk without room for the doubling may have it for the
+            // request.
+            Err(Error::NoSpaceToGrow { .. }) if want > min => self.grow_to(d, st, min),
+            r => r,
+        }
+    }
+
+    /// Gives every class chunk all of whose blocks are free (on media and
+    /// on its class's free list) back to the free chunks: its descriptor
+    /// set free (one 8-byte store each, then one fence). Returns whether
+    /// any was.
+    fn reclaim(&self, d: &Domain, st: &mut State) -> Result<bool, Error> {
+        let l = &self.l;
+        let mut counts: std::collections::HashMap<u64, u64> = Default::default();
+        for list in &st.free {
+            for &off in list {
+                *counts.entry((off - l.heap_off) / CHUNK).or_default() += 1;
+            }
+        }
+        let mut empty = Vec::new();
+        for (&c, &n) in &counts {
+            match table::read(d, l, c)? {
+                (ChunkKind::Small, k)
+                    if (k as usize) < CLASSES && n == CHUNK / (MIN_CLASS << k) =>
+                {
+                    let mut bits = [0u8; BITMAP_BYTES as usize];
+                    d.read(bitmap_off(l, c), &mut bits)?;
+                    if bits.iter().all(|&b| b == 0) && d.read_u64(check_off(l, c))? == 0 {
+                        empty.push((c, k as usize));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if empty.is_empty() {
+            return Ok(false);
+        }
+        for &(c, class) in &empty {
+            table::write(d, l, c, ChunkKind::Free, 0)?;
+            d.flush_at(desc_off(l, c), 8, sites::ALLOC_RECLAIM)?;
+            let (lo, hi) = (chunk_start(l, c), chunk_start(l, c) + CHUNK);
+            st.free[class].retain(|&o| o < lo || o >= hi);
+            st.free_chunks.insert(c);
+        }
+        d.fence_at(sites::ALLOC_RECLAIM_FENCE)?;
+        Ok(true)
+    }
+
+    /// Grows the heap to `want` chunks (at most the maximum): the file
+    /// extended and its length durable, then the heap size word stored,
+    /// written back and fenced, then the chunks free. The chunks' table
+    /// entries and bitmaps must be zero (`HeapCorrupt` otherwise).
+    fn grow_to(&self, d: &Domain, st: &mut State, want: u64) -> Result<(), Error> {
+        let l = &self.l;
+        let want = want.min(l.heap_chunks);
+        if want <= st.chunks {
+            return Ok(());
+        }
+        table::verify_unused(d, l, st.chunks, want)?;
+        d.extend(chunk_start(l, want))?;
+        d.store_word(meta::HEAP, &meta::encode_heap(want).to_le_bytes())?;
+        d.flush_at(meta::HEAP, 8, sites::ALLOC_HEAP_GROW)?;
+        d.fence_at(sites::ALLOC_HEAP_GROW_FENCE)?;
+        st.free_chunks.extend(st.chunks..want);
+        st.chunks = want;
+        Ok(())
+    }
+
+    /// Grows the heap by `chunks` chunks ([`Pool::grow`](crate::Pool::grow)):
+    /// `OutOfMemory` past the maximum size. Returns the chunks it holds.
+    pub fn grow(&self, d: &Domain, chunks: u64) -> Result<u64, Error> {
+        let mut st = self.state.lock();
+        let want = st.chunks.saturating_add(chunks);
+        if want > self.l.heap_chunks {
+            return Err(Error::OutOfMemory {
+                requested: chunks.saturating_mul(CHUNK),
+            });
+        }
+        self.grow_to(d, &mut st, want)?;
+        Ok(st.chunks)
     }
 
     /// Returns blocks that were reserved but never became (or are no
@@ -305,7 +442,7 @@ impl Allocator {
             c.bytes_free = st.free[i].len() as u64 * c.block_size;
         }
         let mut log_chunks = 0;
-        for c in 0..self.l.heap_chunks {
+        for c in 0..st.chunks {
             match table::read(d, &self.l, c) {
                 Ok((ChunkKind::Small, k)) if (k as usize) < CLASSES => {
                     classes[k as usize].chunks += 1
@@ -322,9 +459,9 @@ impl Allocator {
         let bytes_free = free_chunks * CHUNK + small_free;
         AllocStats {
             free_chunks,
-            total_chunks: self.l.heap_chunks,
+            total_chunks: st.chunks,
             free_small_blocks: st.free.iter().map(|v| v.len() as u64).sum(),
-            bytes_used: ((self.l.heap_chunks - log_chunks) * CHUNK).saturating_sub(bytes_free),
+            bytes_used: ((st.chunks - log_chunks) * CHUNK).saturating_sub(bytes_free),
             bytes_free,
             classes,
         }
@@ -358,10 +495,31 @@ pub fn in_log_chunk(d: &Domain, l: &Layout, off: u64) -> Result<bool, Error> {
     Ok(table::read(d, l, chunk_of(l, off)?)?.0 == ChunkKind::Log)
 }
 
+/// Chunks in the heap: the meta page's heap size word, checked, at most
+/// the chunk table's entries, and inside the file (`MetaCorrupt`
+/// otherwise: a heap size word larger than the file, or than the maximum
+/// size, is damage, never a fault at a later access).
+pub fn heap_chunks(d: &Domain, l: &Layout) -> Result<u64, Error> {
+    let n = meta::decode_heap(d.read_u64(meta::HEAP)?)?;
+    let bad = |reason| {
+        Err(Error::MetaCorrupt {
+            offset: meta::HEAP,
+            reason,
+        })
+    };
+    if n == 0 || n > l.heap_chunks {
+        return bad("the heap size word is 0 or past the pool's maximum size");
+    }
+    if chunk_start(l, n) > d.len() {
+        return bad("the heap size word names chunks past the end of the file (a truncated file)");
+    }
+    Ok(n)
+}
+
 /// The offsets of the chunks the log owns, in address order.
 pub fn log_chunks(d: &Domain, l: &Layout) -> Result<Vec<u64>, Error> {
     let mut out = Vec::new();
-    for c in 0..l.heap_chunks {
+    for c in 0..heap_chunks(d, l)? {
         if table::read(d, l, c)?.0 == ChunkKind::Log {
             out.push(chunk_start(l, c));
         }
@@ -581,7 +739,8 @@ pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error
     let mut out = Vec::new();
     let mut bits = vec![0u8; BITMAP_BYTES as usize];
     let mut c = 0;
-    while c < l.heap_chunks {
+    let chunks = heap_chunks(d, l)?;
+    while c < chunks {
         let (kind, low) = table::read(d, l, c)?;
         table::verify_bitmap(d, l, c, kind, &mut bits)?;
         match kind {
@@ -594,7 +753,7 @@ pub fn allocated_blocks(d: &Domain, l: &Layout) -> Result<Vec<(u64, u64)>, Error
                 }
                 c += 1;
             }
-            ChunkKind::Large if low >= 1 && c + low <= l.heap_chunks => {
+            ChunkKind::Large if low >= 1 && c + low <= chunks => {
                 out.push((chunk_start(l, c), low * CHUNK));
                 c += low;
             }

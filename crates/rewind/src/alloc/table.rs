@@ -307,19 +307,45 @@ pub(crate) fn recompute_check(d: &Domain, l: &Layout, c: u64) -> Result<(), Erro
     Ok(())
 }
 
-/// Verifies that the bytes between the last entry and the first bitmap
-/// (alignment padding) are zero.
-pub(crate) fn verify_padding(d: &Domain, l: &Layout) -> Result<(), Error> {
-    let start = desc_off(l, l.heap_chunks);
-    let mut pad = vec![0u8; (l.bitmap_off - start) as usize];
-    d.read(start, &mut pad)?;
-    match pad.iter().position(|&b| b != 0) {
-        None => Ok(()),
-        Some(i) => Err(Error::HeapCorrupt {
-            offset: start + i as u64,
-            reason: "a chunk descriptor past the heap's last chunk is set (damaged table, or a header whose chunk count was changed)",
-        }),
+/// Verifies that the chunk table past the heap's `chunks` chunks (the
+/// entries of chunks the heap may grow into, then the alignment padding
+/// before the first bitmap) is zero: a descriptor set there belongs to no
+/// chunk of the heap (a damaged table, a header whose chunk count was
+/// changed, or a heap size word that lost a growth). Read in steps, so a
+/// table planned for a large maximum costs no large buffer.
+pub(crate) fn verify_padding(d: &Domain, l: &Layout, chunks: u64) -> Result<(), Error> {
+    verify_zero(
+        d,
+        desc_off(l, chunks),
+        l.bitmap_off,
+        "a chunk descriptor past the heap's last chunk is set (damaged table, a header whose chunk count was changed, or a lost growth)",
+    )
+}
+
+/// Before the heap grows from `from` to `to` chunks: their table entries
+/// and bitmaps must be zero (`HeapCorrupt` otherwise).
+pub(crate) fn verify_unused(d: &Domain, l: &Layout, from: u64, to: u64) -> Result<(), Error> {
+    let why = "a chunk past the heap has a descriptor or bitmap set (damaged)";
+    verify_zero(d, desc_off(l, from), desc_off(l, to), why)?;
+    verify_zero(d, bitmap_off(l, from), bitmap_off(l, to), why)
+}
+
+/// `HeapCorrupt` naming the first nonzero byte of `[start, end)`.
+fn verify_zero(d: &Domain, start: u64, end: u64, reason: &'static str) -> Result<(), Error> {
+    let mut buf = vec![0u8; (end.saturating_sub(start)).min(1 << 16) as usize];
+    let mut at = start;
+    while at < end {
+        let n = ((end - at) as usize).min(buf.len());
+        d.read(at, &mut buf[..n])?;
+        if let Some(i) = buf[..n].iter().position(|&b| b != 0) {
+            return Err(Error::HeapCorrupt {
+                offset: at + i as u64,
+                reason,
+            });
+        }
+        at += n as u64;
     }
+    Ok(())
 }
 
 #[cfg(test)]

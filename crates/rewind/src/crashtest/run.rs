@@ -15,6 +15,7 @@ use super::check::{self, Shared};
 use super::program::{self, TxProg};
 use super::sched::Turnstile;
 use super::{Config, Shape, Stats, Tally, LAYOUT, POOL_SIZE};
+use crate::format::layout::MIN_POOL;
 
 /// A free scheduling point of a two-thread program passes the turn with
 /// probability 1 / this: often enough that the two threads' transactions
@@ -61,9 +62,17 @@ pub fn run_program(
         } else {
             128 << 10
         }),
+        // Churn programs start on the smallest pool, which may grow to
+        // four times its size: their allocations outgrow its few chunks,
+        // so the heap grows (and empty class chunks are reclaimed).
+        max_size: (cfg.shape == Shape::Churn).then_some(4 * MIN_POOL),
         ..PoolConfig::default()
     };
-    let mut pool = Pool::create_sim(LAYOUT, POOL_SIZE, &pcfg)?;
+    let size = match cfg.shape {
+        Shape::Churn => MIN_POOL,
+        _ => POOL_SIZE,
+    };
+    let mut pool = Pool::create_sim(LAYOUT, size, &pcfg)?;
     program::setup(&pool)?;
     pool.set_mutation(cfg.mutation);
     let progs = program::generate_threads(seed, cfg.max_tx, cfg.threads, cfg.shape);

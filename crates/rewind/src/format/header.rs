@@ -7,10 +7,10 @@
 //! ```text
 //! off  size  field
 //!   0     8  magic "REWINDPL"
-//!   8     4  format version (7)
+//!   8     4  format version (8)
 //!  12     4  flags (0)
 //!  16    64  layout name, UTF-8, zero-padded
-//!  80     8  pool size
+//!  80     8  maximum size (the regions are planned for it)
 //!  88    16  uuid
 //! 104     1  log variant (1 simple, 2 optimized, 3 batch, 4 two-layer)
 //! 105     1  policy (1 force, 2 no-force, 3 redo, 4 redo-async)
@@ -23,8 +23,9 @@
 //! 136     8  log offset
 //! 144     8  log blocks
 //! 152     8  heap offset
-//! 160     8  heap chunks
-//! 168     4  CRC-32 of bytes 0..168
+//! 160     8  heap chunks at the maximum size (the chunk table's entries)
+//! 168     8  size at create
+//! 176     4  CRC-32 of bytes 0..176
 //! ```
 
 use std::path::Path;
@@ -45,8 +46,10 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// salted root check, catalog, open stamp, Log Start's check byte, a mixed
 /// check in each ring Log Start slot, both slots written at create), a
 /// hash per bitmap instead of parities, large runs' continuations naming
-/// their distance to the head.
-pub const VERSION: u32 = 7;
+/// their distance to the head. 8: growth (the header's pool size is the
+/// maximum, the regions planned for it, the size at create recorded; the
+/// meta page's checked heap size word).
+pub const VERSION: u32 = 8;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 
@@ -60,7 +63,7 @@ pub const FLAGS_OFF: usize = VERSION_OFF + 4;
 pub const LAYOUT_NAME_OFF: usize = FLAGS_OFF + 4;
 /// Bytes of the layout name field.
 pub const LAYOUT_NAME_LEN: usize = 64;
-/// Header: the pool size.
+/// Header: the maximum pool size (the regions are planned for it).
 pub const POOL_SIZE_OFF: usize = LAYOUT_NAME_OFF + LAYOUT_NAME_LEN;
 /// Header: the UUID, 16 bytes.
 pub const UUID_OFF: usize = POOL_SIZE_OFF + 8;
@@ -86,21 +89,23 @@ pub const LOG_OFF_OFF: usize = BITMAP_OFF_OFF + 8;
 pub const LOG_BLOCKS_OFF: usize = LOG_OFF_OFF + 8;
 /// Header: the heap's offset.
 pub const HEAP_OFF_OFF: usize = LOG_BLOCKS_OFF + 8;
-/// Header: the heap's chunk count.
+/// Header: the heap's chunk count at the maximum size.
 pub const HEAP_CHUNKS_OFF: usize = HEAP_OFF_OFF + 8;
+/// Header: the pool size at create.
+pub const CREATE_SIZE_OFF: usize = HEAP_CHUNKS_OFF + 8;
 /// Header: CRC-32 of the bytes before it (u32).
-pub const CRC_OFF: usize = HEAP_CHUNKS_OFF + 8;
+pub const CRC_OFF: usize = CREATE_SIZE_OFF + 8;
 /// Header: first byte past the CRC (the rest of the page is zero).
 pub const HEADER_END: usize = CRC_OFF + 4;
 
 /// Every header field, `(offset, size, name)`, in order: what
 /// `docs/format.md`'s table must say.
-pub const FIELDS: [(usize, usize, &str); 19] = [
+pub const FIELDS: [(usize, usize, &str); 20] = [
     (MAGIC_OFF, 8, "magic"),
     (VERSION_OFF, 4, "format version"),
     (FLAGS_OFF, 4, "flags"),
     (LAYOUT_NAME_OFF, LAYOUT_NAME_LEN, "layout name"),
-    (POOL_SIZE_OFF, 8, "pool size"),
+    (POOL_SIZE_OFF, 8, "maximum size"),
     (UUID_OFF, 16, "uuid"),
     (VARIANT_OFF, 1, "log variant"),
     (POLICY_OFF, 1, "policy"),
@@ -114,6 +119,7 @@ pub const FIELDS: [(usize, usize, &str); 19] = [
     (LOG_BLOCKS_OFF, 8, "log block count"),
     (HEAP_OFF_OFF, 8, "heap offset"),
     (HEAP_CHUNKS_OFF, 8, "heap chunk count"),
+    (CREATE_SIZE_OFF, 8, "size at create"),
     (CRC_OFF, 4, "crc"),
 ];
 
@@ -132,8 +138,11 @@ pub struct Header {
     pub backend: Backend,
     /// Records per Batch group (one fence each); 0 for the other logs.
     pub group: u32,
-    /// Region geometry.
+    /// Region geometry, planned for the maximum size (`layout.pool_size`).
     pub layout: Layout,
+    /// The pool's size at create: the file is at least this long, and
+    /// its heap held `(size - heap_off) / CHUNK` chunks then.
+    pub size: u64,
 }
 
 impl Header {
@@ -163,6 +172,7 @@ impl Header {
         put_u64(&mut b, LOG_BLOCKS_OFF, l.log_blocks);
         put_u64(&mut b, HEAP_OFF_OFF, l.heap_off);
         put_u64(&mut b, HEAP_CHUNKS_OFF, l.heap_chunks);
+        put_u64(&mut b, CREATE_SIZE_OFF, self.size);
         let crc = crc32fast::hash(&b[..CRC_OFF]);
         put_u32(&mut b, CRC_OFF, crc);
         b
@@ -267,12 +277,20 @@ impl Header {
                 reason: "the header page past the checksum must be zero",
             });
         }
-        if layout.pool_size > file_len {
+        let size = get_u64(b, CREATE_SIZE_OFF);
+        if size > layout.pool_size || initial_chunks(&layout, size).is_none() {
+            return Err(Error::BadHeader {
+                field: "size at create",
+                value: size,
+                reason: "not between a heap of one chunk and the maximum size",
+            });
+        }
+        if size > file_len {
             return Err(Error::Truncated {
                 path: path.to_path_buf(),
                 what: "pool size recorded in the header",
                 found: file_len,
-                expected: layout.pool_size,
+                expected: size,
             });
         }
         Ok(Header {
@@ -283,8 +301,21 @@ impl Header {
             backend,
             group,
             layout,
+            size,
         })
     }
+
+    /// Chunks in the heap of a new pool (of [`size`](Self::size) bytes).
+    pub fn initial_chunks(&self) -> u64 {
+        initial_chunks(&self.layout, self.size).unwrap_or(0)
+    }
+}
+
+/// Chunks the heap of a pool of `size` bytes planned as `l` holds: those
+/// that fit before `size`, at most the table's; `None` when not one does.
+pub fn initial_chunks(l: &Layout, size: u64) -> Option<u64> {
+    let n = (size.checked_sub(l.heap_off)? / CHUNK).min(l.heap_chunks);
+    (n > 0).then_some(n)
 }
 
 /// The checksum guards against damage, but a header written by a buggy or
@@ -441,6 +472,6 @@ pub(crate) mod tests {
         for w in FIELDS.windows(2) {
             assert_eq!(w[0].0 + w[0].1, w[1].0);
         }
-        assert_eq!(CRC_OFF, 168);
+        assert_eq!(CRC_OFF, 176);
     }
 }

@@ -11,7 +11,7 @@
 //! 4128     8  catalog check: offset ^ CATALOG_SALT
 //! 4136     8  meta magic "REWINDMT" (written at create, never changed)
 //! 4144     8  open stamp: the identity of the file that has the pool open; 0 after a clean close
-//! 4152     8  zero
+//! 4152     8  heap size: chunks in the heap (bits 0..40) and their check (bits 40..64)
 //! 4160   192  the log's words (see log/adll.rs, log/tree.rs)
 //! 4352     8  Log Start: lsn (bits 0..56) and its CRC-8 (bits 56..64)
 //! 4416    24  commit ring Log Start, slot 0: csn, position, check
@@ -20,7 +20,7 @@
 //!
 //! Every word is checked: a zeroed root line or a zeroed meta page fails
 //! its check (the salts make the all-zero line invalid), a changed Log
-//! Start fails its check byte. The root and catalog words are written by
+//! Start fails its check byte, a changed heap size its check bits. The root and catalog words are written by
 //! transactions (logged like user data); Log Start by redo-async's
 //! write-back with one 8-byte store, so value and check never tear. The
 //! commit ring's Log Start is two 24-byte slots written alternately
@@ -50,8 +50,11 @@ pub const TX_WORDS_END: u64 = CATALOG_CHECK + 8;
 pub const MAGIC_OFF: u64 = TX_WORDS_END;
 /// Meta: the open stamp.
 pub const STAMP: u64 = MAGIC_OFF + 8;
-/// Meta: end of the words this module owns (zero up to the log's line).
-pub const WORDS_END: u64 = STAMP + 8;
+/// Meta: the heap size word (chunks in the heap, checked): the heap
+/// grows by one 8-byte store of it (`alloc`).
+pub const HEAP: u64 = STAMP + 8;
+/// Meta: end of the words this module owns (the log's line follows).
+pub const WORDS_END: u64 = HEAP + 8;
 
 /// The meta magic.
 pub const MAGIC: [u8; 8] = *b"REWINDMT";
@@ -61,6 +64,11 @@ pub const ROOT_SALT: u64 = 0x524f_4f54_4c49_4e45;
 pub const CATALOG_SALT: u64 = 0x4341_5441_4c4f_4721;
 /// Largest Log Start (56 bits: at 10^9 commits a second, 2 years).
 pub const LOG_START_MAX: u64 = (1 << 56) - 1;
+
+/// Mixed into the heap size word's check.
+pub const HEAP_SALT: u64 = 0x4845_4150_4348_4e4b;
+/// Most chunks the heap size word holds (40 bits: 2^58 bytes of heap).
+pub const HEAP_MAX: u64 = (1 << 40) - 1;
 
 /// Mixed into a ring Log Start slot's check.
 pub const RING_SALT: u64 = 0x5249_4e47_5354_5254;
@@ -150,10 +158,32 @@ pub fn decode_log_start(word: u64) -> Result<u64, Error> {
     Ok(lsn)
 }
 
-/// The meta page of a new pool: no root, no catalog, the magic, closed,
-/// Log Start 0, both ring Log Start slots at sequence number 1, position
-/// 0 (the empty ring); the log's words zero.
-pub fn initial_page() -> Vec<u8> {
+/// The heap size word for a heap of `chunks` chunks (at most
+/// [`HEAP_MAX`]): the count in bits 0..40, bits 40..64 the top 24 bits of
+/// `mix64(chunks XOR HEAP_SALT)`, so a zeroed word and any change of the
+/// count are damage (but for 1 in 2^24). One 8-byte store: never torn.
+pub fn encode_heap(chunks: u64) -> u64 {
+    let c = chunks & HEAP_MAX;
+    c | mix64(c ^ HEAP_SALT) & !HEAP_MAX
+}
+
+/// The chunk count a heap size word holds, or `MetaCorrupt` when its
+/// check bits do not match.
+pub fn decode_heap(word: u64) -> Result<u64, Error> {
+    let c = word & HEAP_MAX;
+    if word != encode_heap(c) {
+        return Err(Error::MetaCorrupt {
+            offset: HEAP,
+            reason: "the heap size word fails its check (damaged)",
+        });
+    }
+    Ok(c)
+}
+
+/// The meta page of a new pool of `heap_chunks` chunks: no root, no
+/// catalog, the magic, closed, Log Start 0, both ring Log Start slots at
+/// sequence number 1, position 0 (the empty ring); the log's words zero.
+pub fn initial_page(heap_chunks: u64) -> Vec<u8> {
     let mut p = vec![0u8; (META_END - META_OFF) as usize];
     let mut put = |off: u64, v: u64| {
         let at = (off - META_OFF) as usize;
@@ -162,6 +192,7 @@ pub fn initial_page() -> Vec<u8> {
     put(ROOT_CHECK, root_check(0, 0));
     put(CATALOG_CHECK, catalog_check(0));
     put(MAGIC_OFF, u64::from_le_bytes(MAGIC));
+    put(HEAP, encode_heap(heap_chunks));
     put(META_LOG_START, encode_log_start(0));
     for i in 0..2 {
         let at = (ring_slot_off(i) - META_OFF) as usize;
@@ -171,8 +202,8 @@ pub fn initial_page() -> Vec<u8> {
 }
 
 /// Checks the words of a meta page (`page`: its 4096 bytes) this module
-/// owns: the magic, the root and catalog checks, Log Start, and the zero
-/// word. The log checks its own words; the caller checks the rest is zero.
+/// owns: the magic, the root and catalog checks, the heap size word's
+/// check, Log Start. The log checks its own words; the caller checks the rest is zero.
 pub fn check_words(page: &[u8]) -> Result<(), Error> {
     let word = |off: u64| {
         let at = (off - META_OFF) as usize;
@@ -207,9 +238,7 @@ pub fn check_words(page: &[u8]) -> Result<(), Error> {
             "both commit ring Log Start slots fail their check word (damaged or zeroed)",
         );
     }
-    if word(WORDS_END) != 0 {
-        return bad(WORDS_END, "a reserved byte of the meta page is not zero");
-    }
+    decode_heap(word(HEAP))?;
     Ok(())
 }
 
@@ -260,6 +289,7 @@ mod tests {
             (CATALOG_CHECK, "catalog check"),
             (MAGIC_OFF, "meta magic"),
             (STAMP, "open stamp"),
+            (HEAP, "heap size"),
             (META_LOG_START, "log start"),
         ] {
             let row = rows.iter().find(|r| r.0 == off);
@@ -271,9 +301,25 @@ mod tests {
                 row.2
             );
         }
-        assert!(rows.iter().any(|r| r.0 == WORDS_END && r.2 == "zero"));
+        assert_eq!(WORDS_END, crate::format::layout::META_ADLL);
+        assert!(doc.contains("0x4845415043484e4b") && HEAP_SALT == 0x4845_4150_4348_4e4b);
         assert!(doc.contains("0x524f4f544c494e45") && ROOT_SALT == 0x524f_4f54_4c49_4e45);
         assert!(doc.contains("0x434154414c4f4721") && CATALOG_SALT == 0x4341_5441_4c4f_4721);
+    }
+
+    #[test]
+    fn the_heap_word_round_trips_and_rejects_zero_and_changes() {
+        for c in [1, 18, 4096, HEAP_MAX] {
+            assert_eq!(decode_heap(encode_heap(c)).unwrap(), c);
+        }
+        assert!(decode_heap(0).is_err());
+        assert!(decode_heap(u64::MAX).is_err());
+        let w = encode_heap(18);
+        for bit in 0..64 {
+            assert!(decode_heap(w ^ 1 << bit).is_err(), "bit {bit}");
+        }
+        // A larger count needs its own check bits.
+        assert!(decode_heap(w - 18 + 4096).is_err());
     }
 
     #[test]
@@ -303,7 +349,7 @@ mod tests {
 
     #[test]
     fn the_initial_page_checks_and_a_zeroed_one_does_not() {
-        let p = initial_page();
+        let p = initial_page(3);
         check_words(&p).unwrap();
         assert!(check_words(&vec![0u8; p.len()]).is_err());
         let mut q = p.clone();

@@ -72,12 +72,29 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     pub(super) fn map_file(file: &File) -> io::Result<Mapping> {
+        let len = file.metadata()?.len();
+        let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        Mapping::map_file_len(file, len)
+    }
+
+    /// A shared mapping of `len` bytes of the file, which may be longer
+    /// than the file: a pool reserves its maximum size's address range
+    /// this way when it opens, so the mapping never moves when the file
+    /// grows. Linux maps a file past its end (on tmpfs, ext4, xfs alike);
+    /// a page past the end faults (SIGBUS) until the file is extended
+    /// over it, so the domain bounds every access by the file's length,
+    /// not by `len`, and extends the file before it lets anything in.
+    /// An anonymous PROT_NONE reservation with the file mapped over its
+    /// start (MAP_FIXED) would reserve the same range, but needs a
+    /// remapping at every growth; mapping the file at the maximum length
+    /// needs none.
+    pub(super) fn map_file_len(file: &File, len: usize) -> io::Result<Mapping> {
         // SAFETY: the file is opened read-write by us; the mapping is kept
-        // alive by `backing`. Another process truncating the file underneath
+        // alive by `backing`. Pages past the file's end are never touched
+        // (see above). Another process truncating the file underneath
         // would fault, as for every mmap-based store (documented in the README).
-        let mut map = unsafe { MmapOptions::new().map_mut(file)? };
+        let mut map = unsafe { MmapOptions::new().len(len).map_mut(file)? };
         let base = map.as_mut_ptr();
-        let len = map.len();
         Ok(Mapping {
             base,
             len,

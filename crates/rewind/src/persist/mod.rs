@@ -285,6 +285,12 @@ pub struct Domain {
     mutation: Option<Site>,
     /// Fault injection (tests): fences after this many more fail.
     failing: AtomicU64,
+    /// Fault injection (tests): the next extensions of the file fail as
+    /// a full disk would.
+    full_disk: std::sync::atomic::AtomicBool,
+    /// Bytes of the region that may be accessed: the file's length (the
+    /// mapping may reserve more, see [`Domain::extend`]).
+    valid: AtomicU64,
     /// The file behind a file-backed domain, kept open so the pool's
     /// advisory lock lives as long as the mapping; on Msync, non-temporal
     /// stores are written to it.
@@ -398,6 +404,92 @@ impl Domain {
         Ok(d)
     }
 
+    /// [`map`](Self::map) reserving `reserve` bytes of address space (a
+    /// pool's maximum size), so the mapping never moves when the file
+    /// grows ([`extend`](Self::extend)); accesses are bounded by the
+    /// file's length (or `reserve`, if the file is longer).
+    pub fn map_reserved(
+        path: &Path,
+        file: std::fs::File,
+        backend: Backend,
+        reserve: u64,
+    ) -> Result<Domain, Error> {
+        if backend == Backend::Sim {
+            return Domain::map(path, file, backend);
+        }
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let reserve = usize::try_from(reserve.max(len)).map_err(|_| Error::OutOfBounds {
+            offset: 0,
+            len: reserve,
+            size: usize::MAX as u64,
+        })?;
+        let map = Mapping::map_file_len(&file, reserve).map_err(|e| Error::io(path, e))?;
+        let mut d = Domain::with(map, backend);
+        d.valid = AtomicU64::new(len);
+        d.file = Some(file);
+        Ok(d)
+    }
+
+    /// Extends the region to `len` bytes (nothing when it is that long
+    /// already): the file is extended with its blocks allocated
+    /// (`fallocate`, so a full disk is [`Error::NoSpaceToGrow`] here, never a
+    /// SIGBUS at a later store), its new length made durable
+    /// (`fdatasync`), and only then may the new bytes be accessed. A
+    /// simulated domain only admits bytes of its buffer. Beyond the
+    /// reserved mapping: `OutOfBounds`.
+    pub fn extend(&self, len: u64) -> Result<(), Error> {
+        let now = self.len();
+        if len <= now {
+            return Ok(());
+        }
+        if len > self.map.len() as u64 {
+            return Err(Error::OutOfBounds {
+                offset: now,
+                len: len - now,
+                size: self.map.len() as u64,
+            });
+        }
+        if self.full_disk.load(Ordering::Relaxed) {
+            return Err(Error::NoSpaceToGrow { needed: len - now });
+        }
+        if let Some(file) = &self.file {
+            let path = Path::new("<pool file>");
+            use rustix::fs::{fallocate, FallocateFlags};
+            match fallocate(file, FallocateFlags::empty(), now, len - now) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {
+                    return Err(Error::NoSpaceToGrow { needed: len - now })
+                }
+                // A filesystem without fallocate: the file grows sparse.
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
+                    file.set_len(len).map_err(|e| Error::io(path, e))?
+                }
+                Err(e) => return Err(Error::io(path, e.into())),
+            }
+            // The length durable before anything (the heap size word)
+            // names the new bytes.
+            file.sync_data().map_err(|e| Error::io(path, e))?;
+        }
+        self.valid.store(len, Ordering::Release);
+        Ok(())
+    }
+
+    /// Fault injection for tests: while `on`, [`extend`](Self::extend)
+    /// fails with [`Error::NoSpaceToGrow`], as on a full disk.
+    #[cfg(feature = "testing")]
+    pub fn set_full_disk(&self, on: bool) {
+        self.full_disk.store(on, Ordering::Relaxed);
+    }
+
+    /// A simulated domain of `reserve` zero bytes of which the first
+    /// `len` may be accessed until [`extend`](Self::extend) admits more
+    /// (a pool created below its maximum size).
+    pub fn sim_reserved(len: u64, reserve: u64) -> Domain {
+        let d = Domain::sim(reserve.max(len) as usize);
+        d.valid.store(len, Ordering::Relaxed);
+        d
+    }
+
     /// The first `len` bytes of a pool file, mapped privately (copy on
     /// write): recovery can run on it for inspection while the file stays
     /// untouched, and only the pages it touches take memory. Fences and
@@ -410,6 +502,7 @@ impl Domain {
         })?;
         let map = Mapping::map_file_private(&file, len).map_err(|e| Error::io(path, e))?;
         let mut d = Domain::with(map, Backend::Pmem);
+        d.valid = AtomicU64::new(len as u64);
         d.file = Some(file);
         Ok(d)
     }
@@ -424,6 +517,8 @@ impl Domain {
         let map = Mapping::owned(image);
         let state = SimState::new(map.view());
         Domain {
+            valid: AtomicU64::new(map.len() as u64),
+            full_disk: Default::default(),
             map,
             kind: Kind::Sim(Box::new(Sim {
                 state: Mutex::new(state),
@@ -450,6 +545,8 @@ impl Domain {
             Backend::Sim => unreachable!("sim domains are built by Domain::sim"),
         };
         Domain {
+            valid: AtomicU64::new(map.len() as u64),
+            full_disk: Default::default(),
             map,
             kind,
             counters: AtomicCounters::default(),
@@ -488,14 +585,16 @@ impl Domain {
         }
     }
 
-    /// Size of the region in bytes.
+    /// Size of the region in bytes: what may be accessed (a file's
+    /// length, which [`extend`](Self::extend) grows).
+    #[inline]
     pub fn len(&self) -> u64 {
-        self.map.len() as u64
+        self.valid.load(Ordering::Acquire)
     }
 
     /// True when the region is empty.
     pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
+        self.len() == 0
     }
 
     #[inline]

@@ -179,6 +179,12 @@ sites! {
         redundant: "the descriptor shares its cache line with the chunk's parity word, which the mark of the first block allocated there writes back before that allocation can commit; and recovery's redo of an ALLOC rewrites the descriptor";
     ALLOC_FORMAT_FENCE = "alloc.format.fence": "bitmap and descriptor persistent before an ALLOC record can name a block of the chunk",
         redundant: "the next step on the same thread appends that ALLOC record, whose own fences complete these flushes before the record can be valid";
+    ALLOC_HEAP_GROW = "alloc.heap.grow": "the heap size word naming the chunks a growth added written back (the file extended, its length durable, before)";
+    ALLOC_HEAP_GROW_FENCE = "alloc.heap.grow.fence": "the heap size word persistent before a block of the new chunks can be allocated (a record naming one, and its data, beyond the recorded heap would be lost)";
+    ALLOC_RECLAIM = "alloc.reclaim": "an empty class chunk's descriptor set free written back when another class or a large run needs the chunk",
+        redundant: "either descriptor is consistent with the chunk's empty bitmap (an empty class chunk is reset at open), and the chunk's next use writes and fences its descriptor before it holds data";
+    ALLOC_RECLAIM_FENCE = "alloc.reclaim.fence": "the reclaimed descriptors persistent",
+        redundant: "as alloc.reclaim";
     ALLOC_MARK_BIT = "alloc.mark.bit": "a block's bitmap bit written back when it is allocated or freed";
     ALLOC_MARK_RUN = "alloc.mark.run": "a large run's descriptors written back when it is allocated or freed";
     ALLOC_LOG_GROW = "alloc.log.grow": "a chunk's descriptor marked as a log chunk written back";

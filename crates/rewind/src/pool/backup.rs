@@ -67,7 +67,7 @@ impl Pool {
                 "backup_to inside a transaction of the same pool would wait for itself",
             ));
         }
-        let size = self.eng.hdr.layout.pool_size;
+        let size = self.eng.dom.len();
         let (f, tmp) = file::create_temp(path, size)?;
         let r = self
             .copy_quiesced(path, &f)
@@ -94,7 +94,7 @@ impl Pool {
     /// Copies the pool's bytes into `f` under the transaction gate.
     fn copy_quiesced(&self, path: &Path, f: &std::fs::File) -> Result<(), Error> {
         use std::os::unix::fs::FileExt;
-        let size = self.eng.hdr.layout.pool_size;
+        let size = self.eng.dom.len();
         let _gate = self.gate.write();
         self.eng.sync()?;
         let mut buf = vec![0u8; STEP.min(size) as usize];

@@ -69,6 +69,14 @@ pub struct PoolConfig {
     /// How `Policy::RedoAsync` writes committed values back (default
     /// eager); not recorded in the pool.
     pub write_back: WriteBack,
+    /// The size the pool may grow to (default: its size at create, so it
+    /// does not grow). The chunk table and bitmaps are laid out for this
+    /// size at create (544 bytes per 256 KiB chunk: 0.2 % of it, taken
+    /// from the pool's first bytes), and opening reserves this much
+    /// address space, so the mapping never moves when the file grows.
+    /// The heap grows when an allocation finds no room, or by
+    /// [`Pool::grow`].
+    pub max_size: Option<u64>,
 }
 
 impl Default for PoolConfig {
@@ -82,6 +90,7 @@ impl Default for PoolConfig {
             nvm_latency: NvmLatency::default(),
             group_size: DEFAULT_GROUP,
             write_back: WriteBack::default(),
+            max_size: None,
         }
     }
 }
@@ -132,6 +141,23 @@ impl PoolConfig {
     /// Records per Batch group (8, 16, 32 or 64).
     pub fn group_size(mut self, n: u32) -> Self {
         self.group_size = n;
+        self
+    }
+
+    /// The size the pool may grow to.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rewind::{Pool, PoolConfig};
+    /// let cfg = PoolConfig::default().max_size(64 << 20);
+    /// let pool = Pool::create(dir.path().join("g.pool"), "doc", 4 << 20, &cfg)?;
+    /// // 8 MiB do not fit in a 4 MiB pool: the heap grows.
+    /// let big = pool.transaction(|tx| tx.alloc_bytes(8 << 20))?;
+    /// assert!(pool.size() > 8 << 20);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.max_size = Some(bytes);
         self
     }
 }
@@ -274,10 +300,11 @@ impl Pool {
         // The header and meta page are durable in the file before the
         // file has its name.
         let mut prefix = hdr.encode();
-        prefix.extend(meta::initial_page());
+        prefix.extend(meta::initial_page(hdr.initial_chunks()));
         let f = file::create(path, size, &prefix)?;
         let stamp = file::identity(path, &f)?;
-        let r = Domain::map(path, f, cfg.backend).and_then(|mut dom| {
+        let reserve = hdr.layout.pool_size;
+        let r = Domain::map_reserved(path, f, cfg.backend, reserve).and_then(|mut dom| {
             dom.set_latency(cfg.nvm_latency);
             Engine::start(dom, path, layout, cfg.write_back)
                 .map(Pool::start)
@@ -318,7 +345,7 @@ impl Pool {
             (None, b) => b,
         };
         let stamp = file::identity(path, &f)?;
-        let mut dom = Domain::map(path, f, backend)?;
+        let mut dom = Domain::map_reserved(path, f, backend, hdr.layout.pool_size)?;
         dom.set_latency(opts.nvm_latency);
         Engine::start(dom, path, layout, opts.write_back)
             .map(Pool::start)
@@ -353,7 +380,8 @@ impl Pool {
     /// Opens the pool file at `path` if there is one, else creates it with
     /// `size` and `cfg`. A file another opener creates meanwhile is opened.
     /// [`created`](Self::created) says which happened. An existing pool
-    /// must be the one asked for: another size, log, policy, bucket cell
+    /// must be the one asked for: another size (at create: a pool that
+    /// grew since is the same pool), maximum size, log, policy, bucket cell
     /// count, group size or log size is [`Error::ConfigMismatch`] (never
     /// silently the old pool); it is opened on `cfg`'s backend, latencies
     /// and write-back.
@@ -584,6 +612,58 @@ impl Pool {
         self.eng.alloc.stats(&self.eng.dom)
     }
 
+    /// The pool's size now: its file's length (it grows up to
+    /// [`max_size`](Self::max_size)).
+    pub fn size(&self) -> u64 {
+        self.eng.dom.len()
+    }
+
+    /// The size the pool may grow to ([`PoolConfig::max_size`]).
+    pub fn max_size(&self) -> u64 {
+        self.eng.hdr.layout.pool_size
+    }
+
+    /// Grows the heap by at least `bytes` (whole 256 KiB chunks) now,
+    /// rather than when an allocation finds no room; returns the pool's
+    /// new size. Crash-safe: the file is extended first, then one checked
+    /// word records the new heap size, so a crash leaves the old size or
+    /// the new one. [`Error::OutOfMemory`] past the maximum size,
+    /// [`Error::NoSpaceToGrow`] when the filesystem is full (the pool is
+    /// unchanged and usable either way).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rewind::{Pool, PoolConfig};
+    /// let cfg = PoolConfig::default().max_size(16 << 20);
+    /// let pool = Pool::create(dir.path().join("g.pool"), "doc", 4 << 20, &cfg)?;
+    /// let before = pool.alloc_stats().total_chunks;
+    /// let size = pool.grow(1 << 20)?;
+    /// assert_eq!(pool.alloc_stats().total_chunks, before + 4);
+    /// assert_eq!(size, pool.size());
+    /// assert!(pool.grow(1 << 30).is_err()); // past the maximum
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn grow(&self, bytes: u64) -> Result<u64, Error> {
+        self.eng.usable()?;
+        let _gate = self.enter();
+        let chunks = bytes.div_ceil(crate::format::layout::CHUNK);
+        self.eng.alloc.grow(&self.eng.dom, chunks)?;
+        Ok(self.size())
+    }
+
+    /// Grows the heap until it ends at or past `size` bytes of the file
+    /// (nothing when it does already); returns the pool's new size. As
+    /// [`grow`](Self::grow): `OutOfMemory` past the maximum size.
+    pub fn grow_to(&self, size: u64) -> Result<u64, Error> {
+        let l = &self.eng.hdr.layout;
+        let chunk = crate::format::layout::CHUNK;
+        let heap_end = l.heap_off + self.alloc_stats().total_chunks * chunk;
+        if size > heap_end {
+            self.grow(size - heap_end)?;
+        }
+        Ok(self.size())
+    }
+
     /// Makes the work of every finished transaction durable in place and
     /// clears its log records (no-force; under force there is nothing to do).
     pub fn checkpoint(&self) -> Result<(), Error> {
@@ -610,7 +690,7 @@ impl Pool {
     pub fn create_sim(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Pool, Error> {
         let hdr = plan(layout, size, &cfg.clone().backend(Backend::Sim))?;
         check_write_back(cfg.write_back)?;
-        let dom = Domain::sim(size as usize);
+        let dom = Domain::sim_reserved(size, hdr.layout.pool_size);
         write_header(&dom, &hdr)?;
         let mut p =
             Engine::start(dom, Path::new("<sim>"), layout, cfg.write_back).map(Pool::start)?;
@@ -682,11 +762,19 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
             expected: "at least 1 MiB",
         });
     }
-    if size >= MAX_POOL {
+    let max = cfg.max_size.unwrap_or(size);
+    if max >= MAX_POOL {
         return Err(Error::InvalidConfig {
             what: "pool size",
-            value: size.to_string(),
+            value: max.to_string(),
             expected: "below 256 TiB (log cells hold 48-bit offsets)",
+        });
+    }
+    if max < size {
+        return Err(Error::InvalidConfig {
+            what: "max size",
+            value: max.to_string(),
+            expected: "at least the pool's size",
         });
     }
     let cells = match cfg.log {
@@ -702,11 +790,13 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         });
     }
     let log_size = cfg.log_size.unwrap_or(size / 8);
-    let l = Layout::plan(size, log_size, cells).ok_or(Error::InvalidConfig {
-        what: "log size",
-        value: log_size.to_string(),
-        expected: "small enough to leave room for the heap",
-    })?;
+    let l = Layout::plan(max, log_size, cells)
+        .filter(|l| crate::format::header::initial_chunks(l, size).is_some())
+        .ok_or(Error::InvalidConfig {
+            what: "log size",
+            value: log_size.to_string(),
+            expected: "small enough to leave room for the heap (with the chunk table of the maximum size)",
+        })?;
     let mut uuid = [0u8; 16];
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -736,6 +826,7 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         variant: cfg.log,
         policy: cfg.policy,
         layout: l,
+        size,
     })
 }
 
@@ -759,9 +850,16 @@ fn same_config(have: &Header, want: &Header) -> Result<(), Error> {
             format!("{:?}", want.policy),
         );
     }
-    if h.pool_size != w.pool_size {
+    if have.size != want.size {
         return mismatch(
             "size",
+            format!("{} bytes", have.size),
+            format!("{} bytes", want.size),
+        );
+    }
+    if h.pool_size != w.pool_size {
+        return mismatch(
+            "max size",
             format!("{} bytes", h.pool_size),
             format!("{} bytes", w.pool_size),
         );
@@ -801,7 +899,7 @@ const MIN_LRU_LINES: usize = 16;
 #[cfg(feature = "testing")]
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
     let mut page = hdr.encode();
-    page.extend(meta::initial_page());
+    page.extend(meta::initial_page(hdr.initial_chunks()));
     dom.store(0, &page)?;
     dom.flush_at(0, page.len() as u64, sites::POOL_HEADER_FLUSH)?;
     // The header persistent before the pool is used.
