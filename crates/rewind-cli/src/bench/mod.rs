@@ -3,6 +3,7 @@
 //! `OUT/NAME.json`, `.csv` and the chart `.svg`.
 
 mod btree;
+mod btree_str;
 mod checkpoint;
 mod disk;
 mod fence;
@@ -35,7 +36,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`, `tpcc`, or `all`; or
+    /// `recovered`, `redu`, `btree`, `btree-str`, `rollback`, `threads`, `nvwal`, `disk`, `tpcc`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -113,7 +114,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 13] = [
+const BENCHES: [&Bench; 14] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -122,6 +123,7 @@ const BENCHES: [&Bench; 13] = [
     &recovered::BENCH,
     &redu::BENCH,
     &btree::BENCH,
+    &btree_str::BENCH,
     &rollback::BENCH,
     &threads::BENCH,
     &nvwal::BENCH,
