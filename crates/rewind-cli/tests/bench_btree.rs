@@ -231,3 +231,37 @@ fn bench_btree_runs_in_a_given_directory_on_the_msync_backend() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a backend"));
 }
+
+/// `bench btree-str`: the collections' tree with string keys, and with
+/// `--features peers` Berkeley DB, LMDB, SQLite and redb, at both update
+/// fractions; the tree's updates fence and flush (every one allocates or
+/// frees a key's block), its lookups do not fence.
+#[test]
+fn bench_btree_str_has_every_system_at_every_update_fraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = bench("btree-str", dir.path());
+    let mut systems = vec![("coll-btree", "default")];
+    let peers: Vec<_> = peers().into_iter().filter(|(s, _)| *s != "pmdk").collect();
+    systems.extend(peers.iter().copied());
+    for (s, c) in &systems {
+        for p in ["update=0", "update=1"] {
+            assert!(
+                value(&rows, s, c, p, "us_per_op").is_some(),
+                "no row {s}/{c} {p}"
+            );
+            for (peer, _) in &peers {
+                let m = format!("speed_vs_{peer}");
+                if peer != s {
+                    assert!(
+                        value(&rows, s, c, p, &m).is_some(),
+                        "no row {s}/{c} {p} {m}"
+                    );
+                }
+            }
+        }
+    }
+    let at = |p: &str, m: &str| value(&rows, "coll-btree", "default", p, m).unwrap();
+    assert_eq!(at("update=0", "fences_per_op"), 0.0);
+    assert!(at("update=1", "fences_per_op") >= 1.0);
+    assert!(at("update=1", "flushes_per_op") > 0.0);
+}

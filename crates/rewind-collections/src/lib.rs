@@ -54,7 +54,7 @@
 //! orders keys by `Ord`, which must be a total order that does not change
 //! between runs and under which equal keys have equal bytes. The B+-tree
 //! also stores `String` and `Vec<u8>` keys and values of any length
-//! ([`Storable`]: inline up to 20 bytes, in a block of their own beyond,
+//! ([`Storable`]: inline up to 36 bytes, in a block of their own beyond,
 //! ordered by their bytes, looked up by `&str` / `&[u8]`); bounded strings
 //! kept whole in the slot are [`FixedBytes<N>`] (longer input is
 //! [`Error::TooLong`]).

@@ -1,22 +1,24 @@
 //! What a [`BTreeMap`](crate::BTreeMap) stores as keys and values: a
 //! [`Stored`] type kept whole in its slot, or a byte string of any length
-//! (`Vec<u8>`, `String`) kept in a 24-byte slot, inline up to 20 bytes and
-//! in a block of its own beyond.
+//! (`Vec<u8>`, `String`) kept in a 40-byte slot, inline up to 36 bytes (a
+//! UUID's text, a 32-byte hash) and in a block of its own beyond.
 //!
 //! A byte string's slot, little-endian:
 //!
 //! ```text
-//! len <= 20 (inline)                 len > 20 (out of line)
+//! len <= 36 (inline)                 len > 36 (out of line)
 //! 0   len    u32                     0   len     u32
-//! 4   bytes  [u8; 20] then zeros     4   prefix  [u8; 12]  its first 12 bytes
-//! 24  (end)                          16  block   u64       a block of len bytes
-//!                                    24  (end)
+//! 4   bytes  [u8; 36] then zeros     4   prefix  [u8; 28]  its first 28 bytes
+//! 40  (end)                          32  block   u64       a block of len bytes
+//!                                    40  (end)
 //! ```
 //!
 //! The block is allocated when the string is stored and freed when its
-//! entry is removed or its value replaced, in the same transaction. A
-//! comparison reads it only when the 12-byte prefixes are equal, so a
-//! descent through separators of distinct prefixes reads no block.
+//! entry is removed or its value replaced, in the same transaction (rewind
+//! fences and flushes the allocator's state for each: keys that fit
+//! inline cost no allocation). A comparison reads the block only when the
+//! 28-byte prefixes are equal, so a descent through separators of distinct
+//! prefixes reads no block.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -51,11 +53,11 @@ mod sealed {
 /// let map = pool.transaction(|tx| {
 ///     let map = BTreeMap::<String, Vec<u8>>::create(tx)?;
 ///     map.insert(tx, "a short key".into(), b"inline".to_vec())?;
-///     map.insert(tx, "a key longer than twenty bytes".into(), vec![7; 100])?;
+///     map.insert(tx, "a key longer than thirty-six bytes, out of line".into(), vec![7; 100])?;
 ///     Ok::<_, Error>(map)
 /// })?;
 /// assert_eq!(map.get(&pool, "a short key")?.as_deref(), Some(&b"inline"[..]));
-/// assert_eq!(map.get(&pool, "a key longer than twenty bytes")?, Some(vec![7; 100]));
+/// assert_eq!(map.get(&pool, "a key longer than thirty-six bytes, out of line")?, Some(vec![7; 100]));
 /// # Ok::<(), Error>(())
 /// ```
 pub trait Storable: Sized + Clone + 'static + sealed::Sealed {
@@ -168,10 +170,10 @@ impl<T: Stored> Storable for T {
 /// A byte string's slot: see the module docs.
 pub type VarSlot = [u8; VAR_SLOT];
 /// Bytes of a byte string's slot.
-pub const VAR_SLOT: usize = 24;
+pub const VAR_SLOT: usize = 40;
 /// The longest byte string kept inline.
 pub const VAR_INLINE: usize = VAR_SLOT - 4;
-const PREFIX: usize = 12;
+const PREFIX: usize = 28;
 const BLOCK_OFF: usize = 4 + PREFIX;
 const WHAT: &str = "B+-tree byte string";
 
@@ -238,7 +240,7 @@ fn var_cmp<M: Mem + ?Sized>(m: &mut M, slot: &VarSlot, r: &[u8]) -> Result<Order
     if len <= VAR_INLINE {
         return Ok(slot[4..4 + len].cmp(r));
     }
-    // The prefix decides unless it is all of `r`'s first 12 bytes.
+    // The prefix decides unless it is all of `r`'s first 28 bytes.
     let rp = &r[..r.len().min(PREFIX)];
     match slot[4..BLOCK_OFF].cmp(rp) {
         Ordering::Equal if r.len() >= PREFIX => Ok(var_load(m, slot)?.as_ref().cmp(r)),

@@ -609,10 +609,10 @@ struct VarTreeSubject;
 
 type VarTree = BTreeMap<String, String>;
 
-/// A key of 1 to 40 bytes: out of line beyond 20, many sharing their
-/// first 12 bytes (so a comparison reads the block).
+/// A key of 1 to 70 bytes: out of line beyond 36, many sharing their
+/// first 28 bytes (so a comparison reads the block).
 fn long_key(rng: &mut Rng) -> String {
-    let stem = ["", "a-shared-stem-", "b"][rng.below(3) as usize];
+    let stem = ["", "a-shared-stem-of-thirty-bytes-", "b"][rng.below(3) as usize];
     let tail = rng.below(40) as usize;
     let c = (b'a' + rng.below(4) as u8) as char;
     format!("{stem}{}", c.to_string().repeat(1 + tail))
@@ -631,7 +631,7 @@ impl Subject for VarTreeSubject {
         if rng.below(4) == 0 {
             VarOp::Remove(k)
         } else {
-            let v = "v".repeat(rng.below(30) as usize);
+            let v = "v".repeat(rng.below(50) as usize);
             VarOp::Insert(k, v)
         }
     }
@@ -670,9 +670,9 @@ fn string_btree_recovers_from_crashes() {
 /// cut short, a removal that frees blocks and merges; each also aborted.
 #[test]
 fn string_btree_out_of_line_insert_crash_at_every_fence() {
-    let long = |c: char| format!("a-shared-stem-{}", c.to_string().repeat(20));
+    let long = |c: char| format!("a-shared-stem-of-thirty-bytes-{}", c.to_string().repeat(20));
     let ins = |k: String, v: &str| VarOp::Insert(k, v.to_string());
-    let big = "a value longer than twenty bytes";
+    let big = "a value longer than thirty-six bytes: out of line";
     let prog: Vec<(Vec<VarOp>, bool)> = vec![
         (vec![ins("short".into(), "v")], false),
         (vec![ins(long('a'), big)], true),  // a leaf insert, undone

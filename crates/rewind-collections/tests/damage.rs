@@ -133,7 +133,7 @@ fn btree_node_with_bits_past_the_fanout() {
 /// Lookups, scans and removals give `Corrupt`.
 #[test]
 fn btree_with_a_damaged_out_of_line_key() {
-    let key = b"a key longer than twenty bytes, out of line".to_vec();
+    let key = b"a key longer than thirty-six bytes, so out of line".to_vec();
     let setup = || {
         let pool = pool();
         let m = pool
@@ -147,7 +147,7 @@ fn btree_with_a_damaged_out_of_line_key() {
         let mut root = [0u8; 8];
         pool.read_bytes(hdr + 16, &mut root).unwrap();
         // Fan-out 4: the slots start at 40; the key's slot is slot 0
-        // (len at +0, prefix at +4, block at +16), its value's at +24.
+        // (len at +0, prefix at +4, block at +32), its value's at +40.
         let slot = u64::from_le_bytes(root) + 40;
         (pool, m, slot)
     };
@@ -159,14 +159,14 @@ fn btree_with_a_damaged_out_of_line_key() {
     };
     for block in [0, 1 << 40, u64::MAX - 8] {
         let (pool, m, slot) = setup();
-        poke(&pool, slot + 16, block);
+        poke(&pool, slot + 32, block);
         checks(&pool, m);
     }
     // At another block (the value's): it does not start with the prefix.
     let (pool, m, slot) = setup();
     let mut val = [0u8; 8];
-    pool.read_bytes(slot + 24 + 16, &mut val).unwrap();
-    poke(&pool, slot + 16, u64::from_le_bytes(val));
+    pool.read_bytes(slot + 40 + 32, &mut val).unwrap();
+    poke(&pool, slot + 32, u64::from_le_bytes(val));
     checks(&pool, m);
     // A length of 4 GiB: past the pool, refused before any buffer is made.
     let (pool, m, slot) = setup();

@@ -1,6 +1,6 @@
 //! Model test of variable-length keys and values in the B+-tree:
 //! `BTreeMap<Vec<u8>, Vec<u8>>` and `BTreeMap<String, String>` against
-//! std's, with keys of 0 to 200 bytes (empty, inline up to 20 bytes, out
+//! std's, with keys of 0 to 200 bytes (empty, inline up to 36 bytes, out
 //! of line beyond, many sharing long prefixes so comparisons read blocks),
 //! through inserts, replacements, removals, pops, `retain`, ranges in both
 //! directions and reads inside the transaction; some transactions abort.
@@ -34,15 +34,15 @@ enum Op {
 }
 
 /// 0 to 200 bytes: mostly short over a small alphabet, some long, and
-/// some a shared 30-byte stem plus a short tail (out of line, equal
-/// 12-byte prefixes: only the block decides).
+/// some a shared 40-byte stem plus a short tail (out of line, equal
+/// 28-byte prefixes: only the block decides).
 fn key() -> impl Strategy<Value = Vec<u8>> {
     let alpha = || prop::sample::select(vec![b'a', b'b', b'c', b'z']);
     prop_oneof![
         4 => prop::collection::vec(alpha(), 0..6),
         2 => prop::collection::vec(alpha(), 0..=200),
         3 => prop::collection::vec(alpha(), 0..4).prop_map(|t| {
-            let mut k = b"a-common-stem-of-thirty-bytes!".to_vec();
+            let mut k = b"a-common-stem-of-forty-bytes-for-prefix!".to_vec();
             k.extend(t);
             k
         }),
@@ -52,7 +52,7 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
 fn val() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         prop::collection::vec(b'0'..=b'9', 0..8),
-        prop::collection::vec(b'0'..=b'9', 18..60),
+        prop::collection::vec(b'0'..=b'9', 30..80),
     ]
 }
 
@@ -303,10 +303,10 @@ fn a_vec_tree_reopened_as_string_is_a_type_mismatch() {
     assert!(matches!(e, Error::TypeMismatch { part: "key", .. }), "{e}");
     let msg = e.to_string();
     assert!(
-        msg.contains("Vec<u8> (24 bytes, align 1)") && msg.contains("String"),
+        msg.contains("Vec<u8> (40 bytes, align 1)") && msg.contains("String"),
         "{msg}"
     );
     let fixed =
-        BTreeMap::<[u8; 24], u64>::from_ptr(rewind::PPtr::from_offset(map.as_ptr().offset()));
+        BTreeMap::<[u8; 40], u64>::from_ptr(rewind::PPtr::from_offset(map.as_ptr().offset()));
     assert!(matches!(fixed.len(&pool), Err(Error::TypeMismatch { .. })));
 }

@@ -3,6 +3,7 @@
 //! `OUT/NAME.json`, `.csv` and the chart `.svg`.
 
 mod btree;
+mod btree_str;
 mod checkpoint;
 mod disk;
 mod fence;
@@ -35,7 +36,7 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `rollback`, `threads`, `nvwal`, `disk`,
+    /// `recovered`, `redu`, `btree`, `btree-str`, `rollback`, `threads`, `nvwal`, `disk`,
     /// `group-commit`, `tpcc`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
@@ -114,7 +115,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 14] = [
+const BENCHES: [&Bench; 15] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -123,6 +124,7 @@ const BENCHES: [&Bench; 14] = [
     &recovered::BENCH,
     &redu::BENCH,
     &btree::BENCH,
+    &btree_str::BENCH,
     &rollback::BENCH,
     &threads::BENCH,
     &nvwal::BENCH,

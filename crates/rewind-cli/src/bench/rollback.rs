@@ -284,7 +284,7 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
             Box::new(ShimStore::bdb(image)?)
         }
         "lmdb" => Box::new(ShimStore::lmdb(image)?),
-        "sqlite" => Box::new(SqliteStore(
+        "sqlite" => Box::new(SqliteStore::from_connection(
             rusqlite::Connection::open(image.join("sqlite.db"))
                 .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
         )),

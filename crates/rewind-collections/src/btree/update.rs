@@ -22,7 +22,7 @@ where
     /// rolls back (see the module docs). Fails, leaving the map as it was,
     /// when the pool is out of memory for a new node.
     ///
-    /// A byte-string key or value longer than 20 bytes is stored in a
+    /// A byte-string key or value longer than 36 bytes is stored in a
     /// block of its own, allocated here; the block of a value replaced is
     /// freed.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {

@@ -1,7 +1,9 @@
 /* Berkeley DB as a peer of the B+-tree benchmarks: a transactional
  * B-tree with synchronous commit, behind plain functions (BDB's API is
  * function pointers in structs, which Rust would have to mirror field by
- * field). Keys are u64 stored big-endian; values are opaque bytes.
+ * field). Keys are byte strings, compared by their bytes (BDB's default);
+ * the caller passes a u64 key as its 8 big-endian bytes, so byte order is
+ * numeric order. Values are opaque bytes.
  *
  * Each put or del outside a batch is its own transaction, committed with
  * the environment's default: the log is written and synced at commit.
@@ -20,13 +22,6 @@ struct bdb {
     DB *db;
     DB_TXN *batch;
 };
-
-static void key_be(uint64_t key, unsigned char out[8]) {
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (unsigned char)(key & 0xff);
-        key >>= 8;
-    }
-}
 
 const char *bdb_strerror(int err) { return db_strerror(err); }
 
@@ -123,14 +118,13 @@ static int txn_end(DB_TXN *own, int rc) {
 }
 
 /* Inserts `key` unless present: `*inserted` is 1, or 0 if it was there. */
-int bdb_put(struct bdb *b, uint64_t key, const void *val, uint32_t len, int *inserted) {
-    unsigned char kb[8];
-    key_be(key, kb);
+int bdb_put(struct bdb *b, const void *key, uint32_t klen, const void *val, uint32_t len,
+            int *inserted) {
     DBT k, v;
     memset(&k, 0, sizeof k);
     memset(&v, 0, sizeof v);
-    k.data = kb;
-    k.size = 8;
+    k.data = (void *)key;
+    k.size = klen;
     v.data = (void *)val;
     v.size = len;
     DB_TXN *own, *txn;
@@ -145,14 +139,12 @@ int bdb_put(struct bdb *b, uint64_t key, const void *val, uint32_t len, int *ins
 }
 
 /* `*found` is 1 and `val` holds up to `len` bytes of the value, or 0. */
-int bdb_get(struct bdb *b, uint64_t key, void *val, uint32_t len, int *found) {
-    unsigned char kb[8];
-    key_be(key, kb);
+int bdb_get(struct bdb *b, const void *key, uint32_t klen, void *val, uint32_t len, int *found) {
     DBT k, v;
     memset(&k, 0, sizeof k);
     memset(&v, 0, sizeof v);
-    k.data = kb;
-    k.size = 8;
+    k.data = (void *)key;
+    k.size = klen;
     v.data = val;
     v.ulen = len;
     v.flags = DB_DBT_USERMEM;
@@ -161,13 +153,11 @@ int bdb_get(struct bdb *b, uint64_t key, void *val, uint32_t len, int *found) {
     return rc == DB_NOTFOUND ? 0 : rc;
 }
 
-int bdb_del(struct bdb *b, uint64_t key, int *found) {
-    unsigned char kb[8];
-    key_be(key, kb);
+int bdb_del(struct bdb *b, const void *key, uint32_t klen, int *found) {
     DBT k;
     memset(&k, 0, sizeof k);
-    k.data = kb;
-    k.size = 8;
+    k.data = (void *)key;
+    k.size = klen;
     DB_TXN *own, *txn;
     int rc = txn_for(b, &own, &txn);
     if (rc != 0)

@@ -1,6 +1,8 @@
 /* LMDB as a peer of the B+-tree benchmarks: its copy-on-write B+-tree
  * with the default durability (each write transaction's commit syncs),
- * behind plain functions. Keys are u64 stored big-endian.
+ * behind plain functions. Keys are byte strings, compared by their bytes
+ * (LMDB's default); the caller passes a u64 key as its 8 big-endian bytes,
+ * so byte order is numeric order.
  *
  * Each put or del outside a batch is its own write transaction. Lookups
  * outside a batch use one read-only transaction, reset after each lookup
@@ -20,13 +22,6 @@ struct lm {
     MDB_txn *read;  /* reset between lookups */
     MDB_txn *batch; /* open batch, or NULL */
 };
-
-static void key_be(uint64_t key, unsigned char out[8]) {
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (unsigned char)(key & 0xff);
-        key >>= 8;
-    }
-}
 
 const char *lm_strerror(int err) { return mdb_strerror(err); }
 
@@ -73,10 +68,9 @@ void lm_close(struct lm *l) {
     free(l);
 }
 
-static int write_op(struct lm *l, uint64_t key, const void *val, uint32_t len, int del, int *found) {
-    unsigned char kb[8];
-    key_be(key, kb);
-    MDB_val k = {8, kb};
+static int write_op(struct lm *l, const void *key, uint32_t klen, const void *val, uint32_t len,
+                    int del, int *found) {
+    MDB_val k = {klen, (void *)key};
     MDB_val v = {len, (void *)val};
     MDB_txn *t = l->batch;
     int rc;
@@ -96,17 +90,18 @@ static int write_op(struct lm *l, uint64_t key, const void *val, uint32_t len, i
 }
 
 /* Inserts `key` unless present: `*inserted` is 1, or 0 if it was there. */
-int lm_put(struct lm *l, uint64_t key, const void *val, uint32_t len, int *inserted) {
-    return write_op(l, key, val, len, 0, inserted);
+int lm_put(struct lm *l, const void *key, uint32_t klen, const void *val, uint32_t len,
+           int *inserted) {
+    return write_op(l, key, klen, val, len, 0, inserted);
 }
 
-int lm_del(struct lm *l, uint64_t key, int *found) { return write_op(l, key, NULL, 0, 1, found); }
+int lm_del(struct lm *l, const void *key, uint32_t klen, int *found) {
+    return write_op(l, key, klen, NULL, 0, 1, found);
+}
 
 /* `*found` is 1 and `val` holds up to `len` bytes of the value, or 0. */
-int lm_get(struct lm *l, uint64_t key, void *val, uint32_t len, int *found) {
-    unsigned char kb[8];
-    key_be(key, kb);
-    MDB_val k = {8, kb};
+int lm_get(struct lm *l, const void *key, uint32_t klen, void *val, uint32_t len, int *found) {
+    MDB_val k = {klen, (void *)key};
     MDB_val v;
     MDB_txn *t = l->batch;
     int rc;

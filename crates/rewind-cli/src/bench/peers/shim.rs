@@ -16,9 +16,11 @@ pub struct Raw {
 }
 
 type Open = unsafe extern "C" fn(*const c_char, u64, *mut *mut Raw) -> c_int;
-type Put = unsafe extern "C" fn(*mut Raw, u64, *const c_void, u32, *mut c_int) -> c_int;
-type Get = unsafe extern "C" fn(*mut Raw, u64, *mut c_void, u32, *mut c_int) -> c_int;
-type Del = unsafe extern "C" fn(*mut Raw, u64, *mut c_int) -> c_int;
+type Put =
+    unsafe extern "C" fn(*mut Raw, *const c_void, u32, *const c_void, u32, *mut c_int) -> c_int;
+type Get =
+    unsafe extern "C" fn(*mut Raw, *const c_void, u32, *mut c_void, u32, *mut c_int) -> c_int;
+type Del = unsafe extern "C" fn(*mut Raw, *const c_void, u32, *mut c_int) -> c_int;
 type Call = unsafe extern "C" fn(*mut Raw) -> c_int;
 
 extern "C" {
@@ -26,18 +28,46 @@ extern "C" {
     fn bdb_open(dir: *const c_char, cache: u64, out: *mut *mut Raw) -> c_int;
     fn bdb_recover(dir: *const c_char, cache: u64) -> c_int;
     fn bdb_close(b: *mut Raw) -> c_int;
-    fn bdb_put(b: *mut Raw, key: u64, val: *const c_void, len: u32, inserted: *mut c_int) -> c_int;
-    fn bdb_get(b: *mut Raw, key: u64, val: *mut c_void, len: u32, found: *mut c_int) -> c_int;
-    fn bdb_del(b: *mut Raw, key: u64, found: *mut c_int) -> c_int;
+    fn bdb_put(
+        b: *mut Raw,
+        key: *const c_void,
+        klen: u32,
+        val: *const c_void,
+        len: u32,
+        inserted: *mut c_int,
+    ) -> c_int;
+    fn bdb_get(
+        b: *mut Raw,
+        key: *const c_void,
+        klen: u32,
+        val: *mut c_void,
+        len: u32,
+        found: *mut c_int,
+    ) -> c_int;
+    fn bdb_del(b: *mut Raw, key: *const c_void, klen: u32, found: *mut c_int) -> c_int;
     fn bdb_begin(b: *mut Raw) -> c_int;
     fn bdb_commit(b: *mut Raw) -> c_int;
     fn bdb_abort(b: *mut Raw) -> c_int;
     fn lm_strerror(err: c_int) -> *const c_char;
     fn lm_open(dir: *const c_char, mapsize: u64, out: *mut *mut Raw) -> c_int;
     fn lm_close(b: *mut Raw);
-    fn lm_put(b: *mut Raw, key: u64, val: *const c_void, len: u32, inserted: *mut c_int) -> c_int;
-    fn lm_get(b: *mut Raw, key: u64, val: *mut c_void, len: u32, found: *mut c_int) -> c_int;
-    fn lm_del(b: *mut Raw, key: u64, found: *mut c_int) -> c_int;
+    fn lm_put(
+        b: *mut Raw,
+        key: *const c_void,
+        klen: u32,
+        val: *const c_void,
+        len: u32,
+        inserted: *mut c_int,
+    ) -> c_int;
+    fn lm_get(
+        b: *mut Raw,
+        key: *const c_void,
+        klen: u32,
+        val: *mut c_void,
+        len: u32,
+        found: *mut c_int,
+    ) -> c_int;
+    fn lm_del(b: *mut Raw, key: *const c_void, klen: u32, found: *mut c_int) -> c_int;
     fn lm_begin(b: *mut Raw) -> c_int;
     fn lm_commit(b: *mut Raw) -> c_int;
     fn lm_abort(b: *mut Raw) -> c_int;
@@ -135,28 +165,50 @@ impl Shim {
         Ok(Shim { raw, api })
     }
 
-    /// Inserts `val` under `key` unless `key` is present (its own
-    /// transaction outside a batch); whether it inserted.
+    /// Inserts `val` under the u64 `key` (its 8 big-endian bytes, so
+    /// the tree's byte order is numeric order) unless `key` is present
+    /// (its own transaction outside a batch); whether it inserted.
     pub fn put(&mut self, key: u64, val: &[u8]) -> io::Result<bool> {
-        let (mut inserted, raw, len) = (0, self.raw.as_ptr(), val.len() as u32);
-        // SAFETY: the handle is open; `val` is valid for its length.
-        let rc = unsafe { (self.api.put)(raw, key, val.as_ptr().cast(), len, &mut inserted) };
+        self.put_bytes(&key.to_be_bytes(), val)
+    }
+
+    /// Reads the u64 `key`'s value into `out`; whether it was there.
+    pub fn get(&mut self, key: u64, out: &mut [u8]) -> io::Result<bool> {
+        self.get_bytes(&key.to_be_bytes(), out)
+    }
+
+    /// Deletes the u64 `key`; whether it was there.
+    pub fn del(&mut self, key: u64) -> io::Result<bool> {
+        self.del_bytes(&key.to_be_bytes())
+    }
+
+    /// [`put`](Self::put) with a byte-string key, ordered by its bytes.
+    pub fn put_bytes(&mut self, key: &[u8], val: &[u8]) -> io::Result<bool> {
+        let (kl, len) = (len32(key)?, len32(val)?);
+        let (mut inserted, raw) = (0, self.raw.as_ptr());
+        let (k, v) = (key.as_ptr().cast(), val.as_ptr().cast());
+        // SAFETY: the handle is open; `key` and `val` are valid for their
+        // lengths.
+        let rc = unsafe { (self.api.put)(raw, k, kl, v, len, &mut inserted) };
         check(self.api, "put", rc).map(|()| inserted != 0)
     }
 
-    /// Reads `key`'s value into `out`; whether it was there.
-    pub fn get(&mut self, key: u64, out: &mut [u8]) -> io::Result<bool> {
-        let (mut found, raw, len) = (0, self.raw.as_ptr(), out.len() as u32);
-        // SAFETY: the handle is open; `out` is writable for its length.
-        let rc = unsafe { (self.api.get)(raw, key, out.as_mut_ptr().cast(), len, &mut found) };
+    /// [`get`](Self::get) with a byte-string key.
+    pub fn get_bytes(&mut self, key: &[u8], out: &mut [u8]) -> io::Result<bool> {
+        let (kl, len) = (len32(key)?, len32(out)?);
+        let (mut found, raw) = (0, self.raw.as_ptr());
+        let (k, o) = (key.as_ptr().cast(), out.as_mut_ptr().cast());
+        // SAFETY: the handle is open; `key` is valid and `out` writable for
+        // their lengths.
+        let rc = unsafe { (self.api.get)(raw, k, kl, o, len, &mut found) };
         check(self.api, "get", rc).map(|()| found != 0)
     }
 
-    /// Deletes `key`; whether it was there.
-    pub fn del(&mut self, key: u64) -> io::Result<bool> {
-        let mut found = 0;
-        // SAFETY: the handle is open.
-        let rc = unsafe { (self.api.del)(self.raw.as_ptr(), key, &mut found) };
+    /// [`del`](Self::del) with a byte-string key.
+    pub fn del_bytes(&mut self, key: &[u8]) -> io::Result<bool> {
+        let (kl, mut found) = (len32(key)?, 0);
+        // SAFETY: the handle is open; `key` is valid for its length.
+        let rc = unsafe { (self.api.del)(self.raw.as_ptr(), key.as_ptr().cast(), kl, &mut found) };
         check(self.api, "del", rc).map(|()| found != 0)
     }
 
@@ -183,6 +235,11 @@ impl Shim {
             (self.api.abort)(self.raw.as_ptr())
         })
     }
+}
+
+/// A key's or value's length as the shims take it.
+fn len32(b: &[u8]) -> io::Result<u32> {
+    u32::try_from(b.len()).map_err(|_| io::Error::other(format!("{} bytes: too long", b.len())))
 }
 
 fn check(api: &Api, action: &str, rc: c_int) -> io::Result<()> {
@@ -226,6 +283,15 @@ mod tests {
             assert!(b.del(5).unwrap());
             assert!(!b.get(5, &mut v).unwrap());
             assert!(!b.del(5).unwrap());
+            // Byte-string keys: a 32-byte one and its 8-byte prefix are two.
+            let long = [b'k'; 32];
+            assert!(b.put_bytes(&long, &[1; 24]).unwrap());
+            assert!(b.put_bytes(&long[..8], &[2; 24]).unwrap());
+            assert!(b.get_bytes(&long, &mut v).unwrap());
+            assert_eq!(v, [1; 24]);
+            assert!(b.del_bytes(&long).unwrap());
+            assert!(!b.get_bytes(&long, &mut v).unwrap());
+            assert!(b.get_bytes(&long[..8], &mut v).unwrap());
         }
     }
 }

@@ -17,7 +17,7 @@ use rewind_collections::{BTreeMap, Error, HashMap};
 use super::super::harness::Ctx;
 use super::store::{End, Store};
 use super::systems::{Plan, LAYOUT};
-use super::workload::{value_of, Digest, Op};
+use super::workload::{str_key, value_of, Digest, Op};
 use super::{MemError, Value};
 
 /// A map of the collections, as the benchmark uses it.
@@ -47,6 +47,27 @@ impl Map for BTreeMap<u64, Value> {
     }
     fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
         BTreeMap::remove(self, tx, &k)
+    }
+}
+
+/// The string-keyed benchmark's map: the workload's key `k` is the 32-byte
+/// string `str_key(k)`, inline in its 40-byte slot.
+impl Map for BTreeMap<Vec<u8>, Value> {
+    const SYSTEM: &'static str = "coll-btree";
+    fn create(tx: &mut Tx<'_>) -> Result<Self, Error> {
+        BTreeMap::create(tx)
+    }
+    fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error> {
+        BTreeMap::get(self, pool, &str_key(k))
+    }
+    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
+        BTreeMap::get_tx(self, tx, &str_key(k))
+    }
+    fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error> {
+        BTreeMap::insert(self, tx, str_key(k).to_vec(), v)
+    }
+    fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
+        BTreeMap::remove(self, tx, &str_key(k))
     }
 }
 

@@ -4,7 +4,10 @@
 //! transaction: Berkeley DB (transactional B-tree, synchronous commit),
 //! LMDB (default sync), SQLite (WAL, `synchronous=FULL`, one table with an
 //! INTEGER PRIMARY KEY and a BLOB) and redb (`Durability::Immediate`).
-//! Keys are the same u64s, values the same 24 bytes.
+//! Keys are the same u64s, values the same 24 bytes; or, for the
+//! string-keyed benchmark ([`Keys::Str32`]), the same 32-byte strings made
+//! of them (Berkeley DB and LMDB: byte keys; SQLite: a `WITHOUT ROWID`
+//! table keyed by a BLOB; redb: a table of `&[u8]` keys).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,7 +18,7 @@ use rewind_peers::pmdk::{PmdkHeap, PmdkTx};
 use rewind_peers::shim::Shim;
 
 use super::store::{End, Store};
-use super::workload::{value_of, Digest, Op};
+use super::workload::{str_key, value_of, Digest, Keys, Op};
 use super::{Engine, MemError, TxMem, Value, VALUE};
 
 impl TxMem for PmdkTx<'_> {
@@ -73,7 +76,25 @@ fn peer<E: std::error::Error + Send + Sync + 'static>(
 
 /// A store of its own behind a C shim (Berkeley DB's B-tree, LMDB's
 /// B+-tree): each batch one of its transactions.
-pub struct ShimStore(pub Shim);
+pub struct ShimStore {
+    shim: Shim,
+    keys: Keys,
+}
+
+/// The key bytes `k` stands for: its 8 big-endian bytes (what the shims'
+/// u64 calls pass) or its 32-byte string.
+fn key_bytes(keys: Keys, k: u64, buf: &mut [u8; 32]) -> &[u8] {
+    match keys {
+        Keys::U64 => {
+            buf[..8].copy_from_slice(&k.to_be_bytes());
+            &buf[..8]
+        }
+        Keys::Str32 => {
+            *buf = str_key(k);
+            &buf[..]
+        }
+    }
+}
 
 /// Berkeley DB's cache: the whole tree and more, as every system here
 /// holds its data in memory.
@@ -86,65 +107,123 @@ impl ShimStore {
     /// A new Berkeley DB environment in the directory `dir` (created).
     pub fn bdb(dir: &Path) -> Result<ShimStore, MemError> {
         std::fs::create_dir_all(dir)?;
-        Ok(ShimStore(Shim::bdb(dir, BDB_CACHE)?))
+        Ok(ShimStore {
+            shim: Shim::bdb(dir, BDB_CACHE)?,
+            keys: Keys::U64,
+        })
     }
 
     /// A new (or, after a crash, the recovered) LMDB environment in `dir`.
     pub fn lmdb(dir: &Path) -> Result<ShimStore, MemError> {
         std::fs::create_dir_all(dir)?;
-        Ok(ShimStore(Shim::lmdb(dir, LMDB_MAP)?))
+        Ok(ShimStore {
+            shim: Shim::lmdb(dir, LMDB_MAP)?,
+            keys: Keys::U64,
+        })
+    }
+
+    /// The same store, keyed as `keys` says.
+    pub fn keyed(self, keys: Keys) -> ShimStore {
+        ShimStore { keys, ..self }
     }
 }
 
 impl Store for ShimStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
+        let mut buf = [0u8; 32];
         match op {
             Op::Get(k) => {
                 let mut v: Value = [0; VALUE];
-                let found = self.0.get(k, &mut v)?;
+                let found = self
+                    .shim
+                    .get_bytes(key_bytes(self.keys, k, &mut buf), &mut v)?;
                 d.get(found.then_some(&v[..]));
             }
-            Op::Insert(k) => d.update(self.0.put(k, &value_of(k))?),
-            Op::Remove(k) => d.update(self.0.del(k)?),
+            Op::Insert(k) => {
+                let kb = key_bytes(self.keys, k, &mut buf);
+                d.update(self.shim.put_bytes(kb, &value_of(k))?)
+            }
+            Op::Remove(k) => d.update(self.shim.del_bytes(key_bytes(self.keys, k, &mut buf))?),
         }
         Ok(())
     }
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
-        self.0.begin()?;
+        self.shim.begin()?;
         for &op in ops {
             if let Err(e) = self.apply(op, d) {
-                let _ = self.0.abort();
+                let _ = self.shim.abort();
                 return Err(e);
             }
         }
         if let Err(e) = end.before_end() {
-            let _ = self.0.abort();
+            let _ = self.shim.abort();
             return Err(e);
         }
         let start = Instant::now();
         if matches!(end, End::Commit) {
-            self.0.commit()?;
+            self.shim.commit()?;
         } else {
-            self.0.abort()?;
+            self.shim.abort()?;
         }
         Ok(start.elapsed())
     }
 }
 
-/// SQLite: one table `kv(k INTEGER PRIMARY KEY, v BLOB)`, WAL journal,
-/// `synchronous=FULL`; each statement autocommits outside a batch.
-pub struct SqliteStore(pub rusqlite::Connection);
+/// SQLite: one table `kv(k INTEGER PRIMARY KEY, v BLOB)` (string keys:
+/// `kv(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID`, one B-tree keyed by the
+/// string, as the others are), WAL journal, `synchronous=FULL`; each
+/// statement autocommits outside a batch.
+pub struct SqliteStore {
+    conn: rusqlite::Connection,
+    keys: Keys,
+}
 
 const SQL_GET: &str = "SELECT v FROM kv WHERE k = ?1";
 /// Like the tree's insert, no change when the key is present.
 const SQL_PUT: &str = "INSERT OR IGNORE INTO kv (k, v) VALUES (?1, ?2)";
 const SQL_DEL: &str = "DELETE FROM kv WHERE k = ?1";
 
+/// A key as SQLite gets it.
+enum SqlKey {
+    /// The key's bits as SQLite's signed 64-bit integer.
+    Int(i64),
+    Blob([u8; 32]),
+}
+
+impl rusqlite::ToSql for SqlKey {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            SqlKey::Int(i) => i.to_sql(),
+            SqlKey::Blob(b) => b[..].to_sql(),
+        }
+    }
+}
+
 impl SqliteStore {
-    /// A new database file at `path` (replaced).
+    /// A new database file at `path` (replaced), keyed by u64s.
     pub fn create(path: &Path) -> Result<SqliteStore, MemError> {
+        SqliteStore::create_keyed(path, Keys::U64)
+    }
+
+    /// The u64-keyed store in the open database `conn` (a recovered one).
+    pub fn from_connection(conn: rusqlite::Connection) -> SqliteStore {
+        SqliteStore {
+            conn,
+            keys: Keys::U64,
+        }
+    }
+
+    fn key(&self, k: u64) -> SqlKey {
+        match self.keys {
+            Keys::U64 => SqlKey::Int(k as i64),
+            Keys::Str32 => SqlKey::Blob(str_key(k)),
+        }
+    }
+
+    /// A new database file at `path` (replaced), keyed as `keys` says.
+    pub fn create_keyed(path: &Path, keys: Keys) -> Result<SqliteStore, MemError> {
         let _ = std::fs::remove_file(path);
         let err = peer("opening SQLite");
         let c = rusqlite::Connection::open(path).map_err(&err)?;
@@ -156,12 +235,13 @@ impl SqliteStore {
                 "SQLite refused WAL mode (journal_mode is {mode})"
             ))));
         }
-        c.execute_batch(
-            "PRAGMA synchronous = FULL;
-             CREATE TABLE kv (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
-        )
-        .map_err(&err)?;
-        Ok(SqliteStore(c))
+        let table = match keys {
+            Keys::U64 => "CREATE TABLE kv (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
+            Keys::Str32 => "CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
+        };
+        c.execute_batch(&format!("PRAGMA synchronous = FULL; {table}"))
+            .map_err(&err)?;
+        Ok(SqliteStore { conn: c, keys })
     }
 }
 
@@ -169,11 +249,11 @@ impl Store for SqliteStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         let err = peer("SQLite");
-        // The key's bits as SQLite's signed 64-bit integer.
         match op {
             Op::Get(k) => {
-                let mut st = self.0.prepare_cached(SQL_GET).map_err(&err)?;
-                let mut rows = st.query([k as i64]).map_err(&err)?;
+                let key = self.key(k);
+                let mut st = self.conn.prepare_cached(SQL_GET).map_err(&err)?;
+                let mut rows = st.query([key]).map_err(&err)?;
                 match rows.next().map_err(&err)? {
                     Some(row) => {
                         let v = row
@@ -187,15 +267,17 @@ impl Store for SqliteStore {
                 }
             }
             Op::Insert(k) => {
-                let mut st = self.0.prepare_cached(SQL_PUT).map_err(&err)?;
+                let key = self.key(k);
+                let mut st = self.conn.prepare_cached(SQL_PUT).map_err(&err)?;
                 let n = st
-                    .execute(rusqlite::params![k as i64, &value_of(k)[..]])
+                    .execute(rusqlite::params![key, &value_of(k)[..]])
                     .map_err(&err)?;
                 d.update(n == 1);
             }
             Op::Remove(k) => {
-                let mut st = self.0.prepare_cached(SQL_DEL).map_err(&err)?;
-                d.update(st.execute([k as i64]).map_err(&err)? == 1);
+                let key = self.key(k);
+                let mut st = self.conn.prepare_cached(SQL_DEL).map_err(&err)?;
+                d.update(st.execute([key]).map_err(&err)? == 1);
             }
         }
         Ok(())
@@ -203,20 +285,20 @@ impl Store for SqliteStore {
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         let err = peer("SQLite");
-        self.0.execute_batch("BEGIN").map_err(&err)?;
+        self.conn.execute_batch("BEGIN").map_err(&err)?;
         for &op in ops {
             if let Err(e) = self.apply(op, d) {
-                let _ = self.0.execute_batch("ROLLBACK");
+                let _ = self.conn.execute_batch("ROLLBACK");
                 return Err(e);
             }
         }
         if let Err(e) = end.before_end() {
-            let _ = self.0.execute_batch("ROLLBACK");
+            let _ = self.conn.execute_batch("ROLLBACK");
             return Err(e);
         }
         let start = Instant::now();
         let commit = matches!(end, End::Commit);
-        self.0
+        self.conn
             .execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })
             .map_err(&err)?;
         Ok(start.elapsed())
@@ -295,6 +377,92 @@ impl Store for RedbStore {
                 let r = self.0.begin_read().map_err(peer("redb begin_read"))?;
                 let t = r.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
                 let v = t.get(k).map_err(peer("redb get"))?;
+                d.get(v.as_ref().map(|g| g.value()));
+                Ok(())
+            }
+            _ => self.write_ops(&[op], End::Commit, d).map(|_| ()),
+        }
+    }
+
+    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
+        self.write_ops(ops, end, d)
+    }
+}
+
+/// redb with string keys: one table of `&[u8]` keys and byte values,
+/// each write transaction committed with `Durability::Immediate`.
+pub struct RedbStrStore(redb::Database);
+
+const REDB_STR_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("strtree");
+
+impl RedbStrStore {
+    /// A new database file at `path` (replaced).
+    pub fn create(path: &Path) -> Result<RedbStrStore, MemError> {
+        let _ = std::fs::remove_file(path);
+        let db = redb::Database::create(path).map_err(peer("creating redb"))?;
+        let w = db.begin_write().map_err(peer("redb begin_write"))?;
+        w.open_table(REDB_STR_TABLE)
+            .map_err(peer("redb open_table"))?;
+        w.commit().map_err(peer("redb commit"))?;
+        Ok(RedbStrStore(db))
+    }
+
+    fn write_ops(
+        &mut self,
+        ops: &[Op],
+        end: End<'_>,
+        d: &mut Digest,
+    ) -> Result<Duration, MemError> {
+        let mut w = self.0.begin_write().map_err(peer("redb begin_write"))?;
+        w.set_durability(redb::Durability::Immediate);
+        {
+            let mut t = (w.open_table(REDB_STR_TABLE)).map_err(peer("redb open_table"))?;
+            for &op in ops {
+                match op {
+                    Op::Get(k) => {
+                        let v = t.get(&str_key(k)[..]).map_err(peer("redb get"))?;
+                        d.get(v.as_ref().map(|g| g.value()));
+                    }
+                    Op::Insert(k) => {
+                        // As `RedbStore`: a present key keeps its value.
+                        let key = str_key(k);
+                        let old = t
+                            .insert(&key[..], &value_of(k)[..])
+                            .map_err(peer("redb insert"))?
+                            .map(|g| g.value().to_vec());
+                        if let Some(old) = &old {
+                            t.insert(&key[..], &old[..]).map_err(peer("redb insert"))?;
+                        }
+                        d.update(old.is_none());
+                    }
+                    Op::Remove(k) => {
+                        let old = t.remove(&str_key(k)[..]).map_err(peer("redb remove"))?;
+                        d.update(old.is_some());
+                    }
+                }
+            }
+        }
+        end.before_end()?;
+        let start = Instant::now();
+        if matches!(end, End::Commit) {
+            w.commit().map_err(peer("redb commit"))?;
+        } else {
+            w.abort().map_err(peer("redb abort"))?;
+        }
+        Ok(start.elapsed())
+    }
+}
+
+impl Store for RedbStrStore {
+    #[inline]
+    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
+        match op {
+            Op::Get(k) => {
+                let r = self.0.begin_read().map_err(peer("redb begin_read"))?;
+                let t = r
+                    .open_table(REDB_STR_TABLE)
+                    .map_err(peer("redb open_table"))?;
+                let v = t.get(&str_key(k)[..]).map_err(peer("redb get"))?;
                 d.get(v.as_ref().map(|g| g.value()));
                 Ok(())
             }

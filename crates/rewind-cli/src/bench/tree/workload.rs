@@ -34,6 +34,38 @@ pub fn value_of(key: u64) -> Value {
     v
 }
 
+/// How the workload's u64 keys reach a store: as themselves, or as the
+/// 32-byte strings [`str_key`] makes of them (the string-keyed benchmark).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "peers"), allow(dead_code))] // the peers' stores use it
+pub enum Keys {
+    U64,
+    Str32,
+}
+
+/// Bytes of the string-keyed workload's keys.
+pub const STR_KEY: usize = 32;
+
+/// The 32-byte string key that stands for `key`, YCSB-like: `user`, 12 hex
+/// digits of a mix of `key` (so the strings' order is unrelated to the
+/// numbers'), then the 16 hex digits of `key` itself (so distinct keys
+/// give distinct strings).
+pub fn str_key(key: u64) -> [u8; STR_KEY] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let mut out = *b"user0000000000000000000000000000";
+    for j in 0..12 {
+        out[4 + j] = HEX[(z >> (60 - 4 * j)) as usize & 15];
+    }
+    for j in 0..16 {
+        out[16 + j] = HEX[(key >> (60 - 4 * j)) as usize & 15];
+    }
+    out
+}
+
 /// What a system answered, folded: the order-sensitive hash of each
 /// operation's outcome (a lookup's value word or a miss, an update's
 /// success or failure).
@@ -189,5 +221,13 @@ mod tests {
                 Op::Remove(k) => assert!(present.remove(&k)),
             }
         }
+    }
+
+    #[test]
+    fn string_keys_are_distinct_ascii_of_32_bytes() {
+        let keys: HashSet<[u8; STR_KEY]> = (0..10_000u64).map(|k| str_key(k * 7919)).collect();
+        assert_eq!(keys.len(), 10_000);
+        assert!(keys.iter().all(|k| k.starts_with(b"user") && k.is_ascii()));
+        assert_eq!(&str_key(0x0123_4567_89ab_cdef)[16..], b"0123456789abcdef");
     }
 }

@@ -1,0 +1,145 @@
+//! The B+-tree with 32-byte string keys (issue 18): `rewind-collections`'
+//! `BTreeMap<Vec<u8>, _>` beside Berkeley DB, LMDB, SQLite and redb, each
+//! keyed by the same strings.
+//!
+//! The workload is `btree`'s (`tree::workload`): a load of distinct random
+//! keys, then lookups and updates (the updates split evenly between
+//! inserts of new keys and deletes of present ones), each operation its
+//! own durable transaction; every u64 key stands for the 32-byte string
+//! `str_key` makes of it (`user`, 12 hex digits of a mix of the key, its
+//! 16 hex digits), values the same 24 bytes. The collections' tree keeps
+//! such a key inline in its 40-byte slot (up to 36 bytes fit; a longer
+//! one would take a block of its own). Berkeley DB and LMDB take the
+//! strings as byte keys, SQLite as the BLOB primary key of a `WITHOUT
+//! ROWID` table, redb as `&[u8]` keys. Measured as `btree` measures: the
+//! same operations for every system, rounds taken in turns, the median
+//! round, answers folded into digests that must agree.
+
+use super::btree::measure;
+use super::harness::{Bench, Ctx, Label, Per};
+use super::output::{Chart, Col, Report};
+use super::tree::systems::{Plan, Subject};
+use super::tree::workload::Model;
+use crate::error::CliError;
+
+/// The systems besides the collections' tree, in the order built.
+pub const STR_PEERS: [&str; 4] = ["bdb", "lmdb", "sqlite", "redb"];
+
+pub const BENCH: Bench = Bench {
+    name: "btree-str",
+    about: "the B+-tree with 32-byte string keys: rewind-collections' BTreeMap beside Berkeley DB, LMDB, SQLite and redb",
+    run,
+    table: &[
+        Col("us_per_op", "us/op", 3),
+        Col("fences_per_op", "fences", 2),
+        Col("flushes_per_op", "lines", 2),
+        Col("speed_vs_bdb", "vs bdb", 2),
+        Col("speed_vs_lmdb", "vs lmdb", 2),
+        Col("speed_vs_sqlite", "vs sqlite", 2),
+        Col("speed_vs_redb", "vs redb", 2),
+    ],
+    chart: Chart {
+        title: "B+-tree with 32-byte string keys: time per operation against update fraction",
+        y_label: "microseconds per operation (log scale)",
+        metrics: &["us_per_op"],
+        log_y: true,
+        higher_is_better: false,
+    },
+    peers: &STR_PEERS,
+    paper: "Issue 18's string-key goal: with 32-byte string keys, rewind-collections' BTreeMap at least 5x faster than redb and LMDB (100 % updates, tmpfs).",
+    notes: "coll-btree is rewind-collections' BTreeMap<Vec<u8>, [u8; 24]> under the default policy: each 32-byte key inline in its 40-byte leaf slot, beside its 24-byte value. The peers use their own trees with the same keys as byte strings; every operation is its own durable transaction, and every system's answers must agree.",
+    headlines: &[],
+};
+
+/// Update fractions.
+const FRACTIONS: [f64; 2] = [0.0, 1.0];
+/// The workload's seed.
+const SEED: u64 = 0x57_2ee;
+
+/// The collections' tree with string keys, then the peers (`--features
+/// peers`), each empty.
+fn build(ctx: &Ctx, dir: &std::path::Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
+    use super::tree::coll::MapStore;
+    use super::tree::Value;
+    use rewind_collections::BTreeMap;
+    let built = |what: &str| {
+        let what = what.to_string();
+        move |e| CliError::Bench(format!("creating {what}: {e}"))
+    };
+    let coll = MapStore::<BTreeMap<Vec<u8>, Value>>::create(ctx, dir, "str32", None, plan)
+        .map_err(built("the string-keyed BTreeMap"))?;
+    #[allow(unused_mut)]
+    let mut out = vec![Subject {
+        system: "coll-btree",
+        config: "default".into(),
+        store: Box::new(coll),
+    }];
+    #[cfg(feature = "peers")]
+    {
+        use super::tree::peers::{RedbStrStore, ShimStore, SqliteStore};
+        use super::tree::workload::Keys;
+        let bdb = ShimStore::bdb(&dir.join("bdb-str")).map_err(built("Berkeley DB"))?;
+        let lmdb = ShimStore::lmdb(&dir.join("lmdb-str")).map_err(built("LMDB"))?;
+        let sqlite = SqliteStore::create_keyed(&dir.join("sqlite-str.db"), Keys::Str32)
+            .map_err(built("SQLite"))?;
+        let redb = RedbStrStore::create(&dir.join("redb-str.db")).map_err(built("redb"))?;
+        let peers: [(&'static str, &str, Box<dyn super::tree::store::Store>); 4] = [
+            ("bdb", "btree-txn-sync", Box::new(bdb.keyed(Keys::Str32))),
+            ("lmdb", "sync", Box::new(lmdb.keyed(Keys::Str32))),
+            ("sqlite", "wal-full", Box::new(sqlite)),
+            ("redb", "immediate", Box::new(redb)),
+        ];
+        for (system, config, store) in peers {
+            out.push(Subject {
+                system,
+                config: config.into(),
+                store,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    // As `btree`: records loaded, operations per round, measured rounds,
+    // each tree's space.
+    let (n_load, n_ops, rounds, space) = ctx.scale.pick(
+        (300, 100, 2, 16 << 20),
+        (50_000, 3_000, 3, 96 << 20),
+        (100_000, 40_000, 5, 256 << 20),
+    );
+    println!(
+        "  {n_load} records (32-byte string key, 24-byte value), {n_ops} operations per round, each \
+         its own transaction; update fractions {FRACTIONS:?}; median of {rounds} rounds"
+    );
+    let dir = ctx.scratch()?;
+    let plan = Plan {
+        space,
+        log: None,
+        baselines: false,
+        auto_checkpoint: true,
+    };
+    let mut model = Model::new(SEED);
+    let load = model.load(n_load);
+    let mut subjects = build(ctx, dir.path(), &plan)?;
+    for s in subjects.iter_mut() {
+        s.store
+            .load(&load)
+            .map_err(|e| CliError::Bench(format!("loading {}: {e}", s.name())))?;
+    }
+    for u in FRACTIONS {
+        let labels = (subjects.iter())
+            .map(|s| Label::new(s.system, s.config.clone(), format!("update={u}")))
+            .collect();
+        let m = ctx.rounds(
+            labels,
+            &mut subjects,
+            (1, rounds),
+            |_| model.mix(n_ops, u),
+            measure,
+        )?;
+        let per = Per::us("op", "us_per_op", n_ops as u64);
+        m.report(report, &per, &[], &STR_PEERS);
+    }
+    Ok(())
+}
