@@ -34,7 +34,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Timer};
+use super::harness::{median, Bench, Ctx, Headline, Label, Per, Sample, Timer};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -601,13 +601,23 @@ fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         "  {n} one-row durable updates per thread per round, threads {GROUP_THREADS:?}, median of {ROUNDS} rounds, in {} (rewind's pools on Msync, whatever --backend says)",
         base.display()
     );
-    let mut one: Vec<(Label, f64)> = Vec::new();
-    for threads in GROUP_THREADS {
-        let dir = crate::scratch::dir(Some(&base))?;
-        let (labels, mut systems): (Vec<_>, Vec<_>) =
-            group_systems(dir.path(), threads)?.into_iter().unzip();
-        let input = |r: usize| -> Rows {
-            let mut rng = SmallRng::seed_from_u64(r as u64);
+    // Every system at every thread count in one set of alternating rounds
+    // (a round runs each of them once), so that a burst of load on the
+    // shared disk hits every point alike, and each point's ratio to one
+    // thread is taken round by round.
+    let dirs = (GROUP_THREADS.iter())
+        .map(|_| crate::scratch::dir(Some(&base)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut labels, mut systems) = (Vec::new(), Vec::new());
+    for (k, &threads) in GROUP_THREADS.iter().enumerate() {
+        for (l, g) in group_systems(dirs[k].path(), threads)? {
+            labels.push(l);
+            systems.push((k, g));
+        }
+    }
+    let input = |r: usize| -> (usize, Vec<Rows>) {
+        let rows = GROUP_THREADS.map(|threads| {
+            let mut rng = SmallRng::seed_from_u64((r as u64) << 8 | threads as u64);
             let per = M / threads as u64;
             let rows = (0..threads as u64)
                 .map(|t| {
@@ -617,30 +627,51 @@ fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 })
                 .collect();
             (rows, (r as u64) << 40)
-        };
-        let m = ctx.rounds(labels, &mut systems, (1, ROUNDS), input, Group::measure)?;
-        for (i, l) in m.labels.iter().enumerate() {
-            let value = |name: &str| {
-                m.median(i, |s| {
-                    (s.values.iter())
-                        .find(|v| v.0 == name)
-                        .map_or(f64::NAN, |v| v.1)
-                })
-            };
-            let per_s = value("commits_per_s");
-            report.push(l, "commits_per_s", per_s, "commits/s");
-            for name in ["commits_per_flush", "device_flushes_per_commit"] {
-                report.push(l, name, value(name), "count");
+        });
+        (r, rows.to_vec())
+    };
+    // The answers must agree between the systems at one thread count (the
+    // driver's digest check compares every system of a round, so the
+    // digests are checked here instead).
+    let digests = std::cell::RefCell::new(std::collections::HashMap::new());
+    let m = ctx.rounds(
+        labels,
+        &mut systems,
+        (1, ROUNDS),
+        input,
+        |(k, g), (r, rows)| {
+            let mut sample = g.measure(&rows[*k])?;
+            let d = sample.digest.take();
+            let mut seen = digests.borrow_mut();
+            let want = *seen.entry((*r, *k)).or_insert(d);
+            if want != d {
+                return Err(CliError::Verification {
+                    failures: vec![format!(
+                        "round {r}, {} threads: the systems' answers differ",
+                        GROUP_THREADS[*k]
+                    )],
+                });
             }
-            if threads == 1 {
-                one.push((l.clone(), per_s));
-            }
-            let base = one
-                .iter()
-                .find(|(b, _)| b.system == l.system && b.config == l.config);
-            if let Some((_, b)) = base {
-                report.push(l, "scaling_vs_1_thread", per_s / b, "ratio");
-            }
+            Ok(sample)
+        },
+    )?;
+    let value = |i: usize, r: usize, name: &str| {
+        (m.samples[i][r].values.iter())
+            .find(|v| v.0 == name)
+            .map_or(f64::NAN, |v| v.1)
+    };
+    for (i, l) in m.labels.iter().enumerate() {
+        let med = |name: &str| median((0..ROUNDS).map(|r| value(i, r, name)).collect());
+        report.push(l, "commits_per_s", med("commits_per_s"), "commits/s");
+        for name in ["commits_per_flush", "device_flushes_per_commit"] {
+            report.push(l, name, med(name), "count");
+        }
+        let one = (m.labels.iter())
+            .position(|b| b.system == l.system && b.config == l.config && b.param == "threads=1");
+        if let Some(j) = one {
+            let ratios =
+                (0..ROUNDS).map(|r| value(i, r, "commits_per_s") / value(j, r, "commits_per_s"));
+            report.push(l, "scaling_vs_1_thread", median(ratios.collect()), "ratio");
         }
     }
     Ok(())
