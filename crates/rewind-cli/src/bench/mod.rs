@@ -36,7 +36,8 @@ use crate::error::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// Benchmark to run: `overhead`, `intensity`, `checkpoint`, `fence`, `skip`,
-    /// `recovered`, `redu`, `btree`, `btree-str`, `rollback`, `threads`, `nvwal`, `disk`, `tpcc`, or `all`; or
+    /// `recovered`, `redu`, `btree`, `btree-str`, `rollback`, `threads`, `nvwal`, `disk`,
+    /// `group-commit`, `tpcc`, or `all`; or
     /// `report`: BENCHMARKS.md, the charts and the CSV files from OUT/*.json.
     name: String,
     /// With `report`: write nothing, fail if regenerating would change a file.
@@ -114,7 +115,7 @@ pub fn array_pool(
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 14] = [
+const BENCHES: [&Bench; 15] = [
     &overhead::BENCH,
     &intensity::BENCH,
     &checkpoint::BENCH,
@@ -128,6 +129,7 @@ const BENCHES: [&Bench; 14] = [
     &threads::BENCH,
     &nvwal::BENCH,
     &disk::BENCH,
+    &disk::GROUP_COMMIT,
     &tpcc::BENCH,
 ];
 

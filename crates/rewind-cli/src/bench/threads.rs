@@ -19,6 +19,13 @@
 //!   lookup's too). Correct for any tree, and scaling no better than the
 //!   lock: it shows what a program gets without a concurrent tree.
 //!
+//! - **coll**: `rewind-collections`' `BTreeMap` (system `coll-btree`),
+//!   one per thread (own) or ONE shared by every thread (shared) with no
+//!   user lock: each operation's transaction takes the map's own lock
+//!   (exclusive for an update, shared for a lookup through a
+//!   transaction; a lookup outside one, `map.get(&pool, k)`, reads the
+//!   committed state), under the default policy (redo) and batch-force.
+//!
 //! The baselines run the same way (own: one arena or domain per thread;
 //! shared: the one tree under the lock). Each thread's keys come from a
 //! range of its own, so its answers do not depend on the interleaving:
@@ -30,15 +37,17 @@ use std::path::Path;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use rewind::{LogVariant, Policy, Pool};
+use rewind::{LogVariant, Policy, Pool, PoolConfig};
+use rewind_collections::BTreeMap;
 
 use super::harness::{Bench, Ctx, Headline, Label, Sample, Scale};
 use super::output::{Chart, Col, Report};
 use super::tree::mem::{NoLog, Rewind, Volatile};
 use super::tree::store::{Store, TreeStore};
 use super::tree::systems::LAYOUT;
+use super::tree::workload::value_of;
 use super::tree::workload::{Digest, Model, Op};
-use super::tree::{BTree, MemError};
+use super::tree::{BTree, MemError, Value};
 use crate::error::CliError;
 
 pub const BENCH: Bench = Bench {
@@ -199,6 +208,61 @@ enum Setup {
         pool: Box<Pool>,
         trees: Vec<BTree>,
     },
+    /// One pool; `rewind-collections` maps (one per thread, or one shared
+    /// with no user lock).
+    Coll {
+        pool: Box<Pool>,
+        maps: Vec<BTreeMap<u64, Value>>,
+    },
+}
+
+fn coll(e: rewind_collections::Error) -> MemError {
+    match e {
+        rewind_collections::Error::Pool(e) => MemError::from(e),
+        e => MemError::Io(std::io::Error::other(e.to_string())),
+    }
+}
+
+/// Inserts of a map's load per transaction.
+const COLL_LOAD: usize = 256;
+
+/// A map of the collections in `pool`, holding the inserts of `ops`.
+fn coll_map(pool: &Pool, ops: &[Op]) -> Result<BTreeMap<u64, Value>, MemError> {
+    let map = pool.transaction(BTreeMap::create).map_err(coll)?;
+    for chunk in ops.chunks(COLL_LOAD) {
+        pool.transaction(|tx| {
+            for op in chunk {
+                if let Op::Insert(k) = *op {
+                    map.insert(tx, k, value_of(k))?;
+                }
+            }
+            Ok::<_, rewind_collections::Error>(())
+        })
+        .map_err(coll)?;
+    }
+    Ok(map)
+}
+
+/// One operation of the workload on a map, its own transaction (a lookup
+/// reads the committed state, as a program of the collections would).
+fn coll_apply(
+    pool: &Pool,
+    map: BTreeMap<u64, Value>,
+    op: Op,
+    d: &mut Digest,
+) -> Result<(), MemError> {
+    match op {
+        Op::Get(k) => d.get(map.get(pool, &k).map_err(coll)?.as_ref().map(|v| &v[..])),
+        Op::Insert(k) => {
+            let old = pool.transaction(|tx| map.insert(tx, k, value_of(k)));
+            d.update(old.map_err(coll)?.is_none())
+        }
+        Op::Remove(k) => {
+            let old = pool.transaction(|tx| map.remove(tx, &k));
+            d.update(old.map_err(coll)?.is_some())
+        }
+    }
+    Ok(())
 }
 
 struct Sys {
@@ -288,6 +352,33 @@ fn build(
             });
         }
     }
+    // The collections' map: the default policy (redo) and batch-force.
+    for policy in [Policy::Redo, Policy::Force] {
+        let config = format!("batch-{policy}");
+        let path = dir.join(format!("coll-{config}.pool"));
+        let _ = std::fs::remove_file(&path);
+        let cfg = PoolConfig::default()
+            .policy(policy)
+            .backend(ctx.backend)
+            .nvm_latency(ctx.latency);
+        let pool = Box::new(
+            Pool::create(&path, LAYOUT, space, &cfg)
+                .map_err(CliError::rewind(format!("creating {}", path.display())))?,
+        );
+        let groups: Vec<&[Op]> = match sharing {
+            Sharing::Own => loads.iter().map(Vec::as_slice).collect(),
+            Sharing::Shared => vec![&all],
+        };
+        let mut maps = Vec::new();
+        for ops in groups {
+            maps.push(coll_map(&pool, ops).map_err(built(format!("coll-btree/{config}")))?);
+        }
+        out.push(Sys {
+            system: "coll-btree",
+            config,
+            setup: Setup::Coll { pool, maps },
+        });
+    }
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
@@ -343,6 +434,12 @@ impl Sys {
                     pool.sync()?;
                     Ok((wall.max(first.elapsed()), d, first))
                 })
+            }
+            Setup::Coll { pool, maps } => {
+                let pool = &**pool;
+                // Shared: every thread on the one map, no user lock.
+                let workers = (0..ops.len()).map(|i| maps[i % maps.len()]).collect();
+                threads(workers, ops, |m, op, d| coll_apply(pool, *m, op, d))
             }
         };
         r.map(|(wall, digests, _)| (wall, digests))

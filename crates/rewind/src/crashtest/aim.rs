@@ -59,8 +59,9 @@ fn shows(site: Site, v: LogVariant, p: Policy) -> bool {
 /// force before no-force.
 pub fn aim(site: Site) -> Vec<Config> {
     let shape = shape_for(site);
-    // Only another thread's unfenced write-back shows a lost re-flush.
-    let two = site == sites::RING_DRAIN_FLUSH;
+    // Only another thread's unfenced write-back shows a lost re-flush, and
+    // only another thread's group in flight a commit that does not wait.
+    let two = site == sites::RING_DRAIN_FLUSH || site == sites::RING_ORDER;
     let mut out = Vec::new();
     for v in [
         LogVariant::Batch,

@@ -4,12 +4,42 @@
 //! draws a group byte by byte).
 //!
 //! **Commit** (one fence). Under the ring's latch, a transaction's group
-//! (header, packed entries, CRC) is placed at the head and written with
-//! non-temporal stores in whole lines, then **one fence** makes it durable:
-//! the commit point. Its values are then stored in place and their lines
-//! written back (`clwb`) with no fence of their own: the next fence of the
-//! same thread (its next commit, a drain, `sync`, `close`) makes them
-//! durable.
+//! (header, packed entries, CRC) is given its place at the head and its
+//! sequence number; outside the latch it is written with non-temporal
+//! stores in whole lines, then **one fence** makes it durable: the commit
+//! point. Its values are then stored in place and their lines written back
+//! (`clwb`) with no fence of their own: the next fence of the same thread
+//! (its next commit, a drain, `sync`, `close`) makes them durable.
+//!
+//! **Concurrent commits** (the latch never held across a fence). Groups
+//! of several threads are written and fenced at the same time, so group
+//! `n + 1` may be durable before group `n`. Recovery replays groups in
+//! sequence order and stops at the first one missing, so:
+//! - a commit returns (is acknowledged) only once every earlier group is
+//!   durable: each commit, after its fence, waits until group `n - 1` is
+//!   *applied* (durable and written back in place), spinning briefly, then
+//!   parked on the latch's condition variable;
+//! - write-back in place happens in sequence order, after the commit point
+//!   of its group and of every earlier one: a group's values are stored
+//!   only once group `n - 1` is applied, and then it is applied itself.
+//!   Two groups that write the same bytes (a program that does not lock
+//!   what it shares) leave the later group's value in place, as replay
+//!   does; a crash before group `n` is durable replays neither `n` nor
+//!   any later group, none of which has stored a value in place;
+//! - the ring's bookkeeping (the write-back ranges of each group, the
+//!   `touched` lines, the thread epochs, a lagged Log Start's slot) is
+//!   recorded under the latch when a group is applied, so in sequence
+//!   order, as before. Only one commit at a time stores a lagged Log
+//!   Start (the slot not in use is one line).
+//!
+//! A commit that fails after its reservation (its store or fence) leaves a
+//! sequence number that recovery can never pass: the ring takes no more
+//! commits, and every commit waiting on it fails with `Poisoned`. On a
+//! disk the fence is shared by the commits in flight (group commit, see
+//! `persist`: one `msync` covers every group recorded before it); on
+//! persistent memory a fence (`sfence`) orders only its own thread's
+//! stores, so each commit fences its own group and "sharing" is only the
+//! wait for the earlier groups.
 //!
 //! **Log Start** (reclamation without a fence). Two slots in the meta page
 //! hold (commit sequence number, ring position, check word); recovery takes
@@ -40,7 +70,10 @@
 //! 0. A group larger than half the ring is not placed here at all (the
 //! transaction commits through the bucket log instead).
 //!
-//! **Drain.** Before a transaction logs in the bucket log (its records'
+//! **Drain.** A drain waits for the commits in flight to be applied and
+//! holds new ones back (at their reservation) until it ends; it keeps the
+//! latch across its fence (drains are checkpoints: rare). Before a
+//! transaction logs in the bucket log (its records'
 //! stores in place no ring group covers), and at `sync` and close, the
 //! lines of groups other threads wrote back and have not fenced are written
 //! back again by this thread and fenced (`ring.drain.lines`), then the Log
@@ -66,9 +99,9 @@
 //! before any of its stores over a drained group's line can count as done.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::Error;
 use crate::format::group::{self, Builder, Head};
@@ -137,9 +170,31 @@ struct State {
     /// `touched` drops the lines of groups behind the durable Log Start
     /// once it holds more than this.
     prune_at: usize,
+    /// The last group durable and written back in place: every group up
+    /// to it is too (they finish in sequence order).
+    applied: u64,
+    /// Commits between their reservation and their write-back's record.
+    inflight: usize,
+    /// A commit stores the Log Start slot not in use (one at a time).
+    advancing: bool,
+    /// A drain waits for the commits in flight; new ones wait for it.
+    draining: bool,
+    /// A commit failed after its reservation: later groups could never be
+    /// replayed, so the ring takes no more (the pool is poisoned).
+    broken: Option<String>,
 }
 
 impl State {
+    /// `Err(Poisoned)` once a commit failed midway.
+    fn usable(&self) -> Result<(), Error> {
+        match &self.broken {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Whether a group that recovery could replay (one the durable Log
     /// Start does not cover) wrote a line of `off..off + len`: probing each
     /// line or scanning the map, whichever is shorter.
@@ -165,6 +220,9 @@ const LINE: u64 = group::LINE as u64;
 /// The least `State::prune_at`.
 const PRUNE_MIN: usize = 4096;
 
+/// Spins of a commit waiting for an earlier group before it parks.
+const SPINS: u32 = 2000;
+
 /// What recovery found in the ring.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Replayed {
@@ -184,6 +242,13 @@ pub struct Ring {
     pending: AtomicBool,
     /// `State::unfenced` is set (read without the latch).
     unfenced: AtomicBool,
+    /// `State::applied` (read without the latch).
+    applied: AtomicU64,
+    /// `State::broken` is set (read without the latch).
+    broken: AtomicBool,
+    /// Signalled under the latch when a group is written back, a drain
+    /// ends or the ring closes.
+    cv: Condvar,
 }
 
 /// Reads slot `i`: `None` for one whose check word fails (torn by a
@@ -288,9 +353,17 @@ impl Ring {
                 epochs: Default::default(),
                 touched: Default::default(),
                 prune_at: PRUNE_MIN,
+                applied: next - 1,
+                inflight: 0,
+                advancing: false,
+                draining: false,
+                broken: None,
             }),
             pending: AtomicBool::new(false),
             unfenced: AtomicBool::new(false),
+            applied: AtomicU64::new(next - 1),
+            broken: AtomicBool::new(false),
+            cv: Condvar::new(),
         };
         Ok((ring, rep))
     }
@@ -334,34 +407,92 @@ impl Ring {
     /// commits through the bucket log, whose first append drains the ring
     /// (and whose fences make that Log Start durable), so that no commit
     /// ever writes over ring space whose Log Start is not yet durable.
+    ///
+    /// The latch is held only to reserve (position, sequence number, a
+    /// lagged Log Start to store) and to record the write-back: the group
+    /// is written and fenced outside it, so concurrent commits fence at
+    /// once (see the module docs, **Concurrent commits**).
     pub fn commit(&self, d: &Domain, b: &mut Builder) -> Result<Option<u64>, Error> {
         let size = b.size() as u64;
         debug_assert!(self.fits(size as usize));
         let me = super::thread_tag();
+        // 1. Reserve, under the latch.
+        let (csn, at, advance) = {
+            let st = self.state.lock();
+            let mut st = self.wait_while(d, st, |st| st.draining && st.broken.is_none());
+            let st = &mut *st;
+            st.usable()?;
+            self.learn(st);
+            let at = self.place(st.head, size);
+            if at + size - st.fenced.at > self.len {
+                return Ok(None);
+            }
+            let csn = st.next_csn;
+            st.head = at + size;
+            st.next_csn = csn + 1;
+            // Lagged reclamation: the slot not in use takes the end of the
+            // groups known durable, made durable by this commit's fence
+            // (one commit at a time; a drain's unfenced store to the same
+            // slot is superseded).
+            let advance =
+                (!st.advancing && st.durable_to.at - st.fenced.at >= self.len / 8).then(|| {
+                    st.advancing = true;
+                    st.unfenced = None;
+                    self.unfenced.store(false, Ordering::Release);
+                    (st.slot ^ 1, st.durable_to)
+                });
+            st.inflight += 1;
+            st.flights.push_back(Flight {
+                csn,
+                end: at + size,
+                writer: me,
+                epoch: 0,
+                ranges: 0,
+            });
+            (csn, at, advance)
+        };
+        // 2. Write and fence, without the latch: the commit point, the
+        // group durable (and the Log Start stored with it).
+        let written = (|| {
+            let bytes = b.seal(csn);
+            d.store_nt(self.off + at % self.len, bytes)?;
+            if let Some((slot, start)) = advance {
+                store_slot(d, slot, start.csn, start.at % self.len)?;
+            }
+            d.fence_at(sites::RING_COMMIT)
+        })();
+        // 3. Wait until every earlier group is durable and written back:
+        // recovery replays groups in order and stops at the first one
+        // missing, so this one counts only once they all do, and in-place
+        // stores go in sequence order (a later group's value of the same
+        // bytes lands last, as at replay).
+        let done = written.and_then(|()| match d.mutated(sites::RING_ORDER) {
+            true => Ok(()),
+            false => self.wait_applied(d, csn - 1),
+        });
+        // 4. Write-back: stores and clwb, no fence (the next fence of this
+        // thread makes them durable).
+        let done = done.and_then(|()| {
+            for (target, value) in b.values() {
+                d.store(target, value)?;
+                d.flush_lazy_at(target, value.len() as u64, sites::RING_WRITE_BACK)?;
+            }
+            Ok(())
+        });
+        // 5. Record, under the latch, and let the next group go.
         let mut st = self.state.lock();
         let st = &mut *st;
-        self.learn(st);
-        let at = self.place(st.head, size);
-        if at + size - st.fenced.at > self.len {
-            return Ok(None);
+        st.inflight -= 1;
+        if let Err(e) = done {
+            // Later groups can never be replayed past this one: the ring
+            // is closed until the pool is reopened.
+            if st.broken.is_none() {
+                st.broken = Some(e.to_string());
+            }
+            self.broken.store(true, Ordering::Release);
+            self.cv.notify_all();
+            return Err(e);
         }
-        let csn = st.next_csn;
-        let bytes = b.seal(csn);
-        d.store_nt(self.off + at % self.len, bytes)?;
-        // Lagged reclamation: the slot not in use takes the end of the
-        // groups known durable, made durable by this commit's fence.
-        let advance = st.durable_to.at - st.fenced.at >= self.len / 8;
-        if advance {
-            store_slot(
-                d,
-                st.slot ^ 1,
-                st.durable_to.csn,
-                st.durable_to.at % self.len,
-            )?;
-        }
-        // The commit point: the group durable (and the Log Start stored
-        // above with it) before any value is stored in place.
-        d.fence_at(sites::RING_COMMIT)?;
         let epoch = st.epochs.entry(me).or_default();
         if !d.lazy_write_back() {
             // On Msync a commit's fence syncs only its own ranges (the
@@ -370,21 +501,15 @@ impl Ring {
             *epoch += 1;
         }
         let epoch = *epoch;
-        if advance {
+        if let Some((_, start)) = advance {
             st.slot ^= 1;
-            st.fenced = st.durable_to;
-            st.start = st.start.max_by_csn(st.durable_to);
-            // A drain's unfenced store to the same slot is superseded.
-            st.unfenced = None;
-            self.unfenced.store(false, Ordering::Release);
+            st.fenced = start;
+            st.start = st.start.max_by_csn(start);
+            st.advancing = false;
         }
-        // Write-back: stores and clwb, no fence (the next fence of this
-        // thread makes them durable).
         let mut n = 0;
         for (target, value) in b.values() {
-            d.store(target, value)?;
             let len = value.len() as u64;
-            d.flush_lazy_at(target, len, sites::RING_WRITE_BACK)?;
             st.ranges.push_back((target, len));
             if len > 0 {
                 for l in target / LINE..=(target + len - 1) / LINE {
@@ -398,17 +523,66 @@ impl Ring {
             st.touched.retain(|_, c| *c >= from);
             st.prune_at = (2 * st.touched.len()).max(PRUNE_MIN);
         }
-        st.flights.push_back(Flight {
-            csn,
-            end: at + size,
-            writer: me,
-            epoch,
-            ranges: n,
-        });
-        st.head = at + size;
-        st.next_csn = csn + 1;
+        let first = st.flights.front().map_or(csn, |f| f.csn);
+        let f = &mut st.flights[(csn - first) as usize];
+        debug_assert_eq!(f.csn, csn);
+        f.epoch = epoch;
+        f.ranges = n;
+        // (`max`: only a mutated engine, which skips the wait, applies
+        // out of order.)
+        st.applied = st.applied.max(csn);
+        self.applied.store(st.applied, Ordering::Release);
         self.pending.store(true, Ordering::Release);
+        self.cv.notify_all();
         Ok(Some(csn))
+    }
+
+    /// Waits until group `csn` is durable and written back (every group
+    /// up to it is then too): spinning briefly, then parked on the latch's
+    /// condition variable (under the crash explorer, at its scheduling
+    /// points, which pass the turn to the thread it waits for).
+    fn wait_applied(&self, d: &Domain, csn: u64) -> Result<(), Error> {
+        let mut spins = 0u32;
+        while self.applied.load(Ordering::Acquire) < csn {
+            if self.broken.load(Ordering::Acquire) {
+                return self.state.lock().usable();
+            }
+            if d.schedule_point() {
+                continue;
+            }
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            let st = self.state.lock();
+            let st = self.wait_while(d, st, |st| st.applied < csn && st.broken.is_none());
+            return st.usable();
+        }
+        Ok(())
+    }
+
+    /// Waits, with the latch released, while `blocked` holds; returns with
+    /// the latch held. Every change a waiter may wait for (a group written
+    /// back, a drain ended, the ring closed) notifies under the latch.
+    fn wait_while<'a>(
+        &'a self,
+        d: &Domain,
+        mut st: MutexGuard<'a, State>,
+        blocked: impl Fn(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        while blocked(&st) {
+            // Under the crash explorer the thread waited for runs only
+            // when this one passes the turn, at a scheduling point;
+            // otherwise the condition is tested and waited for under the
+            // latch, so no notification is missed.
+            if d.has_schedule() {
+                MutexGuard::unlocked(&mut st, || d.schedule_point());
+            } else {
+                self.cv.wait(&mut st);
+            }
+        }
+        st
     }
 
     /// The virtual position a group of `size` bytes takes at `head`.
@@ -424,7 +598,7 @@ impl Ring {
     /// into the durable prefix.
     fn learn(&self, st: &mut State) {
         while let Some(f) = st.flights.front() {
-            if st.epochs.get(&f.writer).copied().unwrap_or(0) <= f.epoch {
+            if f.csn > st.applied || st.epochs.get(&f.writer).copied().unwrap_or(0) <= f.epoch {
                 break;
             }
             st.durable_to = Start {
@@ -450,8 +624,24 @@ impl Ring {
         if !self.pending() && !self.unfenced.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut st = self.state.lock();
-        self.drain_locked(d, &mut st, super::thread_tag())
+        let st = self.state.lock();
+        self.drain_barred(d, st)
+    }
+
+    /// Drains with every commit in flight finished and new ones held back
+    /// until the drain ends: a drain is a checkpoint, rare, and it keeps
+    /// the latch across its fence (see the module docs).
+    fn drain_barred(&self, d: &Domain, st: MutexGuard<'_, State>) -> Result<(), Error> {
+        let mut st = self.wait_while(d, st, |st| st.draining && st.broken.is_none());
+        st.usable()?;
+        st.draining = true;
+        let mut st = self.wait_while(d, st, |st| st.inflight > 0 && st.broken.is_none());
+        let r = st
+            .usable()
+            .and_then(|()| self.drain_locked(d, &mut st, super::thread_tag()));
+        st.draining = false;
+        self.cv.notify_all();
+        r
     }
 
     /// Before a store in place of `off..off + len` that no ring group
@@ -463,11 +653,11 @@ impl Ring {
         if !self.pending() && !self.unfenced.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         if !st.touches(off, len) {
             return Ok(());
         }
-        self.drain_locked(d, &mut st, super::thread_tag())
+        self.drain_barred(d, st)
     }
 
     fn drain_locked(&self, d: &Domain, st: &mut State, me: u64) -> Result<(), Error> {

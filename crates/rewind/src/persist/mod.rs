@@ -27,6 +27,10 @@
 //!   ([`Domain::flush_lazy_at`]: a commit group's values stored in place)
 //!   wait for [`Domain::fence_lazy_at`], so a redo commit pays one device
 //!   flush for its group alone. Counted in [`Counters::device_flushes`].
+//!   Fences of several threads share device flushes (group commit): a
+//!   fence that finds one in flight waits for it and then, if its own
+//!   ranges came too late for it, for the next, which one of the waiters
+//!   leads for all of them (`Flushes`; [`Counters::grouped_fences`]).
 //! * **Sim** — a simulated domain in ordinary memory (see [`sim`]) that keeps,
 //!   per 64-byte line, the persisted contents apart from the stores not yet
 //!   guaranteed persistent (a flush is completed only by a fence of the
@@ -88,6 +92,10 @@ pub struct Counters {
     /// Device flushes: `msync` calls on Msync, one per fence with anything
     /// to make durable (0 on the other backends).
     pub device_flushes: u64,
+    /// Msync fences made durable by another thread's device flush (group
+    /// commit): the fence waited for a flush in flight, or for the next
+    /// one that another thread led, instead of issuing its own.
+    pub grouped_fences: u64,
 }
 
 impl std::ops::Add for Counters {
@@ -99,6 +107,7 @@ impl std::ops::Add for Counters {
             nt_lines: self.nt_lines + o.nt_lines,
             nvm_writes: self.nvm_writes + o.nvm_writes,
             device_flushes: self.device_flushes + o.device_flushes,
+            grouped_fences: self.grouped_fences + o.grouped_fences,
         }
     }
 }
@@ -129,6 +138,7 @@ impl Counters {
             nt_lines: self.nt_lines - earlier.nt_lines,
             nvm_writes: self.nvm_writes - earlier.nvm_writes,
             device_flushes: self.device_flushes - earlier.device_flushes,
+            grouped_fences: self.grouped_fences - earlier.grouped_fences,
         }
     }
 }
@@ -150,6 +160,7 @@ struct Slot {
     nt_lines: AtomicU64,
     nvm_writes: AtomicU64,
     device_flushes: AtomicU64,
+    grouped_fences: AtomicU64,
 }
 
 const SLOTS: usize = 64;
@@ -194,15 +205,50 @@ enum Kind {
     Pmem {
         instr: FlushInstr,
     },
-    /// `dirty`: ranges the next fence makes durable (flushed cached
-    /// stores, and non-temporal stores, already written to the file);
-    /// `lazy`: ranges only [`Domain::fence_lazy_at`] does (see
+    /// `flush`: the ranges the next device flush makes durable (flushed
+    /// cached stores, and non-temporal stores, already written to the
+    /// file) and the group commit's bookkeeping (see [`Flushes`]);
+    /// `flushed`: signalled when a device flush ends; `lazy`: ranges only
+    /// [`Domain::fence_lazy_at`] makes durable (see
     /// [`Domain::flush_lazy_at`]).
-    Msync {
-        dirty: Mutex<Vec<(u64, u64)>>,
-        lazy: Mutex<Vec<(u64, u64)>>,
-    },
+    Msync(Box<Msync>),
     Sim(Box<Sim>),
+}
+
+/// Msync's state (boxed: a `Domain` stays small).
+struct Msync {
+    flush: Mutex<Flushes>,
+    flushed: parking_lot::Condvar,
+    lazy: Mutex<Vec<(u64, u64)>>,
+}
+
+/// Msync's group commit. Every range recorded for a fence gets a number
+/// (`recorded` counts them); a device flush takes every range recorded so
+/// far and, once its `msync` returns, `durable` is the count it covered. A
+/// fence waits until `durable` reaches the count at its start: it leads a
+/// flush itself when none is in flight, and otherwise waits for the one in
+/// flight and, if that one started before its ranges were recorded, for
+/// the next, which the first waiter to wake leads. So fences that arrive
+/// while a flush is in flight share the next one: one device flush for a
+/// whole group of commits, each waiting at most for the flush in flight
+/// and its own.
+#[derive(Default)]
+struct Flushes {
+    dirty: Vec<(u64, u64)>,
+    recorded: u64,
+    durable: u64,
+    busy: bool,
+    /// A device flush failed: the page cache may have dropped the dirty
+    /// pages it could not write, so no later fence can promise anything
+    /// (every fence fails from then on).
+    failed: Option<String>,
+}
+
+impl Flushes {
+    fn record(&mut self, off: u64, len: u64) {
+        self.dirty.push((off, len));
+        self.recorded += 1;
+    }
 }
 
 /// A callback run by a simulated domain at each store, flush and fence,
@@ -491,10 +537,11 @@ impl Domain {
             Backend::Pmem => Kind::Pmem {
                 instr: FlushInstr::detect(),
             },
-            Backend::Msync => Kind::Msync {
-                dirty: Mutex::new(Vec::new()),
+            Backend::Msync => Kind::Msync(Box::new(Msync {
+                flush: Mutex::new(Flushes::default()),
+                flushed: parking_lot::Condvar::new(),
                 lazy: Mutex::new(Vec::new()),
-            },
+            })),
             Backend::Sim => unreachable!("sim domains are built by Domain::sim"),
         };
         Domain {
@@ -533,7 +580,7 @@ impl Domain {
     pub fn backend(&self) -> Backend {
         match self.kind {
             Kind::Pmem { .. } => Backend::Pmem,
-            Kind::Msync { .. } => Backend::Msync,
+            Kind::Msync(_) => Backend::Msync,
             Kind::Sim(_) => Backend::Sim,
         }
     }
@@ -641,9 +688,9 @@ impl Domain {
             Kind::Pmem { instr } => {
                 self.map.write_nt(off as usize, bytes, *instr);
             }
-            Kind::Msync { dirty, .. } => {
+            Kind::Msync(m) => {
                 self.write_file(off, bytes)?;
-                dirty.lock().push((off, bytes.len() as u64));
+                m.flush.lock().record(off, bytes.len() as u64);
             }
             Kind::Sim(sim) => {
                 let mut s = sim.lock();
@@ -688,6 +735,13 @@ impl Domain {
         self.mutation = site;
     }
 
+    /// Whether the ordering point at `site` is disabled (a crash-test
+    /// mutation): for ordering points that are not a flush or a fence (a
+    /// commit's wait for the earlier ones).
+    pub(crate) fn mutated(&self, site: Site) -> bool {
+        self.mutation == Some(site)
+    }
+
     /// Starts writing back every line of `[off, off+len)`; the write-back is
     /// guaranteed complete at the next fence.
     #[inline]
@@ -715,7 +769,7 @@ impl Domain {
                     self.map.flush_line((first + i * LINE) as usize, *instr);
                 }
             }
-            Kind::Msync { dirty, .. } => dirty.lock().push((off, len)),
+            Kind::Msync(m) => m.flush.lock().record(off, len),
             Kind::Sim(sim) => sim.lock().flush(off, len),
         }
         Ok(())
@@ -725,7 +779,7 @@ impl Domain {
     /// wait for [`fence_lazy_at`](Self::fence_lazy_at) (Msync: data pages
     /// reach the disk at checkpoints, not at every fence).
     pub fn lazy_write_back(&self) -> bool {
-        matches!(self.kind, Kind::Msync { .. })
+        matches!(self.kind, Kind::Msync(_))
     }
 
     /// [`flush_at`](Self::flush_at) of a write-back that may wait: on
@@ -734,12 +788,12 @@ impl Domain {
     /// device flush of its own ranges; on the other backends, a flush.
     pub fn flush_lazy_at(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
         match &self.kind {
-            Kind::Msync { lazy, .. } if self.mutation != Some(site) && len > 0 => {
+            Kind::Msync(m) if self.mutation != Some(site) && len > 0 => {
                 self.check(off, len as usize)?;
-                lazy.lock().push((off, len));
+                m.lazy.lock().push((off, len));
                 Ok(())
             }
-            Kind::Msync { .. } => Ok(()),
+            Kind::Msync(_) => Ok(()),
             _ => self.flush_at(off, len, site),
         }
     }
@@ -747,10 +801,13 @@ impl Domain {
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
     /// durable (Msync).
     pub fn fence_lazy_at(&self, site: Site) -> Result<(), Error> {
-        if let Kind::Msync { dirty, lazy } = &self.kind {
+        if let Kind::Msync(m) = &self.kind {
             if self.mutation != Some(site) {
-                let l = std::mem::take(&mut *lazy.lock());
-                dirty.lock().extend(l);
+                let l = std::mem::take(&mut *m.lazy.lock());
+                let mut f = m.flush.lock();
+                for (off, len) in l {
+                    f.record(off, len);
+                }
             }
         }
         self.fence_at(site)
@@ -791,20 +848,67 @@ impl Domain {
                     spin_ns(self.latency.fence_ns);
                 }
             }
-            Kind::Msync { dirty, .. } => {
-                let ranges = std::mem::take(&mut *dirty.lock());
-                if let Some((s, e)) = sync_span(&ranges, self.len()) {
-                    // One msync, one device flush, for every range: dirty
-                    // pages between them are written back early, which a
-                    // crash could have shown anyway (a line may reach
-                    // the media at any time before its fence).
-                    bump(&self.counters.slot().device_flushes, 1);
-                    self.map
-                        .msync(s as usize, (e - s) as usize)
-                        .map_err(|e| Error::io(Path::new("<pool mapping>"), e))?;
-                }
-            }
+            Kind::Msync(m) => self.group_fence(&m.flush, &m.flushed)?,
             Kind::Sim(sim) => sim.lock().fence(),
+        }
+        Ok(())
+    }
+
+    /// Msync's fence: every range recorded before it durable, by a device
+    /// flush of its own or one another thread leads (see [`Flushes`]).
+    fn group_fence(
+        &self,
+        flush: &Mutex<Flushes>,
+        flushed: &parking_lot::Condvar,
+    ) -> Result<(), Error> {
+        let fail = |m: &str| {
+            Error::io(
+                Path::new("<pool mapping>"),
+                std::io::Error::other(m.to_string()),
+            )
+        };
+        let mut f = flush.lock();
+        let want = f.recorded;
+        let mut led = false;
+        loop {
+            if let Some(m) = &f.failed {
+                return Err(fail(m));
+            }
+            if f.durable >= want {
+                break;
+            }
+            if f.busy {
+                flushed.wait(&mut f);
+                continue;
+            }
+            // Lead a flush of every range recorded so far (this fence's
+            // and those of every fence waiting behind the last flush).
+            f.busy = true;
+            led = true;
+            let ranges = std::mem::take(&mut f.dirty);
+            let upto = f.recorded;
+            let r = match sync_span(&ranges, self.len()) {
+                // One msync, one device flush, for every range: dirty
+                // pages between them are written back early, which a
+                // crash could have shown anyway (a line may reach the
+                // media at any time before its fence).
+                Some((s, e)) => {
+                    bump(&self.counters.slot().device_flushes, 1);
+                    parking_lot::MutexGuard::unlocked(&mut f, || {
+                        self.map.msync(s as usize, (e - s) as usize)
+                    })
+                }
+                None => Ok(()),
+            };
+            f.busy = false;
+            match r {
+                Ok(()) => f.durable = f.durable.max(upto),
+                Err(e) => f.failed = Some(format!("msync failed: {e}")),
+            }
+            flushed.notify_all();
+        }
+        if !led {
+            bump(&self.counters.slot().grouped_fences, 1);
         }
         Ok(())
     }
@@ -825,6 +929,35 @@ impl Domain {
             nt_lines: self.counters.sum(|s| &s.nt_lines),
             nvm_writes: self.counters.sum(|s| &s.nvm_writes),
             device_flushes: self.counters.sum(|s| &s.device_flushes),
+            grouped_fences: self.counters.sum(|s| &s.grouped_fences),
+        }
+    }
+
+    /// A scheduling point outside any store, flush or fence (a thread
+    /// waiting for another one's commit): runs a simulated domain's
+    /// callback, if one is set, and says whether it did.
+    pub(crate) fn schedule_point(&self) -> bool {
+        match &self.kind {
+            Kind::Sim(sim) => {
+                let s = sim.schedule.read().clone();
+                match s {
+                    Some(s) => {
+                        s();
+                        true
+                    }
+                    None => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a simulated domain has a scheduling callback set (see
+    /// [`set_schedule`](Self::set_schedule)).
+    pub(crate) fn has_schedule(&self) -> bool {
+        match &self.kind {
+            Kind::Sim(sim) => sim.schedule.read().is_some(),
+            _ => false,
         }
     }
 
