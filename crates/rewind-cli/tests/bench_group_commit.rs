@@ -5,26 +5,9 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_group_commit_tiny_reports_every_thread_count_and_counts_flushes() {
-    let out_dir = tempfile::tempdir().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
-        .args(["bench", "group-commit", "--tiny", "--out"])
-        .arg(out_dir.path())
-        .arg("--dir")
-        .arg(scratch.path())
-        .output()
-        .expect("run the rewind binary");
-    assert!(
-        out.status.success(),
-        "bench group-commit failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(out_dir.path().join("group-commit.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let json = common::run_tiny("group-commit");
     let rows = json["rows"].as_array().unwrap();
     let value = |system: &str, param: &str, metric: &str| {
         common::find(
@@ -48,6 +31,4 @@ fn bench_group_commit_tiny_reports_every_thread_count_and_counts_flushes() {
         assert!(per > 0.0 && per <= 1.0, "{p}: {per} flushes per commit");
         assert!(group >= 1.0, "{p}: {group} commits per flush");
     }
-    // The pools and the peers' files went to --dir, and were removed.
-    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
 }

@@ -9,8 +9,6 @@
 mod common;
 
 use common::value;
-use std::process::Command;
-
 const SYSTEMS: [(&str, &str); 6] = [
     ("volatile", "dram"),
     ("persist-nolog", "nolog"),
@@ -22,23 +20,7 @@ const SYSTEMS: [(&str, &str); 6] = [
 
 #[test]
 fn bench_tpcc_has_every_system_and_they_agree() {
-    let out_dir = tempfile::tempdir().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
-        .args(["bench", "tpcc", "--tiny", "--out"])
-        .arg(out_dir.path())
-        .arg("--dir")
-        .arg(scratch.path())
-        .output()
-        .expect("run the rewind binary");
-    assert!(
-        out.status.success(),
-        "bench tpcc failed (a digest mismatch names the systems):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(out_dir.path().join("tpcc.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(json["bench"], "tpcc");
+    let json = common::run_tiny("tpcc");
     let rows = json["rows"].as_array().unwrap();
     for t in [1, 2] {
         let p = format!("threads={t}");
@@ -66,6 +48,4 @@ fn bench_tpcc_has_every_system_and_they_agree() {
         assert!((0.9..1.5).contains(&f), "persist-nolog {p}: {f} fences");
         assert!(value(rows, "sqlite", "wal-full", &p, "fences_per_tx").is_none());
     }
-    // The scratch files went to --dir and were removed.
-    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
 }

@@ -35,3 +35,30 @@ pub fn row<'a>(
         ],
     )
 }
+
+/// Runs `rewind bench NAME --tiny` with its output and scratch files in
+/// temporary directories, asserts that it succeeded and removed its scratch
+/// files, and returns its JSON results.
+pub fn run_tiny(name: &str) -> Value {
+    let out_dir = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["bench", name, "--tiny", "--out"])
+        .arg(out_dir.path())
+        .arg("--dir")
+        .arg(scratch.path())
+        .output()
+        .expect("run the rewind binary");
+    assert!(
+        out.status.success(),
+        "bench {name} failed (a digest mismatch names the systems):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(out_dir.path().join(format!("{name}.json"))).unwrap();
+    let json: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["bench"], name);
+    // The pools and the peers' files went to --dir, and were removed.
+    let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
+    assert!(left.is_empty(), "bench {name} left {left:?} in --dir");
+    json
+}
