@@ -21,7 +21,10 @@
 //!   action's undo-logged writes, a fresh block's zeroing or writes, an
 //!   atomic write) to a line the filter may hold first drains the cache:
 //!   its old value must be the committed one, and no older committed value
-//!   may be written over it later.
+//!   may be written over it later. A line stored in place stays counted by
+//!   the filter until the fence that makes the Log Start covering its
+//!   newest group durable: until then recovery could still redo that group
+//!   over the newer store.
 //! * **Order.** Steps run one at a time and finish groups in commit order
 //!   (commits take sequence numbers with their END, under the log's latch;
 //!   one that reaches the cache ahead of an earlier one waits for it). A
