@@ -19,11 +19,12 @@
 //! A case that panics or hangs fails. A panic found here is kept below as a
 //! named regression test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, OnceLock};
-use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -35,10 +36,6 @@ use rewind::{
 const LAYOUT: &str = "damage";
 const POOL_SIZE: u64 = 4 << 20;
 const OBJS: usize = 8;
-/// A case still running after this has hung: a watchdog that turns a hang
-/// into a failure naming the case, set far past any case's run (milliseconds)
-/// on the slowest, busiest machine, so no passing outcome depends on speed.
-const HANG_LIMIT: Duration = Duration::from_secs(600);
 
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
@@ -502,7 +499,7 @@ fn guarded(d: &Damage) {
         run_case(bytes);
         let _ = send.send(());
     });
-    match recv.recv_timeout(HANG_LIMIT) {
+    match common::recv_watched(&recv) {
         Ok(()) => worker.join().unwrap(),
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             if let Err(panic) = worker.join() {
@@ -510,7 +507,7 @@ fn guarded(d: &Damage) {
             }
         }
         Err(mpsc::RecvTimeoutError::Timeout) => panic!(
-            "hung for {HANG_LIMIT:?} on {} with {d:?}",
+            "hung past REWIND_HANG_LIMIT_SECS on {} with {d:?}",
             images()[d.image].what
         ),
     }

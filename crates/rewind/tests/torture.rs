@@ -39,6 +39,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::KillPoint;
@@ -152,11 +154,6 @@ impl Mode {
         }
     }
 }
-/// A child that says nothing for this long has hung: a watchdog that turns
-/// a hang into a failure with the child's events, set far past any silence
-/// between two transactions on the slowest, busiest machine, so no passing
-/// outcome depends on speed.
-const SILENCE_LIMIT: Duration = Duration::from_secs(600);
 /// A child never runs more transactions than this, even if its parent
 /// vanished: a count, not a time, and far past any kill point (at most
 /// 400 fences or 200 writes per reach into a run), so a run's outcome never
@@ -587,9 +584,10 @@ fn run_child(path: &Path, seed: u64, mode: Mode, kill: KillAt) -> Run {
         }
     });
     let mut events = Vec::new();
-    // Until the child's death closes the pipe; a long silence is a hang.
+    // Until the child's death closes the pipe (a long silence is a hang
+    // only with REWIND_HANG_LIMIT_SECS set).
     loop {
-        match recv.recv_timeout(SILENCE_LIMIT) {
+        match common::recv_watched(&recv) {
             Ok(ev) => events.push(ev),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(e) => panic!(
