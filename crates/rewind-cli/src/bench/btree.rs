@@ -201,19 +201,44 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let load = model.load(n_load);
     let mut subjects = loaded(ctx, dir.path(), &plan, &load)?;
     collections(ctx, dir.path(), &plan, &load, &mut subjects)?;
-    for u in FRACTIONS {
+    let bases = [("nolog", "persist-nolog")];
+    fractions(
+        ctx,
+        report,
+        &mut subjects,
+        &mut model,
+        &FRACTIONS,
+        (n_ops, rounds),
+        (&bases, &PEERS),
+    )
+}
+
+/// The measurement of `bench btree` and `btree-str`: at each update
+/// fraction of `fracs`, `n_ops` operations drawn from `model` per round, `rounds`
+/// alternating rounds over `subjects`, reported in µs per operation with
+/// ratios to `bases` and the `peers`.
+pub fn fractions(
+    ctx: &Ctx,
+    report: &mut Report,
+    subjects: &mut [Subject],
+    model: &mut Model,
+    fracs: &[f64],
+    (n_ops, rounds): (usize, usize),
+    (bases, peers): (&[(&str, &str)], &[&str]),
+) -> Result<(), CliError> {
+    for &u in fracs {
         let labels = (subjects.iter())
             .map(|s| Label::new(s.system, s.config.clone(), format!("update={u}")))
             .collect();
         let m = ctx.rounds(
             labels,
-            &mut subjects,
+            subjects,
             (1, rounds),
             |_| model.mix(n_ops, u),
             measure,
         )?;
         let per = Per::us("op", "us_per_op", n_ops as u64);
-        m.report(report, &per, &[("nolog", "persist-nolog")], &PEERS);
+        m.report(report, &per, bases, peers);
     }
     Ok(())
 }

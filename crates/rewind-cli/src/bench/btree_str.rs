@@ -15,8 +15,7 @@
 //! same operations for every system, rounds taken in turns, the median
 //! round, answers folded into digests that must agree.
 
-use super::btree::measure;
-use super::harness::{Bench, Ctx, Label, Per};
+use super::harness::{Bench, Ctx};
 use super::output::{Chart, Col, Report};
 use super::tree::systems::{Plan, Subject};
 use super::tree::workload::Model;
@@ -127,19 +126,13 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             .load(&load)
             .map_err(|e| CliError::Bench(format!("loading {}: {e}", s.name())))?;
     }
-    for u in FRACTIONS {
-        let labels = (subjects.iter())
-            .map(|s| Label::new(s.system, s.config.clone(), format!("update={u}")))
-            .collect();
-        let m = ctx.rounds(
-            labels,
-            &mut subjects,
-            (1, rounds),
-            |_| model.mix(n_ops, u),
-            measure,
-        )?;
-        let per = Per::us("op", "us_per_op", n_ops as u64);
-        m.report(report, &per, &[], &STR_PEERS);
-    }
-    Ok(())
+    super::btree::fractions(
+        ctx,
+        report,
+        &mut subjects,
+        &mut model,
+        &FRACTIONS,
+        (n_ops, rounds),
+        (&[], &STR_PEERS),
+    )
 }
