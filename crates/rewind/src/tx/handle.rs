@@ -65,15 +65,41 @@ struct Group {
     /// other memory skips the entries (a large write set would make every
     /// read slow).
     lines: rustc_hash::FxHashSet<u64>,
-    /// Redo: a 64-bit filter of `lines` (one bit per line, hashed), checked
-    /// first: most reads of memory the transaction has not written cost
-    /// one test, as `Pool::read` does.
-    bloom: u64,
+    /// Redo: a filter of `lines` (see [`LineFilter`]), checked first: most
+    /// reads of memory the transaction has not written cost one test, as
+    /// `Pool::read` does.
+    bloom: LineFilter,
 }
 
-/// The filter bit of cache line `line`.
-fn bloom_bit(line: u64) -> u64 {
-    1 << (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+/// A 512-bit filter of cache lines (one bit per line, hashed): a
+/// transaction that wrote a hundred lines (a TPC-C new-order) still
+/// answers "not written" for most other lines at once, where a 64-bit
+/// filter would be nearly full.
+#[derive(Clone, Copy, Debug, Default)]
+struct LineFilter([u64; 8]);
+
+impl LineFilter {
+    /// The word and the bit of line `line`.
+    #[inline]
+    fn at(line: u64) -> (usize, u64) {
+        let h = line.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ((h >> 61) as usize, 1 << ((h >> 55) & 63))
+    }
+
+    fn set(&mut self, line: u64) {
+        let (w, b) = Self::at(line);
+        self.0[w] |= b;
+    }
+
+    #[inline]
+    fn may_hold(&self, line: u64) -> bool {
+        let (w, b) = Self::at(line);
+        self.0[w] & b != 0
+    }
+
+    fn clear(&mut self) {
+        self.0 = [0; 8];
+    }
 }
 
 /// The log side of one transaction (recycled per thread, so a transaction
@@ -151,7 +177,7 @@ impl TxLog {
             g.bytes.clear();
             g.index.clear();
             g.lines.clear();
-            g.bloom = 0;
+            g.bloom.clear();
         }
     }
 
@@ -188,7 +214,7 @@ impl TxLog {
             return true;
         }
         let (first, last) = (off / 64, (off + len - 1) / 64);
-        (first..=last).any(|l| g.bloom & bloom_bit(l) != 0)
+        (first..=last).any(|l| g.bloom.may_hold(l))
     }
 
     #[inline(never)]
@@ -196,8 +222,7 @@ impl TxLog {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
         if g.redo
-            && !(off / 64..=(end - 1) / 64)
-                .any(|l| g.bloom & bloom_bit(l) != 0 && g.lines.contains(&l))
+            && !(off / 64..=(end - 1) / 64).any(|l| g.bloom.may_hold(l) && g.lines.contains(&l))
         {
             return;
         }
@@ -256,7 +281,7 @@ impl TxLog {
                 if !new.is_empty() {
                     for l in off / 64..=(off + new.len() as u64 - 1) / 64 {
                         g.lines.insert(l);
-                        g.bloom |= bloom_bit(l);
+                        g.bloom.set(l);
                     }
                 }
             }
@@ -424,7 +449,7 @@ impl TxLog {
         let mut bytes = std::mem::take(&mut g.bytes);
         g.index.clear();
         g.lines.clear();
-        g.bloom = 0;
+        g.bloom.clear();
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
         // Redo-async: the bytes these UPDATEs change in place must hold
