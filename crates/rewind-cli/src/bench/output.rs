@@ -61,12 +61,40 @@ impl Chart {
         y_label: &'static str,
         metrics: &'static [&'static str],
     ) -> Chart {
+        Chart::new(title, y_label, metrics, true, false)
+    }
+
+    /// A chart of overheads or slowdowns: lower is better, on a linear scale.
+    pub const fn linear(
+        title: &'static str,
+        y_label: &'static str,
+        metrics: &'static [&'static str],
+    ) -> Chart {
+        Chart::new(title, y_label, metrics, false, false)
+    }
+
+    /// A chart of rates or speed-ups: higher is better, on a log scale.
+    pub const fn rates(
+        title: &'static str,
+        y_label: &'static str,
+        metrics: &'static [&'static str],
+    ) -> Chart {
+        Chart::new(title, y_label, metrics, true, true)
+    }
+
+    const fn new(
+        title: &'static str,
+        y_label: &'static str,
+        metrics: &'static [&'static str],
+        log_y: bool,
+        higher_is_better: bool,
+    ) -> Chart {
         Chart {
             title,
             y_label,
             metrics,
-            log_y: true,
-            higher_is_better: false,
+            log_y,
+            higher_is_better,
         }
     }
 }
