@@ -76,9 +76,17 @@ pub use wal::Stats;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
-    /// Size of a new WAL pool in bytes (default 64 MiB). A transaction
-    /// that does not fit fails with `SQLITE_FULL`.
+    /// Size of a new WAL pool in bytes (default 64 MiB).
     pub pool_size: u64,
+    /// Size a new WAL pool may grow to when a transaction's frames do not
+    /// fit (default `None`: 64 times `pool_size`, 4 GiB for the default
+    /// 64 MiB). The file grows on demand, with its blocks allocated; the
+    /// allocator's metadata for the maximum (about 2 MiB per GiB) is laid
+    /// out at creation, inside `pool_size`. A transaction that does not
+    /// fit the maximum, or a full disk, fails with `SQLITE_FULL` and is
+    /// rolled back; a maximum whose metadata does not fit `pool_size`
+    /// fails the open (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
+    pub max_pool_size: Option<u64>,
     /// Bytes per block of the log (default 8 KiB, NVWAL's).
     pub block_size: u64,
     /// Differential frames (default); `false` writes whole pages, as
@@ -95,6 +103,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             pool_size: 64 << 20,
+            max_pool_size: None,
             block_size: 8 << 10,
             differential: true,
             nvm_latency: NvmLatency::default(),
@@ -108,6 +117,20 @@ impl Config {
     pub fn pool_size(mut self, bytes: u64) -> Self {
         self.pool_size = bytes;
         self
+    }
+
+    /// Size new pools may grow to.
+    pub fn max_pool_size(mut self, bytes: u64) -> Self {
+        self.max_pool_size = Some(bytes);
+        self
+    }
+
+    /// The size new pools may grow to: [`Config::max_pool_size`], or 64
+    /// times `pool_size`, never less than `pool_size`.
+    pub fn pool_max(&self) -> u64 {
+        self.max_pool_size
+            .unwrap_or(self.pool_size.saturating_mul(64))
+            .max(self.pool_size)
     }
 
     /// Bytes per block (at least 4 KiB, a multiple of 64).

@@ -209,7 +209,8 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         let pc = PoolConfig::default()
             .policy(Policy::Redo)
             .backend(cfg.backend)
-            .nvm_latency(cfg.nvm_latency);
+            .nvm_latency(cfg.nvm_latency)
+            .max_size(cfg.pool_max());
         Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
     };
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
@@ -482,6 +483,7 @@ fn code_of(e: &Error, io: c_int) -> c_int {
     remember(e);
     match e {
         Error::Pool(rewind::Error::OutOfMemory { .. })
+        | Error::Pool(rewind::Error::NoSpaceToGrow { .. })
         | Error::Pool(rewind::Error::LogFull { .. }) => ffi::SQLITE_FULL,
         _ => io,
     }

@@ -105,10 +105,12 @@ fn checkpoint_truncate_restarts_the_log() {
 }
 
 #[test]
-fn a_transaction_larger_than_the_pool_is_sqlite_full_and_loses_nothing() {
+fn a_transaction_larger_than_the_pool_at_its_maximum_is_sqlite_full_and_loses_nothing() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let cfg = rewind_sqlite::Config::default().pool_size(2 << 20);
+        let cfg = rewind_sqlite::Config::default()
+            .pool_size(2 << 20)
+            .max_pool_size(2 << 20);
         rewind_sqlite::register("rewind-small", &cfg).unwrap()
     });
     let dir = tempfile::tempdir().unwrap();
@@ -145,6 +147,42 @@ fn a_transaction_larger_than_the_pool_is_sqlite_full_and_loses_nothing() {
         .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 2);
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+}
+
+/// A transaction larger than the pool's initial size grows it (up to
+/// `Config::max_pool_size`, 64 times the initial size by default).
+#[test]
+fn a_transaction_larger_than_the_pool_grows_it() {
+    let cfg = rewind_sqlite::Config::default().pool_size(8 << 20);
+    rewind_sqlite::register("rewind-grow", &cfg).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let open =
+        || Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-grow").unwrap();
+    let mut c = open();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+        .unwrap();
+    // 24 MiB of 64 KiB blobs in one transaction: three times the pool.
+    let tx = c.transaction().unwrap();
+    for _ in 0..24 * 16 {
+        tx.execute("INSERT INTO t(v) VALUES (randomblob(65536))", [])
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    let pool = rewind_sqlite::pool_path(&dir.path().join("g.db-wal"));
+    assert!(std::fs::metadata(&pool).unwrap().len() > 24 << 20);
+    drop(c);
+    let c = open();
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 24 * 16);
     let ok: String = c
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
