@@ -25,6 +25,8 @@ mod common;
 use std::collections::{BTreeMap as StdBTreeMap, HashMap as StdHashMap, VecDeque};
 use std::fmt::Debug;
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rewind::{PPtr, Pool, PoolConfig, Tx};
 use rewind_collections::{BTreeMap, Blob, Error, FixedBytes, HashMap, List, Vec as PVec};
 
@@ -37,22 +39,6 @@ const TXS: usize = 10;
 /// Fences per transaction at which images are captured (at most).
 const SAMPLES: u64 = 6;
 
-/// A seeded xorshift generator: programs are a function of the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// A collection under test: how to create it, change it, model it and
 /// read it back (checking its invariants).
 trait Subject {
@@ -60,7 +46,7 @@ trait Subject {
     type State: Clone + PartialEq + Debug + Default;
     /// Creates the collection; returns its header offset.
     fn create(tx: &mut Tx<'_>) -> Result<u64, Error>;
-    fn op(rng: &mut Rng) -> Self::Op;
+    fn op(rng: &mut SmallRng) -> Self::Op;
     fn apply(hdr: u64, tx: &mut Tx<'_>, op: &Self::Op) -> Result<(), Error>;
     fn model(state: &mut Self::State, op: &Self::Op);
     /// The contents and every block the collection owns, after checking
@@ -69,10 +55,10 @@ trait Subject {
 }
 
 fn program<S: Subject>(seed: u64, txs: usize) -> Vec<(Vec<S::Op>, bool)> {
-    let mut rng = Rng(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     (0..txs)
         .map(|t| {
-            let n = 1 + rng.below(8);
+            let n = 1 + rng.gen_range(0..8);
             ((0..n).map(|_| S::op(&mut rng)).collect(), t % 4 == 3)
         })
         .collect()
@@ -218,9 +204,9 @@ enum MapOp {
     Remove(Key),
 }
 
-fn key(rng: &mut Rng) -> Key {
-    let n = rng.below(4) as usize;
-    let b: Vec<u8> = (0..n).map(|_| b'a' + rng.below(5) as u8).collect();
+fn key(rng: &mut SmallRng) -> Key {
+    let n = rng.gen_range(0..4) as usize;
+    let b: Vec<u8> = (0..n).map(|_| b'a' + rng.gen_range(0..5) as u8).collect();
     Key::new(b).unwrap()
 }
 
@@ -234,12 +220,12 @@ impl Subject for TreeSubject {
         Ok(Tree::create_with_fanout(tx, 4)?.as_ptr().offset())
     }
 
-    fn op(rng: &mut Rng) -> MapOp {
+    fn op(rng: &mut SmallRng) -> MapOp {
         let k = key(rng);
-        if rng.below(4) == 0 {
+        if rng.gen_range(0..4) == 0 {
             MapOp::Remove(k)
         } else {
-            MapOp::Insert(k, rng.next())
+            MapOp::Insert(k, rng.gen::<u64>())
         }
     }
 
@@ -298,7 +284,7 @@ impl Subject for HashSubject {
         Ok(HashMap::<Key, u64>::create(tx)?.as_ptr().offset())
     }
 
-    fn op(rng: &mut Rng) -> MapOp {
+    fn op(rng: &mut SmallRng) -> MapOp {
         TreeSubject::op(rng)
     }
 
@@ -350,11 +336,11 @@ impl Subject for VecSubject {
         Ok(PVec::<u64>::create(tx)?.as_ptr().offset())
     }
 
-    fn op(rng: &mut Rng) -> VecOp {
-        match rng.below(6) {
+    fn op(rng: &mut SmallRng) -> VecOp {
+        match rng.gen_range(0..6) {
             0 => VecOp::Pop,
-            1 => VecOp::Set(rng.next(), rng.next()),
-            _ => VecOp::Push(rng.next()),
+            1 => VecOp::Set(rng.gen::<u64>(), rng.gen::<u64>()),
+            _ => VecOp::Push(rng.gen::<u64>()),
         }
     }
 
@@ -416,13 +402,13 @@ impl Subject for ListSubject {
         Ok(List::<u64>::create(tx)?.as_ptr().offset())
     }
 
-    fn op(rng: &mut Rng) -> ListOp {
-        match rng.below(7) {
-            0 | 1 => ListOp::PushFront(rng.next()),
-            2 | 3 => ListOp::PushBack(rng.next()),
+    fn op(rng: &mut SmallRng) -> ListOp {
+        match rng.gen_range(0..7) {
+            0 | 1 => ListOp::PushFront(rng.gen::<u64>()),
+            2 | 3 => ListOp::PushBack(rng.gen::<u64>()),
             4 => ListOp::PopFront,
             5 => ListOp::PopBack,
-            _ => ListOp::Remove(rng.next()),
+            _ => ListOp::Remove(rng.gen::<u64>()),
         }
     }
 
@@ -487,13 +473,13 @@ enum BlobOp {
 
 struct BlobSubject;
 
-fn bytes(rng: &mut Rng) -> Vec<u8> {
-    let n = if rng.below(4) == 0 {
-        rng.below(600)
+fn bytes(rng: &mut SmallRng) -> Vec<u8> {
+    let n = if rng.gen_range(0..4) == 0 {
+        rng.gen_range(0..600)
     } else {
-        rng.below(40)
+        rng.gen_range(0..40)
     };
-    let fill = rng.next() as u8;
+    let fill = rng.gen::<u64>() as u8;
     (0..n).map(|i| fill.wrapping_add(i as u8)).collect()
 }
 
@@ -505,11 +491,11 @@ impl Subject for BlobSubject {
         Ok(Blob::create(tx)?.as_ptr().offset())
     }
 
-    fn op(rng: &mut Rng) -> BlobOp {
-        match rng.below(8) {
+    fn op(rng: &mut SmallRng) -> BlobOp {
+        match rng.gen_range(0..8) {
             0 => BlobOp::Replace(bytes(rng)),
-            1 | 2 => BlobOp::WriteAt(rng.next(), bytes(rng)),
-            3 => BlobOp::Truncate(rng.next()),
+            1 | 2 => BlobOp::WriteAt(rng.gen::<u64>(), bytes(rng)),
+            3 => BlobOp::Truncate(rng.gen::<u64>()),
             4 => BlobOp::Shrink,
             _ => BlobOp::Append(bytes(rng)),
         }
@@ -611,10 +597,10 @@ type VarTree = BTreeMap<String, String>;
 
 /// A key of 1 to 70 bytes: out of line beyond 36, many sharing their
 /// first 28 bytes (so a comparison reads the block).
-fn long_key(rng: &mut Rng) -> String {
-    let stem = ["", "a-shared-stem-of-thirty-bytes-", "b"][rng.below(3) as usize];
-    let tail = rng.below(40) as usize;
-    let c = (b'a' + rng.below(4) as u8) as char;
+fn long_key(rng: &mut SmallRng) -> String {
+    let stem = ["", "a-shared-stem-of-thirty-bytes-", "b"][rng.gen_range(0..3) as usize];
+    let tail = rng.gen_range(0..40) as usize;
+    let c = (b'a' + rng.gen_range(0..4) as u8) as char;
     format!("{stem}{}", c.to_string().repeat(1 + tail))
 }
 
@@ -626,12 +612,12 @@ impl Subject for VarTreeSubject {
         Ok(VarTree::create_with_fanout(tx, 4)?.as_ptr().offset())
     }
 
-    fn op(rng: &mut Rng) -> VarOp {
+    fn op(rng: &mut SmallRng) -> VarOp {
         let k = long_key(rng);
-        if rng.below(4) == 0 {
+        if rng.gen_range(0..4) == 0 {
             VarOp::Remove(k)
         } else {
-            let v = "v".repeat(rng.below(50) as usize);
+            let v = "v".repeat(rng.gen_range(0..50) as usize);
             VarOp::Insert(k, v)
         }
     }

@@ -34,6 +34,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rewind::{OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
 use rewind_collections::{BTreeMap, Error};
 
@@ -58,26 +60,6 @@ struct Root {
     tree: PPtr<Tree>,
 }
 
-/// A seeded xorshift generator.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Transaction `id`'s operations: `Some(v)` inserts, `None` removes.
 struct Plan {
     ops: Vec<(u64, Option<u64>)>,
@@ -85,18 +67,18 @@ struct Plan {
 }
 
 fn plan(seed: u64, id: u64) -> Plan {
-    let mut rng = Rng::new(seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let n = 1 + rng.below(6);
+    let mut rng = SmallRng::seed_from_u64(seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let n = 1 + rng.gen_range(0..6);
     let ops = (0..n)
         .map(|_| {
-            let k = rng.below(KEYS);
-            let v = rng.next();
-            (k, (rng.below(4) != 0).then_some(v))
+            let k = rng.gen_range(0..KEYS);
+            let v = rng.gen::<u64>();
+            (k, (rng.gen_range(0..4) != 0).then_some(v))
         })
         .collect();
     Plan {
         ops,
-        abort: rng.below(5) == 0,
+        abort: rng.gen_range(0..5) == 0,
     }
 }
 
@@ -310,13 +292,13 @@ fn btree_survives_kills() {
         })
         .unwrap();
         pool.close().unwrap();
-        let mut rng = Rng::new(seed);
+        let mut rng = SmallRng::seed_from_u64(seed);
         let mut known = 0;
         for _ in 0..cycles {
             // One kill in six among the first fences: inside recovery.
-            let fence = match rng.below(6) {
-                0 => 1 + rng.below(3),
-                _ => 4 + rng.below(1500),
+            let fence = match rng.gen_range(0..6) {
+                0 => 1 + rng.gen_range(0..3),
+                _ => 4 + rng.gen_range(0..1500),
             };
             let run = run_child(&path, seed, fence);
             match run.ready {

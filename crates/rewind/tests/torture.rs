@@ -666,23 +666,21 @@ fn replay(run: &Run, model: &mut Model, seed: u64, mode: Mode, t: &mut Tally) ->
     in_flight
 }
 
-#[test]
-fn torture() {
-    let seed: u64 = match std::env::var("REWIND_TORTURE_PARENT_SEED") {
-        Ok(s) => s.parse().expect("REWIND_TORTURE_PARENT_SEED"),
-        Err(_) => 0x7047_7572_6521_u64,
-    };
-    let cycles: u64 = std::env::var("REWIND_TORTURE_CYCLES")
-        .map(|s| s.parse().expect("REWIND_TORTURE_CYCLES"))
-        .unwrap_or(402);
-    let started = Instant::now();
-    // A panic anywhere below names the seed that replays the run.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        eprintln!("torture: same transactions with REWIND_TORTURE_PARENT_SEED={seed}");
-        hook(info)
-    }));
-    // The kills are shared among every log variant × policy.
+/// The number in the environment variable `var`, else `default`.
+fn env_or(var: &str, default: u64) -> u64 {
+    std::env::var(var).map_or(default, |s| s.parse().expect(var))
+}
+
+/// `cycles` kills shared among every log variant × policy, each
+/// configuration's pool made by `cfg` from the default with its variant
+/// and policy, its seed `seed` plus its index. Returns the tally and the
+/// number of configurations.
+fn torture_all(
+    seed: u64,
+    cycles: u64,
+    mode: Mode,
+    cfg: impl Fn(PoolConfig) -> PoolConfig,
+) -> (Tally, usize) {
     let configs: Vec<(LogVariant, Policy)> = LogVariant::ALL
         .iter()
         .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
@@ -691,16 +689,31 @@ fn torture() {
     for (i, &(log, policy)) in configs.iter().enumerate() {
         let n =
             cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
-        let cfg = PoolConfig::default().log(log).policy(policy);
-        torture_config(&cfg, n, seed.wrapping_add(i as u64), Mode::Normal, &mut t);
+        let cfg = cfg(PoolConfig::default().log(log).policy(policy));
+        torture_config(&cfg, n, seed.wrapping_add(i as u64), mode, &mut t);
     }
+    (t, configs.len())
+}
+
+#[test]
+fn torture() {
+    let seed = env_or("REWIND_TORTURE_PARENT_SEED", 0x7047_7572_6521);
+    let cycles = env_or("REWIND_TORTURE_CYCLES", 402);
+    let started = Instant::now();
+    // A panic anywhere below names the seed that replays the run.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        eprintln!("torture: same transactions with REWIND_TORTURE_PARENT_SEED={seed}");
+        hook(info)
+    }));
+    let (t, configs) = torture_all(seed, cycles, Mode::Normal, |c| c);
 
     let secs = started.elapsed().as_secs_f64();
     println!(
         "torture: {} kills over {} configurations ({} in a transaction, {} while opening (recovering) the pool), {} in-flight transactions found applied whole, {} recoveries rolled \
          back, {} transactions committed, {} aborted on purpose, {} checks, {:.1} s (seed {seed})",
         t.kills,
-        configs.len(),
+        configs,
         t.in_flight,
         t.during_open,
         t.in_flight_applied,
@@ -728,24 +741,9 @@ fn torture() {
 /// every log variant × policy: `REWIND_TORTURE_EXHAUST_CYCLES` (default 240).
 #[test]
 fn torture_near_exhaustion() {
-    let seed: u64 = match std::env::var("REWIND_TORTURE_PARENT_SEED") {
-        Ok(s) => s.parse().expect("REWIND_TORTURE_PARENT_SEED"),
-        Err(_) => 0x5eed_e4ba_u64,
-    };
-    let cycles: u64 = std::env::var("REWIND_TORTURE_EXHAUST_CYCLES")
-        .map(|s| s.parse().expect("REWIND_TORTURE_EXHAUST_CYCLES"))
-        .unwrap_or(240);
-    let mut t = Tally::default();
-    let configs: Vec<(LogVariant, Policy)> = LogVariant::ALL
-        .iter()
-        .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
-        .collect();
-    for (i, &(log, policy)) in configs.iter().enumerate() {
-        let n =
-            cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
-        let cfg = PoolConfig::default().log(log).policy(policy).log_size(0);
-        torture_config(&cfg, n, seed.wrapping_add(i as u64), Mode::Exhaust, &mut t);
-    }
+    let seed = env_or("REWIND_TORTURE_PARENT_SEED", 0x5eed_e4ba);
+    let cycles = env_or("REWIND_TORTURE_EXHAUST_CYCLES", 240);
+    let (t, _) = torture_all(seed, cycles, Mode::Exhaust, |c| c.log_size(0));
     println!(
         "torture near exhaustion: {} kills ({} in a transaction, {} while opening), {} committed, {} aborted on purpose, {} rolled back for want of room (seed {seed})",
         t.kills, t.in_flight, t.during_open, t.committed, t.aborted, t.full
@@ -757,30 +755,12 @@ fn torture_near_exhaustion() {
 /// variant × policy: `REWIND_TORTURE_GROW_CYCLES` (default 48).
 #[test]
 fn torture_growing() {
-    let seed: u64 = match std::env::var("REWIND_TORTURE_PARENT_SEED") {
-        Ok(s) => s.parse().expect("REWIND_TORTURE_PARENT_SEED"),
-        Err(_) => 0x6772_6f77_u64,
-    };
-    let cycles: u64 = std::env::var("REWIND_TORTURE_GROW_CYCLES")
-        .map(|s| s.parse().expect("REWIND_TORTURE_GROW_CYCLES"))
-        .unwrap_or(48);
-    let mut t = Tally::default();
-    let configs: Vec<(LogVariant, Policy)> = LogVariant::ALL
-        .iter()
-        .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
-        .collect();
-    for (i, &(log, policy)) in configs.iter().enumerate() {
-        let n =
-            cycles / configs.len() as u64 + u64::from((i as u64) < cycles % configs.len() as u64);
-        let cfg = PoolConfig::default()
-            .log(log)
-            .policy(policy)
-            .max_size(16 << 20);
-        torture_config(&cfg, n, seed.wrapping_add(i as u64), Mode::Grow, &mut t);
-    }
+    let seed = env_or("REWIND_TORTURE_PARENT_SEED", 0x6772_6f77);
+    let cycles = env_or("REWIND_TORTURE_GROW_CYCLES", 48);
+    let (t, configs) = torture_all(seed, cycles, Mode::Grow, |c| c.max_size(16 << 20));
     println!(
         "torture growing: {} kills ({} in a transaction, {} while opening), {} committed, {} aborted on purpose, {} of {} configurations grew (seed {seed})",
-        t.kills, t.in_flight, t.during_open, t.committed, t.aborted, t.grown, configs.len()
+        t.kills, t.in_flight, t.during_open, t.committed, t.aborted, t.grown, configs
     );
     assert!(t.grown > 0, "no pool grew");
 }

@@ -268,6 +268,17 @@ pub struct Sample {
     pub digest: Option<u64>,
 }
 
+impl Sample {
+    /// A round of `time` with the other numbers `values`.
+    pub fn of(time: Duration, values: Vec<(&'static str, f64, &'static str)>) -> Sample {
+        Sample {
+            time,
+            values,
+            ..Sample::default()
+        }
+    }
+}
+
 /// Times a round and takes the counters it spent.
 pub struct Timer {
     start: Instant,

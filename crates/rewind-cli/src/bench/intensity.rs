@@ -156,13 +156,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             &mut systems,
             (0, rounds),
             |r| p * 100 + r as u64,
-            |s, &seed| {
-                let time = s.measure(updates, steps, seed)?;
-                Ok(Sample {
-                    time,
-                    ..Sample::default()
-                })
-            },
+            |s, &seed| Ok(Sample::of(s.measure(updates, steps, seed)?, vec![])),
         )?;
         m.report(
             report,

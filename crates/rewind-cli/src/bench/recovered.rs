@@ -109,12 +109,7 @@ fn run_once(
         ("rolled_back", rolled_back as f64, "count"),
         ("recovery_records", records as f64, "count"),
     ];
-    let time = logging + commit + recovery;
-    Ok(Sample {
-        time,
-        values,
-        ..Sample::default()
-    })
+    Ok(Sample::of(logging + commit + recovery, values))
 }
 
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
@@ -150,14 +145,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             run_once(ctx, dir.path(), (p, SKIPS[k], fractions[f]), txs, seed)
         },
     )?;
-    let per = Per {
-        metric: "total_ms",
-        unit: "ms",
-        scale: 1e3,
-        ops: 1.0,
-        counters: None,
-    };
-    m.report(report, &per, &[], &[]);
+    m.report(report, &Per::whole("total_ms", "ms"), &[], &[]);
     for (i, l) in m.labels.iter().enumerate() {
         // Force runs beside it, just before.
         report.push(l, "ratio_vs_force", m.ratio(i, i - i % POLICIES.len()), "x");

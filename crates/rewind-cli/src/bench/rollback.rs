@@ -288,7 +288,7 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
             rusqlite::Connection::open(image.join("sqlite.db"))
                 .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
         )),
-        "redb" => Box::new(RedbStore(
+        "redb" => Box::new(RedbStore::<u64>::open(
             redb::Database::create(image.join("redb.db"))
                 .map_err(|e| peer("opening redb")(Box::new(e)))?,
         )),
@@ -429,11 +429,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 }
                 *home = image;
                 let values = vec![("transactions", size.div_ceil(TX_OPS) as f64, "count")];
-                Ok(Sample {
-                    time: t,
-                    values,
-                    ..Sample::default()
-                })
+                Ok(Sample::of(t, values))
             },
         )?;
         m.report(report, &Per::whole("recovery_ms", "ms"), &[], &[]);

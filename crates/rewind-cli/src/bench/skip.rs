@@ -132,12 +132,7 @@ fn run_once(
         ("recovery_redone", rep.redone as f64, "count"),
         ("recovery_undone", rep.undone as f64, "count"),
     ]);
-    let time = Duration::from_secs_f64(seq / 1e6);
-    Ok(Sample {
-        time,
-        values,
-        ..Sample::default()
-    })
+    Ok(Sample::of(Duration::from_secs_f64(seq / 1e6), values))
 }
 
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
@@ -184,14 +179,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             )
         },
     )?;
-    let per = Per {
-        metric: "sequence_us",
-        unit: "us",
-        scale: 1e6,
-        ops: 1.0,
-        counters: None,
-    };
-    m.report(report, &per, &[], &[]);
+    m.report(report, &Per::whole("sequence_us", "us"), &[], &[]);
     // The no-log sequence at each S: the median over every run beside it.
     for (k, chunk) in m.samples.chunks(configs.len()).enumerate() {
         let all = chunk

@@ -30,7 +30,9 @@
 //!   Fences of several threads share device flushes (group commit): a
 //!   fence that finds one in flight waits for it and then, if its own
 //!   ranges came too late for it, for the next, which one of the waiters
-//!   leads for all of them (`Flushes`; [`Counters::grouped_fences`]).
+//!   leads for all of them, once the threads fencing now have joined it
+//!   (bounded by half a flush; a lone thread never waits: `Flushes`;
+//!   [`Counters::grouped_fences`]).
 //! * **Sim** — a simulated domain in ordinary memory (see [`sim`]) that keeps,
 //!   per 64-byte line, the persisted contents apart from the stores not yet
 //!   guaranteed persistent (a flush is completed only by a fence of the
@@ -218,7 +220,10 @@ enum Kind {
 /// Msync's state (boxed: a `Domain` stays small).
 struct Msync {
     flush: Mutex<Flushes>,
+    /// Signalled when a device flush ends.
     flushed: parking_lot::Condvar,
+    /// Signalled when a gathering leader's group is complete.
+    gathered: parking_lot::Condvar,
     lazy: Mutex<Vec<(u64, u64)>>,
 }
 
@@ -230,14 +235,36 @@ struct Msync {
 /// flight and, if that one started before its ranges were recorded, for
 /// the next, which the first waiter to wake leads. So fences that arrive
 /// while a flush is in flight share the next one: one device flush for a
-/// whole group of commits, each waiting at most for the flush in flight
-/// and its own.
+/// whole group of commits.
+///
+/// **Gathering.** Left at that, `T` threads committing in a loop settle
+/// into two cohorts of `T / 2` that alternate: the threads one flush
+/// releases come back while the next one is in flight. So a leader first
+/// waits for the threads that are committing now to join its group: the
+/// group the last flush made durable plus the fences that joined while it
+/// was in flight (`expect`, at most the number of threads fencing). It
+/// waits until that many have joined (the last one to join wakes it) or
+/// for at most half the last flush's duration, whichever comes first. A
+/// lone thread expects only itself and never waits; a thread that stops
+/// committing costs the next leader at most that bound once, as the next
+/// group is then smaller.
 #[derive(Default)]
 struct Flushes {
     dirty: Vec<(u64, u64)>,
     recorded: u64,
     durable: u64,
     busy: bool,
+    /// The count of recorded ranges the flush in flight (or the last one)
+    /// took: a fence whose count is higher joins the next group.
+    taken: u64,
+    /// Fences in the next group so far.
+    joined: u64,
+    /// Fences the next leader gathers before it flushes (see above).
+    expect: u64,
+    /// A leader is waiting for `expect` fences to join.
+    gathering: bool,
+    /// How long the last device flush took: the gathering's bound is half.
+    last_flush: std::time::Duration,
     /// A device flush failed: the page cache may have dropped the dirty
     /// pages it could not write, so no later fence can promise anything
     /// (every fence fails from then on).
@@ -540,6 +567,7 @@ impl Domain {
             Backend::Msync => Kind::Msync(Box::new(Msync {
                 flush: Mutex::new(Flushes::default()),
                 flushed: parking_lot::Condvar::new(),
+                gathered: parking_lot::Condvar::new(),
                 lazy: Mutex::new(Vec::new()),
             })),
             Backend::Sim => unreachable!("sim domains are built by Domain::sim"),
@@ -848,7 +876,7 @@ impl Domain {
                     spin_ns(self.latency.fence_ns);
                 }
             }
-            Kind::Msync(m) => self.group_fence(&m.flush, &m.flushed)?,
+            Kind::Msync(m) => self.group_fence(m)?,
             Kind::Sim(sim) => sim.lock().fence(),
         }
         Ok(())
@@ -856,19 +884,29 @@ impl Domain {
 
     /// Msync's fence: every range recorded before it durable, by a device
     /// flush of its own or one another thread leads (see [`Flushes`]).
-    fn group_fence(
-        &self,
-        flush: &Mutex<Flushes>,
-        flushed: &parking_lot::Condvar,
-    ) -> Result<(), Error> {
+    fn group_fence(&self, m: &Msync) -> Result<(), Error> {
         let fail = |m: &str| {
             Error::io(
                 Path::new("<pool mapping>"),
                 std::io::Error::other(m.to_string()),
             )
         };
-        let mut f = flush.lock();
+        let mut f = m.flush.lock();
         let want = f.recorded;
+        if let Some(m) = &f.failed {
+            return Err(fail(m));
+        }
+        if f.durable >= want {
+            // Nothing of its own to make durable.
+            return Ok(());
+        }
+        if want > f.taken {
+            // No flush started yet covers it: it joins the next group.
+            f.joined += 1;
+            if f.gathering && f.joined >= f.expect {
+                m.gathered.notify_one();
+            }
+        }
         let mut led = false;
         loop {
             if let Some(m) = &f.failed {
@@ -878,15 +916,24 @@ impl Domain {
                 break;
             }
             if f.busy {
-                flushed.wait(&mut f);
+                m.flushed.wait(&mut f);
                 continue;
             }
             // Lead a flush of every range recorded so far (this fence's
-            // and those of every fence waiting behind the last flush).
+            // and those of every fence waiting behind the last flush),
+            // once the threads committing now have joined (bounded).
             f.busy = true;
             led = true;
+            if f.joined < f.expect {
+                let deadline = std::time::Instant::now() + f.last_flush / 2;
+                f.gathering = true;
+                while f.joined < f.expect && !m.gathered.wait_until(&mut f, deadline).timed_out() {}
+                f.gathering = false;
+            }
+            let group = std::mem::take(&mut f.joined);
             let ranges = std::mem::take(&mut f.dirty);
             let upto = f.recorded;
+            f.taken = upto;
             let r = match sync_span(&ranges, self.len()) {
                 // One msync, one device flush, for every range: dirty
                 // pages between them are written back early, which a
@@ -894,18 +941,24 @@ impl Domain {
                 // media at any time before its fence).
                 Some((s, e)) => {
                     bump(&self.counters.slot().device_flushes, 1);
-                    parking_lot::MutexGuard::unlocked(&mut f, || {
+                    let start = std::time::Instant::now();
+                    let r = parking_lot::MutexGuard::unlocked(&mut f, || {
                         self.map.msync(s as usize, (e - s) as usize)
-                    })
+                    });
+                    f.last_flush = start.elapsed();
+                    r
                 }
                 None => Ok(()),
             };
             f.busy = false;
+            // The threads fencing now: this group, and the fences that
+            // joined the next one while it was in flight.
+            f.expect = group + f.joined;
             match r {
                 Ok(()) => f.durable = f.durable.max(upto),
                 Err(e) => f.failed = Some(format!("msync failed: {e}")),
             }
-            flushed.notify_all();
+            m.flushed.notify_all();
         }
         if !led {
             bump(&self.counters.slot().grouped_fences, 1);
@@ -1087,5 +1140,38 @@ mod tests {
         let file = std::fs::read(&path).unwrap();
         let word = |o: usize| u64::from_le_bytes(file[o..o + 8].try_into().unwrap());
         assert_eq!([64, 128, 500_000, 900_000].map(word), [7, 8, 3, 9]);
+    }
+
+    /// Fences of several threads on Msync (a gathering leader among them):
+    /// each either led one device flush or was made durable by another
+    /// thread's, and all of them return (counts, not times).
+    #[test]
+    fn concurrent_msync_fences_each_lead_a_flush_or_share_one() {
+        const THREADS: u64 = 6;
+        const EACH: u64 = 40;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let d = Domain::create_file(&path, 1 << 20, Backend::Msync).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let d = &d;
+                s.spawn(move || {
+                    for k in 0..EACH {
+                        let off = t * 4096 + k * 8;
+                        d.store_u64(off, t << 32 | k).unwrap();
+                        d.flush(off, 8).unwrap();
+                        d.fence().unwrap();
+                    }
+                });
+            }
+        });
+        let c = d.counters();
+        assert_eq!(c.fences, THREADS * EACH);
+        assert_eq!(c.device_flushes + c.grouped_fences, THREADS * EACH);
+        assert!(c.device_flushes >= 1);
+        // A fence with nothing recorded neither flushes nor counts as grouped.
+        d.fence().unwrap();
+        assert_eq!(d.counters().since(&c).device_flushes, 0);
+        assert_eq!(d.counters().since(&c).grouped_fences, 0);
     }
 }

@@ -644,23 +644,25 @@ impl Pool {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn grow(&self, bytes: u64) -> Result<u64, Error> {
-        self.eng.usable()?;
-        let _gate = self.enter();
-        let chunks = bytes.div_ceil(crate::format::layout::CHUNK);
-        self.eng.alloc.grow(&self.eng.dom, chunks)?;
-        Ok(self.size())
+        self.grow_heap(|_| bytes)
     }
 
     /// Grows the heap until it ends at or past `size` bytes of the file
     /// (nothing when it does already); returns the pool's new size. As
     /// [`grow`](Self::grow): `OutOfMemory` past the maximum size.
     pub fn grow_to(&self, size: u64) -> Result<u64, Error> {
-        let l = &self.eng.hdr.layout;
+        self.grow_heap(|heap_end| size.saturating_sub(heap_end))
+    }
+
+    /// Grows the heap by the bytes `more` asks for, given where the heap
+    /// ends now (whole chunks; none for 0); returns the pool's new size.
+    fn grow_heap(&self, more: impl FnOnce(u64) -> u64) -> Result<u64, Error> {
+        self.eng.usable()?;
+        let _gate = self.enter();
         let chunk = crate::format::layout::CHUNK;
-        let heap_end = l.heap_off + self.alloc_stats().total_chunks * chunk;
-        if size > heap_end {
-            self.grow(size - heap_end)?;
-        }
+        let heap_end = self.eng.hdr.layout.heap_off + self.alloc_stats().total_chunks * chunk;
+        let chunks = more(heap_end).div_ceil(chunk);
+        self.eng.alloc.grow(&self.eng.dom, chunks)?;
         Ok(self.size())
     }
 

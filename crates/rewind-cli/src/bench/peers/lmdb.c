@@ -59,13 +59,14 @@ int lm_open(const char *dir, uint64_t mapsize, struct lm **out) {
     return 0;
 }
 
-void lm_close(struct lm *l) {
+int lm_close(struct lm *l) {
     if (l->batch != NULL)
         mdb_txn_abort(l->batch);
     if (l->read != NULL)
         mdb_txn_abort(l->read);
     mdb_env_close(l->env);
     free(l);
+    return 0;
 }
 
 static int write_op(struct lm *l, const void *key, uint32_t klen, const void *val, uint32_t len,

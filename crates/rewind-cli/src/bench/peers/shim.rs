@@ -15,110 +15,99 @@ pub struct Raw {
     _private: [u8; 0],
 }
 
-type Open = unsafe extern "C" fn(*const c_char, u64, *mut *mut Raw) -> c_int;
-type Put =
-    unsafe extern "C" fn(*mut Raw, *const c_void, u32, *const c_void, u32, *mut c_int) -> c_int;
-type Get =
-    unsafe extern "C" fn(*mut Raw, *const c_void, u32, *mut c_void, u32, *mut c_int) -> c_int;
-type Del = unsafe extern "C" fn(*mut Raw, *const c_void, u32, *mut c_int) -> c_int;
-type Call = unsafe extern "C" fn(*mut Raw) -> c_int;
+/// Declares one shim's C functions (named as given, each with the same
+/// signature in both shims) and the [`Api`] table `$api` of them.
+macro_rules! shim_api {
+    ($api:ident, $name:literal, $strerror:ident, $open:ident, $close:ident, $put:ident,
+     $get:ident, $del:ident, $begin:ident, $commit:ident, $abort:ident) => {
+        extern "C" {
+            fn $strerror(err: c_int) -> *const c_char;
+            fn $open(dir: *const c_char, size: u64, out: *mut *mut Raw) -> c_int;
+            fn $close(b: *mut Raw) -> c_int;
+            fn $put(
+                b: *mut Raw,
+                key: *const c_void,
+                klen: u32,
+                val: *const c_void,
+                len: u32,
+                inserted: *mut c_int,
+            ) -> c_int;
+            fn $get(
+                b: *mut Raw,
+                key: *const c_void,
+                klen: u32,
+                val: *mut c_void,
+                len: u32,
+                found: *mut c_int,
+            ) -> c_int;
+            fn $del(b: *mut Raw, key: *const c_void, klen: u32, found: *mut c_int) -> c_int;
+            fn $begin(b: *mut Raw) -> c_int;
+            fn $commit(b: *mut Raw) -> c_int;
+            fn $abort(b: *mut Raw) -> c_int;
+        }
 
-extern "C" {
-    fn bdb_strerror(err: c_int) -> *const c_char;
-    fn bdb_open(dir: *const c_char, cache: u64, out: *mut *mut Raw) -> c_int;
-    fn bdb_recover(dir: *const c_char, cache: u64) -> c_int;
-    fn bdb_close(b: *mut Raw) -> c_int;
-    fn bdb_put(
-        b: *mut Raw,
-        key: *const c_void,
-        klen: u32,
-        val: *const c_void,
-        len: u32,
-        inserted: *mut c_int,
-    ) -> c_int;
-    fn bdb_get(
-        b: *mut Raw,
-        key: *const c_void,
-        klen: u32,
-        val: *mut c_void,
-        len: u32,
-        found: *mut c_int,
-    ) -> c_int;
-    fn bdb_del(b: *mut Raw, key: *const c_void, klen: u32, found: *mut c_int) -> c_int;
-    fn bdb_begin(b: *mut Raw) -> c_int;
-    fn bdb_commit(b: *mut Raw) -> c_int;
-    fn bdb_abort(b: *mut Raw) -> c_int;
-    fn lm_strerror(err: c_int) -> *const c_char;
-    fn lm_open(dir: *const c_char, mapsize: u64, out: *mut *mut Raw) -> c_int;
-    fn lm_close(b: *mut Raw);
-    fn lm_put(
-        b: *mut Raw,
-        key: *const c_void,
-        klen: u32,
-        val: *const c_void,
-        len: u32,
-        inserted: *mut c_int,
-    ) -> c_int;
-    fn lm_get(
-        b: *mut Raw,
-        key: *const c_void,
-        klen: u32,
-        val: *mut c_void,
-        len: u32,
-        found: *mut c_int,
-    ) -> c_int;
-    fn lm_del(b: *mut Raw, key: *const c_void, klen: u32, found: *mut c_int) -> c_int;
-    fn lm_begin(b: *mut Raw) -> c_int;
-    fn lm_commit(b: *mut Raw) -> c_int;
-    fn lm_abort(b: *mut Raw) -> c_int;
+        static $api: Api = Api {
+            name: $name,
+            strerror: $strerror,
+            open: $open,
+            close: $close,
+            put: $put,
+            get: $get,
+            del: $del,
+            begin: $begin,
+            commit: $commit,
+            abort: $abort,
+        };
+    };
 }
 
 /// One shim's functions.
 struct Api {
     name: &'static str,
     strerror: unsafe extern "C" fn(c_int) -> *const c_char,
-    open: Open,
+    open: unsafe extern "C" fn(*const c_char, u64, *mut *mut Raw) -> c_int,
     close: Call,
-    put: Put,
-    get: Get,
-    del: Del,
+    put:
+        unsafe extern "C" fn(*mut Raw, *const c_void, u32, *const c_void, u32, *mut c_int) -> c_int,
+    get: unsafe extern "C" fn(*mut Raw, *const c_void, u32, *mut c_void, u32, *mut c_int) -> c_int,
+    del: unsafe extern "C" fn(*mut Raw, *const c_void, u32, *mut c_int) -> c_int,
     begin: Call,
     commit: Call,
     abort: Call,
 }
 
-/// `lm_close` returns nothing; the table's `close` returns a code.
-unsafe extern "C" fn lm_close_rc(b: *mut Raw) -> c_int {
-    // SAFETY: the caller's: `b` is an open handle, closed once.
-    unsafe { lm_close(b) };
-    0
+type Call = unsafe extern "C" fn(*mut Raw) -> c_int;
+
+shim_api!(
+    BDB,
+    "Berkeley DB",
+    bdb_strerror,
+    bdb_open,
+    bdb_close,
+    bdb_put,
+    bdb_get,
+    bdb_del,
+    bdb_begin,
+    bdb_commit,
+    bdb_abort
+);
+shim_api!(
+    LMDB,
+    "LMDB",
+    lm_strerror,
+    lm_open,
+    lm_close,
+    lm_put,
+    lm_get,
+    lm_del,
+    lm_begin,
+    lm_commit,
+    lm_abort
+);
+
+extern "C" {
+    fn bdb_recover(dir: *const c_char, cache: u64) -> c_int;
 }
-
-static BDB: Api = Api {
-    name: "Berkeley DB",
-    strerror: bdb_strerror,
-    open: bdb_open,
-    close: bdb_close,
-    put: bdb_put,
-    get: bdb_get,
-    del: bdb_del,
-    begin: bdb_begin,
-    commit: bdb_commit,
-    abort: bdb_abort,
-};
-
-static LMDB: Api = Api {
-    name: "LMDB",
-    strerror: lm_strerror,
-    open: lm_open,
-    close: lm_close_rc,
-    put: lm_put,
-    get: lm_get,
-    del: lm_del,
-    begin: lm_begin,
-    commit: lm_commit,
-    abort: lm_abort,
-};
 
 fn c_path(dir: &Path) -> io::Result<CString> {
     CString::new(dir.as_os_str().as_bytes())
@@ -214,26 +203,22 @@ impl Shim {
 
     /// Opens a batch: one transaction for the operations until commit or abort.
     pub fn begin(&mut self) -> io::Result<()> {
-        // SAFETY: the handle is open.
-        check(self.api, "begin", unsafe {
-            (self.api.begin)(self.raw.as_ptr())
-        })
+        self.call("begin", self.api.begin)
     }
 
     /// Commits the batch (durable when it returns).
     pub fn commit(&mut self) -> io::Result<()> {
-        // SAFETY: the handle is open.
-        check(self.api, "commit", unsafe {
-            (self.api.commit)(self.raw.as_ptr())
-        })
+        self.call("commit", self.api.commit)
     }
 
     /// Aborts the batch: its changes are rolled back.
     pub fn abort(&mut self) -> io::Result<()> {
-        // SAFETY: the handle is open.
-        check(self.api, "abort", unsafe {
-            (self.api.abort)(self.raw.as_ptr())
-        })
+        self.call("abort", self.api.abort)
+    }
+
+    fn call(&mut self, action: &str, f: Call) -> io::Result<()> {
+        // SAFETY: the handle is open; `f` is one of its shim's calls.
+        check(self.api, action, unsafe { f(self.raw.as_ptr()) })
     }
 }
 

@@ -128,46 +128,52 @@ impl ShimStore {
     }
 }
 
+/// Runs `ops` inside the transaction `s` has begun, then ends it as `end`
+/// says with `end_tx(s, commit)` (an error rolls back), timing the end.
+fn batch_in<S: Store>(
+    s: &mut S,
+    ops: &[Op],
+    end: End<'_>,
+    d: &mut Digest,
+    end_tx: fn(&mut S, bool) -> Result<(), MemError>,
+) -> Result<Duration, MemError> {
+    let r = ops.iter().try_for_each(|&op| s.apply(op, d));
+    if let Err(e) = r.and_then(|()| end.before_end()) {
+        let _ = end_tx(s, false);
+        return Err(e);
+    }
+    let start = Instant::now();
+    end_tx(s, end.commits())?;
+    Ok(start.elapsed())
+}
+
 impl Store for ShimStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         let mut buf = [0u8; 32];
+        let kb = key_bytes(self.keys, op.key(), &mut buf);
         match op {
-            Op::Get(k) => {
+            Op::Get(_) => {
                 let mut v: Value = [0; VALUE];
-                let found = self
-                    .shim
-                    .get_bytes(key_bytes(self.keys, k, &mut buf), &mut v)?;
+                let found = self.shim.get_bytes(kb, &mut v)?;
                 d.get(found.then_some(&v[..]));
             }
-            Op::Insert(k) => {
-                let kb = key_bytes(self.keys, k, &mut buf);
-                d.update(self.shim.put_bytes(kb, &value_of(k))?)
-            }
-            Op::Remove(k) => d.update(self.shim.del_bytes(key_bytes(self.keys, k, &mut buf))?),
+            Op::Insert(k) => d.update(self.shim.put_bytes(kb, &value_of(k))?),
+            Op::Remove(_) => d.update(self.shim.del_bytes(kb)?),
         }
         Ok(())
     }
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         self.shim.begin()?;
-        for &op in ops {
-            if let Err(e) = self.apply(op, d) {
-                let _ = self.shim.abort();
-                return Err(e);
-            }
-        }
-        if let Err(e) = end.before_end() {
-            let _ = self.shim.abort();
-            return Err(e);
-        }
-        let start = Instant::now();
-        if matches!(end, End::Commit) {
-            self.shim.commit()?;
-        } else {
-            self.shim.abort()?;
-        }
-        Ok(start.elapsed())
+        batch_in(self, ops, end, d, |s, commit| {
+            let r = if commit {
+                s.shim.commit()
+            } else {
+                s.shim.abort()
+            };
+            Ok(r?)
+        })
     }
 }
 
@@ -179,11 +185,6 @@ pub struct SqliteStore {
     conn: rusqlite::Connection,
     keys: Keys,
 }
-
-const SQL_GET: &str = "SELECT v FROM kv WHERE k = ?1";
-/// Like the tree's insert, no change when the key is present.
-const SQL_PUT: &str = "INSERT OR IGNORE INTO kv (k, v) VALUES (?1, ?2)";
-const SQL_DEL: &str = "DELETE FROM kv WHERE k = ?1";
 
 /// A key as SQLite gets it.
 enum SqlKey {
@@ -215,13 +216,6 @@ impl SqliteStore {
         }
     }
 
-    fn key(&self, k: u64) -> SqlKey {
-        match self.keys {
-            Keys::U64 => SqlKey::Int(k as i64),
-            Keys::Str32 => SqlKey::Blob(str_key(k)),
-        }
-    }
-
     /// A new database file at `path` (replaced), keyed as `keys` says.
     pub fn create_keyed(path: &Path, keys: Keys) -> Result<SqliteStore, MemError> {
         let _ = std::fs::remove_file(path);
@@ -249,34 +243,34 @@ impl Store for SqliteStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         let err = peer("SQLite");
+        let key = match self.keys {
+            Keys::U64 => SqlKey::Int(op.key() as i64),
+            Keys::Str32 => SqlKey::Blob(str_key(op.key())),
+        };
         match op {
-            Op::Get(k) => {
-                let key = self.key(k);
-                let mut st = self.conn.prepare_cached(SQL_GET).map_err(&err)?;
+            Op::Get(_) => {
+                let mut st = (self.conn)
+                    .prepare_cached("SELECT v FROM kv WHERE k = ?1")
+                    .map_err(&err)?;
                 let mut rows = st.query([key]).map_err(&err)?;
                 match rows.next().map_err(&err)? {
                     Some(row) => {
-                        let v = row
-                            .get_ref(0)
-                            .map_err(&err)?
-                            .as_blob()
-                            .map_err(peer("SQLite value"))?;
-                        d.get(Some(v));
+                        let v = row.get_ref(0).map_err(&err)?.as_blob();
+                        d.get(Some(v.map_err(peer("SQLite value"))?));
                     }
                     None => d.get(None),
                 }
             }
             Op::Insert(k) => {
-                let key = self.key(k);
-                let mut st = self.conn.prepare_cached(SQL_PUT).map_err(&err)?;
-                let n = st
-                    .execute(rusqlite::params![key, &value_of(k)[..]])
-                    .map_err(&err)?;
-                d.update(n == 1);
+                // Like the tree's insert, no change when the key is present.
+                let sql = "INSERT OR IGNORE INTO kv (k, v) VALUES (?1, ?2)";
+                let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
+                let n = st.execute(rusqlite::params![key, &value_of(k)[..]]);
+                d.update(n.map_err(&err)? == 1);
             }
-            Op::Remove(k) => {
-                let key = self.key(k);
-                let mut st = self.conn.prepare_cached(SQL_DEL).map_err(&err)?;
+            Op::Remove(_) => {
+                let sql = "DELETE FROM kv WHERE k = ?1";
+                let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
                 d.update(st.execute([key]).map_err(&err)? == 1);
             }
         }
@@ -284,42 +278,60 @@ impl Store for SqliteStore {
     }
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
-        let err = peer("SQLite");
-        self.conn.execute_batch("BEGIN").map_err(&err)?;
-        for &op in ops {
-            if let Err(e) = self.apply(op, d) {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                return Err(e);
-            }
-        }
-        if let Err(e) = end.before_end() {
-            let _ = self.conn.execute_batch("ROLLBACK");
-            return Err(e);
-        }
-        let start = Instant::now();
-        let commit = matches!(end, End::Commit);
-        self.conn
-            .execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })
-            .map_err(&err)?;
-        Ok(start.elapsed())
+        self.conn.execute_batch("BEGIN").map_err(peer("SQLite"))?;
+        batch_in(self, ops, end, d, |s, commit| {
+            let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+            s.conn.execute_batch(sql).map_err(peer("SQLite"))
+        })
     }
 }
 
-/// redb: one table of u64 keys and byte values, each write transaction
+/// A key type of a redb table of the benchmarks: u64 ([`RedbStore`]) or
+/// the 32-byte string made of it ([`RedbStrStore`]).
+pub trait RedbKey: redb::Key + Sized + 'static {
+    /// The table of byte values.
+    const TABLE: redb::TableDefinition<'static, Self, &'static [u8]>;
+    /// Calls `f` with the key `k` stands for.
+    fn with<R>(k: u64, f: impl FnOnce(Self::SelfType<'_>) -> R) -> R;
+}
+
+impl RedbKey for u64 {
+    const TABLE: redb::TableDefinition<'static, u64, &'static [u8]> =
+        redb::TableDefinition::new("tree");
+    fn with<R>(k: u64, f: impl FnOnce(u64) -> R) -> R {
+        f(k)
+    }
+}
+
+impl RedbKey for &'static [u8] {
+    const TABLE: redb::TableDefinition<'static, &'static [u8], &'static [u8]> =
+        redb::TableDefinition::new("strtree");
+    fn with<R>(k: u64, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(&str_key(k)[..])
+    }
+}
+
+/// redb: one table of `K` keys and byte values, each write transaction
 /// committed with `Durability::Immediate`.
-pub struct RedbStore(pub redb::Database);
+pub struct RedbStore<K = u64>(redb::Database, std::marker::PhantomData<K>);
 
-const REDB_TABLE: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("tree");
+/// redb with string keys: a table of `&[u8]` keys.
+pub type RedbStrStore = RedbStore<&'static [u8]>;
 
-impl RedbStore {
+impl<K: RedbKey> RedbStore<K> {
+    /// The store in the open database `db`.
+    pub fn open(db: redb::Database) -> RedbStore<K> {
+        RedbStore(db, std::marker::PhantomData)
+    }
+
     /// A new database file at `path` (replaced).
-    pub fn create(path: &Path) -> Result<RedbStore, MemError> {
+    pub fn create(path: &Path) -> Result<RedbStore<K>, MemError> {
         let _ = std::fs::remove_file(path);
         let db = redb::Database::create(path).map_err(peer("creating redb"))?;
         let w = db.begin_write().map_err(peer("redb begin_write"))?;
-        w.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
+        w.open_table(K::TABLE).map_err(peer("redb open_table"))?;
         w.commit().map_err(peer("redb commit"))?;
-        Ok(RedbStore(db))
+        Ok(RedbStore::open(db))
     }
 
     fn write_ops(
@@ -331,36 +343,39 @@ impl RedbStore {
         let mut w = self.0.begin_write().map_err(peer("redb begin_write"))?;
         w.set_durability(redb::Durability::Immediate);
         {
-            let mut t = w.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
+            let mut t = w.open_table(K::TABLE).map_err(peer("redb open_table"))?;
             for &op in ops {
-                match op {
-                    Op::Get(k) => {
-                        let v = t.get(k).map_err(peer("redb get"))?;
-                        d.get(v.as_ref().map(|g| g.value()));
-                    }
-                    Op::Insert(k) => {
-                        // redb's insert replaces; the tree's leaves a present
-                        // key alone. The old value goes back (never, in this
-                        // workload: every insert is of a new key).
-                        let old = t
-                            .insert(k, &value_of(k)[..])
-                            .map_err(peer("redb insert"))?
-                            .map(|g| g.value().to_vec());
-                        if let Some(old) = &old {
-                            t.insert(k, &old[..]).map_err(peer("redb insert"))?;
+                K::with(op.key(), |key| {
+                    match op {
+                        Op::Get(_) => {
+                            let v = t.get(&key).map_err(peer("redb get"))?;
+                            d.get(v.as_ref().map(|g| g.value()));
                         }
-                        d.update(old.is_none());
+                        Op::Insert(k) => {
+                            // redb's insert replaces; the tree's leaves a
+                            // present key alone. The old value goes back
+                            // (never, in this workload: every insert is of a
+                            // new key).
+                            let old = t.insert(&key, &value_of(k)[..]);
+                            let old = old.map_err(peer("redb insert"))?;
+                            let old = old.map(|g| g.value().to_vec());
+                            if let Some(old) = &old {
+                                t.insert(&key, &old[..]).map_err(peer("redb insert"))?;
+                            }
+                            d.update(old.is_none());
+                        }
+                        Op::Remove(_) => {
+                            let old = t.remove(&key).map_err(peer("redb remove"))?;
+                            d.update(old.is_some());
+                        }
                     }
-                    Op::Remove(k) => {
-                        let old = t.remove(k).map_err(peer("redb remove"))?;
-                        d.update(old.is_some());
-                    }
-                }
+                    Ok::<(), MemError>(())
+                })?;
             }
         }
         end.before_end()?;
         let start = Instant::now();
-        if matches!(end, End::Commit) {
+        if end.commits() {
             w.commit().map_err(peer("redb commit"))?;
         } else {
             w.abort().map_err(peer("redb abort"))?;
@@ -369,100 +384,14 @@ impl RedbStore {
     }
 }
 
-impl Store for RedbStore {
+impl<K: RedbKey> Store for RedbStore<K> {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         match op {
             Op::Get(k) => {
                 let r = self.0.begin_read().map_err(peer("redb begin_read"))?;
-                let t = r.open_table(REDB_TABLE).map_err(peer("redb open_table"))?;
-                let v = t.get(k).map_err(peer("redb get"))?;
-                d.get(v.as_ref().map(|g| g.value()));
-                Ok(())
-            }
-            _ => self.write_ops(&[op], End::Commit, d).map(|_| ()),
-        }
-    }
-
-    fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
-        self.write_ops(ops, end, d)
-    }
-}
-
-/// redb with string keys: one table of `&[u8]` keys and byte values,
-/// each write transaction committed with `Durability::Immediate`.
-pub struct RedbStrStore(redb::Database);
-
-const REDB_STR_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("strtree");
-
-impl RedbStrStore {
-    /// A new database file at `path` (replaced).
-    pub fn create(path: &Path) -> Result<RedbStrStore, MemError> {
-        let _ = std::fs::remove_file(path);
-        let db = redb::Database::create(path).map_err(peer("creating redb"))?;
-        let w = db.begin_write().map_err(peer("redb begin_write"))?;
-        w.open_table(REDB_STR_TABLE)
-            .map_err(peer("redb open_table"))?;
-        w.commit().map_err(peer("redb commit"))?;
-        Ok(RedbStrStore(db))
-    }
-
-    fn write_ops(
-        &mut self,
-        ops: &[Op],
-        end: End<'_>,
-        d: &mut Digest,
-    ) -> Result<Duration, MemError> {
-        let mut w = self.0.begin_write().map_err(peer("redb begin_write"))?;
-        w.set_durability(redb::Durability::Immediate);
-        {
-            let mut t = (w.open_table(REDB_STR_TABLE)).map_err(peer("redb open_table"))?;
-            for &op in ops {
-                match op {
-                    Op::Get(k) => {
-                        let v = t.get(&str_key(k)[..]).map_err(peer("redb get"))?;
-                        d.get(v.as_ref().map(|g| g.value()));
-                    }
-                    Op::Insert(k) => {
-                        // As `RedbStore`: a present key keeps its value.
-                        let key = str_key(k);
-                        let old = t
-                            .insert(&key[..], &value_of(k)[..])
-                            .map_err(peer("redb insert"))?
-                            .map(|g| g.value().to_vec());
-                        if let Some(old) = &old {
-                            t.insert(&key[..], &old[..]).map_err(peer("redb insert"))?;
-                        }
-                        d.update(old.is_none());
-                    }
-                    Op::Remove(k) => {
-                        let old = t.remove(&str_key(k)[..]).map_err(peer("redb remove"))?;
-                        d.update(old.is_some());
-                    }
-                }
-            }
-        }
-        end.before_end()?;
-        let start = Instant::now();
-        if matches!(end, End::Commit) {
-            w.commit().map_err(peer("redb commit"))?;
-        } else {
-            w.abort().map_err(peer("redb abort"))?;
-        }
-        Ok(start.elapsed())
-    }
-}
-
-impl Store for RedbStrStore {
-    #[inline]
-    fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
-        match op {
-            Op::Get(k) => {
-                let r = self.0.begin_read().map_err(peer("redb begin_read"))?;
-                let t = r
-                    .open_table(REDB_STR_TABLE)
-                    .map_err(peer("redb open_table"))?;
-                let v = t.get(&str_key(k)[..]).map_err(peer("redb get"))?;
+                let t = r.open_table(K::TABLE).map_err(peer("redb open_table"))?;
+                let v = K::with(k, |key| t.get(key)).map_err(peer("redb get"))?;
                 d.get(v.as_ref().map(|g| g.value()));
                 Ok(())
             }

@@ -29,7 +29,7 @@ pub enum End<'a> {
 }
 
 impl End<'_> {
-    fn commits(&self) -> bool {
+    pub fn commits(&self) -> bool {
         matches!(self, End::Commit)
     }
 

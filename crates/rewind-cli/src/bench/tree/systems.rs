@@ -163,7 +163,9 @@ fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError
     out.push(Subject {
         system: "redb",
         config: "immediate".into(),
-        store: Box::new(RedbStore::create(&dir.join("redb.db")).map_err(built("redb".into()))?),
+        store: Box::new(
+            RedbStore::<u64>::create(&dir.join("redb.db")).map_err(built("redb".into()))?,
+        ),
     });
     Ok(())
 }

@@ -24,6 +24,16 @@ pub enum Op {
     Remove(u64),
 }
 
+#[cfg(feature = "peers")]
+impl Op {
+    /// The key the operation is on.
+    pub fn key(self) -> u64 {
+        match self {
+            Op::Get(k) | Op::Insert(k) | Op::Remove(k) => k,
+        }
+    }
+}
+
 /// The value stored with `key`: derived from it, so a lookup's answer can
 /// be checked without storing the values anywhere else.
 pub fn value_of(key: u64) -> Value {
