@@ -2,7 +2,7 @@
 //! transaction (seeing its own writes), and the little-endian helpers every
 //! header uses.
 
-use rewind::{Pool, Tx};
+use rewind::{Pool, Reader, Tx};
 
 use crate::error::{corrupt, Error, Result};
 
@@ -12,6 +12,12 @@ pub trait Mem {
 }
 
 impl Mem for &Pool {
+    fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.read_bytes(off, buf)?)
+    }
+}
+
+impl Mem for Reader<'_> {
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }

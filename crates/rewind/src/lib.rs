@@ -89,4 +89,4 @@ pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters, NvmLatency};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};
 pub use recovery::RecoveryReport;
-pub use tx::{Policy, Savepoint, Tx};
+pub use tx::{Policy, Reader, Savepoint, Tx};

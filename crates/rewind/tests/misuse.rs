@@ -70,6 +70,47 @@ fn freed_blocks_are_refused_in_and_after_the_freeing_transaction() {
     assert!(matches!(p.read(a), Err(Error::NotAllocated { .. })));
 }
 
+/// A transaction remembers the blocks its accesses found allocated; every
+/// way it can make one unallocated must make it forget them.
+#[test]
+fn blocks_accessed_then_freed_or_unallocated_are_refused() {
+    let p = pool();
+    let (a, b) = p
+        .transaction(|tx| Ok::<_, Error>((tx.alloc::<u64>()?, tx.alloc::<u64>()?)))
+        .unwrap();
+    // Read and written (remembered), then freed by the same transaction.
+    let e = p
+        .transaction(|tx| {
+            tx.write(a, &1)?;
+            assert_eq!(tx.read(a)?, 1);
+            tx.free(a)?;
+            tx.read(a)
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    // Freed in a nested top action, whose frees are final at once.
+    let e = p
+        .transaction(|tx| {
+            tx.write(b, &2)?;
+            tx.nested_top_action(|tx| tx.free(b))?;
+            tx.write(b, &3)
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    // Allocated after a savepoint, accessed, and undone by a rollback to it.
+    let e = p
+        .transaction(|tx| {
+            let sp = tx.savepoint()?;
+            let c = tx.alloc::<u64>()?;
+            tx.write(c, &4)?;
+            assert_eq!(tx.read(c)?, 4);
+            tx.rollback_to(sp)?;
+            tx.read(c)
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+}
+
 #[test]
 fn a_refused_access_does_not_doom_the_transaction() {
     let p = pool();

@@ -17,7 +17,7 @@
 
 use super::harness::{Bench, Ctx};
 use super::output::{Chart, Col, Report};
-use super::tree::systems::{Plan, Subject};
+use super::tree::systems::{built, Plan, Subject};
 use super::tree::workload::Model;
 use crate::error::CliError;
 
@@ -37,13 +37,11 @@ pub const BENCH: Bench = Bench {
         Col("speed_vs_sqlite", "vs sqlite", 2),
         Col("speed_vs_redb", "vs redb", 2),
     ],
-    chart: Chart {
-        title: "B+-tree with 32-byte string keys: time per operation against update fraction",
-        y_label: "microseconds per operation (log scale)",
-        metrics: &["us_per_op"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "B+-tree with 32-byte string keys: time per operation against update fraction",
+        "microseconds per operation (log scale)",
+        &["us_per_op"],
+    ),
     peers: &STR_PEERS,
     paper: "Issue 18's string-key goal: with 32-byte string keys, rewind-collections' BTreeMap at least 5x faster than redb and LMDB (100 % updates, tmpfs).",
     notes: "coll-btree is rewind-collections' BTreeMap<Vec<u8>, [u8; 24]> under the default policy: each 32-byte key inline in its 40-byte leaf slot, beside its 24-byte value. The peers use their own trees with the same keys as byte strings; every operation is its own durable transaction, and every system's answers must agree.",
@@ -61,41 +59,15 @@ fn build(ctx: &Ctx, dir: &std::path::Path, plan: &Plan) -> Result<Vec<Subject>, 
     use super::tree::coll::MapStore;
     use super::tree::Value;
     use rewind_collections::BTreeMap;
-    let built = |what: &str| {
-        let what = what.to_string();
-        move |e| CliError::Bench(format!("creating {what}: {e}"))
-    };
     let coll = MapStore::<BTreeMap<Vec<u8>, Value>>::create(ctx, dir, "str32", None, plan)
         .map_err(built("the string-keyed BTreeMap"))?;
     #[allow(unused_mut)]
-    let mut out = vec![Subject {
-        system: "coll-btree",
-        config: "default".into(),
-        store: Box::new(coll),
-    }];
+    let mut out = vec![Subject::new("coll-btree", "default", coll)];
     #[cfg(feature = "peers")]
-    {
-        use super::tree::peers::{RedbStrStore, ShimStore, SqliteStore};
-        use super::tree::workload::Keys;
-        let bdb = ShimStore::bdb(&dir.join("bdb-str")).map_err(built("Berkeley DB"))?;
-        let lmdb = ShimStore::lmdb(&dir.join("lmdb-str")).map_err(built("LMDB"))?;
-        let sqlite = SqliteStore::create_keyed(&dir.join("sqlite-str.db"), Keys::Str32)
-            .map_err(built("SQLite"))?;
-        let redb = RedbStrStore::create(&dir.join("redb-str.db")).map_err(built("redb"))?;
-        let peers: [(&'static str, &str, Box<dyn super::tree::store::Store>); 4] = [
-            ("bdb", "btree-txn-sync", Box::new(bdb.keyed(Keys::Str32))),
-            ("lmdb", "sync", Box::new(lmdb.keyed(Keys::Str32))),
-            ("sqlite", "wal-full", Box::new(sqlite)),
-            ("redb", "immediate", Box::new(redb)),
-        ];
-        for (system, config, store) in peers {
-            out.push(Subject {
-                system,
-                config: config.into(),
-                store,
-            });
-        }
-    }
+    out.extend(super::tree::systems::stores(
+        dir,
+        super::tree::workload::Keys::Str32,
+    )?);
     Ok(out)
 }
 

@@ -22,11 +22,17 @@
 //! durable); the peers' cannot be, the floor's are one per record by
 //! construction.
 //!
+//! `rewind bench group-commit` runs the same updates from 1 to 16 threads
+//! at once. Both experiments drive the same stores ([`Store`]: rewind,
+//! SQLite, LMDB, Berkeley DB, each updating the rows of one or more threads
+//! and reading them back); `disk` is its one-thread case beside the floor.
+//!
 //! The pools are always `Msync`, whatever `--backend` says. Without `--dir`
 //! the scratch directory is in the temp directory (not `/dev/shm`, the
 //! other experiments' default, where no flush reaches a device).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -34,7 +40,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{median, Bench, Ctx, Headline, Label, Per, Sample, Timer};
+use super::harness::{median, Bench, Ctx, Headline, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -79,17 +85,6 @@ const ROUNDS: usize = 5;
 /// The floor that `ratio_vs_floor` divides by: the primitive rewind uses.
 const FLOOR: &str = "disk-floor/pwrite-msync";
 
-enum System {
-    Rewind {
-        pool: Box<Pool>,
-        data: PPtr<u64>,
-    },
-    Sqlite(rusqlite::Connection),
-    Floor(DiskFloor, Primitive),
-    #[cfg(feature = "peers")]
-    Shim(rewind_peers::shim::Shim),
-}
-
 fn sql(what: &'static str) -> impl Fn(rusqlite::Error) -> CliError {
     move |e| CliError::Io {
         action: what.into(),
@@ -97,47 +92,74 @@ fn sql(what: &'static str) -> impl Fn(rusqlite::Error) -> CliError {
     }
 }
 
-/// rewind's configurations: redo (one group, one fence per commit) and
-/// force, on Batch, the default log.
-fn rewind_configs() -> [(String, PoolConfig); 2] {
-    [Policy::Redo, Policy::Force].map(|policy| {
-        let cfg = PoolConfig::default().policy(policy).backend(Backend::Msync);
-        (format!("msync-{policy}"), cfg)
-    })
+/// Opens a peer's environment in a directory, at a size.
+#[cfg(feature = "peers")]
+type Open = fn(&Path, u64) -> std::io::Result<rewind_peers::shim::Shim>;
+
+/// A store doing durable one-row updates from one or more threads: rewind
+/// (one pool), SQLite (a connection per thread on one database), LMDB and
+/// Berkeley DB (with `--features peers`: only their directory is kept, each
+/// thread opening its own environment handle for a round).
+enum Store {
+    Rewind {
+        pool: Box<Pool>,
+        data: PPtr<u64>,
+    },
+    Sqlite(Vec<rusqlite::Connection>),
+    #[cfg(feature = "peers")]
+    Shim {
+        dir: std::path::PathBuf,
+        open: Open,
+        size: u64,
+    },
 }
 
-fn systems(dir: &Path) -> Result<Vec<(Label, System)>, CliError> {
-    let label = |s: &str, c: &str| Label::new(s, c, "one-row");
+/// The stores in `dir` for `threads` threads, labelled with `param`: rewind
+/// under each of `configs` (a pool each), SQLite WAL FULL, and with
+/// `--features peers` LMDB and Berkeley DB, every one holding `M` rows of 0.
+fn stores(
+    dir: &Path,
+    threads: usize,
+    configs: &[(String, PoolConfig)],
+    param: &str,
+) -> Result<Vec<(Label, Store)>, CliError> {
+    let label = |s: &str, c: &str| Label::new(s, c, param);
     let mut out = Vec::new();
-    for (config, cfg) in rewind_configs() {
-        let (pool, data) = super::array_pool(dir, &config, LAYOUT, 64 << 20, &cfg, M)?;
+    for (config, cfg) in configs {
+        let (pool, data) = super::array_pool(dir, config, LAYOUT, 64 << 20, cfg, M)?;
         let pool = Box::new(pool);
-        out.push((label("rewind", &config), System::Rewind { pool, data }));
+        out.push((label("rewind", config), Store::Rewind { pool, data }));
     }
-    let c = rusqlite::Connection::open(dir.join("sqlite.db")).map_err(sql("opening SQLite"))?;
-    let mode: String = c
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(sql("SQLite WAL"))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(CliError::Usage(format!("SQLite refused WAL mode ({mode})")));
+    let db = dir.join("sqlite.db");
+    let mut conns = Vec::new();
+    for i in 0..threads {
+        let c = rusqlite::Connection::open(&db).map_err(sql("opening SQLite"))?;
+        c.busy_timeout(Duration::from_secs(600))
+            .map_err(sql("SQLite busy timeout"))?;
+        let mode: String = c
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(sql("SQLite WAL"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(CliError::Usage(format!("SQLite refused WAL mode ({mode})")));
+        }
+        c.execute_batch("PRAGMA synchronous = FULL;")
+            .map_err(sql("SQLite synchronous"))?;
+        if i == 0 {
+            c.execute_batch("CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL); BEGIN;")
+                .map_err(sql("SQLite schema"))?;
+            for k in 0..M {
+                c.execute("INSERT INTO kv (k, v) VALUES (?1, 0)", [k as i64])
+                    .map_err(sql("SQLite load"))?;
+            }
+            c.execute_batch("COMMIT").map_err(sql("SQLite load"))?;
+        }
+        conns.push(c);
     }
-    c.execute_batch(
-        "PRAGMA synchronous = FULL;
-         CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL);",
-    )
-    .map_err(sql("SQLite schema"))?;
-    c.execute_batch("BEGIN").map_err(sql("SQLite load"))?;
-    for k in 0..M {
-        c.execute("INSERT INTO kv (k, v) VALUES (?1, 0)", [k as i64])
-            .map_err(sql("SQLite load"))?;
-    }
-    c.execute_batch("COMMIT").map_err(sql("SQLite load"))?;
-    out.push((label("sqlite", "wal-full"), System::Sqlite(c)));
+    out.push((label("sqlite", "wal-full"), Store::Sqlite(conns)));
     #[cfg(feature = "peers")]
     {
         use rewind_peers::shim::Shim;
         let zero = 0u64.to_le_bytes();
-        type Open = fn(&Path, u64) -> std::io::Result<Shim>;
         let peers: [(&str, &str, Open, u64); 2] = [
             ("lmdb", "sync", Shim::lmdb, 1 << 30),
             ("bdb", "txn-sync", Shim::bdb, 64 << 20),
@@ -153,103 +175,151 @@ fn systems(dir: &Path) -> Result<Vec<(Label, System)>, CliError> {
                     .map_err(CliError::io(format!("{name} load")))?;
             }
             s.commit().map_err(CliError::io(format!("{name} load")))?;
-            out.push((label(name, config), System::Shim(s)));
+            drop(s);
+            let sys = Store::Shim { dir: d, open, size };
+            out.push((label(name, config), sys));
         }
-    }
-    for how in Primitive::ALL {
-        let path = dir.join(format!("floor-{}.log", how.name()));
-        let f = DiskFloor::create(&path)
-            .map_err(CliError::io(format!("creating {}", path.display())))?;
-        out.push((label("disk-floor", how.name()), System::Floor(f, how)));
     }
     Ok(out)
 }
 
-impl System {
-    /// One durable one-row update per index; transaction `t` stores
-    /// `base + t`. The digest: the rows written, read back in order.
-    fn measure(&mut self, (idx, base): &(Vec<u64>, u64)) -> Result<Sample, CliError> {
-        let timer = Timer::start(self.counters());
-        match self {
-            System::Rewind { pool, data } => {
-                for (t, &i) in idx.iter().enumerate() {
-                    pool.transaction(|tx| tx.write(data.at(i), &(base + t as u64)))
-                        .map_err(CliError::rewind("disk transaction"))?;
-                }
+/// A round's input: each thread's rows, and the base of its values.
+type Rows = (Vec<Vec<u64>>, u64);
+
+/// Runs one thread per row list: each turns its worker into a handle with
+/// `open`, waits at a barrier shared with the others, then runs `f(handle,
+/// t, rows)`. The time from the barrier to the last one's end (a handle is
+/// opened before it and closed after).
+fn on_threads<W: Send, H>(
+    workers: Vec<W>,
+    rows: &[Vec<u64>],
+    open: impl Fn(W) -> Result<H, CliError> + Sync,
+    f: impl Fn(&mut H, usize, &[u64]) -> Result<(), CliError> + Sync,
+) -> Result<Duration, CliError> {
+    let barrier = std::sync::Barrier::new(rows.len() + 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (workers.into_iter().zip(rows).enumerate())
+            .map(|(t, (w, rows))| {
+                let (barrier, open, f) = (&barrier, &open, &f);
+                scope.spawn(move || {
+                    let h = open(w);
+                    // Every thread meets the barrier, even one whose
+                    // handle failed to open (the others would wait forever).
+                    barrier.wait();
+                    let mut h = h?;
+                    f(&mut h, t, rows)?;
+                    Ok::<_, CliError>(Instant::now())
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let mut last = start;
+        for h in handles {
+            let end = h
+                .join()
+                .map_err(|_| CliError::Bench("a benchmark thread panicked".into()))??;
+            last = last.max(end);
+        }
+        Ok(last - start)
+    })
+}
+
+impl Store {
+    /// Thread `t` stores `base + (t << 24) + j` in its `j`th row, each
+    /// update durable before it goes on (rewind: one `tx.write` of 8 bytes;
+    /// SQLite: one `UPDATE`; LMDB and Berkeley DB: one transaction deleting
+    /// and re-inserting the row, their shims' `put` only inserting). The
+    /// sample: the time, rewind's counters and `device_flushes_per_commit`,
+    /// and the digest of the rows read back in thread order.
+    fn measure(&mut self, (rows, base): &Rows) -> Result<Sample, CliError> {
+        let before = self.counters();
+        let value = |t: usize, j: usize| base + ((t as u64) << 24) + j as u64;
+        fn ok<W>(w: W) -> Result<W, CliError> {
+            Ok(w)
+        }
+        let time = match self {
+            Store::Rewind { pool, data } => {
+                let (pool, data) = (&**pool, *data);
+                on_threads(vec![(); rows.len()], rows, ok, |_, t, rows| {
+                    for (j, &r) in rows.iter().enumerate() {
+                        pool.transaction(|tx| tx.write(data.at(r), &value(t, j)))
+                            .map_err(CliError::rewind("durable update"))?;
+                    }
+                    Ok(())
+                })?
             }
-            System::Sqlite(c) => {
-                let mut st = c
-                    .prepare_cached("UPDATE kv SET v = ?1 WHERE k = ?2")
-                    .map_err(sql("SQLite"))?;
-                for (t, &i) in idx.iter().enumerate() {
-                    st.execute([(base + t as u64) as i64, i as i64])
-                        .map_err(sql("SQLite update"))?;
-                }
+            Store::Sqlite(conns) => {
+                on_threads(conns.iter_mut().collect(), rows, ok, |c, t, rows| {
+                    let mut st = c
+                        .prepare_cached("UPDATE kv SET v = ?1 WHERE k = ?2")
+                        .map_err(sql("SQLite"))?;
+                    for (j, &r) in rows.iter().enumerate() {
+                        st.execute([value(t, j) as i64, r as i64])
+                            .map_err(sql("SQLite update"))?;
+                    }
+                    Ok(())
+                })?
             }
             #[cfg(feature = "peers")]
-            System::Shim(s) => {
+            Store::Shim { dir, open, size } => {
+                let (dir, open, size) = (&*dir, *open, *size);
                 let e = |e| CliError::io("peer update")(e);
-                for (t, &i) in idx.iter().enumerate() {
-                    let v = (base + t as u64).to_le_bytes();
-                    s.begin().map_err(e)?;
-                    s.del(i).map_err(e)?;
-                    s.put(i, &v).map_err(e)?;
-                    s.commit().map_err(e)?;
-                }
+                let handle = |()| open(dir, size).map_err(CliError::io("opening a peer handle"));
+                on_threads(vec![(); rows.len()], rows, handle, |s, t, rows| {
+                    for (j, &r) in rows.iter().enumerate() {
+                        let v = value(t, j).to_le_bytes();
+                        s.begin().map_err(e)?;
+                        s.del(r).map_err(e)?;
+                        s.put(r, &v).map_err(e)?;
+                        s.commit().map_err(e)?;
+                    }
+                    Ok(())
+                })?
             }
-            System::Floor(f, how) => {
-                for (t, _) in idx.iter().enumerate() {
-                    f.write(*how, base + t as u64)
-                        .map_err(|e| CliError::io("disk-floor write")(e))?;
-                }
-            }
-        }
-        let mut sample = timer.stop(self.counters());
-        if let System::Floor(..) = self {
-            // One fence, one device flush per record, by construction.
-            let mut c = Counters::default();
-            c.fences = idx.len() as u64;
-            c.device_flushes = idx.len() as u64;
-            sample.counters = Some(c);
-        }
+        };
+        let commits: usize = rows.iter().map(Vec::len).sum();
+        let mut sample = Sample {
+            time,
+            counters: self.counters().zip(before).map(|(a, b)| a.since(&b)),
+            ..Sample::default()
+        };
         if let Some(c) = sample.counters {
-            let per = c.device_flushes as f64 / idx.len() as f64;
+            let per = c.device_flushes as f64 / commits as f64;
             (sample.values).push(("device_flushes_per_commit", per, "count"));
         }
-        sample.digest = self.digest(idx)?;
+        sample.digest = Some(self.digest(rows)?);
         Ok(sample)
     }
 
-    /// The rows of `idx` read back, folded (`None` for the floor, which
-    /// keeps no rows).
-    fn digest(&mut self, idx: &[u64]) -> Result<Option<u64>, CliError> {
+    /// Every thread's rows read back, in thread order, folded.
+    fn digest(&mut self, rows: &[Vec<u64>]) -> Result<u64, CliError> {
         let mut d = 0u64;
         let mut fold = |v: u64| d = d.wrapping_mul(0x100_0000_01b3) ^ v;
+        let all = rows.iter().flatten();
         match self {
-            System::Rewind { pool, data } => {
-                for &i in idx {
-                    fold(
-                        pool.read(data.at(i))
-                            .map_err(CliError::rewind("disk read"))?,
-                    );
+            Store::Rewind { pool, data } => {
+                for &r in all {
+                    fold(pool.read(data.at(r)).map_err(CliError::rewind("read"))?);
                 }
             }
-            System::Sqlite(c) => {
-                let mut st = c
+            Store::Sqlite(conns) => {
+                let mut st = conns[0]
                     .prepare_cached("SELECT v FROM kv WHERE k = ?1")
                     .map_err(sql("SQLite"))?;
-                for &i in idx {
+                for &r in all {
                     let v: i64 = st
-                        .query_row([i as i64], |r| r.get(0))
+                        .query_row([r as i64], |r| r.get(0))
                         .map_err(sql("SQLite read"))?;
                     fold(v as u64);
                 }
             }
             #[cfg(feature = "peers")]
-            System::Shim(s) => {
-                for &i in idx {
+            Store::Shim { dir, open, size } => {
+                let mut s = open(dir, *size).map_err(CliError::io("opening a peer"))?;
+                for &r in all {
                     let mut v = [0u8; 8];
-                    let found = s.get(i, &mut v).map_err(CliError::io("peer read"))?;
+                    let found = s.get(r, &mut v).map_err(CliError::io("peer read"))?;
                     fold(if found {
                         u64::from_le_bytes(v)
                     } else {
@@ -257,17 +327,72 @@ impl System {
                     });
                 }
             }
-            System::Floor(..) => return Ok(None),
         }
-        Ok(Some(d))
+        Ok(d)
     }
 
-    /// The counters so far, where this system counts them.
+    /// The counters so far, where the store counts them (rewind).
     fn counters(&self) -> Option<Counters> {
         match self {
-            System::Rewind { pool, .. } => Some(pool.counters()),
+            Store::Rewind { pool, .. } => Some(pool.counters()),
             _ => None,
         }
+    }
+}
+
+/// A system of `disk`: a store from one thread, or a floor primitive.
+enum System {
+    Store(Store),
+    Floor(DiskFloor, Primitive),
+}
+
+/// rewind's configurations in `disk`: redo (one group, one fence per
+/// commit) and force, on Batch, the default log.
+fn rewind_configs() -> [(String, PoolConfig); 2] {
+    [Policy::Redo, Policy::Force].map(|policy| {
+        let cfg = PoolConfig::default().policy(policy).backend(Backend::Msync);
+        (format!("msync-{policy}"), cfg)
+    })
+}
+
+fn systems(dir: &Path) -> Result<Vec<(Label, System)>, CliError> {
+    let mut out: Vec<_> = (stores(dir, 1, &rewind_configs(), "one-row")?.into_iter())
+        .map(|(l, s)| (l, System::Store(s)))
+        .collect();
+    for how in Primitive::ALL {
+        let path = dir.join(format!("floor-{}.log", how.name()));
+        let f = DiskFloor::create(&path)
+            .map_err(CliError::io(format!("creating {}", path.display())))?;
+        let label = Label::new("disk-floor", how.name(), "one-row");
+        out.push((label, System::Floor(f, how)));
+    }
+    Ok(out)
+}
+
+impl System {
+    /// The store's updates from one thread, or the floor's records (one
+    /// fence, one device flush each, by construction; no digest).
+    fn measure(&mut self, input: &Rows) -> Result<Sample, CliError> {
+        let (f, how) = match self {
+            System::Store(s) => return s.measure(input),
+            System::Floor(f, how) => (f, *how),
+        };
+        let (rows, base) = input;
+        let n = rows[0].len() as u64;
+        let start = Instant::now();
+        for t in 0..n {
+            f.write(how, base + t)
+                .map_err(|e| CliError::io("disk-floor write")(e))?;
+        }
+        let mut c = Counters::default();
+        c.fences = n;
+        c.device_flushes = n;
+        Ok(Sample {
+            time: start.elapsed(),
+            counters: Some(c),
+            values: vec![("device_flushes_per_commit", 1.0, "count")],
+            ..Sample::default()
+        })
     }
 }
 
@@ -291,7 +416,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         |r| {
             let mut rng = SmallRng::seed_from_u64(r as u64);
             let idx: Vec<u64> = (0..n).map(|_| rng.gen_range(0..M)).collect();
-            (idx, (r as u64) << 32)
+            (vec![idx], (r as u64) << 32)
         },
         System::measure,
     )?;
@@ -332,7 +457,7 @@ pub const GROUP_COMMIT: Bench = Bench {
     },
     peers: &["lmdb", "bdb"],
     paper: "Issue 17's group commit: on a disk a fence is a device flush, and every database shares one among the commits that arrive while it is in flight; the goal is 8 threads at 4x one thread's commits per second, and 2x the fastest of SQLite WAL FULL, LMDB and Berkeley DB at 8 threads.",
-    notes: "rewind's commits reserve their ring space under the latch and write and fence outside it; on Msync a fence that finds a device flush in flight waits for it and the next one, which one waiter leads for all (`commits_per_flush`). SQLite's writers take the WAL's write lock in turn (a busy connection sleeps and retries), LMDB has one writer at a time, Berkeley DB's transactions lock pages and each commit flushes the log (its own group commit joins commits whose log records are written by the time the flush starts).",
+    notes: "rewind's commits reserve their ring space under the latch and write and fence outside it; on Msync a fence that finds a device flush in flight waits for it and the next one, which one waiter leads for all, once the threads fencing now have joined (the last flush's group and those that came during it; at most half a flush's wait, none for a lone thread): `commits_per_flush`. SQLite's writers take the WAL's write lock in turn (a busy connection sleeps and retries), LMDB has one writer at a time, Berkeley DB's transactions lock pages and each commit flushes the log (its own group commit joins commits whose log records are written by the time the flush starts).",
     headlines: &[Headline {
         what: "durable one-row updates on a disk, 8 threads",
         param: Some("threads=8"),
@@ -345,251 +470,6 @@ pub const GROUP_COMMIT: Bench = Bench {
 
 /// Thread counts of `group-commit`.
 const GROUP_THREADS: [usize; 5] = [1, 2, 4, 8, 16];
-
-/// A system of `group-commit`: the peers keep only their directory, each
-/// thread opening its own handle for a round.
-enum Group {
-    Rewind {
-        pool: Box<Pool>,
-        data: PPtr<u64>,
-    },
-    Sqlite(Vec<rusqlite::Connection>),
-    #[cfg(feature = "peers")]
-    Shim {
-        dir: std::path::PathBuf,
-        open: fn(&Path, u64) -> std::io::Result<rewind_peers::shim::Shim>,
-        size: u64,
-    },
-}
-
-fn group_systems(dir: &Path, threads: usize) -> Result<Vec<(Label, Group)>, CliError> {
-    let param = format!("threads={threads}");
-    let label = |s: &str, c: &str| Label::new(s, c, param.clone());
-    let mut out = Vec::new();
-    let cfg = PoolConfig::default()
-        .policy(Policy::Redo)
-        .backend(Backend::Msync);
-    let (pool, data) = super::array_pool(dir, "group", LAYOUT, 64 << 20, &cfg, M)?;
-    let pool = Box::new(pool);
-    out.push((label("rewind", "msync-redo"), Group::Rewind { pool, data }));
-    let db = dir.join("sqlite.db");
-    let mut conns = Vec::new();
-    for i in 0..threads {
-        let c = rusqlite::Connection::open(&db).map_err(sql("opening SQLite"))?;
-        c.busy_timeout(std::time::Duration::from_secs(600))
-            .map_err(sql("SQLite busy timeout"))?;
-        let mode: String = c
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sql("SQLite WAL"))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(CliError::Usage(format!("SQLite refused WAL mode ({mode})")));
-        }
-        c.execute_batch("PRAGMA synchronous = FULL;")
-            .map_err(sql("SQLite synchronous"))?;
-        if i == 0 {
-            c.execute_batch("CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL); BEGIN;")
-                .map_err(sql("SQLite schema"))?;
-            for k in 0..M {
-                c.execute("INSERT INTO kv (k, v) VALUES (?1, 0)", [k as i64])
-                    .map_err(sql("SQLite load"))?;
-            }
-            c.execute_batch("COMMIT").map_err(sql("SQLite load"))?;
-        }
-        conns.push(c);
-    }
-    out.push((label("sqlite", "wal-full"), Group::Sqlite(conns)));
-    #[cfg(feature = "peers")]
-    {
-        use rewind_peers::shim::Shim;
-        let zero = 0u64.to_le_bytes();
-        type Open = fn(&Path, u64) -> std::io::Result<Shim>;
-        let peers: [(&str, &str, Open, u64); 2] = [
-            ("lmdb", "sync", Shim::lmdb, 1 << 30),
-            ("bdb", "txn-sync", Shim::bdb, 64 << 20),
-        ];
-        for (name, config, open, size) in peers {
-            let d = dir.join(name);
-            std::fs::create_dir_all(&d)
-                .map_err(CliError::io(format!("creating {}", d.display())))?;
-            let mut s = open(&d, size).map_err(CliError::io(format!("opening {name}")))?;
-            s.begin().map_err(CliError::io(format!("{name} load")))?;
-            for k in 0..M {
-                s.put(k, &zero)
-                    .map_err(CliError::io(format!("{name} load")))?;
-            }
-            s.commit().map_err(CliError::io(format!("{name} load")))?;
-            drop(s);
-            let sys = Group::Shim { dir: d, open, size };
-            out.push((label(name, config), sys));
-        }
-    }
-    Ok(out)
-}
-
-/// A round's input: each thread's rows, and the base of its values.
-type Rows = (Vec<Vec<u64>>, u64);
-
-/// Runs `f(t, rows)` on one thread per row list, all starting at one
-/// barrier; the wall time from the barrier to the last one's end.
-fn on_threads<W: Send>(
-    workers: Vec<W>,
-    rows: &[Vec<u64>],
-    f: impl Fn(&mut W, usize, &[u64]) -> Result<(), CliError> + Sync,
-) -> Result<std::time::Duration, CliError> {
-    let barrier = std::sync::Barrier::new(rows.len() + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (workers.into_iter().zip(rows).enumerate())
-            .map(|(t, (mut w, rows))| {
-                let (barrier, f) = (&barrier, &f);
-                scope.spawn(move || {
-                    barrier.wait();
-                    f(&mut w, t, rows)
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = std::time::Instant::now();
-        for h in handles {
-            h.join()
-                .map_err(|_| CliError::Bench("a group-commit thread panicked".into()))??;
-        }
-        Ok(start.elapsed())
-    })
-}
-
-impl Group {
-    /// Every thread's updates; the sample's digest is the rows read back.
-    fn measure(&mut self, (rows, base): &Rows) -> Result<Sample, CliError> {
-        let before = self.counters();
-        let value = |t: usize, j: usize| base + ((t as u64) << 24) + j as u64;
-        let time = match self {
-            Group::Rewind { pool, data } => {
-                let (pool, data) = (&**pool, *data);
-                on_threads(vec![(); rows.len()], rows, |_, t, rows| {
-                    for (j, &r) in rows.iter().enumerate() {
-                        pool.transaction(|tx| tx.write(data.at(r), &value(t, j)))
-                            .map_err(CliError::rewind("group-commit transaction"))?;
-                    }
-                    Ok(())
-                })?
-            }
-            Group::Sqlite(conns) => on_threads(conns.iter_mut().collect(), rows, |c, t, rows| {
-                let mut st = c
-                    .prepare_cached("UPDATE kv SET v = ?1 WHERE k = ?2")
-                    .map_err(sql("SQLite"))?;
-                for (j, &r) in rows.iter().enumerate() {
-                    st.execute([value(t, j) as i64, r as i64])
-                        .map_err(sql("SQLite update"))?;
-                }
-                Ok(())
-            })?,
-            #[cfg(feature = "peers")]
-            Group::Shim { dir, open, size } => {
-                // Each thread opens its handle before the barrier and
-                // closes it after its last commit.
-                let (dir, open, size) = (&*dir, *open, *size);
-                let barrier = std::sync::Barrier::new(rows.len() + 1);
-                let e = |e| CliError::io("peer update")(e);
-                let times = std::thread::scope(|scope| {
-                    let handles: Vec<_> = (rows.iter().enumerate())
-                        .map(|(t, rows)| {
-                            let barrier = &barrier;
-                            scope.spawn(move || {
-                                let s = open(dir, size);
-                                barrier.wait();
-                                let mut s = s.map_err(CliError::io("opening a peer handle"))?;
-                                for (j, &r) in rows.iter().enumerate() {
-                                    let v = value(t, j).to_le_bytes();
-                                    s.begin().map_err(e)?;
-                                    s.del(r).map_err(e)?;
-                                    s.put(r, &v).map_err(e)?;
-                                    s.commit().map_err(e)?;
-                                }
-                                let end = std::time::Instant::now();
-                                barrier.wait();
-                                Ok::<_, CliError>(end)
-                            })
-                        })
-                        .collect();
-                    barrier.wait();
-                    let start = std::time::Instant::now();
-                    barrier.wait();
-                    let mut last = start;
-                    for h in handles {
-                        let end = h.join().map_err(|_| {
-                            CliError::Bench("a group-commit thread panicked".into())
-                        })??;
-                        last = last.max(end);
-                    }
-                    Ok::<_, CliError>(last - start)
-                })?;
-                times
-            }
-        };
-        let commits: usize = rows.iter().map(Vec::len).sum();
-        let mut sample = Sample {
-            time,
-            counters: self.counters().zip(before).map(|(a, b)| a.since(&b)),
-            ..Sample::default()
-        };
-        let per_s = commits as f64 / time.as_secs_f64();
-        sample.values.push(("commits_per_s", per_s, "commits/s"));
-        if let Some(c) = sample.counters {
-            let per = c.device_flushes as f64 / commits as f64;
-            (sample.values).push(("device_flushes_per_commit", per, "count"));
-            let group = commits as f64 / c.device_flushes.max(1) as f64;
-            (sample.values).push(("commits_per_flush", group, "count"));
-        }
-        sample.digest = Some(self.digest(rows)?);
-        Ok(sample)
-    }
-
-    /// Every thread's rows read back, in thread order, folded.
-    fn digest(&mut self, rows: &[Vec<u64>]) -> Result<u64, CliError> {
-        let mut d = 0u64;
-        let mut fold = |v: u64| d = d.wrapping_mul(0x100_0000_01b3) ^ v;
-        let all = rows.iter().flatten();
-        match self {
-            Group::Rewind { pool, data } => {
-                for &r in all {
-                    fold(pool.read(data.at(r)).map_err(CliError::rewind("read"))?);
-                }
-            }
-            Group::Sqlite(conns) => {
-                let mut st = conns[0]
-                    .prepare_cached("SELECT v FROM kv WHERE k = ?1")
-                    .map_err(sql("SQLite"))?;
-                for &r in all {
-                    let v: i64 = st
-                        .query_row([r as i64], |r| r.get(0))
-                        .map_err(sql("SQLite read"))?;
-                    fold(v as u64);
-                }
-            }
-            #[cfg(feature = "peers")]
-            Group::Shim { dir, open, size } => {
-                let mut s = open(dir, *size).map_err(CliError::io("opening a peer"))?;
-                for &r in all {
-                    let mut v = [0u8; 8];
-                    let found = s.get(r, &mut v).map_err(CliError::io("peer read"))?;
-                    fold(if found {
-                        u64::from_le_bytes(v)
-                    } else {
-                        u64::MAX
-                    });
-                }
-            }
-        }
-        Ok(d)
-    }
-
-    fn counters(&self) -> Option<Counters> {
-        match self {
-            Group::Rewind { pool, .. } => Some(pool.counters()),
-            _ => None,
-        }
-    }
-}
 
 fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let n = ctx.scale.pick(4, 100, 400);
@@ -609,8 +489,13 @@ fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         .map(|_| crate::scratch::dir(Some(&base)))
         .collect::<Result<Vec<_>, _>>()?;
     let (mut labels, mut systems) = (Vec::new(), Vec::new());
+    let redo = PoolConfig::default()
+        .policy(Policy::Redo)
+        .backend(Backend::Msync);
+    let configs = [("msync-redo".to_string(), redo)];
     for (k, &threads) in GROUP_THREADS.iter().enumerate() {
-        for (l, g) in group_systems(dirs[k].path(), threads)? {
+        let param = format!("threads={threads}");
+        for (l, g) in stores(dirs[k].path(), threads, &configs, &param)? {
             labels.push(l);
             systems.push((k, g));
         }
@@ -641,6 +526,13 @@ fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         input,
         |(k, g), (r, rows)| {
             let mut sample = g.measure(&rows[*k])?;
+            let commits = (GROUP_THREADS[*k] * n) as f64;
+            let per_s = commits / sample.time.as_secs_f64();
+            sample.values.push(("commits_per_s", per_s, "commits/s"));
+            if let Some(c) = sample.counters {
+                let group = commits / c.device_flushes.max(1) as f64;
+                (sample.values).push(("commits_per_flush", group, "count"));
+            }
             let d = sample.digest.take();
             let mut seen = digests.borrow_mut();
             let want = *seen.entry((*r, *k)).or_insert(d);

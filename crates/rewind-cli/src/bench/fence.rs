@@ -30,13 +30,11 @@ pub const BENCH: Bench = Bench {
         Col("fences_per_tx", "fences/tx", 2),
         Col("nvm_writes_per_tx", "nvm/tx", 2),
     ],
-    chart: Chart {
-        title: "slowdown against fence latency, no-force (REWIND Fig. 10)",
-        y_label: "time over time at 0 ns fences",
-        metrics: &["slowdown"],
-        log_y: false,
-        higher_is_better: false,
-    },
+    chart: Chart::linear(
+        "slowdown against fence latency, no-force (REWIND Fig. 10)",
+        "time over time at 0 ns fences",
+        &["slowdown"],
+    ),
     peers: &[],
     paper: "REWIND Fig. 10: as fence latency grows, Optimized (two fences per record) slows by up to 5×, Batch 8 by 1.63×, Batch 16 by 1.32×, Batch 32 by 1.18×.",
     notes: "The slowdown is each configuration's time over its own time at 0 ns fences. Fences per transaction are exact counters: Optimized pays two per record, Batch two per group, so larger groups divide the fence latency's cost.",

@@ -48,25 +48,45 @@ pub struct Col(pub &'static str, pub &'static str, pub usize);
 pub struct Chart {
     pub title: &'static str,
     pub y_label: &'static str,
-    pub metrics: &'static [&'static str],
+    pub metrics: Metrics,
     pub log_y: bool,
     /// Whether a higher value is the better one (a throughput, a speed-up).
     pub higher_is_better: bool,
 }
 
+/// The metrics a chart draws.
+pub type Metrics = &'static [&'static str];
+
 impl Chart {
     /// A chart of times or costs: lower is better, on a log scale.
-    pub const fn costs(
+    pub const fn costs(title: &'static str, y_label: &'static str, metrics: Metrics) -> Chart {
+        Chart::new(title, y_label, metrics, (true, false))
+    }
+
+    /// A chart of overheads or slowdowns: lower is better, on a linear scale.
+    pub const fn linear(title: &'static str, y_label: &'static str, metrics: Metrics) -> Chart {
+        Chart::new(title, y_label, metrics, (false, false))
+    }
+
+    /// A chart of rates or speed-ups: higher is better, on a log scale.
+    pub const fn rates(title: &'static str, y_label: &'static str, metrics: Metrics) -> Chart {
+        Chart::new(title, y_label, metrics, (true, true))
+    }
+
+    /// `(log_y, higher_is_better)` as `scale` says.
+    const fn new(
         title: &'static str,
         y_label: &'static str,
-        metrics: &'static [&'static str],
+        metrics: Metrics,
+        scale: (bool, bool),
     ) -> Chart {
+        let (log_y, higher_is_better) = scale;
         Chart {
             title,
             y_label,
             metrics,
-            log_y: true,
-            higher_is_better: false,
+            log_y,
+            higher_is_better,
         }
     }
 }

@@ -37,13 +37,11 @@ pub const BENCH: Bench = Bench {
         Col("fences_per_tx", "fences", 2),
         Col("flushes_per_tx", "lines", 1),
     ],
-    chart: Chart {
-        title: "speed against undo force (ReDU Fig. 10, in software)",
-        y_label: "force's time over the configuration's (log scale)",
-        metrics: &["speed_vs_force"],
-        log_y: true,
-        higher_is_better: true,
-    },
+    chart: Chart::rates(
+        "speed against undo force (ReDU Fig. 10, in software)",
+        "force's time over the configuration's (log scale)",
+        &["speed_vs_force"],
+    ),
     peers: &[],
     paper: "ReDU Fig. 10 (hardware): on large sequential write sets ReDU matches undo and synchronous redo is 21 % slower; on small random ones ReDU is 16.7 % faster than undo and 12.1 % than redo.",
     notes: "Redo writes one commit group and one fence per transaction, then writes the values back without a fence of their own; redo-async moves that write-back to a thread, where a cache merges writes to the same lines. Undo pays two fences per group of eight records, so it loses most on large write sets.",

@@ -286,7 +286,8 @@ where
 
     /// The value of `k` (committed state).
     pub fn get(&self, pool: &Pool, k: &K::Ref) -> Result<Option<V>> {
-        self.get_in(&mut { pool }, k)
+        // A reader checks each node's block once, not each read in it.
+        self.get_in(&mut pool.reader(), k)
     }
 
     /// The value of `k` as transaction `tx` sees it (its own writes too).
@@ -320,14 +321,20 @@ where
     }
 }
 
+/// The inner nodes a descent passed, root first: each one's offset and
+/// the child taken.
+type Path = Vec<(u64, usize)>;
+
 /// Walks from the root to the leaf that holds (or would hold) `k`,
-/// recording each inner node and the child taken in `path`. The leaf is
-/// read as [`Raw::load_head`] reads it: its words and fingerprints.
+/// recording each inner node and the child taken in `path`. Every node is
+/// read as [`Raw::load_head`] reads it (its first bytes), an inner node's
+/// other separators and its child word one at a time, as the binary
+/// search needs them: the leaf comes back with its words and fingerprints.
 fn descend<K: Storable, M: Mem + ?Sized>(
     m: &mut M,
     h: &Header,
     k: &K::Ref,
-    mut path: Option<&mut Vec<(Raw, usize)>>,
+    mut path: Option<&mut Path>,
 ) -> Result<Raw>
 where
     K::Ref: Ord,
@@ -338,11 +345,30 @@ where
             return Ok(node);
         }
         let i = node.child_for::<K, M>(m, &h.geo, k)?;
-        let child = Raw::load_head(m, &h.geo, node.kid(&h.geo, i))?;
+        let kid = node.kid_in(m, &h.geo, i)?;
+        let child = Raw::load_head(m, &h.geo, kid)?;
         if let Some(p) = path.as_deref_mut() {
-            p.push((node, i));
+            p.push((node.off, i));
         }
         node = child;
     }
     Err(corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
+}
+
+/// The inner nodes of `path` read whole, for a split or a merge to
+/// rewrite (the descent read only what it compared).
+fn load_path(tx: &mut Tx<'_>, geo: &Geo, path: &Path) -> Result<Vec<(Raw, usize)>> {
+    let mut out = Vec::with_capacity(path.len());
+    for &(off, i) in path {
+        let n = Raw::load(tx, geo, off)?;
+        if n.is_leaf() || i > n.count() {
+            return Err(corrupt(
+                WHAT,
+                off,
+                "an inner node changed under its descent",
+            ));
+        }
+        out.push((n, i));
+    }
+    Ok(out)
 }

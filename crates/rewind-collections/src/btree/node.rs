@@ -26,6 +26,7 @@
 //! fingerprints share the node's first 64-byte line.
 
 use std::cmp::Ordering;
+use std::ops::{Deref, DerefMut};
 
 use bytemuck::{Pod, Zeroable};
 use rewind::Tx;
@@ -49,6 +50,11 @@ pub(super) const FPS_OFF: usize = BITMAP_OFF + 8;
 pub(super) const KEYS_OFF: usize = NEXT_OFF + 8;
 
 const WHAT: &str = "B+-tree node";
+
+/// The most bytes of a node's head ([`Geo::slots_off`] at the largest
+/// fan-out): a leaf's words and fingerprints, an inner node's count and
+/// first separators.
+const HEAD_MAX: usize = (FPS_OFF + super::MAX_FANOUT).next_multiple_of(8);
 
 /// A key's one-byte fingerprint (FPTree): the top byte of its FNV-1a hash,
 /// finished with a multiply so that short keys spread too.
@@ -112,7 +118,47 @@ impl Geo {
 #[derive(Clone, Debug)]
 pub(super) struct Raw {
     pub off: u64,
-    pub b: Vec<u8>,
+    pub b: Buf,
+}
+
+/// The bytes of a node read: its head, on the stack (what a descent
+/// reads), or the whole node.
+#[derive(Clone, Debug)]
+pub(super) enum Buf {
+    Head { len: usize, b: [u8; HEAD_MAX] },
+    Whole(Vec<u8>),
+}
+
+impl Buf {
+    fn zeroed(len: usize) -> Buf {
+        if len <= HEAD_MAX {
+            Buf::Head {
+                len,
+                b: [0; HEAD_MAX],
+            }
+        } else {
+            Buf::Whole(vec![0; len])
+        }
+    }
+}
+
+impl Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buf::Head { len, b } => &b[..*len],
+            Buf::Whole(v) => v,
+        }
+    }
+}
+
+impl DerefMut for Buf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Buf::Head { len, b } => &mut b[..*len],
+            Buf::Whole(v) => v,
+        }
+    }
 }
 
 impl Raw {
@@ -128,7 +174,7 @@ impl Raw {
         if off == 0 {
             return Err(corrupt(WHAT, off, "null child or root pointer"));
         }
-        let mut b = vec![0u8; len];
+        let mut b = Buf::zeroed(len);
         m.read_at(off, &mut b)?;
         let n = Raw { off, b };
         match le32(&n.b, KIND_OFF) {
@@ -143,23 +189,18 @@ impl Raw {
         }
     }
 
-    /// Reads what a descent needs of the node at `off`: an inner node's
-    /// separators and children, a leaf's words and fingerprints only (its
-    /// slots are read one at a time by [`find_in`](Self::find_in) and
-    /// [`val_in`](Self::val_in)): a lookup reads the leaf's first line and
-    /// the slots whose fingerprint matches, not the whole node. The rest
-    /// buffer ends there; [`load`](Self::load) reads a whole node.
+    /// Reads what a descent needs first of the node at `off`, into a
+    /// buffer on the stack: a leaf's words and fingerprints (its slots
+    /// are read one at a time by [`find_in`](Self::find_in) and
+    /// [`val_slot_in`](Self::val_slot_in)), an inner node's count and
+    /// first separators (the others and the child taken are read one at a
+    /// time by [`child_for`](Self::child_for) and [`kid_in`](Self::kid_in)).
+    /// A lookup reads the first line of each node on its way, the
+    /// separators its binary search compares, one child word per level and
+    /// the leaf slots whose fingerprint matches, not whole nodes;
+    /// [`load`](Self::load) reads a whole node.
     pub fn load_head<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64) -> Result<Raw> {
-        let head = geo.slots_off();
-        let mut n = Raw::read_checked(m, geo, off, head)?;
-        if le32(&n.b, KIND_OFF) == KIND_INNER {
-            let end = geo.kids_off() + (n.count() + 1) * 8;
-            if end > head {
-                n.b.resize(end, 0);
-                m.read_at(off + head as u64, &mut n.b[head..end])?;
-            }
-        }
-        Ok(n)
+        Raw::read_checked(m, geo, off, geo.slots_off())
     }
 
     /// The slot holding `k` (fingerprint `fp`), reading only the keys
@@ -346,6 +387,35 @@ impl Raw {
         le64(&self.b, geo.kids_off() + i * 8)
     }
 
+    /// Separator `i`'s slot: from the bytes read, else read alone from the
+    /// pool (a node read by [`load_head`](Self::load_head)).
+    fn key_in<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        i: usize,
+    ) -> Result<K::Slot> {
+        let at = KEYS_OFF + i * geo.ks;
+        if at + geo.ks <= self.b.len() {
+            return Ok(self.ikey::<K>(geo, i));
+        }
+        let mut k = K::Slot::zeroed();
+        m.read_at(self.off + at as u64, bytemuck::bytes_of_mut(&mut k))?;
+        Ok(k)
+    }
+
+    /// Child `i` (at most [`count`](Self::count)): from the bytes read, else
+    /// read alone from the pool.
+    pub fn kid_in<M: Mem + ?Sized>(&self, m: &mut M, geo: &Geo, i: usize) -> Result<u64> {
+        let at = geo.kids_off() + i * 8;
+        if at + 8 <= self.b.len() {
+            return Ok(self.kid(geo, i));
+        }
+        let mut w = [0u8; 8];
+        m.read_at(self.off + at as u64, &mut w)?;
+        Ok(u64::from_le_bytes(w))
+    }
+
     /// The child that holds `k`: the number of separators `<= k`.
     #[inline]
     pub fn child_for<K: Storable, M: Mem + ?Sized>(
@@ -389,7 +459,8 @@ impl Raw {
         let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if pred(K::slot_cmp(m, &self.ikey::<K>(geo, mid), k)?) {
+            let sep = self.key_in::<K, M>(m, geo, mid)?;
+            if pred(K::slot_cmp(m, &sep, k)?) {
                 lo = mid + 1;
             } else {
                 hi = mid;

@@ -6,7 +6,7 @@
 use rewind::{PPtr, Tx};
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
-use super::{descend, BTreeMap, Header, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
+use super::{descend, load_path, BTreeMap, Header, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
 use crate::storable::Storable;
@@ -43,6 +43,7 @@ where
         put64(tx, self.hdr + LEN_OFF as u64, len)?;
         if !path.is_empty() && leaf.entries() < geo.min_leaf() {
             let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
+            let path = load_path(tx, &geo, &path)?;
             self.rebalance_leaf(tx, &h, path, leaf)?;
         }
         Ok(Some(old))

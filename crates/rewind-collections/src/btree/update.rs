@@ -5,7 +5,7 @@
 use rewind::Tx;
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
-use super::{descend, BTreeMap, Header, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
+use super::{descend, load_path, BTreeMap, Header, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
 use crate::storable::Storable;
@@ -66,6 +66,7 @@ where
                 return Ok(None);
             }
             let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
+            let path = load_path(tx, &geo, &path)?;
             self.split(tx, &h, path, leaf)?;
         }
         Err(corrupt(

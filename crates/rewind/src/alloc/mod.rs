@@ -677,6 +677,13 @@ pub fn allocated_size(d: &Domain, l: &Layout, off: u64) -> Result<u64, Error> {
 /// (the chunk's descriptor and one bitmap byte), more only in a large
 /// run's later chunks.
 pub fn check_access(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Error> {
+    access_block(d, l, off, len).map(|_| ())
+}
+
+/// [`check_access`], returning the allocated block `(start, block size)`
+/// that holds the range: a transaction remembers it, so that its later
+/// accesses to the same block need no metadata read (see `tx`).
+pub fn access_block(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(u64, u64), Error> {
     if off == 0 {
         return Err(Error::NullPointer { len });
     }
@@ -689,7 +696,7 @@ pub fn check_access(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Er
             reason: "the range runs past the end of its block",
         });
     }
-    Ok(())
+    Ok((start, size))
 }
 
 /// The allocated block (start, block size) that holds heap offset `off`,

@@ -547,6 +547,13 @@ impl Pool {
         Ok(v)
     }
 
+    /// A reader of the committed state that checks each block it reads
+    /// once (see [`Reader`](crate::Reader)): for a lookup of several small
+    /// reads.
+    pub fn reader(&self) -> crate::Reader<'_> {
+        crate::Reader::new(&self.eng)
+    }
+
     /// Reads bytes at a pool offset.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.eng.usable()?;

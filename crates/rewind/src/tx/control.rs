@@ -102,6 +102,9 @@ impl<'p> Tx<'p> {
         // Every CLR persistent before any undo is applied; a crash in
         // between is repaired by recovery redoing the CLRs.
         self.log.append(eng, &drafts)?;
+        // Undone allocations leave blocks this transaction may have
+        // accessed: checked on media again.
+        self.verified.forget();
         let mut unallocated = Vec::new();
         for (u, (target, value)) in undo.iter().zip(&values) {
             match u.what {

@@ -222,14 +222,35 @@ impl Handle {
     }
 
     /// Lays this transaction's pending writes over `buf`, read at `off`.
+    /// The filter is inline: a read of memory the transaction has not
+    /// written costs a test or two and no call.
+    #[inline]
     pub(super) fn overlay(&self, off: u64, buf: &mut [u8]) {
+        if self.may_overlay(off, buf.len() as u64) {
+            self.overlay_pending(off, buf);
+        }
+    }
+
+    /// False when no pending write can overlap `[off, off + len)`: nothing
+    /// pending, or (redo) none of its lines is in the write set's filter.
+    #[inline]
+    fn may_overlay(&self, off: u64, len: u64) -> bool {
+        let Some(g) = &self.group else { return false };
+        if g.pending.is_empty() || len == 0 {
+            return false;
+        }
+        if !g.redo {
+            return true;
+        }
+        let (first, last) = (off / 64, (off + len - 1) / 64);
+        (first..=last).any(|l| g.bloom & bloom_bit(l) != 0)
+    }
+
+    #[inline(never)]
+    fn overlay_pending(&self, off: u64, buf: &mut [u8]) {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
-        if g.pending.is_empty() {
-            return;
-        }
         if g.redo
-            && end > off
             && !(off / 64..=(end - 1) / 64)
                 .any(|l| g.bloom & bloom_bit(l) != 0 && g.lines.get(l).is_some())
         {

@@ -46,6 +46,7 @@
 //! protected (REWIND §4.7): two transactions writing the same bytes at
 //! once must then be kept apart by the program.
 
+mod access;
 pub(crate) mod atomic;
 mod control;
 mod handle;
@@ -64,6 +65,7 @@ use crate::persist::sites;
 use handle::{TxLog, UndoKind};
 
 pub use crate::format::Policy;
+pub use access::Reader;
 pub use control::Savepoint;
 
 /// An open transaction. Obtained from [`Pool::transaction`](crate::Pool::transaction); every write to
@@ -88,6 +90,8 @@ pub struct Tx<'p> {
     frame_start: usize,
     /// The locks held, released when the transaction has ended.
     locks: Vec<(u64, Mode)>,
+    /// Blocks found allocated by [`Tx::check_access`] (see `access`).
+    verified: access::Verified,
 }
 
 /// Whether an error leaves the transaction usable: only those raised by
@@ -134,6 +138,7 @@ impl<'p> Tx<'p> {
             frames: 0,
             frame_start: 0,
             locks: Vec::new(),
+            verified: access::Verified::default(),
         }
     }
 
@@ -256,19 +261,34 @@ impl<'p> Tx<'p> {
     /// `Ok` when `[off, off+len)` lies inside one block allocated now:
     /// on media, or allocated by this transaction, and not freed by it
     /// (see `alloc::check_access`; refused before anything is changed).
-    fn check_access(&self, off: u64, len: u64) -> Result<(), Error> {
+    /// A block found allocated on media is remembered until the
+    /// transaction frees something or undoes an allocation (`access`):
+    /// later accesses inside it read no allocator metadata.
+    #[inline]
+    fn check_access(&mut self, off: u64, len: u64) -> Result<(), Error> {
+        if self.verified.holds(off, len) {
+            return Ok(());
+        }
+        self.check_access_slow(off, len)
+    }
+
+    fn check_access_slow(&mut self, off: u64, len: u64) -> Result<(), Error> {
         let inside =
             |&(s, n): &(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
-        match crate::alloc::check_access(&self.eng.dom, &self.eng.hdr.layout, off, len) {
+        match crate::alloc::access_block(&self.eng.dom, &self.eng.hdr.layout, off, len) {
             Err(Error::NotAllocated { .. }) if self.fresh.iter().any(inside) => Ok(()),
-            Ok(()) if self.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
+            Ok(_) if self.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
                 Err(Error::NotAllocated {
                     offset: off,
                     len,
                     reason: "a block this transaction freed",
                 })
             }
-            r => r,
+            Ok((start, size)) => {
+                self.verified.insert(start, size);
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -407,6 +427,8 @@ impl<'p> Tx<'p> {
             });
         }
         self.log.settle(eng)?;
+        // The block is no longer this transaction's to access.
+        self.verified.forget();
         let draft = Draft::block(self.log.id, Kind::Delete, off, size);
         self.log.append(eng, &[draft])?;
         eng.alloc.mark(&eng.dom, off, size, false)?;

@@ -31,64 +31,41 @@ pub trait Map: Copy {
     fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error>;
 }
 
-impl Map for BTreeMap<u64, Value> {
-    const SYSTEM: &'static str = "coll-btree";
-    fn create(tx: &mut Tx<'_>) -> Result<Self, Error> {
-        BTreeMap::create(tx)
-    }
-    fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error> {
-        BTreeMap::get(self, pool, &k)
-    }
-    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
-        BTreeMap::get_tx(self, tx, &k)
-    }
-    fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error> {
-        BTreeMap::insert(self, tx, k, v)
-    }
-    fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
-        BTreeMap::remove(self, tx, &k)
-    }
+/// `impl Map` for the collection `$map<$key, Value>` named `$system`: the
+/// workload's key `k` passed as `$owned` (insert) or `&$borrowed`.
+macro_rules! map {
+    ($map:ident<$key:ty>, $system:literal, |$k:ident| $owned:expr, $borrowed:expr) => {
+        impl Map for $map<$key, Value> {
+            const SYSTEM: &'static str = $system;
+            fn create(tx: &mut Tx<'_>) -> Result<Self, Error> {
+                $map::create(tx)
+            }
+            fn get(&self, pool: &Pool, $k: u64) -> Result<Option<Value>, Error> {
+                $map::get(self, pool, &$borrowed)
+            }
+            fn get_tx(&self, tx: &mut Tx<'_>, $k: u64) -> Result<Option<Value>, Error> {
+                $map::get_tx(self, tx, &$borrowed)
+            }
+            fn insert(&self, tx: &mut Tx<'_>, $k: u64, v: Value) -> Result<Option<Value>, Error> {
+                $map::insert(self, tx, $owned, v)
+            }
+            fn remove(&self, tx: &mut Tx<'_>, $k: u64) -> Result<Option<Value>, Error> {
+                $map::remove(self, tx, &$borrowed)
+            }
+        }
+    };
 }
 
-/// The string-keyed benchmark's map: the workload's key `k` is the 32-byte
-/// string `str_key(k)`, inline in its 40-byte slot.
-impl Map for BTreeMap<Vec<u8>, Value> {
-    const SYSTEM: &'static str = "coll-btree";
-    fn create(tx: &mut Tx<'_>) -> Result<Self, Error> {
-        BTreeMap::create(tx)
-    }
-    fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error> {
-        BTreeMap::get(self, pool, &str_key(k))
-    }
-    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
-        BTreeMap::get_tx(self, tx, &str_key(k))
-    }
-    fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error> {
-        BTreeMap::insert(self, tx, str_key(k).to_vec(), v)
-    }
-    fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
-        BTreeMap::remove(self, tx, &str_key(k))
-    }
-}
-
-impl Map for HashMap<u64, Value> {
-    const SYSTEM: &'static str = "coll-hash";
-    fn create(tx: &mut Tx<'_>) -> Result<Self, Error> {
-        HashMap::create(tx)
-    }
-    fn get(&self, pool: &Pool, k: u64) -> Result<Option<Value>, Error> {
-        HashMap::get(self, pool, &k)
-    }
-    fn get_tx(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
-        HashMap::get_tx(self, tx, &k)
-    }
-    fn insert(&self, tx: &mut Tx<'_>, k: u64, v: Value) -> Result<Option<Value>, Error> {
-        HashMap::insert(self, tx, k, v)
-    }
-    fn remove(&self, tx: &mut Tx<'_>, k: u64) -> Result<Option<Value>, Error> {
-        HashMap::remove(self, tx, &k)
-    }
-}
+map!(BTreeMap<u64>, "coll-btree", |k| k, k);
+// The string-keyed benchmark's map: the workload's key `k` is the 32-byte
+// string `str_key(k)`, inline in its 40-byte slot.
+map!(
+    BTreeMap<Vec<u8>>,
+    "coll-btree",
+    |k| str_key(k).to_vec(),
+    str_key(k)
+);
+map!(HashMap<u64>, "coll-hash", |k| k, k);
 
 fn mem(e: Error) -> MemError {
     match e {

@@ -203,11 +203,6 @@ impl rusqlite::ToSql for SqlKey {
 }
 
 impl SqliteStore {
-    /// A new database file at `path` (replaced), keyed by u64s.
-    pub fn create(path: &Path) -> Result<SqliteStore, MemError> {
-        SqliteStore::create_keyed(path, Keys::U64)
-    }
-
     /// The u64-keyed store in the open database `conn` (a recovered one).
     pub fn from_connection(conn: rusqlite::Connection) -> SqliteStore {
         SqliteStore {

@@ -9,6 +9,8 @@ use rewind::{LogVariant, Policy, Pool};
 
 use super::mem::{NoLog, Rewind, Volatile};
 use super::store::{Store, TreeStore};
+#[cfg(feature = "peers")]
+use super::workload::Keys;
 use super::MemError;
 use crate::bench::Ctx;
 use crate::error::CliError;
@@ -26,6 +28,15 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// The system `system` in configuration `config`.
+    pub fn new(system: &'static str, config: &str, store: impl Store + 'static) -> Subject {
+        Subject {
+            system,
+            config: config.into(),
+            store: Box::new(store),
+        }
+    }
+
     /// `system/config`, as tables name it.
     pub fn name(&self) -> String {
         format!("{}/{}", self.system, self.config)
@@ -46,7 +57,9 @@ pub struct Plan {
     pub auto_checkpoint: bool,
 }
 
-fn built(what: String) -> impl FnOnce(MemError) -> CliError {
+/// The error of creating `what`.
+pub fn built(what: impl Into<String>) -> impl FnOnce(MemError) -> CliError {
+    let what = what.into();
     move |e| CliError::Bench(format!("creating {what}: {e}"))
 }
 
@@ -89,31 +102,21 @@ pub fn rewind_tree(
 pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
     let mut out = Vec::new();
     if plan.baselines {
-        out.push(Subject {
-            system: "volatile",
-            config: "dram".into(),
-            store: Box::new(
-                TreeStore::create(Volatile::new(plan.space))
-                    .map_err(built("the volatile tree".into()))?,
-            ),
-        });
-        let path = dir.join("nolog.pool");
-        let nolog = NoLog::new(ctx.domain(&path, plan.space)?);
-        out.push(Subject {
-            system: "persist-nolog",
-            config: "nolog".into(),
-            store: Box::new(TreeStore::create(nolog).map_err(built("the nolog tree".into()))?),
-        });
+        let volatile = TreeStore::create(Volatile::new(plan.space));
+        out.push(Subject::new(
+            "volatile",
+            "dram",
+            volatile.map_err(built("the volatile tree"))?,
+        ));
+        let nolog = NoLog::new(ctx.domain(&dir.join("nolog.pool"), plan.space)?);
+        let nolog = TreeStore::create(nolog).map_err(built("the nolog tree"))?;
+        out.push(Subject::new("persist-nolog", "nolog", nolog));
     }
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
             let store = rewind_tree(ctx, dir, &config, variant, policy, plan)?;
-            out.push(Subject {
-                system: "rewind",
-                config,
-                store: Box::new(store),
-            });
+            out.push(Subject::new("rewind", &config, store));
         }
     }
     #[cfg(feature = "peers")]
@@ -123,7 +126,7 @@ pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliErro
 
 #[cfg(feature = "peers")]
 fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError> {
-    use super::peers::{Pmdk, RedbStore, ShimStore, SqliteStore};
+    use super::peers::Pmdk;
     use super::{Engine, TxMem};
     use rewind_peers::pmdk::PmdkHeap;
 
@@ -131,43 +134,43 @@ fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError
     // libpmemobj's undo logs live in the pool: the same room as rewind's log.
     let heap = PmdkHeap::create(&path, plan.space + plan.log.unwrap_or(0))
         .map_err(CliError::io(format!("creating {}", path.display())))?;
-    let mut store = TreeStore::create(Pmdk(heap)).map_err(built("the PMDK tree".into()))?;
+    let mut store = TreeStore::create(Pmdk(heap)).map_err(built("the PMDK tree"))?;
     // The tree's meta offset in the root word, for a recovered pool.
     let (root, meta) = (store.engine.0.root(), store.tree.meta());
     store
         .engine
         .transaction(|m| m.write_u64(root, meta))
-        .map_err(built("the PMDK tree's root".into()))?;
-    out.push(Subject {
-        system: "pmdk",
-        config: "libpmemobj".into(),
-        store: Box::new(store),
-    });
-    out.push(Subject {
-        system: "bdb",
-        config: "btree-txn-sync".into(),
-        store: Box::new(ShimStore::bdb(&dir.join("bdb")).map_err(built("Berkeley DB".into()))?),
-    });
-    out.push(Subject {
-        system: "lmdb",
-        config: "sync".into(),
-        store: Box::new(ShimStore::lmdb(&dir.join("lmdb")).map_err(built("LMDB".into()))?),
-    });
-    out.push(Subject {
-        system: "sqlite",
-        config: "wal-full".into(),
-        store: Box::new(
-            SqliteStore::create(&dir.join("sqlite.db")).map_err(built("SQLite".into()))?,
-        ),
-    });
-    out.push(Subject {
-        system: "redb",
-        config: "immediate".into(),
-        store: Box::new(
-            RedbStore::<u64>::create(&dir.join("redb.db")).map_err(built("redb".into()))?,
-        ),
-    });
+        .map_err(built("the PMDK tree's root"))?;
+    out.push(Subject::new("pmdk", "libpmemobj", store));
+    out.extend(stores(dir, Keys::U64)?);
     Ok(())
+}
+
+/// The peers with trees of their own, each empty, keyed as `keys` says:
+/// Berkeley DB, LMDB, SQLite and redb (their files named with `-str` for
+/// string keys).
+#[cfg(feature = "peers")]
+pub fn stores(dir: &Path, keys: Keys) -> Result<Vec<Subject>, CliError> {
+    use super::peers::{RedbStore, RedbStrStore, ShimStore, SqliteStore};
+    let sfx = if keys == Keys::U64 { "" } else { "-str" };
+    let file = |name: &str, ext: &str| dir.join(format!("{name}{sfx}{ext}"));
+    let bdb = ShimStore::bdb(&file("bdb", "")).map_err(built("Berkeley DB"))?;
+    let lmdb = ShimStore::lmdb(&file("lmdb", "")).map_err(built("LMDB"))?;
+    let sqlite = SqliteStore::create_keyed(&file("sqlite", ".db"), keys);
+    let redb = match keys {
+        Keys::U64 => RedbStore::<u64>::create(&file("redb", ".db")).map(|s| Box::new(s) as _),
+        Keys::Str32 => RedbStrStore::create(&file("redb", ".db")).map(|s| Box::new(s) as _),
+    };
+    Ok(vec![
+        Subject::new("bdb", "btree-txn-sync", bdb.keyed(keys)),
+        Subject::new("lmdb", "sync", lmdb.keyed(keys)),
+        Subject::new("sqlite", "wal-full", sqlite.map_err(built("SQLite"))?),
+        Subject {
+            system: "redb",
+            config: "immediate".into(),
+            store: redb.map_err(built("redb"))?,
+        },
+    ])
 }
 
 /// The peers a run can have, in the order built (their `system` names).
