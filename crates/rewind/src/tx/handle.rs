@@ -14,7 +14,7 @@ use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
 use crate::persist::sites;
 use crate::policy::Ended;
 
-use super::table::Table;
+use crate::log::table::Table;
 
 /// A forward record of this transaction that a rollback would undo: the
 /// volatile copy of its chain (its `prev` is the undo-next of its CLR).
@@ -63,12 +63,12 @@ struct Group {
     redo: bool,
     /// Redo: the entry of each (target, length) written (the key packs
     /// both: see [`index_key`]).
-    index: Table,
+    index: Table<u32>,
     /// Redo: each cache line the write set touches, with the latest entry
     /// that touches it, so that a read of other memory skips the entries
     /// (a large write set would make every read slow) and a write of the
     /// same bytes again finds at once that no later entry overlaps them.
-    lines: Table,
+    lines: Table<u32>,
     /// Redo with the commit ring: the bytes the write set's commit group
     /// takes at most (header and one entry per write, before coalescing).
     /// While it fits the ring, no log space is reserved: the group commits
@@ -330,6 +330,9 @@ impl Handle {
                         r => r?,
                     }
                 }
+                // Its lines fetched now, so that the commit's write-back,
+                // after the fence, does not wait for them.
+                eng.dom.prefetch(off, new.len() as u64);
                 let i = g.pending.len() as u32;
                 g.index.set(key, i);
                 if !new.is_empty() {

@@ -51,7 +51,6 @@ pub(crate) mod atomic;
 mod control;
 mod handle;
 mod named;
-mod table;
 
 use bytemuck::Pod;
 

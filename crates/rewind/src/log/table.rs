@@ -1,15 +1,16 @@
-//! A small open-addressing map from a 64-bit key to a 32-bit value, for
-//! the redo write set's indexes (`handle.rs`): linear probing in a table of
-//! a power of two slots, at most half full, kept across transactions. It
-//! remembers the slots it filled, so clearing costs what was inserted, not
-//! the table's size: a transaction of one write clears one slot.
+//! A small open-addressing map from a 64-bit key to a small value: linear
+//! probing in a table of a power of two slots, at most half full, kept
+//! across uses. It remembers the slots it filled, so clearing (and
+//! walking) costs what was inserted, not the table's size: a transaction
+//! of one write clears one slot. The redo write set's indexes
+//! (`tx/handle.rs`) and the commit ring's line map (`log/ring.rs`) use it.
 
 /// The map. Keys are stored plus one, so that 0 marks an empty slot; the
 /// key `u64::MAX` is not allowed.
 #[derive(Default)]
-pub(super) struct Table {
+pub(crate) struct Table<V> {
     /// (key + 1, value); (0, _): empty.
-    slots: Vec<(u64, u32)>,
+    slots: Vec<(u64, V)>,
     /// The slots filled since the last clear.
     used: Vec<u32>,
 }
@@ -17,7 +18,7 @@ pub(super) struct Table {
 /// Slots of a table's first allocation.
 const FIRST: usize = 64;
 
-impl Table {
+impl<V: Copy + Default> Table<V> {
     /// The slot where `key`'s probe starts.
     #[inline]
     fn home(&self, key: u64) -> usize {
@@ -26,9 +27,15 @@ impl Table {
         (key.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
     }
 
+    /// Keys in the map.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.used.len()
+    }
+
     /// The value of `key`, if it is in the map.
     #[inline]
-    pub(super) fn get(&self, key: u64) -> Option<u32> {
+    pub(crate) fn get(&self, key: u64) -> Option<V> {
         if self.used.is_empty() {
             return None;
         }
@@ -48,7 +55,7 @@ impl Table {
 
     /// Sets the value of `key` (inserting it, or replacing its value).
     #[inline]
-    pub(super) fn set(&mut self, key: u64, value: u32) {
+    pub(crate) fn set(&mut self, key: u64, value: V) {
         debug_assert!(key != u64::MAX);
         if 2 * (self.used.len() + 1) > self.slots.len() {
             self.grow();
@@ -70,19 +77,36 @@ impl Table {
         }
     }
 
+    /// Every (key, value), in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
+        self.used.iter().map(|&i| {
+            let (k, v) = self.slots[i as usize];
+            (k - 1, v)
+        })
+    }
+
     /// Empties the map, keeping its room.
     #[inline]
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         for &i in &self.used {
-            self.slots[i as usize] = (0, 0);
+            self.slots[i as usize] = (0, V::default());
         }
         self.used.clear();
+    }
+
+    /// Keeps only the keys whose value passes `keep`.
+    pub(crate) fn retain(&mut self, keep: impl Fn(V) -> bool) {
+        let kept: Vec<(u64, V)> = self.iter().filter(|&(_, v)| keep(v)).collect();
+        self.clear();
+        for (k, v) in kept {
+            self.set(k, v);
+        }
     }
 
     /// Doubles the table (or makes its first one) and reinserts the keys.
     fn grow(&mut self) {
         let n = (2 * self.slots.len()).max(FIRST);
-        let old = std::mem::replace(&mut self.slots, vec![(0, 0); n]);
+        let old = std::mem::replace(&mut self.slots, vec![(0, V::default()); n]);
         let used = std::mem::take(&mut self.used);
         for i in used {
             let (k, v) = old[i as usize];
@@ -97,8 +121,8 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
-    fn agrees_with_a_hash_map_across_growth_and_clears() {
-        let mut t = Table::default();
+    fn agrees_with_a_hash_map_across_growth_clears_and_retains() {
+        let mut t = Table::<u32>::default();
         let mut m = HashMap::new();
         let mut x = 1u64;
         for round in 0..4 {
@@ -111,9 +135,21 @@ mod tests {
                 t.set(key, i as u32);
                 m.insert(key, i as u32);
             }
-            for key in (0..3100).map(|k| k * 64).chain([0, 1, 63]) {
-                assert_eq!(t.get(key), m.get(&key).copied(), "round {round}, key {key}");
-            }
+            let check = |t: &Table<u32>, m: &HashMap<u64, u32>| {
+                assert_eq!(t.len(), m.len(), "round {round}");
+                for key in (0..3100).map(|k| k * 64).chain([0, 1, 63]) {
+                    assert_eq!(t.get(key), m.get(&key).copied(), "round {round}, key {key}");
+                }
+                let mut all: Vec<_> = t.iter().collect();
+                all.sort_unstable();
+                let mut want: Vec<_> = m.iter().map(|(&k, &v)| (k, v)).collect();
+                want.sort_unstable();
+                assert_eq!(all, want, "round {round}");
+            };
+            check(&t, &m);
+            t.retain(|v| v % 3 == 0);
+            m.retain(|_, v| *v % 3 == 0);
+            check(&t, &m);
             t.clear();
             m.clear();
             assert_eq!(t.get(0), None);
