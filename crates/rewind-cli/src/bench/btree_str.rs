@@ -84,12 +84,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
          its own transaction; update fractions {FRACTIONS:?}; median of {rounds} rounds"
     );
     let dir = ctx.scratch()?;
-    let plan = Plan {
-        space,
-        log: None,
-        baselines: false,
-        auto_checkpoint: true,
-    };
+    let plan = Plan::new(space, false);
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
     let mut subjects = build(ctx, dir.path(), &plan)?;

@@ -55,6 +55,8 @@ pub fn entry_size(len: usize) -> usize {
 /// sequence number.
 #[derive(Default)]
 pub struct Builder {
+    /// The header and the entries; the last entry's value is not padded
+    /// yet (it may grow: see [`push`](Self::push)).
     buf: Vec<u8>,
     count: u32,
     /// Each entry's target, and where its value lies in `buf`.
@@ -71,16 +73,32 @@ impl Builder {
         self.values.clear();
     }
 
-    /// Appends an entry: `value` goes to `target`.
+    /// Appends an entry: `value` goes to `target`. A value that starts
+    /// where the last entry's ends (and fits beside it in one entry) joins
+    /// that entry instead: the bytes replay the same, in the same order.
     pub fn push(&mut self, target: u64, value: &[u8]) {
         debug_assert!(value.len() <= MAX_VALUE && target <= TARGET_BITS);
+        if let Some((t, at, len)) = self.values.last_mut() {
+            if *t + *len as u64 == target && *len + value.len() <= MAX_VALUE {
+                *len += value.len();
+                let word = *t | (*len as u64) << 48;
+                let w = *at - ENTRY_WORD;
+                self.buf[w..w + ENTRY_WORD].copy_from_slice(&word.to_le_bytes());
+                self.buf.extend_from_slice(value);
+                return;
+            }
+        }
+        self.pad();
         let word = target | (value.len() as u64) << 48;
         self.buf.extend_from_slice(&word.to_le_bytes());
         self.values.push((target, self.buf.len(), value.len()));
         self.buf.extend_from_slice(value);
-        let pad = value.len().div_ceil(8) * 8 - value.len();
-        self.buf.extend(std::iter::repeat_n(0, pad));
         self.count += 1;
+    }
+
+    /// Pads the last entry's value to 8 bytes.
+    fn pad(&mut self) {
+        self.buf.resize(self.buf.len().div_ceil(8) * 8, 0);
     }
 
     /// The size the group takes in the ring (whole lines).
@@ -108,6 +126,7 @@ impl Builder {
     /// Fills in the header with sequence number `csn` and the CRC, pads to
     /// whole lines, and returns the bytes to write.
     pub fn seal(&mut self, csn: u64) -> &[u8] {
+        self.pad();
         let bytes = (self.buf.len() - HEADER) as u32;
         self.buf[MAGIC_OFF..MAGIC_OFF + 4].copy_from_slice(&MAGIC.to_le_bytes());
         self.buf[BYTES_OFF..BYTES_OFF + 4].copy_from_slice(&bytes.to_le_bytes());

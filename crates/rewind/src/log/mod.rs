@@ -40,6 +40,7 @@
 pub mod adll;
 pub mod blocks;
 pub mod ring;
+pub(crate) mod table;
 mod tracking;
 pub mod tree;
 mod two_layer;

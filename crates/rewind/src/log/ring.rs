@@ -109,6 +109,8 @@ use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OF
 use crate::format::meta;
 use crate::persist::{sites, Domain};
 
+use super::table::Table;
+
 /// A group in the ring that the durable Log Start does not cover yet.
 #[derive(Clone, Copy, Debug)]
 struct Flight {
@@ -161,12 +163,13 @@ struct State {
     durable_to: Start,
     flights: VecDeque<Flight>,
     ranges: VecDeque<(u64, u64)>,
-    /// Ring fences made by each thread (by its tag).
-    epochs: rustc_hash::FxHashMap<u64, u64>,
+    /// Ring fences made by each thread (by its tag): a few threads, looked
+    /// up by a scan.
+    epochs: Vec<(u64, u64)>,
     /// Cache line → sequence number of the last group that wrote it. A
     /// group at or after the durable Log Start (`fenced.csn`) may still be
     /// replayed: a store in place of one of its lines must drain first.
-    touched: rustc_hash::FxHashMap<u64, u64>,
+    touched: Table<u64>,
     /// `touched` drops the lines of groups behind the durable Log Start
     /// once it holds more than this.
     prune_at: usize,
@@ -205,12 +208,32 @@ impl State {
         let (first, last) = (off / LINE, (off + len - 1) / LINE);
         let from = self.fenced.csn;
         if last - first < self.touched.len() as u64 {
-            (first..=last).any(|l| self.touched.get(&l).is_some_and(|&c| c >= from))
+            (first..=last).any(|l| self.touched.get(l).is_some_and(|c| c >= from))
         } else {
             self.touched
                 .iter()
-                .any(|(&l, &c)| c >= from && (first..=last).contains(&l))
+                .any(|(l, c)| c >= from && (first..=last).contains(&l))
         }
+    }
+
+    /// The ring fences thread `tag` has made.
+    fn epoch(&self, tag: u64) -> u64 {
+        self.epochs
+            .iter()
+            .find(|&&(t, _)| t == tag)
+            .map_or(0, |&(_, n)| n)
+    }
+
+    /// The count of ring fences of thread `tag`, to change.
+    fn epoch_mut(&mut self, tag: u64) -> &mut u64 {
+        let i = match self.epochs.iter().position(|&(t, _)| t == tag) {
+            Some(i) => i,
+            None => {
+                self.epochs.push((tag, 0));
+                self.epochs.len() - 1
+            }
+        };
+        &mut self.epochs[i].1
     }
 }
 
@@ -493,7 +516,7 @@ impl Ring {
             self.cv.notify_all();
             return Err(e);
         }
-        let epoch = st.epochs.entry(me).or_default();
+        let epoch = st.epoch_mut(me);
         if !d.lazy_write_back() {
             // On Msync a commit's fence syncs only its own ranges (the
             // group): write-backs wait for a drain, so no commit's fence
@@ -513,14 +536,14 @@ impl Ring {
             st.ranges.push_back((target, len));
             if len > 0 {
                 for l in target / LINE..=(target + len - 1) / LINE {
-                    st.touched.insert(l, csn);
+                    st.touched.set(l, csn);
                 }
             }
             n += 1;
         }
         if st.touched.len() > st.prune_at {
             let from = st.fenced.csn;
-            st.touched.retain(|_, c| *c >= from);
+            st.touched.retain(|c| c >= from);
             st.prune_at = (2 * st.touched.len()).max(PRUNE_MIN);
         }
         let first = st.flights.front().map_or(csn, |f| f.csn);
@@ -598,7 +621,7 @@ impl Ring {
     /// into the durable prefix.
     fn learn(&self, st: &mut State) {
         while let Some(f) = st.flights.front() {
-            if f.csn > st.applied || st.epochs.get(&f.writer).copied().unwrap_or(0) <= f.epoch {
+            if f.csn > st.applied || st.epoch(f.writer) <= f.epoch {
                 break;
             }
             st.durable_to = Start {
@@ -698,7 +721,7 @@ impl Ring {
             // Every group durable in place before a Log Start can pass it
             // (one fence for both could persist the slot without a line).
             d.fence_lazy_at(sites::RING_DRAIN_LINES)?;
-            *st.epochs.entry(me).or_default() += 1;
+            *st.epoch_mut(me) += 1;
         }
         // The Log Start past them, with no fence of its own: until it is
         // durable a crash replays, from the older one, groups whose values

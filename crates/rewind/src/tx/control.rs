@@ -280,7 +280,8 @@ impl<'p> Tx<'p> {
             let eng = self.eng;
             // The append's fence also makes the action's stores persistent
             // before its CLR.
-            self.log.append(eng, &[Draft::nta_end(self.log.id, head)])?;
+            let end = Draft::nta_end(self.log.id, head);
+            self.log.append(eng, &[end])?;
             self.log.undo.truncate(start.undo_len);
             // Frees the action made are final.
             for (off, size) in self.freed.drain(freed_from..) {

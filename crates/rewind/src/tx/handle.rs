@@ -14,6 +14,8 @@ use crate::log::{CellRef, Draft, Kind, Placed, Reservation};
 use crate::persist::sites;
 use crate::policy::Ended;
 
+use crate::log::table::Table;
+
 /// A forward record of this transaction that a rollback would undo: the
 /// volatile copy of its chain (its `prev` is the undo-next of its CLR).
 #[derive(Clone, Copy, Debug)]
@@ -59,53 +61,69 @@ struct Group {
     /// Redo: the write set, logged at commit as REDO records (new bytes
     /// only); a write of the same bytes as an earlier one edits its entry.
     redo: bool,
-    /// Redo: the entry of each (target, length) written.
-    index: rustc_hash::FxHashMap<(u64, usize), usize>,
-    /// Redo: the cache lines the write set touches, so that a read of
-    /// other memory skips the entries (a large write set would make every
-    /// read slow).
-    lines: rustc_hash::FxHashSet<u64>,
-    /// Redo: a filter of `lines` (see [`LineFilter`]), checked first: most
-    /// reads of memory the transaction has not written cost one test, as
-    /// `Pool::read` does.
-    bloom: LineFilter,
+    /// Redo: the entry of each (target, length) written (the key packs
+    /// both: see [`index_key`]).
+    index: Table<u32>,
+    /// Redo: each cache line the write set touches, with the latest entry
+    /// that touches it, so that a read of other memory skips the entries
+    /// (a large write set would make every read slow) and a write of the
+    /// same bytes again finds at once that no later entry overlaps them.
+    lines: Table<u32>,
+    /// Redo with the commit ring: the bytes the write set's commit group
+    /// takes at most (header and one entry per write, before coalescing).
+    /// While it fits the ring, no log space is reserved: the group commits
+    /// there (or, when the ring has no room, through the bucket log, a
+    /// commit that then fails for want of log space rolls back). Once it
+    /// does not fit, the write set's REDO records are reserved in the
+    /// bucket log, as without a ring.
+    group_bytes: usize,
+    /// The write set's REDO records are reserved as they come.
+    reserving: bool,
+    /// Redo: a 64-bit filter of `lines` (one bit per line, hashed), checked
+    /// first: most reads of memory the transaction has not written cost
+    /// one test, as `Pool::read` does.
+    bloom: u64,
 }
 
-/// A 512-bit filter of cache lines (one bit per line, hashed): a
-/// transaction that wrote a hundred lines (a TPC-C new-order) still
-/// answers "not written" for most other lines at once, where a 64-bit
-/// filter would be nearly full.
-#[derive(Clone, Copy, Debug, Default)]
-struct LineFilter([u64; 8]);
+/// The key of a write of `len` bytes at `target` in `Group::index`: pool
+/// offsets are below 2^48 (`format::group`) and a write of the write set is
+/// at most `MAX_RECORD_DATA` bytes (`Tx::write_logged` splits longer ones).
+fn index_key(target: u64, len: usize) -> u64 {
+    debug_assert!(target < 1 << 48 && len as u64 <= MAX_RECORD_DATA);
+    target | (len as u64) << 48
+}
 
-impl LineFilter {
-    /// The word and the bit of line `line`.
-    #[inline]
-    fn at(line: u64) -> (usize, u64) {
-        let h = line.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        ((h >> 61) as usize, 1 << ((h >> 55) & 63))
-    }
-
-    fn set(&mut self, line: u64) {
-        let (w, b) = Self::at(line);
-        self.0[w] |= b;
-    }
-
-    #[inline]
-    fn may_hold(&self, line: u64) -> bool {
-        let (w, b) = Self::at(line);
-        self.0[w] & b != 0
-    }
-
-    fn clear(&mut self) {
-        self.0 = [0; 8];
-    }
+/// The filter bit of cache line `line`.
+fn bloom_bit(line: u64) -> u64 {
+    1 << (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
 /// The log side of one transaction (recycled per thread, so a transaction
-/// allocates nothing on the common path).
+/// allocates nothing on the common path): a [`Handle`], boxed so that it
+/// moves in and out of the thread's spare as a pointer, not as the few
+/// hundred bytes of its buffers' headers. Empty only once recycled.
+pub(super) struct TxLog(Option<Box<Handle>>);
+
+impl std::ops::Deref for TxLog {
+    type Target = Handle;
+    fn deref(&self) -> &Handle {
+        self.0
+            .as_deref()
+            .expect("a transaction's log is used only until it ends")
+    }
+}
+
+impl std::ops::DerefMut for TxLog {
+    fn deref_mut(&mut self) -> &mut Handle {
+        self.0
+            .as_deref_mut()
+            .expect("a transaction's log is used only until it ends")
+    }
+}
+
+/// What [`TxLog`] holds.
 #[derive(Default)]
-pub(super) struct TxLog {
+pub(super) struct Handle {
     pub(super) id: u64,
     pub(super) res: Reservation,
     pub(super) cells: Vec<CellRef>,
@@ -127,7 +145,7 @@ pub(super) struct TxLog {
 }
 
 thread_local! {
-    static SPARE: std::cell::RefCell<Option<TxLog>> = const { std::cell::RefCell::new(None) };
+    static SPARE: std::cell::RefCell<Option<Box<Handle>>> = const { std::cell::RefCell::new(None) };
 }
 
 impl TxLog {
@@ -139,22 +157,30 @@ impl TxLog {
             .flatten()
             .unwrap_or_default();
         h.id = id;
-        let mut g = h.group.take().unwrap_or_default();
-        g.redo = eng.durability.write_set();
-        // The write set is logged at commit (or at a savepoint), never
-        // because it grew.
-        g.size = if g.redo {
-            usize::MAX
+        let redo = eng.durability.write_set();
+        if eng.log.variant().groups_records() || redo {
+            let g = h.group.get_or_insert_with(Group::default);
+            g.redo = redo;
+            // The write set is logged at commit (or at a savepoint), never
+            // because it grew.
+            g.size = if redo {
+                usize::MAX
+            } else {
+                eng.hdr.group as usize
+            };
+            // Without a ring, every REDO record is reserved (see
+            // `Group::group_bytes`).
+            g.reserving = eng.ring.is_none();
         } else {
-            eng.hdr.group as usize
-        };
-        h.group = (eng.log.variant().groups_records() || g.redo).then_some(g);
-        h
+            h.group = None;
+        }
+        TxLog(Some(h))
     }
 
-    /// Gives the buffers back for the thread's next transaction.
+    /// Gives the buffers back for the thread's next transaction (the
+    /// handle is then empty: the transaction is over).
     pub(super) fn recycle(&mut self) {
-        let mut h = std::mem::take(self);
+        let Some(mut h) = self.0.take() else { return };
         h.res = Reservation::default();
         h.cells.clear();
         h.undo.clear();
@@ -164,7 +190,9 @@ impl TxLog {
         h.committing = false;
         let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(h));
     }
+}
 
+impl Handle {
     /// Nothing logged and nothing pending (a read-only transaction).
     pub(super) fn is_empty(&self) -> bool {
         self.cells.is_empty() && self.group.as_ref().is_none_or(|g| g.pending.is_empty())
@@ -177,7 +205,8 @@ impl TxLog {
             g.bytes.clear();
             g.index.clear();
             g.lines.clear();
-            g.bloom.clear();
+            g.bloom = 0;
+            g.group_bytes = 0;
         }
     }
 
@@ -214,7 +243,7 @@ impl TxLog {
             return true;
         }
         let (first, last) = (off / 64, (off + len - 1) / 64);
-        (first..=last).any(|l| g.bloom.may_hold(l))
+        (first..=last).any(|l| g.bloom & bloom_bit(l) != 0)
     }
 
     #[inline(never)]
@@ -222,7 +251,8 @@ impl TxLog {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
         if g.redo
-            && !(off / 64..=(end - 1) / 64).any(|l| g.bloom.may_hold(l) && g.lines.contains(&l))
+            && !(off / 64..=(end - 1) / 64)
+                .any(|l| g.bloom & bloom_bit(l) != 0 && g.lines.get(l).is_some())
         {
             return;
         }
@@ -254,12 +284,18 @@ impl TxLog {
             let g = group.as_mut().expect("grouped");
             if g.redo {
                 let end = off + new.len() as u64;
-                let edit = g.index.get(&(off, new.len())).copied().filter(|&i| {
+                let lines = off / 64..=end.saturating_sub(1) / 64;
+                let key = index_key(off, new.len());
+                let edit = g.index.get(key).map(|i| i as usize).filter(|&i| {
                     // Only while no later entry overlaps it: entries are
-                    // read and replayed in order, the latest winning.
-                    g.pending[i + 1..]
-                        .iter()
-                        .all(|q| q.target >= end || q.target + q.len as u64 <= off)
+                    // read and replayed in order, the latest winning. When
+                    // it is the latest entry of each of its lines, none
+                    // does; otherwise the later ones are looked at.
+                    new.is_empty()
+                        || lines.clone().all(|l| g.lines.get(l) == Some(i as u32))
+                        || g.pending[i + 1..]
+                            .iter()
+                            .all(|q| q.target >= end || q.target + q.len as u64 <= off)
                 });
                 if let Some(i) = edit {
                     // The same bytes again: the entry is edited.
@@ -267,21 +303,42 @@ impl TxLog {
                     g.bytes[p.at + p.len..p.at + 2 * p.len].copy_from_slice(new);
                     return r;
                 }
-                // A new entry: its record's log space is held now. Under
-                // redo-async the log may be full of groups waiting for
-                // write-back: written back, their records make room.
-                match eng.log.reserve_redo(&eng.dom, new.len(), res) {
-                    Err(Error::LogFull { .. }) if eng.write_back.is_some() => {
-                        eng.sync()?;
-                        eng.log.reserve_redo(&eng.dom, new.len(), res)?;
+                g.group_bytes += group::entry_size(new.len());
+                if !g.reserving
+                    && !eng
+                        .ring
+                        .as_ref()
+                        .is_some_and(|ring| ring.fits(group::HEADER + g.group_bytes))
+                {
+                    // Too large for the ring: the bucket log's space for
+                    // the entries so far, then for each one as it comes.
+                    for p in &g.pending {
+                        eng.log.reserve_redo(&eng.dom, p.len, res)?;
                     }
-                    r => r?,
+                    g.reserving = true;
                 }
-                g.index.insert((off, new.len()), g.pending.len());
+                if g.reserving {
+                    // A new entry: its record's log space is held now.
+                    // Under redo-async the log may be full of groups
+                    // waiting for write-back: written back, their records
+                    // make room.
+                    match eng.log.reserve_redo(&eng.dom, new.len(), res) {
+                        Err(Error::LogFull { .. }) if eng.write_back.is_some() => {
+                            eng.sync()?;
+                            eng.log.reserve_redo(&eng.dom, new.len(), res)?;
+                        }
+                        r => r?,
+                    }
+                }
+                // Its lines fetched now, so that the commit's write-back,
+                // after the fence, does not wait for them.
+                eng.dom.prefetch(off, new.len() as u64);
+                let i = g.pending.len() as u32;
+                g.index.set(key, i);
                 if !new.is_empty() {
-                    for l in off / 64..=(off + new.len() as u64 - 1) / 64 {
-                        g.lines.insert(l);
-                        g.bloom.set(l);
+                    for l in lines {
+                        g.lines.set(l, i);
+                        g.bloom |= bloom_bit(l);
                     }
                 }
             }
@@ -397,27 +454,13 @@ impl TxLog {
             return Ok(false);
         }
         // Writes that follow one another in memory, in write order,
-        // coalesce into one entry (a struct written field by field is one
-        // entry); later entries win at replay, as in the write set.
-        let (runs, merged) = (&mut self.runs, &mut self.merged);
-        runs.clear();
-        merged.clear();
-        for p in &g.pending {
-            let new = &g.bytes[p.at + p.len..p.at + 2 * p.len];
-            match runs.last_mut() {
-                Some((t, _, len))
-                    if *t + *len as u64 == p.target && *len + p.len <= group::MAX_VALUE =>
-                {
-                    *len += p.len;
-                }
-                _ => runs.push((p.target, merged.len(), p.len)),
-            }
-            merged.extend_from_slice(new);
-        }
+        // coalesce into one entry (`Builder::push`: a struct written field
+        // by field is one entry); later entries win at replay, as in the
+        // write set.
         let b = &mut self.ring_group;
         b.begin(self.id);
-        for &(t, at, len) in runs.iter() {
-            b.push(t, &merged[at..at + len]);
+        for p in &g.pending {
+            b.push(p.target, &g.bytes[p.at + p.len..p.at + 2 * p.len]);
         }
         if !ring.fits(b.size()) {
             return Ok(false);
@@ -449,7 +492,8 @@ impl TxLog {
         let mut bytes = std::mem::take(&mut g.bytes);
         g.index.clear();
         g.lines.clear();
-        g.bloom.clear();
+        g.bloom = 0;
+        g.group_bytes = 0;
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
         // Redo-async: the bytes these UPDATEs change in place must hold

@@ -468,8 +468,12 @@ impl<'p> Tx<'p> {
         }
         self.log.committing = true;
         let log = &mut self.log;
+        let mut in_ring = false;
         let r = match log.commit_in_ring(eng) {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                in_ring = true;
+                Ok(())
+            }
             Ok(false) => eng
                 .durability
                 .end(&eng.finished, &mut |clear| log.append_end(eng, true, clear)),
@@ -486,9 +490,13 @@ impl<'p> Tx<'p> {
             }
             return Err(e);
         }
-        if let Err(e) = eng.log.unreserve(&eng.dom, &mut self.log.res) {
-            // Committed; only giving a chunk back failed.
-            eng.poison(&e);
+        // A commit in the ring that held no log space (its write set fitted
+        // the ring) has nothing to give back, nor made the log grow.
+        if !in_ring || self.log.res.bytes > 0 {
+            if let Err(e) = eng.log.unreserve(&eng.dom, &mut self.log.res) {
+                // Committed; only giving a chunk back failed.
+                eng.poison(&e);
+            }
         }
         for &(off, size) in self.freed.iter().chain(&self.unalloc) {
             eng.alloc.release(off, size);

@@ -117,16 +117,19 @@ static int txn_end(DB_TXN *own, int rc) {
     return c != 0 ? c : rc;
 }
 
+/* A DBT of `size` bytes at `data`, its other fields zero. */
+static DBT dbt(const void *data, uint32_t size) {
+    DBT d;
+    memset(&d, 0, sizeof d);
+    d.data = (void *)data;
+    d.size = size;
+    return d;
+}
+
 /* Inserts `key` unless present: `*inserted` is 1, or 0 if it was there. */
 int bdb_put(struct bdb *b, const void *key, uint32_t klen, const void *val, uint32_t len,
             int *inserted) {
-    DBT k, v;
-    memset(&k, 0, sizeof k);
-    memset(&v, 0, sizeof v);
-    k.data = (void *)key;
-    k.size = klen;
-    v.data = (void *)val;
-    v.size = len;
+    DBT k = dbt(key, klen), v = dbt(val, len);
     DB_TXN *own, *txn;
     int rc = txn_for(b, &own, &txn);
     if (rc != 0)
@@ -140,12 +143,7 @@ int bdb_put(struct bdb *b, const void *key, uint32_t klen, const void *val, uint
 
 /* `*found` is 1 and `val` holds up to `len` bytes of the value, or 0. */
 int bdb_get(struct bdb *b, const void *key, uint32_t klen, void *val, uint32_t len, int *found) {
-    DBT k, v;
-    memset(&k, 0, sizeof k);
-    memset(&v, 0, sizeof v);
-    k.data = (void *)key;
-    k.size = klen;
-    v.data = val;
+    DBT k = dbt(key, klen), v = dbt(val, 0);
     v.ulen = len;
     v.flags = DB_DBT_USERMEM;
     int rc = b->db->get(b->db, b->batch, &k, &v, 0);
@@ -154,10 +152,7 @@ int bdb_get(struct bdb *b, const void *key, uint32_t klen, void *val, uint32_t l
 }
 
 int bdb_del(struct bdb *b, const void *key, uint32_t klen, int *found) {
-    DBT k;
-    memset(&k, 0, sizeof k);
-    k.data = (void *)key;
-    k.size = klen;
+    DBT k = dbt(key, klen);
     DB_TXN *own, *txn;
     int rc = txn_for(b, &own, &txn);
     if (rc != 0)

@@ -57,6 +57,19 @@ pub struct Plan {
     pub auto_checkpoint: bool,
 }
 
+impl Plan {
+    /// Each tree in `space` bytes with the default log, checkpointing when
+    /// it fills; the baselines too where `baselines` says.
+    pub fn new(space: u64, baselines: bool) -> Plan {
+        Plan {
+            space,
+            log: None,
+            baselines,
+            auto_checkpoint: true,
+        }
+    }
+}
+
 /// The error of creating `what`.
 pub fn built(what: impl Into<String>) -> impl FnOnce(MemError) -> CliError {
     let what = what.into();
