@@ -58,6 +58,7 @@ use crate::format::meta;
 use crate::persist::{sites, Domain};
 use table::{bitmap_off, check_off, chunk_start, desc_off, ChunkKind};
 
+#[cfg(feature = "testing")]
 pub use table::check_update as bitmap_check_update;
 
 /// Number of small size classes: 64 B .. 64 KiB.

@@ -113,16 +113,6 @@ impl Builder {
             .map(|&(t, at, len)| (t, &self.buf[at..at + len]))
     }
 
-    /// Whether the group has no entry.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Entries pushed so far.
-    pub fn count(&self) -> u32 {
-        self.count
-    }
-
     /// Fills in the header with sequence number `csn` and the CRC, pads to
     /// whole lines, and returns the bytes to write.
     pub fn seal(&mut self, csn: u64) -> &[u8] {

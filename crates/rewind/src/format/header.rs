@@ -99,7 +99,8 @@ pub const CRC_OFF: usize = CREATE_SIZE_OFF + 8;
 pub const HEADER_END: usize = CRC_OFF + 4;
 
 /// Every header field, `(offset, size, name)`, in order: what
-/// `docs/format.md`'s table must say.
+/// `docs/format.md`'s table must say (checked by this module's tests).
+#[cfg(any(test, feature = "testing"))]
 pub const FIELDS: [(usize, usize, &str); 20] = [
     (MAGIC_OFF, 8, "magic"),
     (VERSION_OFF, 4, "format version"),
