@@ -20,11 +20,11 @@
 //! other shared holders; two upgraders of one lock are a cycle and one of
 //! them gets `Deadlock`.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use rustc_hash::FxHashMap;
 
 use crate::error::Error;
 
@@ -61,9 +61,9 @@ impl Entry {
 
 #[derive(Default)]
 struct Table {
-    locks: HashMap<u64, Entry>,
+    locks: FxHashMap<u64, Entry>,
     /// What each waiting transaction waits for, with its place in line.
-    waiting: HashMap<u64, Wait>,
+    waiting: FxHashMap<u64, Wait>,
     next_ticket: u64,
 }
 
@@ -155,7 +155,8 @@ impl LockTable {
             _ => {}
         }
         let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
-        let deadline = Instant::now().checked_add(timeout);
+        // Read the clock only once a wait begins: most requests never wait.
+        let mut deadline = None;
         let mut t = self.table.lock();
         let mut ticket = u64::MAX;
         loop {
@@ -185,6 +186,7 @@ impl LockTable {
                 t.next_ticket += 1;
             }
             t.waiting.insert(tx, Wait { key, mode, ticket });
+            let deadline = *deadline.get_or_insert_with(|| Instant::now().checked_add(timeout));
             let timed_out = match deadline {
                 Some(d) => self.changed.wait_until(&mut t, d).timed_out(),
                 None => {
