@@ -35,32 +35,36 @@ fn assert_clean_failure(out: &Output, mentions: &[&str]) {
     );
 }
 
-/// `rewind args`, again while it fails as `in use` (50 tries): a sibling
-/// test that forks a child while a pool of this test is open holds the
-/// pool's lock until the child execs.
-fn rewind_when_free(args: &[&str]) -> Output {
-    let mut out = rewind(args);
-    for _ in 0..50 {
-        if out.status.success() || !text(&out.stderr).contains("in use") {
-            break;
+/// Calls `f` again, a millisecond apart, while `busy` says its answer met
+/// the pool in use: a sibling test that forks a child while a pool of this
+/// test is open holds the pool's lock until the child execs. As long as it
+/// takes (the lock is sure to be let go), so no outcome depends on the
+/// machine's speed; a true hang is left to CI's limit.
+fn when_free<T>(mut f: impl FnMut() -> T, busy: impl Fn(&T) -> bool) -> T {
+    loop {
+        let r = f();
+        if !busy(&r) {
+            return r;
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        out = rewind(args);
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    out
 }
 
-/// `Pool::open`, again while it fails with `PoolInUse` (see [`rewind_when_free`]).
+/// `rewind args`, again while it fails as `in use` (see [`when_free`]).
+fn rewind_when_free(args: &[&str]) -> Output {
+    when_free(
+        || rewind(args),
+        |out| !out.status.success() && text(&out.stderr).contains("in use"),
+    )
+}
+
+/// `Pool::open`, again while it fails with `PoolInUse` (see [`when_free`]).
 fn open_when_free(path: &Path) -> Pool {
-    for _ in 0..50 {
-        match Pool::open(path, "cli-test", &rewind::OpenOptions::default()) {
-            Err(rewind::Error::PoolInUse { .. }) => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            r => return r.unwrap(),
-        }
-    }
-    Pool::open(path, "cli-test", &rewind::OpenOptions::default()).unwrap()
+    when_free(
+        || Pool::open(path, "cli-test", &rewind::OpenOptions::default()),
+        |r| matches!(r, Err(rewind::Error::PoolInUse { .. })),
+    )
+    .unwrap()
 }
 
 fn small_pool(path: &Path) {
@@ -471,15 +475,13 @@ fn inspecting_a_pool_in_use_says_so() {
     assert!(v["log_records"].is_null());
     drop(held);
     // A sibling test forking a child at this moment holds our file until
-    // the child execs: try a few times.
-    let ok = (0..50).any(|_| {
-        let ok = rewind(&["check", path.to_str().unwrap()]).status.success();
-        if !ok {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        ok
-    });
-    assert!(ok, "check fails after the pool was closed");
+    // the child execs.
+    let out = rewind_when_free(&["check", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "check fails after the pool was closed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -786,18 +788,15 @@ fn info_check_and_dump_log_print_json() {
     let path = dir.path().join("j.pool");
     small_pool(&path);
     let p = path.to_str().unwrap();
-    // A sibling test's child may hold the closed pool's lock until it
-    // execs (see rewind_when_free): ask again while info says in use.
-    let mut v = serde_json::Value::Null;
-    for _ in 0..50 {
-        let out = rewind(&["info", "--json", p]);
-        assert!(out.status.success());
-        v = serde_json::from_slice(&out.stdout).unwrap();
-        if v["in_use"] == false {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // Info of a pool in use succeeds and says so: ask again while it does.
+    let v: serde_json::Value = when_free(
+        || {
+            let out = rewind(&["info", "--json", p]);
+            assert!(out.status.success());
+            serde_json::from_slice(&out.stdout).unwrap()
+        },
+        |v: &serde_json::Value| v["in_use"] == true,
+    );
     assert_eq!(v["layout"], "cli-test");
     assert_eq!(v["in_use"], false);
     assert!(v["heap_usage"]["bytes_free"].as_u64().unwrap() > 0);

@@ -2,6 +2,8 @@
 //! use, and an open of a FIFO, a directory or a device, are typed errors
 //! returned at once.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -67,30 +69,22 @@ fn second_open_from_another_process_is_refused() {
             "--no-fork",
             path.to_str().unwrap(),
             "sleep",
-            "30",
+            "3600",
         ])
         .spawn()
     else {
         eprintln!("flock(1) not installed: skipped");
         return;
     };
-    // Wait (by polling the lock itself, not the clock) until the child holds it.
-    let mut e = None;
-    for _ in 0..10_000 {
-        match open(&path) {
-            Err(err @ Error::PoolInUse { .. }) => {
-                e = Some(err);
-                break;
-            }
-            Ok(p) => drop(p),
-            Err(other) => panic!("unexpected error: {other}"),
-        }
-        std::thread::yield_now();
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    // Wait (by polling the lock itself, not the clock) until the child
+    // holds it, or has ended without (then `flock` failed: the test fails).
+    let seen = common::retry_while(
+        || open(&path).map(drop),
+        |r| r.is_ok() && child.try_wait().is_ok_and(|s| s.is_none()),
+    );
     let _ = child.kill();
     let _ = child.wait();
-    let e = e.expect("the other process's lock was never seen");
+    let e = seen.expect_err("the other process's lock was never seen");
     assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
     // Once it is gone the pool opens.
     let pool = open(&path).unwrap();

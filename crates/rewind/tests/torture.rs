@@ -35,9 +35,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 mod common;
 
@@ -486,14 +486,8 @@ fn open(path: &Path) -> Pool {
 /// Runs `f` until the pool is not in use. The two tests here run side by
 /// side, and a child the other one spawns holds a copy of this test's pool
 /// descriptor (and so its lock) from its fork until its exec.
-fn when_free<T>(mut f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
-    for _ in 0..10_000 {
-        match f() {
-            Err(Error::PoolInUse { .. }) => std::thread::sleep(Duration::from_millis(1)),
-            r => return r,
-        }
-    }
-    f()
+fn when_free<T>(f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+    common::retry_while(f, |r| matches!(r, Err(Error::PoolInUse { .. })))
 }
 
 fn read_byte(pool: &Pool, off: u64) -> u8 {
@@ -553,23 +547,15 @@ impl Run {
 
 /// Spawns a child that kills itself at `kill`, and returns its lines.
 fn run_child(path: &Path, seed: u64, mode: Mode, kill: KillAt) -> Run {
-    let exe = std::env::current_exe().expect("current_exe");
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            "torture_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ENV_POOL, path)
-        .env(ENV_SEED, seed.to_string())
-        .env(ENV_MODE, mode.name())
-        .env(ENV_KILL, kill.env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn child");
+    let child = common::spawn_test_child(
+        "torture_child",
+        &[
+            (ENV_POOL, path.into()),
+            (ENV_SEED, seed.to_string().into()),
+            (ENV_MODE, mode.name().into()),
+            (ENV_KILL, kill.env().into()),
+        ],
+    );
     let mut child = KillOnDrop(child);
     let stdout = child.0.stdout.take().expect("piped");
     let (send, recv) = mpsc::channel();

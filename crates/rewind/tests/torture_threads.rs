@@ -31,8 +31,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::mem::offset_of;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
+
+mod common;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -144,23 +145,15 @@ fn threads_child() {
 /// Runs a child; returns, per thread, the last transaction it reported
 /// as returned.
 fn run_child(path: &Path, seed: u64, threads: usize, kill: u64) -> [Option<u64>; THREADS] {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "threads_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ENV_POOL, path)
-        .env(ENV_SEED, seed.to_string())
-        .env(ENV_THREADS, threads.to_string())
-        .env(ENV_KILL, kill.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn child");
+    let mut child = common::spawn_test_child(
+        "threads_child",
+        &[
+            (ENV_POOL, path.into()),
+            (ENV_SEED, seed.to_string().into()),
+            (ENV_THREADS, threads.to_string().into()),
+            (ENV_KILL, kill.to_string().into()),
+        ],
+    );
     let mut acked = [None; THREADS];
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let Ok(line) = line else { break };

@@ -3,8 +3,10 @@
 // Each test binary compiles this module and may use only part of it.
 #![allow(dead_code)]
 
+use std::ffi::OsString;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Waits for the next message of a watched child or worker. By default it
 /// waits as long as it takes, so that no outcome depends on the machine's
@@ -12,11 +14,48 @@ use std::time::Duration;
 /// `REWIND_HANG_LIMIT_SECS=N`, a silence of N seconds is `Timeout`: a
 /// watchdog for runs by hand that names the hung case.
 pub fn recv_watched<T>(recv: &Receiver<T>) -> Result<T, RecvTimeoutError> {
-    let limit = std::env::var("REWIND_HANG_LIMIT_SECS")
-        .ok()
-        .map(|s| s.parse().expect("REWIND_HANG_LIMIT_SECS: whole seconds"));
-    match limit {
-        Some(secs) => recv.recv_timeout(Duration::from_secs(secs)),
+    match hang_limit() {
+        Some(limit) => recv.recv_timeout(limit),
         None => recv.recv().map_err(|_| RecvTimeoutError::Disconnected),
     }
+}
+
+/// `REWIND_HANG_LIMIT_SECS`, when set.
+fn hang_limit() -> Option<Duration> {
+    std::env::var("REWIND_HANG_LIMIT_SECS")
+        .ok()
+        .map(|s| Duration::from_secs(s.parse().expect("REWIND_HANG_LIMIT_SECS: whole seconds")))
+}
+
+/// Calls `f` again, a millisecond apart, while `busy` says its answer met
+/// a holder that is sure to let go (a sibling test's child holds a copy of
+/// this test's pool descriptor, and so its lock, from its fork until its
+/// exec), and returns the first answer that did not. As long as it takes by
+/// default, as [`recv_watched`] waits, so no outcome depends on the
+/// machine's speed; with `REWIND_HANG_LIMIT_SECS=N`, the answer of the
+/// last call once N seconds have passed.
+pub fn retry_while<T>(mut f: impl FnMut() -> T, mut busy: impl FnMut(&T) -> bool) -> T {
+    let deadline = hang_limit().map(|limit| Instant::now() + limit);
+    loop {
+        let r = f();
+        if !busy(&r) || deadline.is_some_and(|d| Instant::now() >= d) {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// This test binary's test `name`, alone, in a child process with `envs`
+/// set: stdin closed, stdout piped (the child's reports to the parent),
+/// stderr inherited.
+pub fn spawn_test_child(name: &str, envs: &[(&str, OsString)]) -> Child {
+    let exe = std::env::current_exe().expect("current_exe");
+    Command::new(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .envs(envs.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child")
 }
