@@ -9,29 +9,9 @@ use common::value;
 use std::path::Path;
 use std::process::Command;
 
-fn bench(name: &str, out_dir: &Path) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
-        .args(["bench", name, "--tiny", "--out", out_dir.to_str().unwrap()])
-        .output()
-        .expect("run the rewind binary");
-    assert!(
-        out.status.success(),
-        "bench {name} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(json["bench"], name);
-    assert!(out_dir.join(format!("{name}.csv")).exists());
-    let svg = std::fs::read_to_string(out_dir.join(format!("{name}.svg"))).unwrap();
-    assert!(
-        svg.starts_with("<svg"),
-        "not an SVG: {}",
-        &svg[..svg.len().min(60)]
-    );
-    json["rows"].as_array().unwrap().clone()
+/// The rows of `rewind bench NAME --tiny` (see [`common::run_tiny`]).
+fn bench(name: &str) -> Vec<serde_json::Value> {
+    common::run_tiny(name)["rows"].as_array().unwrap().clone()
 }
 /// rewind's configurations: every log variant × policy.
 fn rewind_configs() -> Vec<String> {
@@ -60,8 +40,7 @@ fn peers() -> Vec<(&'static str, &'static str)> {
 
 #[test]
 fn bench_btree_has_every_system_at_every_update_fraction() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows = bench("btree", dir.path());
+    let rows = bench("btree");
     let mut systems: Vec<(String, String)> = vec![
         ("volatile".into(), "dram".into()),
         ("persist-nolog".into(), "nolog".into()),
@@ -127,8 +106,7 @@ fn bench_btree_has_every_system_at_every_update_fraction() {
 
 #[test]
 fn bench_rollback_times_every_size_for_every_recoverable_system() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows = bench("rollback", dir.path());
+    let rows = bench("rollback");
     let mut systems: Vec<(String, String)> = rewind_configs()
         .into_iter()
         .map(|c| ("rewind".into(), c))
@@ -161,8 +139,7 @@ fn bench_rollback_times_every_size_for_every_recoverable_system() {
 
 #[test]
 fn bench_threads_reports_both_sharings_at_one_and_two_threads_at_least() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows = bench("threads", dir.path());
+    let rows = bench("threads");
     let mut systems: Vec<(String, String)> = vec![
         ("volatile".into(), "dram".into()),
         ("persist-nolog".into(), "nolog".into()),
@@ -238,8 +215,7 @@ fn bench_btree_runs_in_a_given_directory_on_the_msync_backend() {
 /// frees a key's block), its lookups do not fence.
 #[test]
 fn bench_btree_str_has_every_system_at_every_update_fraction() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows = bench("btree-str", dir.path());
+    let rows = bench("btree-str");
     let mut systems = vec![("coll-btree", "default")];
     let peers: Vec<_> = peers().into_iter().filter(|(s, _)| *s != "pmdk").collect();
     systems.extend(peers.iter().copied());

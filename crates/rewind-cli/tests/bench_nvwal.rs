@@ -5,29 +5,9 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_nvwal_tiny_has_every_row_and_one_fence_per_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
-        .args([
-            "bench",
-            "nvwal",
-            "--tiny",
-            "--out",
-            dir.path().to_str().unwrap(),
-        ])
-        .output()
-        .expect("run the rewind binary");
-    assert!(
-        out.status.success(),
-        "bench nvwal failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("nvwal.json")).unwrap())
-            .unwrap();
+    let json = common::run_tiny("nvwal");
     let rows = json["rows"].as_array().unwrap();
     let value = |system: &str, config: &str, param: &str, metric: &str| {
         common::value(rows, system, config, param, metric)

@@ -37,8 +37,8 @@ pub fn row<'a>(
 }
 
 /// Runs `rewind bench NAME --tiny` with its output and scratch files in
-/// temporary directories, asserts that it succeeded and removed its scratch
-/// files, and returns its JSON results.
+/// temporary directories, asserts that it succeeded, wrote its CSV file and
+/// chart and removed its scratch files, and returns its JSON results.
 pub fn run_tiny(name: &str) -> Value {
     let out_dir = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
@@ -57,6 +57,13 @@ pub fn run_tiny(name: &str) -> Value {
     let text = std::fs::read_to_string(out_dir.path().join(format!("{name}.json"))).unwrap();
     let json: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["bench"], name);
+    assert!(out_dir.path().join(format!("{name}.csv")).exists());
+    let svg = std::fs::read_to_string(out_dir.path().join(format!("{name}.svg"))).unwrap();
+    assert!(
+        svg.starts_with("<svg"),
+        "not an SVG: {}",
+        &svg[..svg.len().min(60)]
+    );
     // The pools and the peers' files went to --dir, and were removed.
     let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
     assert!(left.is_empty(), "bench {name} left {left:?} in --dir");
