@@ -1178,7 +1178,7 @@ mod tests {
                 .store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK)
                 .unwrap();
             let (a, b) = (one.counters(), batched.counters());
-            assert_eq!(b.flushed_lines, 4, "2 lines of the first, 3 of the second");
+            assert_eq!(b.flushed_lines, 5, "2 lines of the first, 3 of the second");
             assert_eq!(
                 (a.flushed_lines, a.nvm_writes),
                 (b.flushed_lines, b.nvm_writes)
