@@ -148,6 +148,11 @@ fn an_unlogged_store_drains_the_ring_only_over_lines_a_group_wrote() {
         let (pool, root) = pool(v, 4 << 20);
         let words = root.cast::<u64>();
         let block = pool.transaction(|tx| tx.alloc_bytes(256)).unwrap();
+        // The allocation's group zeroes the block (a replay would zero it
+        // again): drained, and the Log Start made durable by a fence of
+        // this thread, so that no group recovery could replay wrote it.
+        pool.sync().unwrap();
+        pool.fence().unwrap();
         pool.transaction(|tx| tx.write(words.at(0), &11)).unwrap();
         // Elsewhere: the copy's own fence, no drain.
         let before = pool.counters();

@@ -415,6 +415,31 @@ impl Allocator {
         mark_with(d, &self.l, off, size, allocated, true)
     }
 
+    /// Sets (`allocated`) or clears the bitmap bit of the small block of
+    /// `size` bytes at `off` and updates its check word, under the latch,
+    /// written back with no fence: the write-back of a commit group's bits
+    /// entry (`log/ring.rs`). Returns the ranges written (the bitmap byte,
+    /// the check word). The block's chunk was formatted for its class
+    /// before the block was handed out, so its descriptor is not written.
+    pub fn apply_bits(
+        &self,
+        d: &Domain,
+        off: u64,
+        size: u64,
+        allocated: bool,
+    ) -> Result<[(u64, u64); 2], Error> {
+        let _st = self.state.lock();
+        let (chunk, slot) = small_slot(&self.l, off, size).ok_or(Error::InvalidFree {
+            offset: off,
+            reason: "a commit group's bits entry names no small block",
+        })?;
+        table::set_bit(d, &self.l, chunk, slot, allocated, true)?;
+        Ok([
+            (bitmap_off(&self.l, chunk) + slot / 8, 1),
+            (check_off(&self.l, chunk), 8),
+        ])
+    }
+
     /// The media bytes [`mark`](Self::mark) changes for this block, so a
     /// checkpoint can flush them.
     pub fn mark_range(&self, off: u64, size: u64) -> [(u64, u64); 2] {
@@ -596,6 +621,46 @@ fn mark_with(
             d.flush_at(desc_off(l, chunk), n * DESC_BYTES, sites::ALLOC_MARK_RUN)
         }
     }
+}
+
+/// The chunk and slot of the small block of `size` bytes at `off`: `None`
+/// unless `size` is a class's block size and `off` a block of that size
+/// inside the heap's planned chunks.
+fn small_slot(l: &Layout, off: u64, size: u64) -> Option<(u64, u64)> {
+    let class = class_of(size)?;
+    if size != MIN_CLASS << class || off < l.heap_off {
+        return None;
+    }
+    let chunk = (off - l.heap_off) / CHUNK;
+    let within = off - chunk_start(l, chunk);
+    (chunk < l.heap_chunks && within.is_multiple_of(size)).then_some((chunk, within / size))
+}
+
+/// The chunk of the small block of `size` bytes at `off` (see
+/// `small_slot`).
+pub fn small_chunk(l: &Layout, off: u64, size: u64) -> Option<u64> {
+    small_slot(l, off, size).map(|(c, _)| c)
+}
+
+/// Recovery's replay of a commit group's bits entry (`log/ring.rs`): sets
+/// or clears the block's bitmap bit, written back, without its check word
+/// (the caller recomputes the check of each chunk so changed, before its
+/// fence). Returns the chunk. A block that is no small block of the heap
+/// is `LogCorrupt` at `at` (the group's place).
+pub fn replay_bits(
+    d: &Domain,
+    l: &Layout,
+    off: u64,
+    size: u64,
+    allocated: bool,
+    at: u64,
+) -> Result<u64, Error> {
+    let (chunk, slot) = small_slot(l, off, size).ok_or(Error::LogCorrupt {
+        offset: at,
+        reason: "commit group bits entry names no small block of the heap",
+    })?;
+    table::set_bit(d, l, chunk, slot, allocated, false)?;
+    Ok(chunk)
 }
 
 /// The media bytes [`mark`] changes for this block: the bitmap byte and

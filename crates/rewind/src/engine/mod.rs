@@ -80,6 +80,9 @@ impl Engine {
         // Redo-async's Log Start names END lsns: later ones must be above it.
         let log_start = crate::format::meta::decode_log_start(dom.read_u64(META_LOG_START)?)?;
         opened.log.observe(log_start);
+        // A commit group's bits written back without their check words
+        // must not read as damage to the log blocks' recovery.
+        Ring::recheck_bitmaps(&dom, &l)?;
         let mut report = recovery::recover(
             &dom,
             &l,

@@ -12,7 +12,17 @@
 //!         28   4  CRC-32 of bytes 0..28, then of the entry bytes
 //! entry    0   8  target offset (bits 0..48) | value length (bits 48..64)
 //!          8   …  value, zero-padded to 8 bytes
+//! bits     0   8  block offset (bits 0..48) | 0xFFFF / 0xFFFD / 0xFFFE
+//!          8   8  block size
 //! ```
+//!
+//! A bits entry (format version 9) is an allocation made by the group's
+//! transaction (0xFFFF: zero the block, then set its allocator bitmap bit;
+//! 0xFFFD: set the bit only, an allocation not zeroed) or a free (0xFFFE:
+//! clear the bit): replay and write-back set or clear the block's bit,
+//! never store a bitmap word, since concurrent groups change other bits of
+//! the same word. The writer puts the bits entries before the values, so a
+//! block is zeroed before the values written into it.
 //!
 //! A group is valid only when its CRC matches: it is written with
 //! non-temporal stores and made durable by one fence, so a crash before
@@ -40,8 +50,17 @@ pub const HEADER: usize = CRC_OFF + 4;
 pub const ENTRY_WORD: usize = 8;
 /// Groups are written and placed in whole lines.
 pub const LINE: usize = 64;
-/// Longest value one entry carries.
-pub const MAX_VALUE: usize = u16::MAX as usize;
+/// Longest value one entry carries (the three lengths above it mark bits
+/// entries).
+pub const MAX_VALUE: usize = u16::MAX as usize - 3;
+/// Length field of a bits entry that zeroes a block and sets its bit.
+const BITS_ZERO_SET: u64 = u16::MAX as u64;
+/// Length field of a bits entry that clears a block's bit.
+const BITS_CLEAR: u64 = u16::MAX as u64 - 1;
+/// Length field of a bits entry that sets a block's bit (not zeroed).
+const BITS_SET: u64 = u16::MAX as u64 - 2;
+/// Bytes of a bits entry.
+pub const BITS_ENTRY: usize = 16;
 /// Target offsets fit below this (pools are smaller than 2^48).
 const TARGET_BITS: u64 = (1 << 48) - 1;
 
@@ -61,6 +80,10 @@ pub struct Builder {
     count: u32,
     /// Each entry's target, and where its value lies in `buf`.
     values: Vec<(u64, usize, usize)>,
+    /// The bits entries.
+    bits: Vec<Bits>,
+    /// The last entry is a value entry (a value may join it).
+    joinable: bool,
 }
 
 impl Builder {
@@ -71,6 +94,30 @@ impl Builder {
         self.buf[TX_OFF..TX_OFF + 8].copy_from_slice(&tx.to_le_bytes());
         self.count = 0;
         self.values.clear();
+        self.bits.clear();
+        self.joinable = false;
+    }
+
+    /// Appends a bits entry (an allocation or a free of the block).
+    pub fn push_bits(&mut self, b: Bits) {
+        debug_assert!(b.off <= TARGET_BITS);
+        self.pad();
+        let code = match (b.set, b.zero) {
+            (true, true) => BITS_ZERO_SET,
+            (true, false) => BITS_SET,
+            (false, _) => BITS_CLEAR,
+        };
+        let word = b.off | code << 48;
+        self.buf.extend_from_slice(&word.to_le_bytes());
+        self.buf.extend_from_slice(&b.size.to_le_bytes());
+        self.bits.push(b);
+        self.count += 1;
+        self.joinable = false;
+    }
+
+    /// The bits entries, in order.
+    pub fn bits(&self) -> impl Iterator<Item = Bits> + '_ {
+        self.bits.iter().copied()
     }
 
     /// Appends an entry: `value` goes to `target`. A value that starts
@@ -78,7 +125,7 @@ impl Builder {
     /// that entry instead: the bytes replay the same, in the same order.
     pub fn push(&mut self, target: u64, value: &[u8]) {
         debug_assert!(value.len() <= MAX_VALUE && target <= TARGET_BITS);
-        if let Some((t, at, len)) = self.values.last_mut() {
+        if let Some((t, at, len)) = self.values.last_mut().filter(|_| self.joinable) {
             if *t + *len as u64 == target && *len + value.len() <= MAX_VALUE {
                 *len += value.len();
                 let word = *t | (*len as u64) << 48;
@@ -94,6 +141,7 @@ impl Builder {
         self.values.push((target, self.buf.len(), value.len()));
         self.buf.extend_from_slice(value);
         self.count += 1;
+        self.joinable = true;
     }
 
     /// Pads the last entry's value to 8 bytes.
@@ -176,10 +224,31 @@ impl Head {
     }
 }
 
-/// The entries of a verified group, in order: (target, value). A
-/// malformed one (a CRC that matches bytes no writer produced) is
-/// `LogCorrupt` at `at`.
-pub fn entries(bytes: &[u8], count: u32, at: u64) -> Result<Vec<(u64, &[u8])>, Error> {
+/// A bits entry: an allocation or a free of a small block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bits {
+    /// The block's offset.
+    pub off: u64,
+    /// The block's size.
+    pub size: u64,
+    /// Set its bitmap bit (an allocation), or clear it (a free).
+    pub set: bool,
+    /// An allocation whose block is zeroed first.
+    pub zero: bool,
+}
+
+/// One entry of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// `value` goes to `target`.
+    Value(u64, &'a [u8]),
+    /// An allocation or a free.
+    Bits(Bits),
+}
+
+/// The entries of a verified group, in order. A malformed one (a CRC that
+/// matches bytes no writer produced) is `LogCorrupt` at `at`.
+pub fn entries(bytes: &[u8], count: u32, at: u64) -> Result<Vec<Entry<'_>>, Error> {
     let bad = |reason| Error::LogCorrupt { offset: at, reason };
     let mut out = Vec::with_capacity(count as usize);
     let mut i = 0;
@@ -189,10 +258,25 @@ pub fn entries(bytes: &[u8], count: u32, at: u64) -> Result<Vec<(u64, &[u8])>, E
             .ok_or(bad("commit group entry runs past the group"))?;
         let word = u64::from_le_bytes(word.try_into().expect("8"));
         let (target, len) = (word & TARGET_BITS, (word >> 48) as usize);
+        if len as u64 >= BITS_SET {
+            let size = bytes
+                .get(i + ENTRY_WORD..i + BITS_ENTRY)
+                .ok_or(bad("commit group entry runs past the group"))?;
+            let size = u64::from_le_bytes(size.try_into().expect("8"));
+            let code = len as u64;
+            out.push(Entry::Bits(Bits {
+                off: target,
+                size,
+                set: code != BITS_CLEAR,
+                zero: code == BITS_ZERO_SET,
+            }));
+            i += BITS_ENTRY;
+            continue;
+        }
         let value = bytes
             .get(i + ENTRY_WORD..i + ENTRY_WORD + len)
             .ok_or(bad("commit group entry runs past the group"))?;
-        out.push((target, value));
+        out.push(Entry::Value(target, value));
         i += entry_size(len);
     }
     if i != bytes.len() {
@@ -219,11 +303,62 @@ mod tests {
         let ents = &bytes[HEADER..HEADER + head.bytes as usize];
         assert!(head.verify(&h, ents));
         let e = entries(ents, head.count, 0).unwrap();
-        assert_eq!(e[0], (1 << 20, &5u64.to_le_bytes()[..]));
-        assert_eq!(e[1], ((1 << 20) + 4096, &[1u8, 2, 3][..]));
+        assert_eq!(e[0], Entry::Value(1 << 20, &5u64.to_le_bytes()[..]));
+        assert_eq!(e[1], Entry::Value((1 << 20) + 4096, &[1u8, 2, 3][..]));
         let mut torn = ents.to_vec();
         torn[9] ^= 1;
         assert!(!head.verify(&h, &torn));
+    }
+
+    #[test]
+    fn bits_entries_round_trip_and_no_value_joins_across_them() {
+        let mut b = Builder::default();
+        b.begin(3);
+        b.push(1 << 20, &[1; 8]);
+        let alloc = Bits {
+            off: 1 << 21,
+            size: 1024,
+            set: true,
+            zero: true,
+        };
+        let free = Bits {
+            off: 1 << 22,
+            size: 64,
+            set: false,
+            zero: false,
+        };
+        let unzeroed = Bits {
+            off: 1 << 23,
+            size: 128,
+            set: true,
+            zero: false,
+        };
+        b.push_bits(alloc);
+        b.push((1 << 20) + 8, &[2; 8]);
+        b.push_bits(free);
+        b.push_bits(unzeroed);
+        let bytes = b.seal(9).to_vec();
+        let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
+        let head = Head::decode(&h).unwrap();
+        assert_eq!(
+            head.count, 5,
+            "the value after a bits entry is one of its own"
+        );
+        let ents = &bytes[HEADER..HEADER + head.bytes as usize];
+        assert!(head.verify(&h, ents));
+        let e = entries(ents, head.count, 0).unwrap();
+        assert_eq!(
+            e,
+            vec![
+                Entry::Value(1 << 20, &[1; 8][..]),
+                Entry::Bits(alloc),
+                Entry::Value((1 << 20) + 8, &[2; 8][..]),
+                Entry::Bits(free),
+                Entry::Bits(unzeroed),
+            ]
+        );
+        assert_eq!(b.bits().count(), 3);
+        assert_eq!(b.values().count(), 2);
     }
 
     #[test]

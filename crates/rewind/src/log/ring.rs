@@ -104,7 +104,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::Error;
-use crate::format::group::{self, Builder, Head};
+use crate::format::group::{self, Builder, Entry, Head};
 use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OFF, RING_SLOT};
 use crate::format::meta;
 use crate::persist::{sites, Domain};
@@ -237,6 +237,10 @@ impl State {
     }
 }
 
+/// A commit's write-back of one bits entry (block, size, set): the ranges
+/// it wrote (see [`Ring::commit`]).
+pub type ApplyBits<'a> = dyn FnMut(u64, u64, bool) -> Result<[(u64, u64); 2], Error> + 'a;
+
 /// Bytes per cache line (what `State::touched` counts in).
 const LINE: u64 = group::LINE as u64;
 
@@ -251,7 +255,7 @@ const SPINS: u32 = 2000;
 pub struct Replayed {
     /// Groups replayed.
     pub groups: u64,
-    /// Entries stored in place.
+    /// Value entries stored in place (bits entries not counted).
     pub entries: u64,
 }
 
@@ -291,60 +295,42 @@ impl Ring {
     /// durable.
     pub fn open(d: &Domain, l: &Layout) -> Result<(Ring, Replayed), Error> {
         let (off, len) = (l.ring_off(), l.ring_len());
-        let corrupt = |offset, reason| Error::LogCorrupt { offset, reason };
-        let slots = [read_slot(d, 0)?, read_slot(d, 1)?];
-        let (slot, (csn, pos)) = match slots {
-            [Some(a), Some(b)] if b.0 > a.0 => (1, b),
-            [Some(a), _] => (0, a),
-            [None, Some(b)] => (1, b),
-            [None, None] => {
-                return Err(corrupt(
-                    META_RING_START,
-                    "both Log Start slots fail their check word (damaged or zeroed)",
-                ))
-            }
-        };
-        if pos >= len || pos % group::LINE as u64 != 0 || csn == 0 {
-            return Err(corrupt(
-                meta::ring_slot_off(slot),
-                "Log Start names no group boundary of the commit ring",
-            ));
-        }
+        let (slot, csn, pos, torn) = Self::log_start(d, l)?;
         let mut rep = Replayed::default();
-        let (mut at, mut next) = (pos, csn);
-        let mut scanned = 0u64;
-        let mut entries_buf = Vec::new();
-        loop {
-            let found = match Self::group_at(d, off, len, at, next, &mut entries_buf)? {
-                Some(h) => Some((at, h)),
-                None if at != 0 => {
-                    Self::group_at(d, off, len, 0, next, &mut entries_buf)?.map(|h| (0, h))
+        let mut bit_chunks: Vec<u64> = Vec::new();
+        let (at, next, groups) = Self::walk(d, l, pos, csn, &mut |e, at| {
+            match e {
+                Entry::Value(target, value) => {
+                    check_target(l, target, value.len() as u64, at)?;
+                    if !now_log(d, l, target, value.len() as u64)? {
+                        d.store(target, value)?;
+                        d.flush_at(target, value.len() as u64, sites::RING_RECOVER_FLUSH)?;
+                    }
+                    rep.entries += 1;
                 }
-                None => None,
-            };
-            let Some((p, head)) = found else { break };
-            let size = head.size();
-            scanned += size + if p == at { 0 } else { len - at };
-            if scanned > len {
-                // More than a lap of valid groups: impossible for groups
-                // one writer placed.
-                return Err(corrupt(
-                    off + p,
-                    "commit ring holds more than a lap of groups",
-                ));
+                Entry::Bits(b) => {
+                    if b.zero {
+                        check_target(l, b.off, b.size, at)?;
+                        if !now_log(d, l, b.off, b.size)? {
+                            zero_block(d, b.off, b.size, sites::RING_RECOVER_FLUSH, false)?;
+                        }
+                    }
+                    let chunk = crate::alloc::replay_bits(d, l, b.off, b.size, b.set, at)?;
+                    if !bit_chunks.contains(&chunk) {
+                        bit_chunks.push(chunk);
+                    }
+                }
             }
-            for (target, value) in group::entries(&entries_buf, head.count, off + p)? {
-                check_target(l, target, value.len() as u64, off + p)?;
-                d.store(target, value)?;
-                d.flush_at(target, value.len() as u64, sites::RING_RECOVER_FLUSH)?;
-                rep.entries += 1;
-            }
-            rep.groups += 1;
-            at = (p + size) % len;
-            next += 1;
+            Ok(())
+        })?;
+        rep.groups = groups;
+        // The bits were set and cleared without their chunks' check
+        // words (a crash may have persisted a bit without its check, or
+        // the reverse): each check is the bitmap's again.
+        for &c in &bit_chunks {
+            crate::alloc::recompute_check(d, l, c)?;
         }
         let mut slot = slot;
-        let torn = slots.iter().any(|s| s.is_none());
         if rep.groups > 0 {
             // The replay durable before the Log Start passes it.
             d.fence_at(sites::RING_RECOVER_APPLIED)?;
@@ -391,6 +377,101 @@ impl Ring {
         Ok((ring, rep))
     }
 
+    /// The durable Log Start: its slot, csn and ring position, and whether
+    /// a slot failed its check word.
+    fn log_start(d: &Domain, l: &Layout) -> Result<(u64, u64, u64, bool), Error> {
+        let corrupt = |offset, reason| Error::LogCorrupt { offset, reason };
+        let slots = [read_slot(d, 0)?, read_slot(d, 1)?];
+        let (slot, (csn, pos)) = match slots {
+            [Some(a), Some(b)] if b.0 > a.0 => (1, b),
+            [Some(a), _] => (0, a),
+            [None, Some(b)] => (1, b),
+            [None, None] => {
+                return Err(corrupt(
+                    META_RING_START,
+                    "both Log Start slots fail their check word (damaged or zeroed)",
+                ))
+            }
+        };
+        if pos >= l.ring_len() || pos % group::LINE as u64 != 0 || csn == 0 {
+            return Err(corrupt(
+                meta::ring_slot_off(slot),
+                "Log Start names no group boundary of the commit ring",
+            ));
+        }
+        Ok((slot, csn, pos, slots.iter().any(|s| s.is_none())))
+    }
+
+    /// Visits, in order, the entries of every group recovery replays from
+    /// ring position `pos` and sequence number `csn` (the scan and wrap
+    /// rule of `docs/format.md`), each with its group's pool offset.
+    /// Returns the position and sequence number after the last group, and
+    /// the groups visited.
+    fn walk(
+        d: &Domain,
+        l: &Layout,
+        pos: u64,
+        csn: u64,
+        visit: &mut dyn FnMut(Entry<'_>, u64) -> Result<(), Error>,
+    ) -> Result<(u64, u64, u64), Error> {
+        let (off, len) = (l.ring_off(), l.ring_len());
+        let (mut at, mut next, mut groups) = (pos, csn, 0);
+        let mut scanned = 0u64;
+        let mut entries_buf = Vec::new();
+        loop {
+            let found = match Self::group_at(d, off, len, at, next, &mut entries_buf)? {
+                Some(h) => Some((at, h)),
+                None if at != 0 => {
+                    Self::group_at(d, off, len, 0, next, &mut entries_buf)?.map(|h| (0, h))
+                }
+                None => None,
+            };
+            let Some((p, head)) = found else { break };
+            let size = head.size();
+            scanned += size + if p == at { 0 } else { len - at };
+            if scanned > len {
+                // More than a lap of valid groups: impossible for groups
+                // one writer placed.
+                return Err(Error::LogCorrupt {
+                    offset: off + p,
+                    reason: "commit ring holds more than a lap of groups",
+                });
+            }
+            for e in group::entries(&entries_buf, head.count, off + p)? {
+                visit(e, off + p)?;
+            }
+            groups += 1;
+            at = (p + size) % len;
+            next += 1;
+        }
+        Ok((at, next, groups))
+    }
+
+    /// Before the log blocks' recovery checks the allocator bitmaps: the
+    /// check word of every chunk whose bits a group recovery will replay
+    /// changes is made the bitmap's. Such a group's write-back may have
+    /// left a bit durable without its check word (or the reverse), which
+    /// the log blocks' records cannot explain; its replay recomputes the
+    /// check again afterwards.
+    pub fn recheck_bitmaps(d: &Domain, l: &Layout) -> Result<(), Error> {
+        let (_, csn, pos, _) = Self::log_start(d, l)?;
+        let mut chunks: Vec<u64> = Vec::new();
+        Self::walk(d, l, pos, csn, &mut |e, _| {
+            if let Entry::Bits(b) = e {
+                if let Some(c) = crate::alloc::small_chunk(l, b.off, b.size) {
+                    if !chunks.contains(&c) {
+                        chunks.push(c);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        for c in chunks {
+            crate::alloc::recompute_check(d, l, c)?;
+        }
+        Ok(())
+    }
+
     /// The group at ring position `at` if it is sequence number `csn`,
     /// fits before the end and its CRC matches; its entries in `buf`.
     fn group_at(
@@ -435,7 +516,21 @@ impl Ring {
     /// lagged Log Start to store) and to record the write-back: the group
     /// is written and fenced outside it, so concurrent commits fence at
     /// once (see the module docs, **Concurrent commits**).
-    pub fn commit(&self, d: &Domain, b: &mut Builder) -> Result<Option<u64>, Error> {
+    ///
+    /// A group may carry bits entries (allocations and frees): at
+    /// write-back, before the group's values, a zeroed allocation's block
+    /// is zeroed, and `bits(block, size, set)` sets or clears the block's
+    /// bitmap bit in place (under the allocator's latch, with its check
+    /// word), all with no fence; it returns the ranges it wrote: like the
+    /// zeroed blocks, they are written back again by a drain of another
+    /// thread and kept from stores in place as the values are.
+    pub fn commit(
+        &self,
+        d: &Domain,
+        b: &mut Builder,
+        bits: &mut ApplyBits<'_>,
+    ) -> Result<Option<u64>, Error> {
+        let mut bit_ranges: Vec<(u64, u64)> = Vec::new();
         let size = b.size() as u64;
         debug_assert!(self.fits(size as usize));
         let me = super::thread_tag();
@@ -494,8 +589,18 @@ impl Ring {
             false => self.wait_applied(d, csn - 1),
         });
         // 4. Write-back: stores and clwb, no fence (the next fence of this
-        // thread makes them durable).
-        let done = done.and_then(|()| d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK));
+        // thread makes them durable); allocations first, so a new block is
+        // zeroed before the values written into it.
+        let done = done.and_then(|()| {
+            for e in b.bits() {
+                if e.zero {
+                    zero_block(d, e.off, e.size, sites::RING_WRITE_BACK, true)?;
+                    bit_ranges.push((e.off, e.size));
+                }
+                bit_ranges.extend(bits(e.off, e.size, e.set)?);
+            }
+            d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK)
+        });
         // 5. Record, under the latch, and let the next group go.
         let mut st = self.state.lock();
         let st = &mut *st;
@@ -525,8 +630,8 @@ impl Ring {
             st.advancing = false;
         }
         let mut n = 0;
-        for (target, value) in b.values() {
-            let len = value.len() as u64;
+        let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
+        for (target, len) in ranges.chain(bit_ranges.iter().copied()) {
             st.ranges.push_back((target, len));
             if len > 0 {
                 for l in target / LINE..=(target + len - 1) / LINE {
@@ -757,6 +862,37 @@ impl Ring {
     #[cfg(feature = "testing")]
     pub(crate) fn latched(&self) -> bool {
         self.state.is_locked()
+    }
+}
+
+/// Whether `off..off + len` lies in a chunk the log blocks hold now. A
+/// block a commit group freed returns to the free lists without a drain,
+/// so its chunk, once all its blocks are free, may be taken by the log
+/// before an older group that wrote into the block is behind the Log
+/// Start: replay must not write into the log's chunk (the block's later
+/// owner is the log, whose bytes are the truth). Any other later owner of
+/// the block allocated it in a later group, replayed after, or through the
+/// log blocks, whose first append drained the ring.
+fn now_log(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool, Error> {
+    Ok(crate::alloc::in_log_chunk(d, l, off)?
+        || (len > 0 && crate::alloc::in_log_chunk(d, l, off + len - 1)?))
+}
+
+/// Zeroes `size` bytes at `off`, written back at `site` (`lazy`: with the
+/// write-back's lazy flush, durable at the next fence; on a disk, at the
+/// next drain).
+fn zero_block(d: &Domain, off: u64, size: u64, site: sites::Site, lazy: bool) -> Result<(), Error> {
+    const Z: [u8; 4096] = [0; 4096];
+    let mut done = 0;
+    while done < size {
+        let n = (size - done).min(Z.len() as u64);
+        d.store(off + done, &Z[..n as usize])?;
+        done += n;
+    }
+    if lazy {
+        d.flush_lazy_at(off, size, site)
+    } else {
+        d.flush_at(off, size, site)
     }
 }
 

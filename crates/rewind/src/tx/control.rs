@@ -41,9 +41,18 @@ impl<'p> Tx<'p> {
     /// Rolls the transaction back (REWIND §4.4): ROLLBACK, the
     /// compensations, END.
     pub(super) fn rollback(&mut self) -> Result<(), Error> {
+        // The ring allocations were never on media.
+        self.flat = None;
+        for (off, size) in self.ring_allocs.drain(..) {
+            self.eng.alloc.release(off, size);
+        }
+        self.ring_frees.clear();
         // Pending Batch writes were never logged nor applied.
         self.log.drop_pending();
         if self.log.undo.is_empty() && self.log.cells.is_empty() {
+            for (off, size) in self.unalloc.drain(..) {
+                self.eng.alloc.release(off, size);
+            }
             // Nothing logged; a redo write set's reservation goes back.
             return self.eng.log.unreserve(&self.eng.dom, &mut self.log.res);
         }
@@ -158,6 +167,11 @@ impl<'p> Tx<'p> {
     /// ```
     pub fn savepoint(&mut self) -> Result<Savepoint, Error> {
         self.live()?;
+        // A rollback to it undoes records: allocations and frees are
+        // records from here on.
+        let r = self.settle_ring();
+        self.check(r)?;
+        self.bucket_allocs = true;
         // Pending Batch writes are logged, so the savepoint is a point of
         // the log.
         let r = self.log.flush(self.eng);
@@ -244,6 +258,9 @@ impl<'p> Tx<'p> {
         &mut self,
         f: impl FnOnce(&mut Tx<'p>) -> Result<R, E>,
     ) -> Result<R, E> {
+        if self.can_join() {
+            return self.joined_action(f);
+        }
         let start = self.savepoint()?;
         let (outer, outer_start) = (self.frame, self.frame_start);
         self.frame_start = start.undo_len;
@@ -274,6 +291,96 @@ impl<'p> Tx<'p> {
     /// Ends a nested top action begun at `start`, when the transaction's
     /// latest record was `head`: its CLR (undo-next `head`) makes every
     /// later rollback skip the action's records.
+    /// Whether a nested top action may commit as a group of the commit
+    /// ring: redo with the ring, and nothing else in the transaction yet
+    /// (so that everything in its write set and its allocations are the
+    /// action's, and a rollback to its start empties the transaction).
+    fn can_join(&self) -> bool {
+        self.eng.ring.is_some()
+            && self.frame == 0
+            && self.flat.is_none()
+            && !self.bucket_allocs
+            && self.log.is_empty()
+            && self.ring_allocs.is_empty()
+            && self.ring_frees.is_empty()
+            && self.unalloc.is_empty()
+            && self.freed.is_empty()
+    }
+
+    /// A nested top action that commits as its own group of the commit
+    /// ring: its writes go to the write set and its allocations and frees
+    /// are bits entries, as a transaction's; when it ends they commit
+    /// under one fence, and the enclosing transaction goes on empty. If it
+    /// takes a savepoint (or logs anything in the bucket log), or its group
+    /// does not go in the ring, it becomes an ordinary nested top action
+    /// from its start, which was the transaction's start.
+    fn joined_action<R, E: From<Error>>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'p>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let head = self.log.res.last;
+        self.frames += 1;
+        let frame = self.frames;
+        (self.frame, self.frame_start, self.flat) = (frame, 0, Some(frame));
+        let start = Savepoint {
+            tx: self.log.id,
+            frame,
+            undo_len: 0,
+            entry_lsn: 0,
+        };
+        let r = f(self).and_then(|v| {
+            self.live()?;
+            let r = self.end_joined(start, head);
+            self.check(r).map(|_| v).map_err(E::from)
+        });
+        if r.is_err() && self.doomed.is_none() {
+            let r2 = if self.flat == Some(frame) {
+                // Nothing of it is on media: the transaction is empty again.
+                self.log.drop_pending();
+                for (off, size) in self.ring_allocs.drain(..).chain(self.unalloc.drain(..)) {
+                    self.eng.alloc.release(off, size);
+                }
+                self.ring_frees.clear();
+                self.freed.clear();
+                self.fresh.clear();
+                self.verified.forget();
+                Ok(())
+            } else {
+                self.rollback_to(start)
+            };
+            if let Err(e) = r2 {
+                (self.frame, self.frame_start, self.flat) = (0, 0, None);
+                return Err(e.into());
+            }
+        }
+        (self.frame, self.frame_start, self.flat) = (0, 0, None);
+        r
+    }
+
+    fn end_joined(&mut self, start: Savepoint, head: u64) -> Result<(), Error> {
+        if self.flat == Some(start.frame) {
+            let eng = self.eng;
+            let bits = self.ring_bits(self.ring_allocs.len(), self.ring_frees.len());
+            if self.log.commit_in_ring(eng, &bits)? {
+                // Committed and applied: its blocks are the pool's, later
+                // writes into them go to the write set, its frees are
+                // reusable.
+                self.ring_allocs.clear();
+                self.fresh.clear();
+                for (off, size) in self.ring_frees.drain(..) {
+                    eng.alloc.release(off, size);
+                }
+                self.freed.clear();
+                return Ok(());
+            }
+            // Not in the ring (too large, or no room): an ordinary nested
+            // top action.
+            self.settle_ring()?;
+            self.log.flush(eng)?;
+        }
+        self.end_action(start, head, 0)
+    }
+
     fn end_action(&mut self, start: Savepoint, head: u64, freed_from: usize) -> Result<(), Error> {
         self.log.flush(self.eng)?;
         if self.log.undo.len() > start.undo_len {

@@ -461,11 +461,19 @@ impl Handle {
     /// transaction with nothing in the bucket log), if it fits there:
     /// adjacent writes coalesced, one fence, the values written back with
     /// none. `false`: the transaction commits through the bucket log.
-    pub(super) fn commit_in_ring(&mut self, eng: &Engine) -> Result<bool, Error> {
+    ///
+    /// `bits`: the transaction's allocations (set) and frees (clear) in the
+    /// commit ring, bits entries of the group (alloc's part: see
+    /// `Tx::alloc_bytes`).
+    pub(super) fn commit_in_ring(
+        &mut self,
+        eng: &Engine,
+        bits: &[group::Bits],
+    ) -> Result<bool, Error> {
         let (Some(ring), Some(g)) = (&eng.ring, &self.group) else {
             return Ok(false);
         };
-        if !g.redo || !self.cells.is_empty() || g.pending.is_empty() {
+        if !g.redo || !self.cells.is_empty() || (g.pending.is_empty() && bits.is_empty()) {
             return Ok(false);
         }
         // Writes that follow one another in memory, in write order,
@@ -474,6 +482,9 @@ impl Handle {
         // write set.
         let b = &mut self.ring_group;
         b.begin(self.id);
+        for &e in bits {
+            b.push_bits(e);
+        }
         for p in &g.pending {
             b.push(p.target, &g.bytes[p.at + p.len..p.at + 2 * p.len]);
         }
@@ -483,7 +494,8 @@ impl Handle {
         // Committed groups of the bucket log whose clears wait: this
         // commit's fence persists them before its write-back.
         eng.log.settle_clears(&eng.dom)?;
-        if ring.commit(&eng.dom, b)?.is_none() {
+        let apply = &mut |off, size, set| eng.alloc.apply_bits(&eng.dom, off, size, set);
+        if ring.commit(&eng.dom, b, apply)?.is_none() {
             // No room before the durable Log Start: the bucket log.
             return Ok(false);
         }

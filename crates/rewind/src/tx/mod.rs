@@ -57,6 +57,7 @@ use bytemuck::Pod;
 use crate::engine::locks::Mode;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::format::group::Bits;
 use crate::format::layout::{MAX_RECORD_DATA, META_ROOT_END, META_ROOT_OFF};
 use crate::format::PPtr;
 use crate::log::{Draft, Kind};
@@ -91,6 +92,19 @@ pub struct Tx<'p> {
     locks: Vec<(u64, Mode)>,
     /// Blocks found allocated by [`Tx::check_access`] (see `access`).
     verified: access::Verified,
+    /// Redo with the commit ring: blocks this transaction allocated and
+    /// freed that its commit group carries as bits entries (nothing in
+    /// the log nor in the bitmap until then; see [`Tx::alloc_bytes`]).
+    ring_allocs: Vec<(u64, u64)>,
+    ring_frees: Vec<(u64, u64)>,
+    /// The ring allocations not zeroed (`alloc_bytes_unzeroed`).
+    ring_unzeroed: Vec<u64>,
+    /// The nested top action running that commits as a group of the
+    /// commit ring (`control`): begun with nothing else in the
+    /// transaction.
+    flat: Option<u64>,
+    /// A savepoint was taken: allocations and frees take the bucket log.
+    bucket_allocs: bool,
 }
 
 /// Whether an error leaves the transaction usable: only those raised by
@@ -138,6 +152,11 @@ impl<'p> Tx<'p> {
             frame_start: 0,
             locks: Vec::new(),
             verified: access::Verified::default(),
+            ring_allocs: Vec::new(),
+            ring_frees: Vec::new(),
+            ring_unzeroed: Vec::new(),
+            flat: None,
+            bucket_allocs: false,
         }
     }
 
@@ -275,7 +294,11 @@ impl<'p> Tx<'p> {
         let inside =
             |&(s, n): &(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
         match crate::alloc::access_block(&self.eng.dom, &self.eng.hdr.layout, off, len) {
-            Err(Error::NotAllocated { .. }) if self.fresh.iter().any(inside) => Ok(()),
+            Err(Error::NotAllocated { .. })
+                if self.fresh.iter().any(inside) || self.ring_allocs.iter().any(inside) =>
+            {
+                Ok(())
+            }
             Ok(_) if self.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
                 Err(Error::NotAllocated {
                     offset: off,
@@ -378,6 +401,24 @@ impl<'p> Tx<'p> {
 
     fn alloc_logged_with(&mut self, size: u64, zeroed: bool) -> Result<u64, Error> {
         let eng = self.eng;
+        if self.in_ring(size) {
+            // Reserved in the volatile allocator only: the commit group's
+            // bits entry zeroes the block and sets its bit, at write-back
+            // and at replay, so writes into it go to the write set like
+            // any other (a block's data stored in place before the commit
+            // could be torn by a crash during the commit's fence, which
+            // makes the group whole). The zeros stored now, never written
+            // back, are what the transaction reads of it.
+            let (off, bsize) = eng.alloc.reserve(&eng.dom, size)?;
+            self.ring_allocs.push((off, bsize));
+            if zeroed {
+                zero_unflushed(eng, off, bsize)?;
+            } else {
+                self.ring_unzeroed.push(off);
+            }
+            return Ok(off);
+        }
+        self.settle_ring()?;
         self.log.settle(eng)?;
         let (off, bsize) = eng.alloc.reserve(&eng.dom, size)?;
         let draft = Draft::block(self.log.id, Kind::Alloc, off, bsize);
@@ -411,7 +452,33 @@ impl<'p> Tx<'p> {
                 reason: "the root object cannot be freed",
             });
         }
+        if let Some(i) = self.ring_allocs.iter().position(|&(o, _)| o == off) {
+            // Allocated by this transaction through the ring and not yet
+            // committed: the reservation goes back when the transaction
+            // ends, nothing is logged.
+            let (o, size) = self.ring_allocs.remove(i);
+            self.fresh.retain(|&(s, _)| s != o);
+            self.verified.forget();
+            self.unalloc.push((o, size));
+            return Ok(());
+        }
+        if self.freed.iter().any(|&(o, _)| o == off) {
+            return Err(Error::InvalidFree {
+                offset: off,
+                reason: "block is not allocated",
+            });
+        }
         let size = eng.alloc.allocated_size(&eng.dom, off)?;
+        if self.in_ring(size) {
+            // The commit group's bits entry clears its bit; reusable once
+            // the group is applied (released after the commit).
+            self.verified.forget();
+            self.fresh.retain(|&(s, _)| s != off);
+            self.ring_frees.push((off, size));
+            self.freed.push((off, size));
+            return Ok(());
+        }
+        self.settle_ring()?;
         let outside = &self.log.undo[..self.frame_start];
         if self.frame != 0
             && outside
@@ -463,20 +530,29 @@ impl<'p> Tx<'p> {
             return Err(e);
         }
         let eng = self.eng;
-        if self.log.is_empty() {
+        if self.log.is_empty() && self.ring_allocs.is_empty() && self.ring_frees.is_empty() {
             return Ok(()); // read-only
         }
         self.log.committing = true;
-        let log = &mut self.log;
+        let bits = self.ring_bits(self.ring_allocs.len(), self.ring_frees.len());
         let mut in_ring = false;
-        let r = match log.commit_in_ring(eng) {
+        let r = match self.log.commit_in_ring(eng, &bits) {
             Ok(true) => {
                 in_ring = true;
                 Ok(())
             }
-            Ok(false) => eng
-                .durability
-                .end(&eng.finished, &mut |clear| log.append_end(eng, true, clear)),
+            Ok(false) => {
+                // Through the bucket log: the allocations and frees become
+                // its records first.
+                self.log.committing = false;
+                let r = self.settle_ring();
+                self.log.committing = true;
+                let log = &mut self.log;
+                r.and_then(|()| {
+                    eng.durability
+                        .end(&eng.finished, &mut |clear| log.append_end(eng, true, clear))
+                })
+            }
             Err(e) => Err(e),
         };
         self.log.committing = false;
@@ -520,6 +596,87 @@ impl<'p> Tx<'p> {
         }
         r
     }
+}
+
+impl Tx<'_> {
+    /// Whether an allocation or free of a block of `size` bytes is a bits
+    /// entry of the commit group: redo with the commit ring, a small
+    /// block, nothing of the transaction in the bucket log, no savepoint
+    /// taken, and outside nested top actions other than one that joins
+    /// the group (`control`). Otherwise the ALLOC/DELETE record path.
+    fn in_ring(&self, size: u64) -> bool {
+        self.eng.ring.is_some()
+            && !self.bucket_allocs
+            && self.log.cells.is_empty()
+            && (self.frame == 0 || self.flat == Some(self.frame))
+            && crate::alloc::class_of(size).is_some()
+    }
+
+    /// The bits entries of the first `allocs` ring allocations and `frees`
+    /// ring frees.
+    fn ring_bits(&self, allocs: usize, frees: usize) -> Vec<Bits> {
+        let a = self.ring_allocs[..allocs].iter().map(|&(off, size)| Bits {
+            off,
+            size,
+            set: true,
+            zero: !self.ring_unzeroed.contains(&off),
+        });
+        let f = self.ring_frees[..frees].iter().map(|&(off, size)| Bits {
+            off,
+            size,
+            set: false,
+            zero: false,
+        });
+        a.chain(f).collect()
+    }
+
+    /// Before anything of the transaction goes to the bucket log: a
+    /// running nested top action that was to commit in the ring becomes an
+    /// ordinary one (it began with nothing else in the transaction), and
+    /// the ring allocations and frees become ALLOC/DELETE records, applied
+    /// in the bitmap.
+    pub(super) fn settle_ring(&mut self) -> Result<(), Error> {
+        let eng = self.eng;
+        self.flat = None;
+        let allocs = std::mem::take(&mut self.ring_allocs);
+        let frees = std::mem::take(&mut self.ring_frees);
+        let id = self.log.id;
+        let ops = allocs.iter().map(|&(o, sz)| (o, sz, true));
+        let ops: Vec<(u64, u64, bool)> = ops
+            .chain(frees.iter().map(|&(o, sz)| (o, sz, false)))
+            .collect();
+        for (i, &(off, size, set)) in ops.iter().enumerate() {
+            let kind = if set { Kind::Alloc } else { Kind::Delete };
+            let d = Draft::block(id, kind, off, size);
+            if let Err(e) = self.log.append(eng, &[d]) {
+                // Not logged: released at the rollback that follows.
+                self.ring_allocs.extend(allocs.iter().skip(i));
+                return Err(e);
+            }
+            eng.alloc.mark(&eng.dom, off, size, set)?;
+            self.log.targets.extend(eng.alloc.mark_range(off, size));
+            if set && !self.ring_unzeroed.contains(&off) {
+                // Its zeros (stored when it was reserved) durable before
+                // the commit, as an allocation of the bucket log's path.
+                eng.dom.flush_at(off, size, sites::TX_ZERO_FLUSH)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Zeroes a block reserved for a ring allocation in place, with no write-
+/// back: free on media until its group commits, whose write-back (and
+/// replay) zeroes it durably.
+fn zero_unflushed(eng: &Engine, off: u64, size: u64) -> Result<(), Error> {
+    const Z: [u8; 4096] = [0; 4096];
+    let mut done = 0;
+    while done < size {
+        let n = (size - done).min(Z.len() as u64);
+        eng.dom.store(off + done, &Z[..n as usize])?;
+        done += n;
+    }
+    Ok(())
 }
 
 fn zero(eng: &Engine, off: u64, size: u64) -> Result<(), Error> {
