@@ -182,7 +182,14 @@ fn crash_all<S: Subject>(seed: u64) {
             TXS,
         );
         let checked = crash_program::<S>(cfg, &prog, SAMPLES);
-        assert!(checked >= TXS * 3, "{}: only {checked} images", name(cfg));
+        // Under redo a transaction that allocates commits under one fence
+        // (its allocations are entries of its commit group): fewer points.
+        let per_tx = if name(cfg).ends_with("/redo") { 1 } else { 3 };
+        assert!(
+            checked >= TXS * per_tx,
+            "{}: only {checked} images",
+            name(cfg)
+        );
         total += checked;
     }
     eprintln!(
@@ -265,7 +272,18 @@ fn btree_recovers_from_a_crash_at_every_fence() {
     for cfg in &configs() {
         let prog = program::<TreeSubject>(0x5eed_0006, 3);
         let checked = crash_program::<TreeSubject>(cfg, &prog, u64::MAX);
-        assert!(checked >= 3 * 3 * 4, "{}: only {checked} images", name(cfg));
+        // Redo: one fence per transaction, a split's nested top action one
+        // more (see `crash_all`).
+        let per_tx = if name(cfg).ends_with("/redo") {
+            3
+        } else {
+            3 * 4
+        };
+        assert!(
+            checked >= 3 * per_tx,
+            "{}: only {checked} images",
+            name(cfg)
+        );
         total += checked;
     }
     eprintln!("B+-tree, every fence: {total} crash images recovered and checked");
