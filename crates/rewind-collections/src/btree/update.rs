@@ -5,7 +5,7 @@
 use rewind::Tx;
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
-use super::{descend, load_path, BTreeMap, Header, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
+use super::{descend, load_path, BTreeMap, Header, Path, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
 use crate::storable::Storable;
@@ -34,7 +34,7 @@ where
         // At most one split per level, then the key's leaf has room.
         for _ in 0..=MAX_DEPTH {
             let h = self.header(tx)?;
-            let mut path = Vec::new();
+            let mut path = Path::new();
             let mut leaf = descend::<K, _>(tx, &h, k, Some(&mut path))?;
             let geo = h.geo;
             if let Some(i) = leaf.find_in::<K, _>(tx, &geo, k, fp)? {
