@@ -447,8 +447,17 @@ impl Handle {
                 }
             }
             let at = g.bytes.len();
-            g.bytes.resize(at + new.len(), 0);
-            g.bytes.extend_from_slice(new);
+            match <&[u8; 8]>::try_from(new) {
+                // A word (most writes): copies of known size, no call.
+                Ok(w) => {
+                    g.bytes.extend_from_slice(&[0; 8]);
+                    g.bytes.extend_from_slice(w);
+                }
+                Err(_) => {
+                    g.bytes.resize(at + new.len(), 0);
+                    g.bytes.extend_from_slice(new);
+                }
+            }
             g.pending.push(Pending {
                 target: off,
                 at,
