@@ -523,13 +523,7 @@ impl Ring {
         });
         // 4. Write-back: stores and clwb, no fence (the next fence of this
         // thread makes them durable).
-        let done = done.and_then(|()| {
-            for (target, value) in b.values() {
-                d.store(target, value)?;
-                d.flush_lazy_at(target, value.len() as u64, sites::RING_WRITE_BACK)?;
-            }
-            Ok(())
-        });
+        let done = done.and_then(|()| d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK));
         // 5. Record, under the latch, and let the next group go.
         let mut st = self.state.lock();
         let st = &mut *st;

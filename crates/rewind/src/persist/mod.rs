@@ -614,8 +614,8 @@ impl Domain {
 
     /// Counts `n` NVM writes and charges their latency.
     #[inline]
-    fn nvm_writes(&self, n: u64) {
-        bump(&self.counters.slot().nvm_writes, n);
+    fn nvm_writes(&self, slot: &Slot, n: u64) {
+        bump(&slot.nvm_writes, n);
         if self.latency.write_ns > 0 && matches!(self.kind, Kind::Pmem { .. }) {
             spin_ns(n * self.latency.write_ns);
         }
@@ -720,14 +720,16 @@ impl Domain {
     pub fn store_nt(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check(off, bytes.len())?;
         let lines = lines_of(off, bytes.len() as u64);
-        bump(&self.counters.slot().nt_lines, lines);
+        // This thread's counters, found once per call.
+        let slot = self.counters.slot();
+        bump(&slot.nt_lines, lines);
         if lines > 0 {
             // Consecutive non-temporal stores of this thread to one line
             // are one NVM write (a line is named by its domain and offset).
             let first = (self.map.addr(0), off / LINE);
             let last = (first.0, first.1 + lines - 1);
             let merged = LAST_NT_LINE.with(|l| l.replace(last)) == first;
-            self.nvm_writes(lines - merged as u64);
+            self.nvm_writes(slot, lines - merged as u64);
         }
         match &self.kind {
             Kind::Pmem { instr } => {
@@ -805,8 +807,9 @@ impl Domain {
         }
         self.check(off, len as usize)?;
         let n = lines_of(off, len);
-        bump(&self.counters.slot().flushed_lines, n);
-        self.nvm_writes(n);
+        let slot = self.counters.slot();
+        bump(&slot.flushed_lines, n);
+        self.nvm_writes(slot, n);
         match &self.kind {
             Kind::Pmem { instr } => {
                 let first = off / LINE * LINE;
@@ -859,6 +862,46 @@ impl Domain {
             Kind::Msync(_) => Ok(()),
             _ => self.flush_at(off, len, site),
         }
+    }
+
+    /// Stores each `(offset, bytes)` in place and writes its lines back as
+    /// [`flush_lazy_at`](Self::flush_lazy_at) does (a commit's write-back):
+    /// the same stores and flushes, in the same order, as a
+    /// [`store`](Self::store) and a `flush_lazy_at` per value, with the
+    /// counters added once for all of them on persistent memory (no
+    /// thread-local per value).
+    pub fn store_flush_lazy_at<'a>(
+        &self,
+        values: impl Iterator<Item = (u64, &'a [u8])>,
+        site: Site,
+    ) -> Result<(), Error> {
+        let Kind::Pmem { instr } = &self.kind else {
+            for (off, bytes) in values {
+                self.store(off, bytes)?;
+                self.flush_lazy_at(off, bytes.len() as u64, site)?;
+            }
+            return Ok(());
+        };
+        let flush = self.mutation != Some(site);
+        let mut lines = 0;
+        for (off, bytes) in values {
+            self.check(off, bytes.len())?;
+            self.map.write(off as usize, bytes);
+            if flush && !bytes.is_empty() {
+                let n = lines_of(off, bytes.len() as u64);
+                let first = off / LINE * LINE;
+                for i in 0..n {
+                    self.map.flush_line((first + i * LINE) as usize, *instr);
+                }
+                lines += n;
+            }
+        }
+        if lines > 0 {
+            let slot = self.counters.slot();
+            bump(&slot.flushed_lines, lines);
+            self.nvm_writes(slot, lines);
+        }
+        Ok(())
     }
 
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
@@ -1140,6 +1183,46 @@ mod tests {
         assert_eq!(n(&d), 8);
         assert_eq!(d.counters().flushed_lines, 3);
         assert_eq!(d.counters().nt_lines, 8);
+    }
+
+    /// The batched write-back stores and counts what a store and a lazy
+    /// flush per value do, on persistent memory and on the simulator, and
+    /// refuses a range outside the region before storing it.
+    #[test]
+    fn a_batched_write_back_stores_and_counts_as_one_call_per_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: [(u64, &[u8]); 3] = [(60, &[1; 8]), (128, &[2; 130]), (4000, &[])];
+        let pmem =
+            |name: &str| Domain::create_file(&dir.path().join(name), 8192, Backend::Pmem).unwrap();
+        for (one, batched) in [
+            (pmem("a"), pmem("b")),
+            (Domain::sim(8192), Domain::sim(8192)),
+        ] {
+            for &(off, bytes) in &values {
+                one.store(off, bytes).unwrap();
+                one.flush_lazy_at(off, bytes.len() as u64, sites::RING_WRITE_BACK)
+                    .unwrap();
+            }
+            batched
+                .store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK)
+                .unwrap();
+            let (a, b) = (one.counters(), batched.counters());
+            assert_eq!(b.flushed_lines, 5, "2 lines of the first, 3 of the second");
+            assert_eq!(
+                (a.flushed_lines, a.nvm_writes),
+                (b.flushed_lines, b.nvm_writes)
+            );
+            let (mut x, mut y) = (vec![0; 8192], vec![0; 8192]);
+            one.read(0, &mut x).unwrap();
+            batched.read(0, &mut y).unwrap();
+            assert_eq!(x, y);
+            assert_eq!(y[60..68], [1; 8]);
+            let out = [(8190u64, &[0u8; 8][..])];
+            assert!(matches!(
+                batched.store_flush_lazy_at(out.iter().copied(), sites::RING_WRITE_BACK),
+                Err(Error::OutOfBounds { .. })
+            ));
+        }
     }
 
     #[test]

@@ -61,13 +61,12 @@ struct Group {
     /// Redo: the write set, logged at commit as REDO records (new bytes
     /// only); a write of the same bytes as an earlier one edits its entry.
     redo: bool,
-    /// Redo: the entry of each (target, length) written (the key packs
-    /// both: see [`index_key`]).
-    index: Table<u32>,
     /// Redo: each cache line the write set touches, with the latest entry
     /// that touches it, so that a read of other memory skips the entries
-    /// (a large write set would make every read slow) and a write of the
-    /// same bytes again finds at once that no later entry overlaps them.
+    /// (a large write set would make every read slow), and a write of the
+    /// same bytes as that latest entry edits it: one probe per line, no
+    /// second index (a write of bytes an earlier entry holds under a later
+    /// one that overlaps them is a new entry, replayed after both).
     lines: Table<u32>,
     /// Redo with the commit ring: the bytes the write set's commit group
     /// takes at most (header and one entry per write, before coalescing).
@@ -85,14 +84,6 @@ struct Group {
     /// or so lines a large transaction (a TPC-C new-order) writes, where
     /// 64 would be nearly full.
     bloom: Bloom,
-}
-
-/// The key of a write of `len` bytes at `target` in `Group::index`: pool
-/// offsets are below 2^48 (`format::group`) and a write of the write set is
-/// at most `MAX_RECORD_DATA` bytes (`Tx::write_logged` splits longer ones).
-fn index_key(target: u64, len: usize) -> u64 {
-    debug_assert!(target < 1 << 48 && len as u64 <= MAX_RECORD_DATA);
-    target | (len as u64) << 48
 }
 
 /// The write set's line filter: 512 bits, one per hashed line.
@@ -230,7 +221,6 @@ impl Handle {
         if let Some(g) = &mut self.group {
             g.pending.clear();
             g.bytes.clear();
-            g.index.clear();
             g.lines.clear();
             g.bloom.clear();
             g.group_bytes = 0;
@@ -311,19 +301,19 @@ impl Handle {
             if g.redo {
                 let end = off + new.len() as u64;
                 let lines = off / 64..=end.saturating_sub(1) / 64;
-                let key = index_key(off, new.len());
-                let edit = g.index.get(key).map(|i| i as usize).filter(|&i| {
-                    // Only while no later entry overlaps it: entries are
-                    // read and replayed in order, the latest winning. When
-                    // it is the latest entry of each of its lines, none
-                    // does; otherwise the later ones are looked at.
-                    new.is_empty()
-                        || lines.clone().all(|l| g.lines.get(l) == Some(i as u32))
-                        || g.pending[i + 1..]
-                            .iter()
-                            .all(|q| q.target >= end || q.target + q.len as u64 <= off)
-                });
-                if let Some(i) = edit {
+                // The same bytes as the latest entry of each of their
+                // lines: no later entry overlaps it (entries are read and
+                // replayed in order, the latest winning), so it is edited.
+                let edit = match new.is_empty() {
+                    true => None,
+                    false => g.lines.get(off / 64).filter(|&i| {
+                        let p = g.pending[i as usize];
+                        p.target == off
+                            && p.len == new.len()
+                            && lines.clone().skip(1).all(|l| g.lines.get(l) == Some(i))
+                    }),
+                };
+                if let Some(i) = edit.map(|i| i as usize) {
                     // The same bytes again: the entry is edited.
                     let p = g.pending[i];
                     g.bytes[p.at + p.len..p.at + 2 * p.len].copy_from_slice(new);
@@ -360,7 +350,6 @@ impl Handle {
                 // after the fence, does not wait for them.
                 eng.dom.prefetch(off, new.len() as u64);
                 let i = g.pending.len() as u32;
-                g.index.set(key, i);
                 if !new.is_empty() {
                     for l in lines {
                         g.lines.set(l, i);
@@ -516,7 +505,6 @@ impl Handle {
         let g = self.group.as_mut().expect("grouped");
         let pending = std::mem::take(&mut g.pending);
         let mut bytes = std::mem::take(&mut g.bytes);
-        g.index.clear();
         g.lines.clear();
         g.bloom.clear();
         g.group_bytes = 0;
