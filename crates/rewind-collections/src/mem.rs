@@ -12,35 +12,41 @@ pub trait Mem {
 }
 
 impl Mem for &Pool {
+    #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }
 }
 
 impl Mem for Reader<'_> {
+    #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }
 }
 
 impl Mem for Tx<'_> {
+    #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }
 }
 
 impl Mem for &mut Tx<'_> {
+    #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }
 }
 
 /// The little-endian `u64` at `b[at..at + 8]`.
+#[inline]
 pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// The little-endian `u32` at `b[at..at + 4]`.
+#[inline]
 pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }

@@ -1,4 +1,5 @@
-//! Model tests of the std-like API against `std::collections`: double-ended
+//! Model tests of the std-like API against `std::collections`: `update` in
+//! place, double-ended
 //! ranges with every kind of bound, `iter().rev()`, first/last, the pops,
 //! `contains_key`, `len`, `retain`, `clear`, the hash map's iterator, and
 //! reads inside a transaction that see its own writes. Random programs of
@@ -27,6 +28,9 @@ type Model = StdBTreeMap<u32, u64>;
 #[derive(Clone, Debug)]
 enum Op {
     Insert(u32, u64),
+    /// Changes the value in place (`update`): XORs it with the number
+    /// (one byte, or a few, of the eight change).
+    Update(u32, u64),
     Remove(u32),
     PopFirst,
     PopLast,
@@ -50,6 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
     let key = 0..300u32;
     prop_oneof![
         12 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        4 => (key.clone(), 0..64u32, 1..=0xffffu64).prop_map(|(k, s, x)| Op::Update(k, x << s)),
         6 => key.prop_map(Op::Remove),
         1 => Just(Op::PopFirst),
         1 => Just(Op::PopLast),
@@ -128,6 +133,20 @@ fn apply(tx: &mut Tx<'_>, map: Map, m: &mut Model, op: &Op) -> Result<(), Error>
             assert_eq!(map.insert(tx, k, v)?, m.insert(k, v));
             assert!(map.contains_key_tx(tx, &k)?);
             assert_eq!(map.get_tx(tx, &k)?, Some(v));
+        }
+        Op::Update(k, x) => {
+            let want = m.get_mut(&k).map(|v| {
+                let old = *v;
+                *v ^= x;
+                old
+            });
+            let got = map.update(tx, &k, |v| {
+                let old = *v;
+                *v ^= x;
+                old
+            })?;
+            assert_eq!(got, want);
+            assert_eq!(map.get_tx(tx, &k)?, m.get(&k).copied());
         }
         Op::Remove(k) => {
             assert_eq!(map.remove(tx, &k)?, m.remove(&k));

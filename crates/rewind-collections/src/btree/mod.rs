@@ -322,8 +322,37 @@ where
 }
 
 /// The inner nodes a descent passed, root first: each one's offset and
-/// the child taken.
-type Path = Vec<(u64, usize)>;
+/// the child taken. On the stack: an update allocates nothing to descend.
+struct Path {
+    len: usize,
+    steps: [(u64, usize); MAX_DEPTH],
+}
+
+impl Path {
+    fn new() -> Path {
+        Path {
+            len: 0,
+            steps: [(0, 0); MAX_DEPTH],
+        }
+    }
+
+    /// Records a step; `false` when the path is full (a cycle).
+    fn push(&mut self, step: (u64, usize)) -> bool {
+        let Some(s) = self.steps.get_mut(self.len) else {
+            return false;
+        };
+        *s = step;
+        self.len += 1;
+        true
+    }
+}
+
+impl std::ops::Deref for Path {
+    type Target = [(u64, usize)];
+    fn deref(&self) -> &[(u64, usize)] {
+        &self.steps[..self.len]
+    }
+}
 
 /// Walks from the root to the leaf that holds (or would hold) `k`,
 /// recording each inner node and the child taken in `path`. Every node is
@@ -348,7 +377,9 @@ where
         let kid = node.kid_in(m, &h.geo, i)?;
         let child = Raw::load_head(m, &h.geo, kid)?;
         if let Some(p) = path.as_deref_mut() {
-            p.push((node.off, i));
+            if !p.push((node.off, i)) {
+                break;
+            }
         }
         node = child;
     }
@@ -359,7 +390,7 @@ where
 /// rewrite (the descent read only what it compared).
 fn load_path(tx: &mut Tx<'_>, geo: &Geo, path: &Path) -> Result<Vec<(Raw, usize)>> {
     let mut out = Vec::with_capacity(path.len());
-    for &(off, i) in path {
+    for &(off, i) in path.iter() {
         let n = Raw::load(tx, geo, off)?;
         if n.is_leaf() || i > n.count() {
             return Err(corrupt(

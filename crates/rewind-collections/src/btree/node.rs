@@ -56,6 +56,11 @@ const WHAT: &str = "B+-tree node";
 /// first separators.
 const HEAD_MAX: usize = (FPS_OFF + super::MAX_FANOUT).next_multiple_of(8);
 
+/// The most separator bytes a binary search reads at once (see
+/// [`Raw::partition`]): 64 8-byte keys; larger separators are read one at
+/// a time as the search compares them.
+const SEPS_MAX: usize = 512;
+
 /// A key's one-byte fingerprint (FPTree): the top byte of its FNV-1a hash,
 /// finished with a multiply so that short keys spread too.
 pub(super) fn fingerprint(key: &[u8]) -> u8 {
@@ -73,16 +78,19 @@ pub(super) struct Geo {
 
 impl Geo {
     /// Where a leaf's slots start.
+    #[inline]
     pub fn slots_off(&self) -> usize {
         (FPS_OFF + self.fanout).next_multiple_of(8)
     }
 
     /// Where leaf slot `i` starts.
+    #[inline]
     pub fn slot(&self, i: usize) -> usize {
         self.slots_off() + i * (self.ks + self.vs)
     }
 
     /// Where an inner node's children start.
+    #[inline]
     pub fn kids_off(&self) -> usize {
         KEYS_OFF + self.fanout * self.ks
     }
@@ -94,6 +102,7 @@ impl Geo {
     }
 
     /// The bitmap with every slot in use.
+    #[inline]
     pub fn full(&self) -> u64 {
         if self.fanout == 64 {
             u64::MAX
@@ -144,6 +153,7 @@ impl Buf {
 
 impl Deref for Buf {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         match self {
             Buf::Head { len, b } => &b[..*len],
@@ -153,6 +163,7 @@ impl Deref for Buf {
 }
 
 impl DerefMut for Buf {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         match self {
             Buf::Head { len, b } => &mut b[..*len],
@@ -261,20 +272,24 @@ impl Raw {
         Ok(v)
     }
 
+    #[inline]
     pub fn is_leaf(&self) -> bool {
         le32(&self.b, KIND_OFF) == KIND_LEAF
     }
 
+    #[inline]
     pub fn stamp(&self) -> u64 {
         le64(&self.b, STAMP_OFF)
     }
 
+    #[inline]
     pub fn next(&self) -> u64 {
         le64(&self.b, NEXT_OFF)
     }
 
     // ---- leaves ----
 
+    #[inline]
     pub fn bitmap(&self) -> u64 {
         le64(&self.b, BITMAP_OFF)
     }
@@ -364,25 +379,36 @@ impl Raw {
         k: &K::Slot,
         v: &V::Slot,
     ) -> Result<()> {
-        let mut kv = Vec::with_capacity(geo.ks + geo.vs);
-        kv.extend_from_slice(bytemuck::bytes_of(k));
-        kv.extend_from_slice(bytemuck::bytes_of(v));
         self.b[FPS_OFF + i] = fingerprint(kb);
-        tx.write_bytes(self.off + geo.slot(i) as u64, &kv)?;
+        let (k, v) = (bytemuck::bytes_of(k), bytemuck::bytes_of(v));
+        let at = self.off + geo.slot(i) as u64;
+        // One write of the slot (one entry of the write set): on the stack
+        // when it is small, as it is for fixed-size keys and values.
+        let mut small = [0u8; 128];
+        if let Some(kv) = small.get_mut(..k.len() + v.len()) {
+            kv[..k.len()].copy_from_slice(k);
+            kv[k.len()..].copy_from_slice(v);
+            tx.write_bytes(at, kv)?;
+        } else {
+            tx.write_bytes(at, &[k, v].concat())?;
+        }
         Ok(())
     }
 
     // ---- inner nodes ----
 
     /// Keys in use in an inner node.
+    #[inline]
     pub fn count(&self) -> usize {
         le32(&self.b, COUNT_OFF) as usize
     }
 
+    #[inline]
     pub fn ikey<K: Storable>(&self, geo: &Geo, i: usize) -> K::Slot {
         bytemuck::pod_read_unaligned(&self.b[KEYS_OFF + i * geo.ks..][..geo.ks])
     }
 
+    #[inline]
     pub fn kid(&self, geo: &Geo, i: usize) -> u64 {
         le64(&self.b, geo.kids_off() + i * 8)
     }
@@ -457,6 +483,24 @@ impl Raw {
         K::Ref: Ord,
     {
         let (mut lo, mut hi) = (0, self.count());
+        let bytes = hi * geo.ks;
+        if KEYS_OFF + bytes > self.b.len() && bytes <= SEPS_MAX {
+            // Separators past the head: read together, one read (and one
+            // access check) rather than one per comparison; at most
+            // `SEPS_MAX` bytes, a few lines the search touches anyway.
+            let mut seps = [0u8; SEPS_MAX];
+            m.read_at(self.off + KEYS_OFF as u64, &mut seps[..bytes])?;
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                let sep: K::Slot = bytemuck::pod_read_unaligned(&seps[mid * geo.ks..][..geo.ks]);
+                if pred(K::slot_cmp(m, &sep, k)?) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return Ok(lo);
+        }
         while lo < hi {
             let mid = (lo + hi) / 2;
             let sep = self.key_in::<K, M>(m, geo, mid)?;

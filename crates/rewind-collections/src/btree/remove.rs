@@ -6,7 +6,7 @@
 use rewind::{PPtr, Tx};
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
-use super::{descend, load_path, BTreeMap, Header, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
+use super::{descend, load_path, BTreeMap, Header, Path, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
 use crate::storable::Storable;
@@ -22,7 +22,7 @@ where
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
         let geo = h.geo;
-        let mut path = Vec::new();
+        let mut path = Path::new();
         let mut leaf = descend::<K, _>(tx, &h, k, Some(&mut path))?;
         let fp = fingerprint(K::ref_bytes(k));
         let Some(i) = leaf.find_in::<K, _>(tx, &geo, k, fp)? else {

@@ -5,7 +5,7 @@
 use rewind::Tx;
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
-use super::{descend, load_path, BTreeMap, Header, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
+use super::{descend, load_path, BTreeMap, Header, Path, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
 use crate::storable::Storable;
@@ -34,7 +34,7 @@ where
         // At most one split per level, then the key's leaf has room.
         for _ in 0..=MAX_DEPTH {
             let h = self.header(tx)?;
-            let mut path = Vec::new();
+            let mut path = Path::new();
             let mut leaf = descend::<K, _>(tx, &h, k, Some(&mut path))?;
             let geo = h.geo;
             if let Some(i) = leaf.find_in::<K, _>(tx, &geo, k, fp)? {
@@ -74,6 +74,55 @@ where
             self.hdr,
             "a full leaf stays full after splitting",
         ))
+    }
+
+    /// Changes the value of `k` in place: `f` gets it and may change it.
+    /// Returns what `f` returned, or `None` (without calling `f`) when `k`
+    /// has no value.
+    ///
+    /// One descent, and only the bytes `f` changed are written (one range,
+    /// from the first changed byte of the value's slot to the last): a
+    /// counter of a large row costs a write of its word, where `get_tx`
+    /// then `insert` descend twice and write the whole row. A byte-string
+    /// value that `f` changes is stored again (in a new block when it is
+    /// out of line, the old one freed), as `insert` would.
+    pub fn update<R>(
+        &self,
+        tx: &mut Tx<'_>,
+        k: &K::Ref,
+        f: impl FnOnce(&mut V) -> R,
+    ) -> Result<Option<R>> {
+        tx.lock(self.as_ptr())?; // held until the transaction ends
+        let id = tx.id();
+        let h = self.header(tx)?;
+        let mut leaf = descend::<K, _>(tx, &h, k, None)?;
+        let geo = h.geo;
+        let Some(i) = leaf.find_in::<K, _>(tx, &geo, k, fingerprint(K::ref_bytes(k)))? else {
+            return Ok(None);
+        };
+        let old_slot = leaf.val_slot_in::<V, _>(tx, &geo, i)?;
+        let mut v = V::load(tx, &old_slot)?;
+        let r = f(&mut v);
+        let new_slot = V::store(tx, v.borrowed())?;
+        let (was, now) = (bytemuck::bytes_of(&old_slot), bytemuck::bytes_of(&new_slot));
+        let differs = |(a, b): (&u8, &u8)| a != b;
+        let (Some(first), Some(from_end)) = (
+            was.iter().zip(now).position(differs),
+            was.iter().rev().zip(now.iter().rev()).position(differs),
+        ) else {
+            // The same slot (an unchanged value, or one stored inline the
+            // same): nothing to write, nothing to free.
+            return Ok(Some(r));
+        };
+        let at = leaf.off + (geo.slot(i) + geo.ks + first) as u64;
+        tx.write_bytes(at, &now[first..now.len() - from_end])?;
+        V::release(tx, &old_slot)?;
+        if leaf.stamp() != id {
+            let (next, bitmap) = (leaf.next(), leaf.bitmap());
+            leaf.set_words(id, next, bitmap);
+            leaf.write_words(tx, FPS_OFF)?;
+        }
+        Ok(Some(r))
     }
 
     /// Splits the full `leaf` (and its full ancestors on `path`): as a

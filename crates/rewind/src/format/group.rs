@@ -9,7 +9,7 @@
 //!          8   8  commit sequence number
 //!         16   8  transaction id
 //!         24   4  entry count
-//!         28   4  CRC-32 of bytes 0..28, then of the entry bytes
+//!         28   4  CRC-32C of bytes 0..28, then of the entry bytes
 //! entry    0   8  target offset (bits 0..48) | value length (bits 48..64)
 //!          8   …  value, zero-padded to 8 bytes
 //! ```
@@ -32,7 +32,7 @@ pub const CSN_OFF: usize = BYTES_OFF + 4;
 pub const TX_OFF: usize = CSN_OFF + 8;
 /// Header: entry count.
 pub const COUNT_OFF: usize = TX_OFF + 8;
-/// Header: CRC-32 of the header before it and of the entries.
+/// Header: CRC-32C of the header before it and of the entries.
 pub const CRC_OFF: usize = COUNT_OFF + 4;
 /// Bytes of the header.
 pub const HEADER: usize = CRC_OFF + 4;
@@ -92,13 +92,21 @@ impl Builder {
         let word = target | (value.len() as u64) << 48;
         self.buf.extend_from_slice(&word.to_le_bytes());
         self.values.push((target, self.buf.len(), value.len()));
-        self.buf.extend_from_slice(value);
+        match <&[u8; 8]>::try_from(value) {
+            // A word (most writes): a copy of known size, no call.
+            Ok(w) => self.buf.extend_from_slice(w),
+            Err(_) => self.buf.extend_from_slice(value),
+        }
         self.count += 1;
     }
 
     /// Pads the last entry's value to 8 bytes.
+    #[inline]
     fn pad(&mut self) {
-        self.buf.resize(self.buf.len().div_ceil(8) * 8, 0);
+        let len = self.buf.len();
+        if !len.is_multiple_of(8) {
+            self.buf.resize(len.div_ceil(8) * 8, 0);
+        }
     }
 
     /// The size the group takes in the ring (whole lines).
@@ -130,11 +138,10 @@ impl Builder {
     }
 }
 
+/// The group's checksum: CRC-32C of the header's first bytes, then of the
+/// entries (`format/crc.rs`).
 fn crc(head: &[u8], entries: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(head);
-    h.update(entries);
-    h.finalize()
+    super::crc::update(super::crc::update(0, head), entries)
 }
 
 /// A group's header, read before its entries.

@@ -48,8 +48,9 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// hash per bitmap instead of parities, large runs' continuations naming
 /// their distance to the head. 8: growth (the header's pool size is the
 /// maximum, the regions planned for it, the size at create recorded; the
-/// meta page's checked heap size word).
-pub const VERSION: u32 = 8;
+/// meta page's checked heap size word). 9: a commit group's checksum is
+/// CRC-32C (the SSE4.2 instruction), no longer CRC-32.
+pub const VERSION: u32 = 9;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 

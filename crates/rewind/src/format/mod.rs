@@ -7,6 +7,9 @@
 
 mod codes;
 mod fingerprint;
+// The SSE4.2 `crc32` instruction behind a runtime check of the CPU.
+#[allow(unsafe_code)]
+pub mod crc;
 pub mod group;
 pub mod header;
 pub mod layout;

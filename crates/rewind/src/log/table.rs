@@ -77,6 +77,31 @@ impl<V: Copy + Default> Table<V> {
         }
     }
 
+    /// Sets the value of `key` and returns the one it replaced, if any: one
+    /// probe where a `get` then a `set` take two.
+    #[inline]
+    pub(crate) fn replace(&mut self, key: u64, value: V) -> Option<V> {
+        debug_assert!(key != u64::MAX);
+        if 2 * (self.used.len() + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let (k, old) = self.slots[i];
+            if k == key + 1 {
+                self.slots[i].1 = value;
+                return Some(old);
+            }
+            if k == 0 {
+                self.slots[i] = (key + 1, value);
+                self.used.push(i as u32);
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Every (key, value), in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
         self.used.iter().map(|&i| {
@@ -132,8 +157,12 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let key = if i % 7 == 0 { 0 } else { (x >> 40) % 3000 * 64 };
-                t.set(key, i as u32);
-                m.insert(key, i as u32);
+                if i % 2 == 0 {
+                    t.set(key, i as u32);
+                    m.insert(key, i as u32);
+                } else {
+                    assert_eq!(t.replace(key, i as u32), m.insert(key, i as u32));
+                }
             }
             let check = |t: &Table<u32>, m: &HashMap<u64, u32>| {
                 assert_eq!(t.len(), m.len(), "round {round}");

@@ -49,7 +49,13 @@ struct Pending {
     /// Range of old bytes, then new bytes, in `Group::bytes`.
     at: usize,
     len: usize,
+    /// Redo: this entry's first node in `Group::chain` (one per line it
+    /// touches, in line order).
+    node: u32,
 }
+
+/// No earlier entry on the line (`Group::chain`).
+const NO_ENTRY: u32 = u32::MAX;
 
 /// Writes held until their group is logged (Batch), or until commit (the
 /// redo policy's write set).
@@ -68,6 +74,12 @@ struct Group {
     /// second index (a write of bytes an earlier entry holds under a later
     /// one that overlaps them is a new entry, replayed after both).
     lines: Table<u32>,
+    /// Redo: for each line of each entry (the entry's `node` and on), the
+    /// previous entry that touches the same line ([`NO_ENTRY`]: none). With
+    /// `lines`, a chain per line, latest first: a read of a written line
+    /// visits only the entries on that line (`Handle::overlay_pending`),
+    /// not the whole write set (a TPC-C new-order's hundred entries).
+    chain: Vec<u32>,
     /// Redo with the commit ring: the bytes the write set's commit group
     /// takes at most (header and one entry per write, before coalescing).
     /// While it fits the ring, no log space is reserved: the group commits
@@ -84,6 +96,76 @@ struct Group {
     /// or so lines a large transaction (a TPC-C new-order) writes, where
     /// 64 would be nearly full.
     bloom: Bloom,
+}
+
+impl Group {
+    /// The entry of the write set that touches line `l` last, and its node
+    /// in `chain` for that line.
+    #[inline]
+    fn latest_on_line(&self, l: u64) -> Option<(u32, usize)> {
+        let i = self.lines.get(l)?;
+        Some((i, self.node_of(i, l)))
+    }
+
+    /// Entry `i`'s node in `chain` for line `l` (one it touches).
+    #[inline]
+    fn node_of(&self, i: u32, l: u64) -> usize {
+        let p = &self.pending[i as usize];
+        p.node as usize + (l - p.target / 64) as usize
+    }
+
+    /// Lays the write set's bytes of line `l` over `buf`, read at `off`:
+    /// the entries on that line, latest first, each giving the bytes no
+    /// later one gave (a 64-bit mask, one bit per byte of the line), until
+    /// every byte of `buf` on the line has its latest value.
+    fn overlay_line(&self, l: u64, off: u64, buf: &mut [u8]) {
+        let Some((mut i, mut node)) = self.latest_on_line(l) else {
+            return;
+        };
+        let base = l * 64;
+        let end = off + buf.len() as u64;
+        // The bytes of the line that `buf` holds, as bits of the line.
+        let (ws, we) = (off.max(base) - base, end.min(base + 64) - base);
+        let want = mask(ws, we);
+        let mut done = 0u64;
+        loop {
+            let p = &self.pending[i as usize];
+            let (ps, pe) = (p.target, p.target + p.len as u64);
+            let (s, e) = (ps.max(off).max(base), pe.min(end).min(base + 64));
+            if s < e {
+                let new = &self.bytes[p.at + p.len..p.at + 2 * p.len];
+                let give = mask(s - base, e - base) & !done;
+                if give == mask(s - base, e - base) {
+                    buf[(s - off) as usize..(e - off) as usize]
+                        .copy_from_slice(&new[(s - ps) as usize..(e - ps) as usize]);
+                } else {
+                    let mut bits = give;
+                    while bits != 0 {
+                        let a = base + u64::from(bits.trailing_zeros());
+                        bits &= bits - 1;
+                        buf[(a - off) as usize] = new[(a - ps) as usize];
+                    }
+                }
+                done |= give;
+                if done & want == want {
+                    return;
+                }
+            }
+            let prev = self.chain[node];
+            if prev == NO_ENTRY {
+                return;
+            }
+            i = prev;
+            node = self.node_of(i, l);
+        }
+    }
+}
+
+/// Bits `s..e` of a line's 64 bytes (`s < e <= 64`).
+#[inline]
+fn mask(s: u64, e: u64) -> u64 {
+    let high = if e == 64 { u64::MAX } else { (1 << e) - 1 };
+    high & !((1 << s) - 1)
 }
 
 /// The write set's line filter: 512 bits, one per hashed line.
@@ -222,6 +304,7 @@ impl Handle {
             g.pending.clear();
             g.bytes.clear();
             g.lines.clear();
+            g.chain.clear();
             g.bloom.clear();
             g.group_bytes = 0;
         }
@@ -267,9 +350,12 @@ impl Handle {
     fn overlay_pending(&self, off: u64, buf: &mut [u8]) {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
-        if g.redo
-            && !(off / 64..=(end - 1) / 64).any(|l| g.bloom.may_hold(l) && g.lines.get(l).is_some())
-        {
+        if g.redo {
+            for l in off / 64..=(end - 1) / 64 {
+                if g.bloom.may_hold(l) {
+                    g.overlay_line(l, off, buf);
+                }
+            }
             return;
         }
         for p in &g.pending {
@@ -298,6 +384,7 @@ impl Handle {
             // The old value is read when the group is logged.
             let Self { group, res, .. } = self;
             let g = group.as_mut().expect("grouped");
+            let mut node = 0;
             if g.redo {
                 let end = off + new.len() as u64;
                 let lines = off / 64..=end.saturating_sub(1) / 64;
@@ -350,20 +437,32 @@ impl Handle {
                 // after the fence, does not wait for them.
                 eng.dom.prefetch(off, new.len() as u64);
                 let i = g.pending.len() as u32;
+                node = g.chain.len() as u32;
                 if !new.is_empty() {
                     for l in lines {
-                        g.lines.set(l, i);
+                        let prev = g.lines.replace(l, i).unwrap_or(NO_ENTRY);
+                        g.chain.push(prev);
                         g.bloom.insert(l);
                     }
                 }
             }
             let at = g.bytes.len();
-            g.bytes.resize(at + new.len(), 0);
-            g.bytes.extend_from_slice(new);
+            match <&[u8; 8]>::try_from(new) {
+                // A word (most writes): copies of known size, no call.
+                Ok(w) => {
+                    g.bytes.extend_from_slice(&[0; 8]);
+                    g.bytes.extend_from_slice(w);
+                }
+                Err(_) => {
+                    g.bytes.resize(at + new.len(), 0);
+                    g.bytes.extend_from_slice(new);
+                }
+            }
             g.pending.push(Pending {
                 target: off,
                 at,
                 len: new.len(),
+                node,
             });
             return r;
         }
@@ -506,6 +605,7 @@ impl Handle {
         let pending = std::mem::take(&mut g.pending);
         let mut bytes = std::mem::take(&mut g.bytes);
         g.lines.clear();
+        g.chain.clear();
         g.bloom.clear();
         g.group_bytes = 0;
         // Redo: a commit logs the new bytes only (REDO records).

@@ -1,8 +1,9 @@
 //! The TPC-C tables as `rewind-collections` maps, the user-facing API:
 //! each table a `BTreeMap<u64, Row>` keyed by the packed key, all in one
 //! pool of the default configuration. A read copies the row out
-//! (`get_tx`), an update writes the whole row back (`insert` over the
-//! key), as a program of the collections would.
+//! (`get_tx`); an update changes the row in place (`update`: one descent,
+//! and only the counters it changes written), as a program of the
+//! collections would.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -138,10 +139,12 @@ impl Coll {
             "a warehouse row is missing",
         )?;
         let dk = district_key(o.w, o.d);
-        let mut dist = need(t.district.get_tx(tx, &dk)?, "a district row is missing")?;
-        let o_id = dist.next_o_id as u32;
-        dist.next_o_id += 1;
-        t.district.insert(tx, dk, dist)?;
+        let dist = t.district.update(tx, &dk, |d| {
+            d.next_o_id += 1;
+            *d
+        })?;
+        let dist = need(dist, "a district row is missing")?;
+        let o_id = (dist.next_o_id - 1) as u32;
         let cust = need(
             t.customer.get_tx(tx, &customer_key(o.w, o.d, o.c))?,
             "a customer row is missing",
@@ -169,13 +172,15 @@ impl Coll {
                 .ok_or_else(aborted)?;
             let stock = self.whs[l.supply_w as usize - 1].stock;
             let sk = stock_key(l.supply_w, l.i_id);
-            let mut s = stock.get_tx(tx, &sk)?.ok_or_else(aborted)?;
             let qty = l.qty as u64;
-            s.quantity = restock(s.quantity, qty);
-            s.ytd += qty;
-            s.order_cnt += 1;
-            s.remote_cnt += (l.supply_w != o.w) as u64;
-            stock.insert(tx, sk, s)?;
+            let s = stock.update(tx, &sk, |s| {
+                s.quantity = restock(s.quantity, qty);
+                s.ytd += qty;
+                s.order_cnt += 1;
+                s.remote_cnt += (l.supply_w != o.w) as u64;
+                *s
+            })?;
+            let s = s.ok_or_else(aborted)?;
             let amount = qty * item.price_cents;
             amounts += amount;
             brand_generic += (schema::original(&item.data) && schema::original(&s.data)) as u32;

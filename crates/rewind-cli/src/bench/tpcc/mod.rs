@@ -42,7 +42,7 @@
 //!   lanes exist.
 //! - `rewind-collections`: the same tables as `BTreeMap<u64, Row>` of the
 //!   user-facing crate, default policy: a read copies the row, an update
-//!   writes the whole row back.
+//!   changes it in place (`BTreeMap::update`), writing the bytes it changed.
 //! - `sqlite`: the same schema as SQL tables (composite primary keys,
 //!   `WITHOUT ROWID`), prepared statements, WAL with `synchronous=FULL`,
 //!   one connection per thread, `BEGIN IMMEDIATE`.
