@@ -447,6 +447,7 @@ pub const GROUP_COMMIT: Bench = Bench {
         Col("scaling_vs_1_thread", "x 1 thread", 2),
         Col("commits_per_flush", "commits/flush", 2),
         Col("device_flushes_per_commit", "dev flushes", 2),
+        Col("order_parks_per_commit", "order parks", 2),
     ],
     chart: Chart {
         title: "durable one-row updates on a disk against threads",
@@ -457,7 +458,7 @@ pub const GROUP_COMMIT: Bench = Bench {
     },
     peers: &["lmdb", "bdb"],
     paper: "Issue 17's group commit: on a disk a fence is a device flush, and every database shares one among the commits that arrive while it is in flight; the goal is 8 threads at 4x one thread's commits per second, and 2x the fastest of SQLite WAL FULL, LMDB and Berkeley DB at 8 threads.",
-    notes: "rewind's commits reserve their ring space under the latch and write and fence outside it; on Msync a fence that finds a device flush in flight waits for it and the next one, which one waiter leads for all, once the threads fencing now have joined (the last flush's group and those that came during it; at most half a flush's wait, none for a lone thread): `commits_per_flush`. SQLite's writers take the WAL's write lock in turn (a busy connection sleeps and retries), LMDB has one writer at a time, Berkeley DB's transactions lock pages and each commit flushes the log (its own group commit joins commits whose log records are written by the time the flush starts).",
+    notes: "rewind's commits reserve their ring space under the latch and write and fence outside it; on Msync a fence that finds a device flush in flight waits for it and the next one, which one waiter leads for all, once the threads fencing now have joined (the last flush's group and those that came during it; at most half a flush's wait, none for a lone thread): `commits_per_flush`. A commit then waits for the earlier groups to be written back in place, in sequence order: `order_parks_per_commit` counts the waits that slept (a futex sleep and wake each). SQLite's writers take the WAL's write lock in turn (a busy connection sleeps and retries), LMDB has one writer at a time, Berkeley DB's transactions lock pages and each commit flushes the log (its own group commit joins commits whose log records are written by the time the flush starts).",
     headlines: &[Headline {
         what: "durable one-row updates on a disk, 8 threads",
         param: Some("threads=8"),
@@ -532,6 +533,8 @@ fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             if let Some(c) = sample.counters {
                 let group = commits / c.device_flushes.max(1) as f64;
                 (sample.values).push(("commits_per_flush", group, "count"));
+                let parks = c.order_parks as f64 / commits;
+                (sample.values).push(("order_parks_per_commit", parks, "count"));
             }
             let d = sample.digest.take();
             let mut seen = digests.borrow_mut();
@@ -555,7 +558,11 @@ fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     for (i, l) in m.labels.iter().enumerate() {
         let med = |name: &str| median((0..ROUNDS).map(|r| value(i, r, name)).collect());
         report.push(l, "commits_per_s", med("commits_per_s"), "commits/s");
-        for name in ["commits_per_flush", "device_flushes_per_commit"] {
+        for name in [
+            "commits_per_flush",
+            "device_flushes_per_commit",
+            "order_parks_per_commit",
+        ] {
             report.push(l, name, med(name), "count");
         }
         let one = (m.labels.iter())

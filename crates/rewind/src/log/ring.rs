@@ -250,6 +250,9 @@ const PRUNE_MIN: usize = 4096;
 /// Spins of a commit waiting for an earlier group before it parks.
 const SPINS: u32 = 2000;
 
+/// The same on a disk (Msync).
+const SPINS_DISK: u32 = 50;
+
 /// What recovery found in the ring.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Replayed {
@@ -260,22 +263,45 @@ pub struct Replayed {
 }
 
 /// The commit ring of one pool.
+///
+/// Its fields are laid out so that threads committing at once share no
+/// cache line they do not need to: the latch and the state it guards on
+/// lines of their own, the words read without the latch (a commit waiting
+/// for an earlier group spins on `applied`) on another, the ring's place
+/// (read by every commit, written by none) on a third.
 pub struct Ring {
     off: u64,
     len: u64,
-    state: Mutex<State>,
-    /// Groups the durable Log Start does not cover exist: a drain has
-    /// work (read without the latch).
-    pending: AtomicBool,
-    /// `State::unfenced` is set (read without the latch).
-    unfenced: AtomicBool,
-    /// `State::applied` (read without the latch).
-    applied: AtomicU64,
-    /// `State::broken` is set (read without the latch).
-    broken: AtomicBool,
+    state: Padded<Mutex<State>>,
+    watch: Padded<Watch>,
     /// Signalled under the latch when a group is written back, a drain
     /// ends or the ring closes.
     cv: Condvar,
+}
+
+/// What commits read without the latch.
+struct Watch {
+    /// Groups the durable Log Start does not cover exist: a drain has
+    /// work.
+    pending: AtomicBool,
+    /// `State::unfenced` is set.
+    unfenced: AtomicBool,
+    /// `State::applied`.
+    applied: AtomicU64,
+    /// `State::broken` is set.
+    broken: AtomicBool,
+}
+
+/// A value alone on its cache line(s) (two lines: a neighbouring line may
+/// be fetched with it).
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 /// Reads slot `i`: `None` for one whose check word fails (torn by a
@@ -349,7 +375,7 @@ impl Ring {
         let ring = Ring {
             off,
             len,
-            state: Mutex::new(State {
+            state: Padded(Mutex::new(State {
                 head: at,
                 next_csn: next,
                 start,
@@ -367,11 +393,13 @@ impl Ring {
                 advancing: false,
                 draining: false,
                 broken: None,
+            })),
+            watch: Padded(Watch {
+                pending: AtomicBool::new(false),
+                unfenced: AtomicBool::new(false),
+                applied: AtomicU64::new(next - 1),
+                broken: AtomicBool::new(false),
             }),
-            pending: AtomicBool::new(false),
-            unfenced: AtomicBool::new(false),
-            applied: AtomicU64::new(next - 1),
-            broken: AtomicBool::new(false),
             cv: Condvar::new(),
         };
         Ok((ring, rep))
@@ -556,7 +584,7 @@ impl Ring {
                 (!st.advancing && st.durable_to.at - st.fenced.at >= self.len / 8).then(|| {
                     st.advancing = true;
                     st.unfenced = None;
-                    self.unfenced.store(false, Ordering::Release);
+                    self.watch.unfenced.store(false, Ordering::Release);
                     (st.slot ^ 1, st.durable_to)
                 });
             st.inflight += 1;
@@ -611,7 +639,7 @@ impl Ring {
             if st.broken.is_none() {
                 st.broken = Some(e.to_string());
             }
-            self.broken.store(true, Ordering::Release);
+            self.watch.broken.store(true, Ordering::Release);
             self.cv.notify_all();
             return Err(e);
         }
@@ -653,35 +681,54 @@ impl Ring {
         // (`max`: only a mutated engine, which skips the wait, applies
         // out of order.)
         st.applied = st.applied.max(csn);
-        self.applied.store(st.applied, Ordering::Release);
-        self.pending.store(true, Ordering::Release);
+        self.watch.applied.store(st.applied, Ordering::Release);
+        // (Stored only when it changes: a store to a line other threads
+        // read takes it from their caches.)
+        if !self.watch.pending.load(Ordering::Relaxed) {
+            self.watch.pending.store(true, Ordering::Release);
+        }
         self.cv.notify_all();
         Ok(Some(csn))
     }
 
     /// Waits until group `csn` is durable and written back (every group
-    /// up to it is then too): spinning briefly, then parked on the latch's
-    /// condition variable (under the crash explorer, at its scheduling
-    /// points, which pass the turn to the thread it waits for).
+    /// up to it is then too): spinning briefly, then parked on the
+    /// latch's condition variable (under the crash explorer, at its
+    /// scheduling points, which pass the turn to the thread it waits for).
+    /// A wait is counted (`Counters::order_waits`, `order_parks`).
     fn wait_applied(&self, d: &Domain, csn: u64) -> Result<(), Error> {
+        if self.watch.applied.load(Ordering::Acquire) >= csn {
+            return Ok(());
+        }
+        // On a disk the group waited for is behind a device flush: spinning
+        // for it would only take the core from the threads that have work.
+        let limit = if d.lazy_write_back() {
+            SPINS_DISK
+        } else {
+            SPINS
+        };
         let mut spins = 0u32;
-        while self.applied.load(Ordering::Acquire) < csn {
-            if self.broken.load(Ordering::Acquire) {
-                return self.state.lock().usable();
+        let (r, parked) = loop {
+            if self.watch.applied.load(Ordering::Acquire) >= csn {
+                break (Ok(()), false);
+            }
+            if self.watch.broken.load(Ordering::Acquire) {
+                break (self.state.lock().usable(), false);
             }
             if d.schedule_point() {
                 continue;
             }
-            if spins < SPINS {
-                spins += 1;
+            spins += 1;
+            if spins <= limit {
                 std::hint::spin_loop();
                 continue;
             }
             let st = self.state.lock();
             let st = self.wait_while(d, st, |st| st.applied < csn && st.broken.is_none());
-            return st.usable();
-        }
-        Ok(())
+            break (st.usable(), true);
+        };
+        d.count_order_wait(parked);
+        r
     }
 
     /// Waits, with the latch released, while `blocked` holds; returns with
@@ -736,14 +783,14 @@ impl Ring {
     /// Whether a drain has work: groups the durable Log Start does not
     /// cover.
     pub fn pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
+        self.watch.pending.load(Ordering::Acquire)
     }
 
     /// Makes every committed group durable in place and moves the durable
     /// Log Start to the head (see the module docs): before a transaction
     /// logs in the bucket log, and at `sync` and close.
     pub fn drain(&self, d: &Domain) -> Result<(), Error> {
-        if !self.pending() && !self.unfenced.load(Ordering::Acquire) {
+        if !self.pending() && !self.watch.unfenced.load(Ordering::Acquire) {
             return Ok(());
         }
         let st = self.state.lock();
@@ -772,7 +819,7 @@ impl Ring {
     /// replay wrote one of those lines. A replay writes only the lines its
     /// groups wrote, so a store elsewhere needs none, and no fence.
     pub fn drain_for(&self, d: &Domain, off: u64, len: u64) -> Result<(), Error> {
-        if !self.pending() && !self.unfenced.load(Ordering::Acquire) {
+        if !self.pending() && !self.watch.unfenced.load(Ordering::Acquire) {
             return Ok(());
         }
         let st = self.state.lock();
@@ -802,7 +849,7 @@ impl Ring {
                     st.unfenced = Some((start, me));
                 }
             }
-            self.pending.store(false, Ordering::Release);
+            self.watch.pending.store(false, Ordering::Release);
             return Ok(());
         }
         if !st.flights.is_empty() {
@@ -829,12 +876,12 @@ impl Ring {
         // commit's fenced store to the same slot).
         store_slot(d, st.slot ^ 1, head.csn, head.at % self.len)?;
         st.unfenced = Some((head, me));
-        self.unfenced.store(true, Ordering::Release);
+        self.watch.unfenced.store(true, Ordering::Release);
         st.start = head;
         st.durable_to = head;
         st.flights.clear();
         st.ranges.clear();
-        self.pending.store(false, Ordering::Release);
+        self.watch.pending.store(false, Ordering::Release);
         Ok(())
     }
 
@@ -842,7 +889,7 @@ impl Ring {
     /// the Log Start its drain stored, if no later store replaced it, is
     /// durable, and ring space before it may be reused.
     pub fn fenced_by_me(&self) {
-        if !self.unfenced.load(Ordering::Acquire) {
+        if !self.watch.unfenced.load(Ordering::Acquire) {
             return;
         }
         let me = super::thread_tag();
@@ -852,7 +899,7 @@ impl Ring {
                 st.slot ^= 1;
                 st.fenced = start;
                 st.unfenced = None;
-                self.unfenced.store(false, Ordering::Release);
+                self.watch.unfenced.store(false, Ordering::Release);
             }
         }
     }

@@ -98,6 +98,14 @@ pub struct Counters {
     /// commit): the fence waited for a flush in flight, or for the next
     /// one that another thread led, instead of issuing its own.
     pub grouped_fences: u64,
+    /// Pages the device flushes covered (Msync: the page-aligned spans
+    /// given to `msync`).
+    pub synced_pages: u64,
+    /// Redo commits that, their group durable, found an earlier group not
+    /// yet written back and waited for it (the commit ring's order).
+    pub order_waits: u64,
+    /// Of those, the waits that outlasted the spin and slept.
+    pub order_parks: u64,
 }
 
 impl std::ops::Add for Counters {
@@ -110,6 +118,9 @@ impl std::ops::Add for Counters {
             nvm_writes: self.nvm_writes + o.nvm_writes,
             device_flushes: self.device_flushes + o.device_flushes,
             grouped_fences: self.grouped_fences + o.grouped_fences,
+            synced_pages: self.synced_pages + o.synced_pages,
+            order_waits: self.order_waits + o.order_waits,
+            order_parks: self.order_parks + o.order_parks,
         }
     }
 }
@@ -141,6 +152,9 @@ impl Counters {
             nvm_writes: self.nvm_writes - earlier.nvm_writes,
             device_flushes: self.device_flushes - earlier.device_flushes,
             grouped_fences: self.grouped_fences - earlier.grouped_fences,
+            synced_pages: self.synced_pages - earlier.synced_pages,
+            order_waits: self.order_waits - earlier.order_waits,
+            order_parks: self.order_parks - earlier.order_parks,
         }
     }
 }
@@ -163,6 +177,9 @@ struct Slot {
     nvm_writes: AtomicU64,
     device_flushes: AtomicU64,
     grouped_fences: AtomicU64,
+    synced_pages: AtomicU64,
+    order_waits: AtomicU64,
+    order_parks: AtomicU64,
 }
 
 const SLOTS: usize = 64;
@@ -1002,6 +1019,7 @@ impl Domain {
                 // media at any time before its fence).
                 Some((s, e)) => {
                     bump(&self.counters.slot().device_flushes, 1);
+                    bump(&self.counters.slot().synced_pages, (e - s).div_ceil(PAGE));
                     let start = std::time::Instant::now();
                     let r = parking_lot::MutexGuard::unlocked(&mut f, || {
                         self.map.msync(s as usize, (e - s) as usize)
@@ -1044,7 +1062,18 @@ impl Domain {
             nvm_writes: self.counters.sum(|s| &s.nvm_writes),
             device_flushes: self.counters.sum(|s| &s.device_flushes),
             grouped_fences: self.counters.sum(|s| &s.grouped_fences),
+            synced_pages: self.counters.sum(|s| &s.synced_pages),
+            order_waits: self.counters.sum(|s| &s.order_waits),
+            order_parks: self.counters.sum(|s| &s.order_parks),
         }
+    }
+
+    /// Counts a redo commit's wait for an earlier group
+    /// ([`Counters::order_waits`]), and whether it slept.
+    pub(crate) fn count_order_wait(&self, parked: bool) {
+        let slot = self.counters.slot();
+        bump(&slot.order_waits, 1);
+        bump(&slot.order_parks, parked as u64);
     }
 
     /// A scheduling point outside any store, flush or fence (a thread
