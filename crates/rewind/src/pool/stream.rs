@@ -30,12 +30,19 @@ impl Pool {
     /// The range must lie in the heap, inside a block the program
     /// allocated and no transaction is writing: the pool does not check
     /// ownership, and a transaction's rollback does not undo these bytes.
+    /// Where a commit group not yet drained covers the range (a block a
+    /// recent redo transaction allocated, whose zeroing is in its group,
+    /// or wrote), the ring is drained first, with its own fence, so that
+    /// no replay can later store over these bytes.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// use rewind::{Pool, PoolConfig};
     /// let pool = Pool::create(dir.path().join("s.pool"), "doc", 4 << 20, &PoolConfig::default())?;
     /// let block = pool.transaction(|tx| tx.alloc_bytes(256))?;
+    /// // The new block's zeroing belongs to its commit group until the
+    /// // ring is drained: a store over it first drains (one more fence).
+    /// pool.sync()?;
     /// let before = pool.counters();
     /// pool.write_unlogged(block, &[7u8; 100])?;
     /// pool.fence()?;
