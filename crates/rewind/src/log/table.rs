@@ -56,25 +56,7 @@ impl<V: Copy + Default> Table<V> {
     /// Sets the value of `key` (inserting it, or replacing its value).
     #[inline]
     pub(crate) fn set(&mut self, key: u64, value: V) {
-        debug_assert!(key != u64::MAX);
-        if 2 * (self.used.len() + 1) > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let (k, _) = self.slots[i];
-            if k == key + 1 {
-                self.slots[i].1 = value;
-                return;
-            }
-            if k == 0 {
-                self.slots[i] = (key + 1, value);
-                self.used.push(i as u32);
-                return;
-            }
-            i = (i + 1) & mask;
-        }
+        self.replace(key, value);
     }
 
     /// Sets the value of `key` and returns the one it replaced, if any: one
