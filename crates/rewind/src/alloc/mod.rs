@@ -509,6 +509,23 @@ fn chunk_of(l: &Layout, off: u64) -> Result<u64, Error> {
     Ok((off - l.heap_off) / CHUNK)
 }
 
+/// Whether any chunk of the run `[off, off + len)` is the log's now (a
+/// large run freed and partly taken by the log since): see
+/// [`in_log_chunk`]; the run is clamped to the heap.
+pub fn run_in_log_chunk(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool, Error> {
+    if off < l.heap_off || off >= l.heap_end() {
+        return Ok(false);
+    }
+    let end = off.saturating_add(len.max(1)).min(l.heap_end());
+    let (first, last) = (chunk_of(l, off)?, chunk_of(l, end - 1)?);
+    for c in first..=last {
+        if table::read(d, l, c)?.0 == ChunkKind::Log {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Whether `off` lies in a heap chunk the log owns now. A chunk goes to
 /// the log only once it is free, so the records recovery finds about its
 /// earlier life (user data, allocations, frees, under no-force not yet

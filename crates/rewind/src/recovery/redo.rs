@@ -36,7 +36,15 @@ pub(super) fn redo(
         // History of a chunk the log has taken since: the log's use of it
         // is newer than any record about it.
         let targets = bytes || matches!(r.kind, Kind::Alloc | Kind::Delete | Kind::Clr);
-        if targets && r.target != 0 && alloc::in_log_chunk(d, l, r.target)? {
+        let run = match r.kind {
+            Kind::Alloc | Kind::Delete => r.aux,
+            Kind::Clr if r.flags == clr::FREE || r.flags == clr::ALLOCATED => r
+                .new
+                .get(..8)
+                .map_or(1, |b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+            _ => 1,
+        };
+        if targets && r.target != 0 && alloc::run_in_log_chunk(d, l, r.target, run)? {
             continue;
         }
         let e = a.table[&r.tx];
