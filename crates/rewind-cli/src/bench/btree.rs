@@ -51,13 +51,11 @@ pub const BENCH: Bench = Bench {
         Col("speed_vs_sqlite", "vs sqlite", 2),
         Col("speed_vs_redb", "vs redb", 2),
     ],
-    chart: Chart {
-        title: "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
-        y_label: "microseconds per operation (log scale)",
-        metrics: &["us_per_op"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
+        "microseconds per operation (log scale)",
+        &["us_per_op"],
+    ),
     peers: &PEERS,
     paper: "REWIND Fig. 7: at 100 % updates REWIND's B+-tree is within a few percent of the non-recoverable tree, 105× faster than Berkeley DB, 85× than Stasis and 205× than Shore-MT.",
     notes: "The same tree runs on every engine that offers raw memory (DRAM, durable stores, rewind, libpmemobj); Berkeley DB, LMDB, SQLite and redb use their own trees, each operation its own durable transaction. Every system applies the same operations and its answers must agree with the others'.",
