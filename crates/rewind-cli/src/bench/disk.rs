@@ -40,7 +40,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{median, Bench, Ctx, Headline, Label, Per, Sample};
+use super::harness::{self, median, Bench, Ctx, Headline, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -174,43 +174,18 @@ fn stores(
 /// A round's input: each thread's rows, and the base of its values.
 type Rows = (Vec<Vec<u64>>, u64);
 
-/// Runs one thread per row list: each turns its worker into a handle with
-/// `open`, waits at a barrier shared with the others, then runs `f(handle,
-/// t, rows)`. The time from the barrier to the last one's end (a handle is
-/// opened before it and closed after).
+/// Runs thread `t` of `rows.len()` on its worker's handle (`open`, not
+/// timed): `f(handle, t, rows[t])`; the time from the first one's start
+/// to the last one's end.
 fn on_threads<W: Send, H>(
     workers: Vec<W>,
     rows: &[Vec<u64>],
     open: impl Fn(W) -> Result<H, CliError> + Sync,
     f: impl Fn(&mut H, usize, &[u64]) -> Result<(), CliError> + Sync,
 ) -> Result<Duration, CliError> {
-    let barrier = std::sync::Barrier::new(rows.len() + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (workers.into_iter().zip(rows).enumerate())
-            .map(|(t, (w, rows))| {
-                let (barrier, open, f) = (&barrier, &open, &f);
-                scope.spawn(move || {
-                    let h = open(w);
-                    // Every thread meets the barrier, even one whose
-                    // handle failed to open (the others would wait forever).
-                    barrier.wait();
-                    let mut h = h?;
-                    f(&mut h, t, rows)?;
-                    Ok::<_, CliError>(Instant::now())
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let mut last = start;
-        for h in handles {
-            let end = h
-                .join()
-                .map_err(|_| CliError::Bench("a benchmark thread panicked".into()))??;
-            last = last.max(end);
-        }
-        Ok(last - start)
-    })
+    let panicked = || CliError::Bench("a benchmark thread panicked".into());
+    let run = harness::on_threads(workers, open, |h, t| f(h, t, &rows[t]), panicked)?;
+    Ok(run.time)
 }
 
 impl Store {

@@ -350,6 +350,56 @@ impl Per {
     }
 }
 
+/// What [`on_threads`] returns: the wall time from the first thread's
+/// start to the last one's end, when the first started, and each thread's
+/// result, in thread order.
+pub struct Threads<R> {
+    pub time: Duration,
+    pub first: Instant,
+    pub results: Vec<R>,
+}
+
+/// Runs one thread per worker: each turns its worker into a handle with
+/// `open` (not timed), waits at a barrier shared with the others, then
+/// runs `work(&mut handle, i)` (`i`: its index); the handle is dropped
+/// after its end is taken. A thread that panics fails the run with
+/// `panicked()`.
+pub fn on_threads<W: Send, H, R: Send, E: Send>(
+    workers: Vec<W>,
+    open: impl Fn(W) -> Result<H, E> + Sync,
+    work: impl Fn(&mut H, usize) -> Result<R, E> + Sync,
+    panicked: impl Fn() -> E,
+) -> Result<Threads<R>, E> {
+    let barrier = std::sync::Barrier::new(workers.len());
+    let spans: Vec<(Instant, Instant, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (workers.into_iter().enumerate())
+            .map(|(i, w)| {
+                let (barrier, open, work) = (&barrier, &open, &work);
+                scope.spawn(move || {
+                    let h = open(w);
+                    // Every thread meets the barrier, even one whose
+                    // handle failed to open (the others would wait forever).
+                    barrier.wait();
+                    let start = Instant::now();
+                    let mut h = h?;
+                    let r = work(&mut h, i)?;
+                    Ok((start, Instant::now(), r))
+                })
+            })
+            .collect();
+        (handles.into_iter())
+            .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+            .collect::<Result<_, E>>()
+    })?;
+    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
+    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
+    Ok(Threads {
+        time: last - first,
+        first,
+        results: spans.into_iter().map(|s| s.2).collect(),
+    })
+}
+
 /// The median of `values` (NaN for none).
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);

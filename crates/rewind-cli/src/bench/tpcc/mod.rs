@@ -64,14 +64,14 @@ mod schema;
 mod sqlite;
 mod tree;
 
-use std::sync::{Barrier, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{Counters, LogVariant, Policy};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Scale};
+use super::harness::{on_threads, Bench, Ctx, Headline, Label, Per, Sample, Scale};
 use super::output::{Chart, Col, Report};
 use super::tree::workload::Digest;
 use crate::error::CliError;
@@ -355,10 +355,6 @@ pub fn failed(what: impl Into<String>) -> impl FnOnce(String) -> CliError {
     move |e| CliError::Bench(format!("{what}: {e}"))
 }
 
-/// What one thread returns: when it started and ended, its digest and its
-/// committed new-orders.
-type Span = (Instant, Instant, Digest, u64);
-
 /// Runs thread `i`'s new-orders `inputs[i]` on `sys`, every thread starting
 /// at one barrier: the wall time from the first start to the last end,
 /// the digest of every thread's (in thread order) and the committed count.
@@ -366,36 +362,24 @@ fn run_threads(
     sys: &dyn System,
     inputs: &[Vec<NewOrder>],
 ) -> Result<(Duration, u64, u64), CliError> {
-    let barrier = Barrier::new(inputs.len());
-    let spans: Vec<Span> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (inputs.iter())
-            .map(|orders| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let (mut d, mut committed) = (Digest::default(), 0);
-                    barrier.wait();
-                    let start = Instant::now();
-                    for o in orders {
-                        let out = sys.new_order(o)?;
-                        committed += matches!(out, Outcome::Committed { .. }) as u64;
-                        out.fold(&mut d);
-                    }
-                    Ok::<_, CliError>((start, Instant::now(), d, committed))
-                })
-            })
-            .collect();
-        (handles.into_iter())
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(CliError::Bench("a terminal thread panicked".into())))
-            })
-            .collect::<Result<_, _>>()
-    })?;
-    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
-    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
+    let panicked = || CliError::Bench("a terminal thread panicked".into());
+    let run = on_threads(
+        inputs.iter().collect(),
+        Ok,
+        |orders, _| {
+            let (mut d, mut committed) = (Digest::default(), 0);
+            for o in orders.iter() {
+                let out = sys.new_order(o)?;
+                committed += matches!(out, Outcome::Committed { .. }) as u64;
+                out.fold(&mut d);
+            }
+            Ok((d, committed))
+        },
+        panicked,
+    )?;
     let mut d = Digest::default();
-    spans.iter().for_each(|s| d.add(s.2 .0));
-    Ok((last - first, d.0, spans.iter().map(|s| s.3).sum()))
+    run.results.iter().for_each(|s| d.add(s.0 .0));
+    Ok((run.time, d.0, run.results.iter().map(|s| s.1).sum()))
 }
 
 /// 1, 2 and the machine's parallelism.
