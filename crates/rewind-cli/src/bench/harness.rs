@@ -26,6 +26,10 @@
 //!    until the last commit returned, named extra values and a digest of
 //!    the answers.
 //!
+//! A round of several threads runs them with [`on_threads`] (one barrier,
+//! the time from the first start to the last end); a round on one pool
+//! of transactions of its own, with [`timed_txs`].
+//!
 //! [`Ctx::rounds`] owns the rest: one unmeasured warm-up round, then
 //! alternating rounds (every system once per round, so a burst of machine
 //! noise hits all alike), the progress bar, and the check that every
@@ -47,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rewind::persist::Domain;
-use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
+use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, Pool, PoolConfig};
 use tempfile::TempDir;
 
 use super::output::{Chart, Col, Report};
@@ -307,6 +311,30 @@ impl Timer {
             ..Sample::default()
         }
     }
+}
+
+/// Times `txs` transactions on `pool`, the array pool `DIR/NAME.pool`
+/// (`bench::array_pool`): transaction `t` is `body(tx, t)`, then `after(pool,
+/// t)` runs outside it; the run ends when write-back has caught up
+/// (redo-async). Returns its time and counters, and removes the pool.
+pub fn timed_txs(
+    (dir, name): (&Path, &str),
+    pool: Pool,
+    txs: u64,
+    mut body: impl FnMut(&mut rewind::Tx<'_>, u64) -> Result<(), rewind::Error>,
+    mut after: impl FnMut(&Pool, u64) -> Result<(), CliError>,
+) -> Result<Sample, CliError> {
+    let timer = Timer::start(Some(pool.counters()));
+    for t in 0..txs {
+        // Errors are built only on failure: nothing allocates per transaction.
+        (pool.transaction(|tx| body(tx, t))).map_err(|e| CliError::rewind("transaction")(e))?;
+        after(&pool, t)?;
+    }
+    pool.sync().map_err(|e| CliError::rewind("sync")(e))?;
+    let sample = timer.stop(Some(pool.counters()));
+    drop(pool);
+    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
+    Ok(sample)
 }
 
 /// How a time is reported: the metric (`us_per_tx`), its unit, seconds
