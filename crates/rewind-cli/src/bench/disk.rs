@@ -75,7 +75,6 @@ pub const BENCH: Bench = Bench {
     }],
 };
 
-const LAYOUT: &str = "rewind-bench-disk";
 /// Rows.
 const M: u64 = 4096;
 /// Measured rounds; the median counts.
@@ -124,7 +123,7 @@ fn stores(
     let label = |s: &str, c: &str| Label::new(s, c, param);
     let mut out = Vec::new();
     for (config, cfg) in configs {
-        let (pool, data) = super::array_pool(dir, config, LAYOUT, 64 << 20, cfg, M)?;
+        let (pool, data) = super::array_pool(dir, config, 64 << 20, cfg, M)?;
         let pool = Box::new(pool);
         out.push((label("rewind", config), Store::Rewind { pool, data }));
     }

@@ -391,19 +391,17 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         })
         .collect();
     points.extend([1, 2, 4, 8, 16, 32].map(|k| (Work::Rows(k), MULTI_SYSTEMS.to_vec())));
-    for (work, mut systems) in points {
+    for (work, systems) in points {
         let n = match work {
             Work::Rows(k) if k > 1 => (txs / 4).max(10),
             _ => txs,
         };
-        let labels = systems.iter().map(|s| s.label(&work.name())).collect();
-        let m = ctx.rounds(
-            labels,
-            &mut systems,
-            rounds,
-            |r| r as u64,
-            |&mut s, &seed| run_once(&dirs, s, work, n, ctx, seed),
-        )?;
+        let mut systems: Vec<_> = (systems.into_iter())
+            .map(|s| (s.label(&work.name()), s))
+            .collect();
+        let m = ctx.seeded(&mut systems, rounds, |&mut s, seed| {
+            run_once(&dirs, s, work, n, ctx, seed)
+        })?;
         m.report(report, &Per::us("tx", "us_per_tx", n), &[], &PEERS);
     }
     Ok(())

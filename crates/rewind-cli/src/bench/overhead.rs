@@ -94,7 +94,6 @@ pub const BENCH: Bench = Bench {
     }],
 };
 
-const LAYOUT: &str = "rewind-bench-overhead";
 /// Updates per transaction.
 const KS: [u64; 3] = [1, 8, 64];
 /// Measured rounds per system and K; the median is reported.
@@ -193,7 +192,7 @@ fn systems(ctx: &Ctx, dir: &Path, m: u64, k: u64) -> Result<Vec<(Label, System)>
     }
     let pool = |name: &str, variant, policy| {
         let cfg = ctx.pool_config(variant, policy);
-        super::array_pool(dir, name, LAYOUT, pool_size(m), &cfg, m)
+        super::array_pool(dir, name, pool_size(m), &cfg, m)
             .map(|(pool, data)| (Box::new(pool), data))
     };
     for variant in LogVariant::ALL {
