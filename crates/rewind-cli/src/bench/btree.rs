@@ -54,14 +54,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_op", "us/op", 3),
         Col("commit_us_per_op", "commit us", 3),
-        Col("ratio_vs_nolog", "x nolog", 2),
-        Col("fences_per_op", "fences", 2),
-        Col("flushes_per_op", "lines", 2),
-        Col("speed_vs_pmdk", "vs pmdk", 2),
-        Col("speed_vs_bdb", "vs bdb", 2),
-        Col("speed_vs_lmdb", "vs lmdb", 2),
-        Col("speed_vs_sqlite", "vs sqlite", 2),
-        Col("speed_vs_redb", "vs redb", 2),
     ],
     chart: Chart::costs(
         "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
@@ -90,12 +82,6 @@ pub const STR: Bench = Bench {
     run: run_str,
     table: &[
         Col("us_per_op", "us/op", 3),
-        Col("fences_per_op", "fences", 2),
-        Col("flushes_per_op", "lines", 2),
-        Col("speed_vs_bdb", "vs bdb", 2),
-        Col("speed_vs_lmdb", "vs lmdb", 2),
-        Col("speed_vs_sqlite", "vs sqlite", 2),
-        Col("speed_vs_redb", "vs redb", 2),
     ],
     chart: Chart::costs(
         "B+-tree with 32-byte string keys: time per operation against update fraction",

@@ -24,8 +24,6 @@ pub const BENCH: Bench = Bench {
         Col("seconds", "seconds", 3),
         Col("overhead", "overhead %", 1),
         Col("checkpoints", "checkpoints", 0),
-        Col("fences_per_record", "fences/rec", 2),
-        Col("flushes_per_record", "lines/rec", 2),
         Col("nvm_writes_per_record", "nvm/rec", 2),
     ],
     chart: Chart::linear(

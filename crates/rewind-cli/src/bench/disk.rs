@@ -51,11 +51,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_commit", "us/commit", 1),
         Col("device_flushes_per_commit", "dev flushes", 2),
-        Col("fences_per_commit", "fences", 2),
-        Col("speed_vs_sqlite", "vs sqlite", 2),
-        Col("speed_vs_lmdb", "vs lmdb", 2),
-        Col("speed_vs_bdb", "vs bdb", 2),
-        Col("ratio_vs_floor", "x floor", 2),
     ],
     chart: Chart::linear(
         "one-word durable transactions on a disk",

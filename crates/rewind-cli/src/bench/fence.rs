@@ -25,7 +25,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 2),
         Col("slowdown", "slowdown", 2),
-        Col("fences_per_tx", "fences/tx", 2),
         Col("nvm_writes_per_tx", "nvm/tx", 2),
     ],
     chart: Chart::linear(

@@ -28,7 +28,7 @@ pub const BENCH: Bench = Bench {
     name: "intensity",
     about: "REWIND Fig. 3 left: one transaction of random updates, each followed by computation",
     run,
-    table: &[Col("ms", "ms", 2), Col("ratio_vs_nolog", "x nolog", 2)],
+    table: &[Col("ms", "ms", 2)],
     chart: Chart::costs(
         "logging overhead vs update intensity (REWIND Fig. 3 left)",
         "time over the non-recoverable baseline (log scale)",

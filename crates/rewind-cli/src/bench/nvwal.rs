@@ -41,10 +41,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 1),
         Col("tx_per_s", "tx/s", 0),
-        Col("speed_vs_sqlite-wal-disk", "x wal disk", 1),
-        Col("speed_vs_sqlite-wal-scratch", "x wal tmp", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 2),
         Col("commit_fences_per_tx", "c.fences", 2),
         Col("commit_lines_per_tx", "c.lines", 2),
         Col("record_bytes_per_tx", "log B", 0),

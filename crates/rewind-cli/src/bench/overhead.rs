@@ -68,12 +68,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 3),
         Col("commit_us_per_tx", "commit us", 3),
-        Col("ratio_vs_nolog", "x nolog", 2),
-        Col("speed_vs_pmdk", "vs pmdk", 2),
-        Col("ratio_vs_c_loop", "x c-loop", 2),
-        Col("ratio_vs_floor", "x floor", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 2),
         Col("nvm_writes_per_tx", "nvm", 2),
     ],
     chart: Chart::costs(

@@ -35,7 +35,6 @@ pub const BENCH: Bench = Bench {
     run,
     table: &[
         Col("total_ms", "total ms", 2),
-        Col("ratio_vs_force", "x force", 2),
         Col("logging_ms", "logging ms", 2),
         Col("commit_ms", "commit ms", 2),
         Col("recovery_ms", "recovery ms", 2),

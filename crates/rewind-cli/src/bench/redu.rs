@@ -33,9 +33,6 @@ pub const BENCH: Bench = Bench {
     run,
     table: &[
         Col("us_per_tx", "us/tx", 2),
-        Col("speed_vs_force", "vs force", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 1),
     ],
     chart: Chart::rates(
         "speed against undo force (ReDU Fig. 10, in software)",

@@ -40,7 +40,6 @@ pub const BENCH: Bench = Bench {
     run,
     table: &[
         Col("commit_us", "commit us", 2),
-        Col("ratio_vs_nolog", "x nolog", 2),
         Col("commit_lines", "lines", 0),
         Col("rollback_us", "rollback us", 2),
         Col("rollback_lines", "lines", 0),

@@ -83,10 +83,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 2),
         Col("tpm", "tpm", 0),
-        Col("ratio_vs_nolog", "x nolog", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 1),
-        Col("speed_vs_sqlite", "vs sqlite", 1),
     ],
     // The ratio is what Fig. 11 is read for (1.39×, 1.05×); times and tpm
     // are in the table printed, the JSON and the CSV.
