@@ -176,6 +176,9 @@ pub fn in_batches<E>(
 
 /// A row of a warehouse's load, after its ids (warehouse, district,
 /// customer or item).
+// Rows are made and inserted one at a time: the size of the largest
+// variant costs nothing, a box per row would.
+#[allow(clippy::large_enum_variant)]
 pub enum LoadRow {
     Warehouse(u32, schema::Warehouse),
     District(u32, u32, schema::District),
