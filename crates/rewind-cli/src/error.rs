@@ -79,6 +79,12 @@ impl CliError {
         move |source| CliError::Collection { action, source }
     }
 
+    /// A benchmark's failure: what we were doing, then the error's text.
+    pub fn bench<E: std::fmt::Display>(action: impl Into<String>) -> impl Fn(E) -> CliError {
+        let action = action.into();
+        move |e| CliError::Bench(format!("{action}: {e}"))
+    }
+
     /// Wraps an OS error with what we were doing.
     pub fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> CliError {
         let action = action.into();

@@ -147,10 +147,6 @@ struct Sys {
     sync: bool,
 }
 
-fn built(what: String) -> impl Fn(MemError) -> CliError {
-    move |e| CliError::Bench(format!("{what}: {e}"))
-}
-
 /// The stores `make(i)` made, store `i` loaded with `groups[i]`.
 fn loaded<S: Store + Send + 'static>(
     groups: &[&[Op]],
@@ -160,7 +156,8 @@ fn loaded<S: Store + Send + 'static>(
     let mut out: Vec<Box<dyn Store + Send>> = Vec::new();
     for (i, ops) in groups.iter().enumerate() {
         let mut s = make(i)?;
-        s.load(ops).map_err(built(format!("loading {what}")))?;
+        s.load(ops)
+            .map_err(CliError::bench(format!("loading {what}")))?;
         out.push(Box::new(s));
     }
     Ok(out)
@@ -193,7 +190,7 @@ fn build(
         sync,
     };
     let volatile = loaded(&groups, "volatile", |_| {
-        TreeStore::create(Volatile::new(per)).map_err(built("volatile".into()))
+        TreeStore::create(Volatile::new(per)).map_err(CliError::bench("volatile"))
     })?;
     let nolog = loaded(&groups, "nolog", |i| {
         let name = match sharing {
@@ -201,7 +198,7 @@ fn build(
             Sharing::Shared => "nolog.pool".into(),
         };
         let nolog = NoLog::new(ctx.domain(&dir.join(name), per)?);
-        TreeStore::create(nolog).map_err(built("nolog".into()))
+        TreeStore::create(nolog).map_err(CliError::bench("nolog"))
     })?;
     let mut out = vec![
         sys("volatile", "dram", volatile, false),
@@ -217,7 +214,7 @@ fn build(
         let pool = Arc::new(pool_for(dir, &format!("coll-{config}"), &cfg, space)?);
         let mut maps = Vec::new();
         for ops in &groups {
-            let what = built(format!("coll-btree/{config}"));
+            let what = CliError::bench(format!("coll-btree/{config}"));
             let mut map = MapStore::<BTreeMap<u64, Value>>::in_pool(pool.clone()).map_err(&what)?;
             map.load(ops).map_err(what)?;
             maps.push(map);
@@ -236,7 +233,7 @@ fn build(
             let cfg = ctx.pool_config(variant, policy);
             let pool = Arc::new(pool_for(dir, &config, &cfg, space)?);
             let trees = loaded(&groups, &config, |_| {
-                TreeStore::create(Rewind(pool.clone())).map_err(built(config.clone()))
+                TreeStore::create(Rewind(pool.clone())).map_err(CliError::bench(config.clone()))
             })?;
             out.push(sys("rewind", &config, trees, true));
         }

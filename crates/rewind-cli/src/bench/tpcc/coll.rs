@@ -12,7 +12,7 @@ use rewind::{Counters, Pool, Tx};
 use rewind_collections::{BTreeMap, Error};
 
 use super::schema::{self, *};
-use super::{failed, in_batches, load_warehouse, lock, LoadRow, NewOrder, Outcome, Sizes, System};
+use super::{in_batches, load_warehouse, lock, LoadRow, NewOrder, Outcome, Sizes, System};
 use crate::bench::harness::Ctx;
 use crate::error::CliError;
 
@@ -111,7 +111,7 @@ impl Coll {
             pool.checkpoint()?;
             Ok::<_, Error>((items, whs))
         })();
-        let (items, whs) = loaded.map_err(|e| e.to_string()).map_err(failed(what))?;
+        let (items, whs) = loaded.map_err(CliError::bench(what))?;
         Ok(Coll {
             pool: Box::new(pool),
             items,

@@ -390,12 +390,6 @@ pub fn lock<'a, T>(
         .collect()
 }
 
-/// A failure of a system, named.
-pub fn failed(what: impl Into<String>) -> impl FnOnce(String) -> CliError {
-    let what = what.into();
-    move |e| CliError::Bench(format!("{what}: {e}"))
-}
-
 /// Runs thread `i`'s new-orders `inputs[i]` on `sys`, every thread starting
 /// at one barrier: the wall time from the first start to the last end,
 /// the digest of every thread's (in thread order) and the committed count.

@@ -29,7 +29,7 @@ use rewind::{Counters, LogVariant, Policy, Pool};
 use super::super::tree::mem::{NoLog, Rewind, Volatile};
 use super::super::tree::{BTree, Engine, MemError, TxMem, Value, VALUE};
 use super::schema::{self, *};
-use super::{failed, in_batches, lock, Line, LoadRow, NewOrder, Outcome, Sizes, System, MAX_LINES};
+use super::{in_batches, lock, Line, LoadRow, NewOrder, Outcome, Sizes, System, MAX_LINES};
 use crate::bench::harness::Ctx;
 use crate::error::CliError;
 
@@ -336,10 +336,12 @@ pub struct Baseline<E> {
 }
 
 fn loaded<E: Engine>(mut engine: E, w: u32, s: &Sizes) -> Result<Mutex<Wh<E>>, CliError> {
-    let items = load_items(&mut engine, s).map_err(|e| e.to_string());
-    let items = items.map_err(failed(format!("loading the items of warehouse {w}")))?;
-    let tables = load_warehouse(&mut engine, w, s).map_err(|e| e.to_string());
-    let tables = tables.map_err(failed(format!("loading warehouse {w}")))?;
+    let items = load_items(&mut engine, s);
+    let items = items.map_err(CliError::bench(format!(
+        "loading the items of warehouse {w}"
+    )))?;
+    let tables = load_warehouse(&mut engine, w, s);
+    let tables = tables.map_err(CliError::bench(format!("loading warehouse {w}")))?;
     Ok(Mutex::new(Wh {
         engine,
         tables,
@@ -452,12 +454,10 @@ impl RewindTree {
         let pool = Box::new(pool);
         let mut e = Rewind(&*pool);
         let what = format!("loading rewind/{name}");
-        let items = load_items(&mut e, s)
-            .map_err(|e| e.to_string())
-            .map_err(failed(&what))?;
+        let items = load_items(&mut e, s).map_err(CliError::bench(&what))?;
         let whs = (1..=w).map(|w| load_warehouse(&mut e, w, s));
         let whs = whs.collect::<Result<Vec<_>, _>>();
-        let whs = whs.map_err(|e| e.to_string()).map_err(failed(&what))?;
+        let whs = whs.map_err(CliError::bench(&what))?;
         pool.checkpoint().map_err(CliError::rewind(what))?;
         Ok(RewindTree {
             pool,
