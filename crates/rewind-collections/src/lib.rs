@@ -64,9 +64,12 @@
 //! fingerprints (wB+-tree, FPTree), so an insert writes one slot and one
 //! range of the leaf's first line, and removals merge and rebalance nodes.
 //!
-//! **B+-tree splits are nested top actions**: an aborted insert may leave
-//! its split behind (the same entries, one more node per split level, kept
-//! and reused by the tree); see [`BTreeMap`]'s module notes.
+//! **B+-tree splits** are part of the inserting transaction under the redo
+//! policies (the default: one commit group, one fence, an abort discards
+//! the split too), and nested top actions under the undo policies, where
+//! an aborted insert may leave its split behind (the same entries, one
+//! more node per split level, kept and reused by the tree); see
+//! [`BTreeMap`]'s module notes.
 //!
 //! The layouts, byte by byte, the space rules, nested top actions,
 //! isolation and the error cases are in `docs/collections.md`.

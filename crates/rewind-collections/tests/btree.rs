@@ -1,7 +1,7 @@
-//! B+-tree scenarios: splits kept or undone on abort, wrong handles, a
+//! B+-tree scenarios: splits kept or undone on abort (by policy), wrong handles, a
 //! full pool.
 
-use rewind::{PPtr, Pool, PoolConfig};
+use rewind::{PPtr, Policy, Pool, PoolConfig};
 use rewind_collections::{BTreeMap, Error};
 
 fn pool(dir: &tempfile::TempDir, size: u64) -> Pool {
@@ -23,25 +23,39 @@ fn full_leaf(pool: &Pool) -> BTreeMap<u64, u64> {
     .unwrap()
 }
 
-/// A split of committed nodes is a nested top action: it stays when the
-/// insert that caused it aborts, and the entries are as before.
+/// Under the redo policies (the default) a split is part of the inserting
+/// transaction (its commit group carries it, one fence in all): an aborted
+/// insert leaves the tree as it was, split included. Under the undo
+/// policies a split of committed nodes is a nested top action: it stays
+/// when the insert that caused it aborts. Either way the tree is valid and
+/// holds exactly the committed entries.
 #[test]
-fn split_of_clean_nodes_survives_abort() {
-    let dir = tempfile::tempdir().unwrap();
-    let pool = pool(&dir, 8 << 20);
-    let map = full_leaf(&pool);
-    assert_eq!(map.height(&pool).unwrap(), 1);
-    let r = pool.transaction(|tx| {
-        map.insert(tx, 10, 10)?;
-        Err::<(), _>(aborted())
-    });
-    assert!(matches!(r, Err(Error::Pool(rewind::Error::Aborted))));
-    assert_eq!(map.height(&pool).unwrap(), 2);
-    assert_eq!(map.len(&pool).unwrap(), 4);
-    assert_eq!(map.get(&pool, &10).unwrap(), None);
-    map.check_invariants(&pool).unwrap();
-    let all: Vec<_> = map.iter(&pool).unwrap().map(Result::unwrap).collect();
-    assert_eq!(all, [(0, 0), (1, 1), (2, 2), (3, 3)]);
+fn split_of_clean_nodes_on_abort() {
+    for policy in Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PoolConfig::default().policy(policy);
+        let pool = Pool::create(dir.path().join("t.pool"), "t", 8 << 20, &cfg).unwrap();
+        let map = full_leaf(&pool);
+        assert_eq!(map.height(&pool).unwrap(), 1);
+        let blocks = pool.alloc_stats().bytes_used;
+        let r = pool.transaction(|tx| {
+            map.insert(tx, 10, 10)?;
+            assert_eq!(map.len_tx(tx)?, 5);
+            Err::<(), _>(aborted())
+        });
+        assert!(matches!(r, Err(Error::Pool(rewind::Error::Aborted))));
+        let redo = matches!(policy, Policy::Redo | Policy::RedoAsync);
+        let height = if redo { 1 } else { 2 };
+        assert_eq!(map.height(&pool).unwrap(), height, "{policy}");
+        let grew = pool.alloc_stats().bytes_used > blocks;
+        assert_eq!(grew, !redo, "{policy}: the split's leaf kept or freed");
+        assert_eq!(map.len(&pool).unwrap(), 4);
+        assert_eq!(map.get(&pool, &10).unwrap(), None);
+        map.check_invariants(&pool).unwrap();
+        let all: Vec<_> = map.iter(&pool).unwrap().map(Result::unwrap).collect();
+        assert_eq!(all, [(0, 0), (1, 1), (2, 2), (3, 3)], "{policy}");
+        pool.close().unwrap();
+    }
 }
 
 /// A split of a node the transaction changed is part of the transaction

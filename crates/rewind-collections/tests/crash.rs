@@ -13,7 +13,7 @@
 //! * no leaked or lost block: the pool's allocated blocks (read from the
 //!   allocator's media state) are exactly the root object's and the
 //!   collection's reachable blocks (`blocks`), so neither a crash in a
-//!   split (a nested top action), a table doubling or a buffer move leaves
+//!   split, a table doubling or a buffer move leaves
 //!   garbage allocated nor frees a live block.
 //!
 //! Budget: `TXS` transactions and `SAMPLES` fences per transaction per
@@ -200,7 +200,7 @@ fn crash_all<S: Subject>(seed: u64) {
 
 // ---------------------------------------------------------------------------
 // The B+-tree: fan-out 4, so most transactions split nodes (nested top
-// actions); byte-string keys, so the order is the strings'.
+// actions under undo, part of the commit group under redo); byte-string keys, so the order is the strings'.
 
 type Key = FixedBytes<3>;
 type Tree = BTreeMap<Key, u64>;
@@ -272,8 +272,8 @@ fn btree_recovers_from_a_crash_at_every_fence() {
     for cfg in &configs() {
         let prog = program::<TreeSubject>(0x5eed_0006, 3);
         let checked = crash_program::<TreeSubject>(cfg, &prog, u64::MAX);
-        // Redo: one fence per transaction, a split's nested top action one
-        // more (see `crash_all`).
+        // Redo: one fence per transaction, splits included (see
+        // `crash_all`).
         let per_tx = if name(cfg).ends_with("/redo") {
             3
         } else {

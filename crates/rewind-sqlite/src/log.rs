@@ -26,7 +26,13 @@
 //! **Generations.** SQLite restarts its WAL (new salts, frame numbers from 1)
 //! once a checkpoint has copied every frame into the database file. The
 //! restart is one rewind transaction: the new WAL header in the root, the
-//! generation counter up, and every block but the first freed. Blocks are
+//! generation counter up, and every block but the first moved to the
+//! root's reclaim chain; then transactions of at most
+//! [`FREE_BATCH`] frees each take the blocks off that chain's front and
+//! free them (so a restart needs a bounded amount of the pool's log
+//! however many blocks a WAL grew to, even when a transaction that failed
+//! with `SQLITE_FULL` left no free heap for the pool's log to grow into).
+//! Open finishes a reclaim chain a crash interrupted. Blocks are
 //! not zeroed, so a block holds records of earlier generations after this
 //! one's: each record carries its generation, and the scan ends at the
 //! first that is not the log's ([`record`]'s "Stale records"). The crc
@@ -55,12 +61,19 @@ const BLOCK_SIZE_OFF: u64 = HEAD_OFF + 8;
 const HAS_HEADER_OFF: u64 = BLOCK_SIZE_OFF + 8;
 /// Root: SQLite's 32-byte WAL header.
 const HEADER_OFF: u64 = HAS_HEADER_OFF + 8;
-const _: () = assert!(HEADER_OFF as usize + 32 <= ROOT_SIZE);
-/// Version 2: 32-byte record headers with the generation (1 had 24 bytes
-/// and zeroed blocks).
+/// Root: the first block of the reclaim chain (blocks of an earlier
+/// generation linked as they were, still allocated, freed front first),
+/// 0 when empty.
+const RECLAIM_OFF: u64 = HEADER_OFF + 32;
+const _: () = assert!(RECLAIM_OFF as usize + 8 <= ROOT_SIZE);
+/// Blocks a restart frees per rewind transaction: 4 KiB of commit-group
+/// entries, well inside half the commit ring of the smallest pool.
+pub const FREE_BATCH: usize = 256;
+/// Version 3: the reclaim chain in the root (2 freed a generation's blocks
+/// in one transaction; 1 had 24-byte record headers and zeroed blocks).
 /// Bytes of a cache line: a commit ends on one.
 const LINE: u64 = 64;
-const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x02");
+const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x03");
 /// The magic's bytes before the version.
 const MAGIC_MASK: u64 = 0x0000_ffff_ffff_ffff;
 
@@ -115,6 +128,10 @@ pub struct WalLog {
     block_size: u64,
     /// The chain, head first.
     blocks: Vec<u64>,
+    /// The reclaim chain, front first: blocks still to free.
+    reclaim: Vec<u64>,
+    /// Blocks freed per rewind transaction ([`FREE_BATCH`]).
+    free_batch: usize,
     /// Where the next record goes: `blocks[cur] + pos`.
     cur: usize,
     pos: u64,
@@ -151,6 +168,30 @@ fn seed(gen: u64, header: Option<&WalHeader>) -> u32 {
     h.update(&gen.to_le_bytes());
     h.update(header.map_or(&[0u8; 32][..], |h| &h[..]));
     h.finalize()
+}
+
+/// The blocks linked from `first` through each block's `next` word, in
+/// order; `seen` holds the blocks of chains read before (a block in two
+/// chains, or twice in one, is damage).
+fn chain(
+    pool: &Pool,
+    first: u64,
+    seen: &mut std::collections::HashSet<u64>,
+) -> Result<Vec<u64>, Error> {
+    let mut blocks = Vec::new();
+    let mut next = first;
+    while next != 0 {
+        if !seen.insert(next) {
+            return Err(Error::Damaged {
+                what: "a block is linked twice (a cycle, or in both the log and its reclaim chain)",
+            });
+        }
+        blocks.push(next);
+        let mut word = [0u8; 8];
+        pool.read_bytes(next, &mut word)?;
+        next = u64::from_le_bytes(word);
+    }
+    Ok(blocks)
 }
 
 impl WalLog {
@@ -193,28 +234,19 @@ impl WalLog {
             h.copy_from_slice(&r[o..o + 32]);
             h
         });
-        let mut blocks = vec![word(HEAD_OFF)];
-        let mut seen = std::collections::HashSet::from([blocks[0]]);
-        loop {
-            let last = *blocks.last().expect("head");
-            let mut next = [0u8; 8];
-            pool.read_bytes(last, &mut next)?;
-            let next = u64::from_le_bytes(next);
-            if next == 0 {
-                break;
-            }
-            if !seen.insert(next) {
-                return Err(Error::Damaged {
-                    what: "the block list has a cycle",
-                });
-            }
-            blocks.push(next);
-        }
+        let mut seen = std::collections::HashSet::new();
+        let blocks = chain(&pool, word(HEAD_OFF), &mut seen)?;
+        let reclaim = match word(RECLAIM_OFF) {
+            0 => Vec::new(),
+            first => chain(&pool, first, &mut seen)?,
+        };
         let mut log = WalLog {
             pool,
             root,
             block_size,
             blocks,
+            reclaim,
+            free_batch: FREE_BATCH,
             cur: 0,
             pos: BLOCK_HDR,
             gen,
@@ -231,8 +263,36 @@ impl WalLog {
             _ => Vec::new(),
         };
         log.frames = frames.len() as u32;
+        log.free_reclaimed()?;
         log.not_commits = log.pool.counters();
         Ok((log, Recovered { header, frames }))
+    }
+
+    /// Sets how many blocks a restart frees per rewind transaction (at
+    /// least 1; [`FREE_BATCH`] by default).
+    pub fn set_free_batch(&mut self, n: usize) {
+        self.free_batch = n.max(1);
+    }
+
+    /// Frees the reclaim chain, front first, [`free_batch`](Self::set_free_batch)
+    /// blocks per rewind transaction, each moving the root's reclaim
+    /// pointer past the blocks it frees: a crash between two leaves the
+    /// rest of the chain for the next open.
+    fn free_reclaimed(&mut self) -> Result<(), Error> {
+        let root = self.root;
+        while !self.reclaim.is_empty() {
+            let n = self.free_batch.min(self.reclaim.len());
+            let rest = self.reclaim.get(n).copied().unwrap_or(0);
+            let batch = &self.reclaim[..n];
+            self.pool.transaction(|tx| {
+                for &b in batch {
+                    tx.free(PPtr::<u8>::from_offset(b))?;
+                }
+                tx.write_bytes(root + RECLAIM_OFF, &rest.to_le_bytes())
+            })?;
+            self.reclaim.drain(..n);
+        }
+        Ok(())
     }
 
     /// The pool (its counters, for benchmarks).
@@ -496,12 +556,13 @@ impl WalLog {
     pub fn restart(&mut self, header: Option<&WalHeader>) -> Result<(), Error> {
         let (root, head) = (self.root, self.blocks[0]);
         let gen = self.gen + 1;
-        let freed = self.blocks[1..].to_vec();
         let c0 = self.pool.counters();
+        // A reclaim chain a failed restart left is freed first: the root
+        // has one.
+        self.free_reclaimed()?;
+        let first = self.blocks.get(1).copied().unwrap_or(0);
         self.pool.transaction(|tx| {
-            for &b in &freed {
-                tx.free(PPtr::<u8>::from_offset(b))?;
-            }
+            tx.write_bytes(root + RECLAIM_OFF, &first.to_le_bytes())?;
             tx.write_bytes(head, &0u64.to_le_bytes())?;
             tx.write_bytes(root + GEN_OFF, &gen.to_le_bytes())?;
             tx.write_bytes(
@@ -511,12 +572,13 @@ impl WalLog {
             tx.write_bytes(root + HEADER_OFF, header.unwrap_or(&[0u8; 32]))?;
             Ok::<_, rewind::Error>(())
         })?;
-        self.not_commits = self.not_commits + self.pool.counters().since(&c0);
-        self.blocks.truncate(1);
+        self.reclaim = self.blocks.split_off(1);
         (self.cur, self.pos, self.gen) = (0, BLOCK_HDR, gen);
         self.chain = seed(gen, header);
         self.frames = 0;
-        Ok(())
+        let freed = self.free_reclaimed();
+        self.not_commits = self.not_commits + self.pool.counters().since(&c0);
+        freed
     }
 
     /// Closes the pool.
@@ -670,20 +732,20 @@ mod tests {
     }
 
     #[test]
-    fn a_pool_of_format_version_1_is_a_clear_error() {
+    fn a_pool_of_format_version_2_is_a_clear_error() {
         let cfg = PoolConfig::default().policy(rewind::Policy::Redo);
         let pool = Pool::create_sim(crate::LAYOUT, 1 << 20, &cfg).unwrap();
         let (log, _) = WalLog::open(pool, 4096).unwrap();
-        let v1 = u64::from_le_bytes(*b"NVWAL\0\0\x01");
+        let v2 = u64::from_le_bytes(*b"NVWAL\0\0\x02");
         log.pool
-            .transaction(|tx| tx.write_bytes(log.root + MAGIC_OFF, &v1.to_le_bytes()))
+            .transaction(|tx| tx.write_bytes(log.root + MAGIC_OFF, &v2.to_le_bytes()))
             .unwrap();
         match WalLog::open(crashed_pool(&log), 4096) {
             Err(Error::UnsupportedVersion { found, expected }) => {
-                assert_eq!((found, expected), (1, 2))
+                assert_eq!((found, expected), (2, 3))
             }
             Err(e) => panic!("{e}"),
-            Ok(_) => panic!("a version 1 pool opened"),
+            Ok(_) => panic!("a version 2 pool opened"),
         }
     }
 }

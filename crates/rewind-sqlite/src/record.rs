@@ -37,8 +37,8 @@
 //!
 //! **Stale records.** Blocks are allocated without zeroing, and the first
 //! block is kept across generations, so a block holds records of earlier
-//! generations after the current one's. Blocks are freed only by a WAL
-//! restart, the same rewind transaction that moves the generation up, so
+//! generations after the current one's. Blocks are freed only after a
+//! WAL restart moved the generation up (`log`'s reclaim chain), so
 //! every stale record in a block of generation `g` was written in a
 //! generation `< g`, and its `gen` field says so: the scan ends at the
 //! first record whose `gen` is not the log's, whatever its checksum. No

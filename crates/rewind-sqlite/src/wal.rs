@@ -59,6 +59,8 @@ pub struct Stats {
     pub pool: rewind::Counters,
     /// The commits' copies and one fence each: their time and counters.
     pub persist: crate::log::Persist,
+    /// Blocks in the log's chain now (1 after a restart).
+    pub blocks: u64,
 }
 
 struct Slot {
@@ -432,7 +434,10 @@ impl WalFile {
 
     /// What the log wrote so far.
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats {
+            blocks: self.log.blocks() as u64,
+            ..self.stats
+        }
     }
 
     /// The pool's counters.

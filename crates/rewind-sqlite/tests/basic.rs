@@ -153,6 +153,64 @@ fn a_transaction_larger_than_the_pool_at_its_maximum_is_sqlite_full_and_loses_no
     assert_eq!(ok, "ok");
 }
 
+/// A transaction that fills the pool to its maximum fails with
+/// `SQLITE_FULL`; the checkpoint after it must still free every block of
+/// the log (a restart frees them in transactions of bounded size, so it
+/// needs no log space the full heap cannot give), and writes go on.
+#[test]
+fn a_checkpoint_after_sqlite_full_frees_the_log_and_writes_go_on() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cfg = rewind_sqlite::Config::default()
+            .pool_size(2 << 20)
+            .max_pool_size(32 << 20);
+        rewind_sqlite::register("rewind-full-grown", &cfg).unwrap()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.db");
+    let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-full-grown")
+        .unwrap();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+        .unwrap();
+    // About 40 MiB of pages in one transaction: more than the maximum.
+    let big = c
+        .execute("INSERT INTO t(v) VALUES (randomblob(40000000))", [])
+        .expect_err("the transaction does not fit");
+    assert_eq!(
+        big.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DiskFull),
+        "{big}"
+    );
+    let blocks = rewind_sqlite::stats(&path).unwrap().blocks;
+    assert!(
+        blocks > 2000,
+        "the failed transaction filled the pool: {blocks} blocks"
+    );
+    let (busy, _, _): (i64, i64, i64) = c
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert_eq!(busy, 0, "{:?}", rewind_sqlite::last_error());
+    assert_eq!(rewind_sqlite::stats(&path).unwrap().blocks, 1);
+    // The space is back: a transaction of 20 MiB fits again.
+    c.execute("INSERT INTO t(v) VALUES (randomblob(20000000))", [])
+        .unwrap();
+    c.execute("INSERT INTO t(v) VALUES (x'01')", []).unwrap();
+    drop(c);
+    let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-full-grown")
+        .unwrap();
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+}
+
 /// A transaction larger than the pool's initial size grows it (up to
 /// `Config::max_pool_size`, 64 times the initial size by default).
 #[test]

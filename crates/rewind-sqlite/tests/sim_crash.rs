@@ -205,8 +205,20 @@ fn every_image_at_the_commit_mark_recovers_a_prefix() {
 
 #[test]
 fn a_crash_at_every_fence_of_a_restart_frees_each_block_once() {
+    crash_at_every_fence_of_a_restart(rewind_sqlite::log::FREE_BATCH);
+}
+
+/// The same with two blocks freed per transaction: a restart's reclaim
+/// chain freed over several transactions, the crash between any two.
+#[test]
+fn a_crash_between_the_reclaim_transactions_of_a_restart_frees_each_block_once() {
+    crash_at_every_fence_of_a_restart(2);
+}
+
+fn crash_at_every_fence_of_a_restart(batch: usize) {
     // The reference: the restart runs to the end.
     let (mut log, before, _) = setup(99, 40);
+    log.set_free_batch(batch);
     assert!(log.blocks() > 3, "the transactions span several blocks");
     let f0 = log.pool().counters().fences;
     log.restart(Some(&header(2))).unwrap();
@@ -222,6 +234,7 @@ fn a_crash_at_every_fence_of_a_restart_frees_each_block_once() {
     for f in 1..=fences {
         for pick in 0..3 {
             let (mut log, _, _) = setup(99, 40);
+            log.set_free_batch(batch);
             let dom = log.pool().domain();
             let at = dom.with_sim(|s| s.fences()).unwrap() + f;
             dom.with_sim_mut(|s| s.capture_at_fence(at, 7)).unwrap();

@@ -8,8 +8,9 @@
 //! says which transactions are in, and the parent can replay exactly those
 //! in a volatile [`Model`] (a `std` `BTreeMap`) and compare.
 //!
-//! Inserts into full leaves split them, as nested top actions, so a kill
-//! can also land inside a split, and recovery must keep or undo it whole.
+//! Inserts into full leaves split them (in the insert's commit group under
+//! redo, as nested top actions under undo), so a kill can also land inside
+//! a split, and recovery must keep or undo it whole.
 
 use std::collections::BTreeMap as StdBTreeMap;
 

@@ -145,7 +145,7 @@ fn compare_with_model(pool: &Pool, book: Book, model: &Model, c: &mut Checks) {
         Err(e) => c.check(false, format!("the tree's entries are readable: {e}")),
     }
     // Every allocated block is the root's or a tree node: a crash inside a
-    // split (a nested top action) neither leaked nor freed a node.
+    // split (a nested top action under undo) neither leaked nor freed a node.
     let owned = book.blocks(pool);
     let allocated = rewind::alloc::allocated_blocks(pool.domain(), pool.layout());
     match (owned, allocated) {

@@ -72,8 +72,8 @@ where
     /// node reachable from the root, breadth first, each node followed by
     /// the out-of-line blocks of its byte-string keys and values
     /// (committed state): for space accounting and checks. Nodes split off
-    /// by nested top actions of aborted inserts are reachable, so they are
-    /// here too.
+    /// by nested top actions of aborted inserts (undo policies) are
+    /// reachable, so they are here too.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
         self.blocks_in(&mut { pool })
     }

@@ -19,12 +19,20 @@
 //! tree opens in constant time. Leaves are linked left to right for scans;
 //! a backward scan finds the previous leaf by descending again.
 //!
-//! **Splits are nested top actions** (MARS; ARIES's "structure
-//! modification operations"): when an insert meets a full leaf, the leaf,
-//! and each full ancestor, is split in a [`Tx::nested_top_action`], so the
-//! split stays even if the insert's transaction rolls back. A leaf split
-//! copies the upper half of the entries into a new leaf and clears their
-//! bits in the old one. rewind undoes physically, so a nested top action
+//! **Splits** copy the upper half of a full leaf's entries into a new leaf
+//! and clear their bits in the old one, and split each full ancestor.
+//! Under the redo policies (the default) a split is part of the inserting
+//! transaction ([`Tx::policy`]): its writes and new nodes join the
+//! transaction's commit group (one fence for the insert and its split),
+//! and an abort discards the split with the insert. The map's exclusive
+//! lock keeps other transactions out of the nodes until the commit, so
+//! nothing needs the split durable sooner.
+//!
+//! Under the undo policies **splits are nested top actions** (REWIND, MARS;
+//! ARIES's "structure modification operations"): when an insert meets a
+//! full leaf, the leaf, and each full ancestor, is split in a
+//! [`Tx::nested_top_action`], so the split stays even if the insert's
+//! transaction rolls back. rewind undoes physically, so a nested top action
 //! must not rewrite bytes that its enclosing transaction changed and may
 //! still undo: every node records in its `stamp` the id of the last
 //! transaction that changed it outside a nested top action, and a split

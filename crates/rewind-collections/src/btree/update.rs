@@ -1,8 +1,8 @@
 //! Inserts: one slot and one range of the leaf's first line, or a split
-//! (as a nested top action when the nodes are clean; see the module docs
-//! of `btree`).
+//! (part of the transaction under redo; under undo a nested top action
+//! when the nodes are clean; see the module docs of `btree`).
 
-use rewind::Tx;
+use rewind::{Policy, Tx};
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
 use super::{descend, load_path, BTreeMap, Header, Path, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
@@ -18,8 +18,9 @@ where
     ///
     /// A new key takes a free slot of its leaf: the slot and the leaf's
     /// bitmap and fingerprint are written, nothing moves. A full leaf is
-    /// split first, in a nested top action that stays if the transaction
-    /// rolls back (see the module docs). Fails, leaving the map as it was,
+    /// split first: under redo as part of the transaction (an abort
+    /// discards it too), under undo in a nested top action that stays if
+    /// the transaction rolls back (see the module docs). Fails, leaving the map as it was,
     /// when the pool is out of memory for a new node.
     ///
     /// A byte-string key or value longer than 36 bytes is stored in a
@@ -125,11 +126,18 @@ where
         Ok(Some(r))
     }
 
-    /// Splits the full `leaf` (and its full ancestors on `path`): as a
-    /// nested top action if none of the nodes it writes has uncommitted
-    /// changes of this transaction, else as part of the transaction.
+    /// Splits the full `leaf` (and its full ancestors on `path`). Under the
+    /// redo policies, as part of the transaction: its commit group carries
+    /// the split, an abort discards it with the insert, and the map's
+    /// exclusive lock keeps other transactions out until then. Under the
+    /// undo policies, as a nested top action if none of the nodes it
+    /// writes has uncommitted changes of this transaction, else as part of
+    /// the transaction.
     fn split(&self, tx: &mut Tx<'_>, h: &Header, path: Vec<(Raw, usize)>, leaf: Raw) -> Result<()> {
         let id = tx.id();
+        if matches!(tx.policy(), Policy::Redo | Policy::RedoAsync) {
+            return self.split_path(tx, h, path, leaf, Some(id));
+        }
         let mut clean = leaf.stamp() != id;
         for (n, _) in path.iter().rev() {
             clean &= n.stamp() != id;

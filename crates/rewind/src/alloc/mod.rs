@@ -509,9 +509,13 @@ fn chunk_of(l: &Layout, off: u64) -> Result<u64, Error> {
     Ok((off - l.heap_off) / CHUNK)
 }
 
-/// Whether any chunk of the run `[off, off + len)` is the log's now (a
-/// large run freed and partly taken by the log since): see
-/// [`in_log_chunk`]; the run is clamped to the heap.
+/// Whether any chunk of the run `[off, off + len)` (at least `off`'s, the
+/// run clamped to the heap) lies in a heap chunk the log owns now. A chunk
+/// goes to the log only once it is free, so the records recovery finds
+/// about its earlier life (user data, allocations, frees, under no-force
+/// not yet checkpointed; a large run freed and partly taken by the log
+/// since) are older than the log's use of it, which is durable before any
+/// block of it is: redoing them would write over the log.
 pub fn run_in_log_chunk(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool, Error> {
     if off < l.heap_off || off >= l.heap_end() {
         return Ok(false);
@@ -524,18 +528,6 @@ pub fn run_in_log_chunk(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bo
         }
     }
     Ok(false)
-}
-
-/// Whether `off` lies in a heap chunk the log owns now. A chunk goes to
-/// the log only once it is free, so the records recovery finds about its
-/// earlier life (user data, allocations, frees, under no-force not yet
-/// checkpointed) are older than the log's use of it, which is durable
-/// before any block of it is: redoing them would write over the log.
-pub fn in_log_chunk(d: &Domain, l: &Layout, off: u64) -> Result<bool, Error> {
-    if off < l.heap_off || off >= l.heap_end() {
-        return Ok(false);
-    }
-    Ok(table::read(d, l, chunk_of(l, off)?)?.0 == ChunkKind::Log)
 }
 
 /// Chunks in the heap: the meta page's heap size word, checked, at most

@@ -921,8 +921,7 @@ impl Ring {
 /// the block allocated it in a later group, replayed after, or through the
 /// log blocks, whose first append drained the ring.
 fn now_log(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool, Error> {
-    Ok(crate::alloc::in_log_chunk(d, l, off)?
-        || (len > 0 && crate::alloc::in_log_chunk(d, l, off + len - 1)?))
+    crate::alloc::run_in_log_chunk(d, l, off, len)
 }
 
 /// Zeroes `size` bytes at `off`, written back at `site` (`lazy`: with the

@@ -38,10 +38,9 @@ pub(super) fn redo(
         let targets = bytes || matches!(r.kind, Kind::Alloc | Kind::Delete | Kind::Clr);
         let run = match r.kind {
             Kind::Alloc | Kind::Delete => r.aux,
-            Kind::Clr if r.flags == clr::FREE || r.flags == clr::ALLOCATED => r
-                .new
-                .get(..8)
-                .map_or(1, |b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+            Kind::Clr if r.flags == clr::FREE || r.flags == clr::ALLOCATED => {
+                super::size_word(&r.new, r.target)?
+            }
             _ => 1,
         };
         if targets && r.target != 0 && alloc::run_in_log_chunk(d, l, r.target, run)? {

@@ -248,6 +248,17 @@ impl<'p> Tx<'p> {
         self.log.id
     }
 
+    /// The pool's policy. Under [`Policy::Redo`] and [`Policy::RedoAsync`]
+    /// a transaction's writes wait in its write set until it commits, and
+    /// an abort (or a rollback to a savepoint) discards them: nothing in
+    /// place is undone. A structure change that other transactions cannot
+    /// see before the commit (a B+-tree split under the collection's
+    /// exclusive lock) can then be part of the transaction instead of a
+    /// nested top action of its own, which would cost a commit of its own.
+    pub fn policy(&self) -> Policy {
+        self.eng.policy
+    }
+
     /// Reads a value, seeing this transaction's own writes.
     pub fn read<T: Pod>(&mut self, p: PPtr<T>) -> Result<T, Error> {
         let mut v = T::zeroed();
