@@ -351,7 +351,8 @@ fn bench_overhead_writes_every_row() {
         };
         for (k, lines) in [("K=1", 1.0), ("K=8", 8.0), ("K=64", 64.0)] {
             // PMDK's fences and lines are not counted: no rows.
-            assert_eq!(value("pmdk", "libpmemobj", k, "speed_vs_pmdk"), Some(1.0));
+            // No ratio of a system to itself.
+            assert_eq!(value("pmdk", "libpmemobj", k, "speed_vs_pmdk"), None);
             assert!(value("pmdk", "libpmemobj", k, "us_per_tx").is_some());
             assert_eq!(value("pmdk", "libpmemobj", k, "fences_per_tx"), None);
             assert_eq!(value("pmdk", "libpmemobj", k, "flushes_per_tx"), None);
@@ -366,11 +367,6 @@ fn bench_overhead_writes_every_row() {
                 assert!(value("persist-nolog", "nolog", k, metric).is_some_and(|v| v > 0.0));
             }
         }
-        let stdout = text(&out.stdout);
-        assert!(
-            stdout.contains("persist-nolog vs C loop at K=8: "),
-            "{stdout}"
-        );
     }
 
     let csv = std::fs::read_to_string(out_dir.join("overhead.csv")).unwrap();

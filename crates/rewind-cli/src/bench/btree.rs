@@ -31,7 +31,7 @@ use std::path::Path;
 
 use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Timer};
 use super::output::{Chart, Col, Report};
-use super::tree::systems::{self, Plan, Subject, PEERS};
+use super::tree::systems::{self, built, Plan, Subject, PEERS};
 use super::tree::workload::{Digest, Model, Op};
 use crate::error::CliError;
 
@@ -51,13 +51,11 @@ pub const BENCH: Bench = Bench {
         Col("speed_vs_sqlite", "vs sqlite", 2),
         Col("speed_vs_redb", "vs redb", 2),
     ],
-    chart: Chart {
-        title: "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
-        y_label: "microseconds per operation (log scale)",
-        metrics: &["us_per_op"],
-        log_y: true,
-        higher_is_better: false,
-    },
+    chart: Chart::costs(
+        "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
+        "microseconds per operation (log scale)",
+        &["us_per_op"],
+    ),
     peers: &PEERS,
     paper: "REWIND Fig. 7: at 100 % updates REWIND's B+-tree is within a few percent of the non-recoverable tree, 105× faster than Berkeley DB, 85× than Stasis and 205× than Shore-MT.",
     notes: "The same tree runs on every engine that offers raw memory (DRAM, durable stores, rewind, libpmemobj); Berkeley DB, LMDB, SQLite and redb use their own trees, each operation its own durable transaction. Every system applies the same operations and its answers must agree with the others'.",
@@ -100,71 +98,35 @@ pub fn measure(s: &mut Subject, ops: &Vec<Op>) -> Result<Sample, CliError> {
 /// Builds the systems in `dir` and loads `load` into each.
 pub fn loaded(ctx: &Ctx, dir: &Path, plan: &Plan, load: &[Op]) -> Result<Vec<Subject>, CliError> {
     let mut subjects = systems::build(ctx, dir, plan)?;
+    load_all(&mut subjects, load)?;
+    Ok(subjects)
+}
+
+/// Loads `load` into every subject.
+pub fn load_all(subjects: &mut [Subject], load: &[Op]) -> Result<(), CliError> {
     for s in subjects.iter_mut() {
         s.store
             .load(load)
             .map_err(|e| CliError::Bench(format!("loading {}: {e}", s.name())))?;
     }
-    Ok(subjects)
+    Ok(())
 }
 
-/// `rewind-collections`' maps, loaded with `load`, after the others.
-fn collections(
-    ctx: &Ctx,
-    dir: &Path,
-    plan: &Plan,
-    load: &[Op],
-    out: &mut Vec<Subject>,
-) -> Result<(), CliError> {
+/// `rewind-collections`' maps, empty: its B+-tree under the default
+/// policy and force, its hash map under the default policy.
+fn collections(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
     use super::tree::coll::MapStore;
-    use super::tree::store::Store;
     use super::tree::Value;
     use rewind::Policy;
     use rewind_collections::{BTreeMap, HashMap};
-    let built = |e| CliError::Bench(format!("creating a collection: {e}"));
-    let stores: [(&'static str, &str, Box<dyn Store>); 3] = [
-        (
-            "coll-btree",
-            "default",
-            Box::new(
-                MapStore::<BTreeMap<u64, Value>>::create(ctx, dir, "default", None, plan)
-                    .map_err(built)?,
-            ),
-        ),
-        (
-            "coll-btree",
-            "force",
-            Box::new(
-                MapStore::<BTreeMap<u64, Value>>::create(
-                    ctx,
-                    dir,
-                    "force",
-                    Some(Policy::Force),
-                    plan,
-                )
-                .map_err(built)?,
-            ),
-        ),
-        (
-            "coll-hash",
-            "default",
-            Box::new(
-                MapStore::<HashMap<u64, Value>>::create(ctx, dir, "default", None, plan)
-                    .map_err(built)?,
-            ),
-        ),
-    ];
-    for (system, config, mut store) in stores {
-        store
-            .load(load)
-            .map_err(|e| CliError::Bench(format!("loading {system}/{config}: {e}")))?;
-        out.push(Subject {
-            system,
-            config: config.into(),
-            store,
-        });
-    }
-    Ok(())
+    type Tree = MapStore<BTreeMap<u64, Value>>;
+    let tree = |name, policy| Tree::create(ctx, dir, name, policy, plan).map_err(built("a map"));
+    let hash = MapStore::<HashMap<u64, Value>>::create(ctx, dir, "default", None, plan);
+    Ok(vec![
+        Subject::new("coll-btree", "default", tree("default", None)?),
+        Subject::new("coll-btree", "force", tree("force", Some(Policy::Force))?),
+        Subject::new("coll-hash", "default", hash.map_err(built("a map"))?),
+    ])
 }
 
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
@@ -191,16 +153,12 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
          transaction; update fractions {FRACTIONS:?}; median of {rounds} rounds"
     );
     let dir = ctx.scratch()?;
-    let plan = Plan {
-        space,
-        log: None,
-        baselines: true,
-        auto_checkpoint: true,
-    };
+    let plan = Plan::new(space, true);
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
-    let mut subjects = loaded(ctx, dir.path(), &plan, &load)?;
-    collections(ctx, dir.path(), &plan, &load, &mut subjects)?;
+    let mut subjects = systems::build(ctx, dir.path(), &plan)?;
+    subjects.extend(collections(ctx, dir.path(), &plan)?);
+    load_all(&mut subjects, &load)?;
     let bases = [("nolog", "persist-nolog")];
     fractions(
         ctx,

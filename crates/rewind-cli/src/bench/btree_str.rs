@@ -88,11 +88,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
     let mut subjects = build(ctx, dir.path(), &plan)?;
-    for s in subjects.iter_mut() {
-        s.store
-            .load(&load)
-            .map_err(|e| CliError::Bench(format!("loading {}: {e}", s.name())))?;
-    }
+    super::btree::load_all(&mut subjects, &load)?;
     super::btree::fractions(
         ctx,
         report,

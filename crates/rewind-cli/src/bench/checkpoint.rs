@@ -14,7 +14,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{LogVariant, Policy};
 
-use super::harness::{Bench, Ctx, Label, Per, Sample, Timer};
+use super::harness::{Bench, Ctx, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -75,25 +75,18 @@ fn run_once(
     let between = every.map(|e| (e / (WRITES + 1)).max(1));
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut checkpoints = 0;
-    let timer = Timer::start(Some(pool.counters()));
-    for t in 0..txs {
-        pool.transaction(|tx| {
-            (0..WRITES).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
-        })
-        // The message is built only on failure (nothing allocates per transaction).
-        .map_err(|e| CliError::rewind("transaction")(e))?;
+    let write = |tx: &mut rewind::Tx<'_>, t| {
+        (0..WRITES).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
+    };
+    let mut sample = super::harness::timed_txs((dir, &name), pool, txs, write, |pool, t| {
         if between.is_some_and(|b| (t + 1) % b == 0) {
+            checkpoints += 1;
             pool.checkpoint()
                 .map_err(|e| CliError::rewind("checkpoint")(e))?;
-            checkpoints += 1;
         }
-    }
-    let mut sample = timer.stop(Some(pool.counters()));
-    sample
-        .values
-        .push(("checkpoints", checkpoints as f64, "count"));
-    drop(pool);
-    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
+        Ok(())
+    })?;
+    (sample.values).push(("checkpoints", checkpoints as f64, "count"));
     Ok(sample)
 }
 

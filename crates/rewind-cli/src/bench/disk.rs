@@ -40,7 +40,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{median, Bench, Ctx, Headline, Label, Per, Sample};
+use super::harness::{self, median, Bench, Ctx, Headline, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -57,13 +57,11 @@ pub const BENCH: Bench = Bench {
         Col("speed_vs_bdb", "vs bdb", 2),
         Col("ratio_vs_floor", "x floor", 2),
     ],
-    chart: Chart {
-        title: "one-word durable transactions on a disk",
-        y_label: "microseconds per commit",
-        metrics: &["us_per_commit"],
-        log_y: false,
-        higher_is_better: false,
-    },
+    chart: Chart::linear(
+        "one-word durable transactions on a disk",
+        "microseconds per commit",
+        &["us_per_commit"],
+    ),
     peers: &["lmdb", "bdb"],
     paper: "Issue 16's disk half: on a plain disk every fence is a device flush, so a durable commit costs at least one; the goal is 1.00 device flush per one-word commit and at least 2x the speed of SQLite WAL FULL and 1.5x that of LMDB and Berkeley DB on the same disk.",
     notes: "rewind's redo commit writes its group to the file with `pwrite` and makes it durable with one `msync` of its pages (one device flush); the values stored in place reach the disk lazily, when the commit ring is drained (ring full, `sync`, close). Force pays a fence per log record and for the data. SQLite WAL FULL writes a 4 KiB frame and syncs the WAL per commit (the SQLite rusqlite bundles is built without `HAVE_FDATASYNC`, so that sync is an `fsync`, which on ext4 also commits the journal for the file's mtime), LMDB writes its pages and syncs twice (data, then meta page), Berkeley DB writes and syncs its log. `disk-floor` rows are the flush alone: 64 bytes and one device flush by each primitive.",
@@ -133,17 +131,7 @@ fn stores(
     let db = dir.join("sqlite.db");
     let mut conns = Vec::new();
     for i in 0..threads {
-        let c = rusqlite::Connection::open(&db).map_err(sql("opening SQLite"))?;
-        c.busy_timeout(Duration::from_secs(600))
-            .map_err(sql("SQLite busy timeout"))?;
-        let mode: String = c
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sql("SQLite WAL"))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(CliError::Usage(format!("SQLite refused WAL mode ({mode})")));
-        }
-        c.execute_batch("PRAGMA synchronous = FULL;")
-            .map_err(sql("SQLite synchronous"))?;
+        let c = super::sqlite_wal_full(&db, Duration::from_secs(600))?;
         if i == 0 {
             c.execute_batch("CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL); BEGIN;")
                 .map_err(sql("SQLite schema"))?;
@@ -186,43 +174,18 @@ fn stores(
 /// A round's input: each thread's rows, and the base of its values.
 type Rows = (Vec<Vec<u64>>, u64);
 
-/// Runs one thread per row list: each turns its worker into a handle with
-/// `open`, waits at a barrier shared with the others, then runs `f(handle,
-/// t, rows)`. The time from the barrier to the last one's end (a handle is
-/// opened before it and closed after).
+/// Runs thread `t` of `rows.len()` on its worker's handle (`open`, not
+/// timed): `f(handle, t, rows[t])`; the time from the first one's start
+/// to the last one's end.
 fn on_threads<W: Send, H>(
     workers: Vec<W>,
     rows: &[Vec<u64>],
     open: impl Fn(W) -> Result<H, CliError> + Sync,
     f: impl Fn(&mut H, usize, &[u64]) -> Result<(), CliError> + Sync,
 ) -> Result<Duration, CliError> {
-    let barrier = std::sync::Barrier::new(rows.len() + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (workers.into_iter().zip(rows).enumerate())
-            .map(|(t, (w, rows))| {
-                let (barrier, open, f) = (&barrier, &open, &f);
-                scope.spawn(move || {
-                    let h = open(w);
-                    // Every thread meets the barrier, even one whose
-                    // handle failed to open (the others would wait forever).
-                    barrier.wait();
-                    let mut h = h?;
-                    f(&mut h, t, rows)?;
-                    Ok::<_, CliError>(Instant::now())
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let mut last = start;
-        for h in handles {
-            let end = h
-                .join()
-                .map_err(|_| CliError::Bench("a benchmark thread panicked".into()))??;
-            last = last.max(end);
-        }
-        Ok(last - start)
-    })
+    let panicked = || CliError::Bench("a benchmark thread panicked".into());
+    let run = harness::on_threads(workers, open, |h, t| f(h, t, &rows[t]), panicked)?;
+    Ok(run.time)
 }
 
 impl Store {
@@ -396,14 +359,20 @@ impl System {
     }
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
-    let n = ctx.scale.pick(5, 200, 2_000);
+/// Where the disk experiments' files go (`--dir`, else the temp directory,
+/// not `/dev/shm`), named with the backend in the report's machine line.
+fn on_disk(ctx: &Ctx, report: &mut Report) -> std::path::PathBuf {
     let base = ctx.dir.clone().unwrap_or_else(std::env::temp_dir);
-    let dir = crate::scratch::dir(Some(&base))?;
-    // The machine line names where the files went and the backend used.
     if let Some((cpu, _)) = report.machine.split_once(", pools in ") {
         report.machine = format!("{cpu}, pools in {} (msync backend)", base.display());
     }
+    base
+}
+
+fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+    let n = ctx.scale.pick(5, 200, 2_000);
+    let base = on_disk(ctx, report);
+    let dir = crate::scratch::dir(Some(&base))?;
     println!(
         "  {n} one-row durable updates per round, median of {ROUNDS} rounds, in {} (rewind's pools on Msync, whatever --backend says)",
         dir.path().display()
@@ -449,13 +418,11 @@ pub const GROUP_COMMIT: Bench = Bench {
         Col("device_flushes_per_commit", "dev flushes", 2),
         Col("order_parks_per_commit", "order parks", 2),
     ],
-    chart: Chart {
-        title: "durable one-row updates on a disk against threads",
-        y_label: "commits per second (log scale)",
-        metrics: &["commits_per_s"],
-        log_y: true,
-        higher_is_better: true,
-    },
+    chart: Chart::rates(
+        "durable one-row updates on a disk against threads",
+        "commits per second (log scale)",
+        &["commits_per_s"],
+    ),
     peers: &["lmdb", "bdb"],
     paper: "Issue 17's group commit: on a disk a fence is a device flush, and every database shares one among the commits that arrive while it is in flight; the goal is 8 threads at 4x one thread's commits per second, and 2x the fastest of SQLite WAL FULL, LMDB and Berkeley DB at 8 threads.",
     notes: "rewind's commits reserve their ring space under the latch and write and fence outside it; on Msync a fence that finds a device flush in flight waits for it and the next one, which one waiter leads for all, once the threads fencing now have joined (the last flush's group and those that came during it; at most half a flush's wait, none for a lone thread): `commits_per_flush`. A commit then waits for the earlier groups to be written back in place, in sequence order: `order_parks_per_commit` counts the waits that slept (a futex sleep and wake each). SQLite's writers take the WAL's write lock in turn (a busy connection sleeps and retries), LMDB has one writer at a time, Berkeley DB's transactions lock pages and each commit flushes the log (its own group commit joins commits whose log records are written by the time the flush starts).",
@@ -474,10 +441,7 @@ const GROUP_THREADS: [usize; 5] = [1, 2, 4, 8, 16];
 
 fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let n = ctx.scale.pick(4, 100, 400);
-    let base = ctx.dir.clone().unwrap_or_else(std::env::temp_dir);
-    if let Some((cpu, _)) = report.machine.split_once(", pools in ") {
-        report.machine = format!("{cpu}, pools in {} (msync backend)", base.display());
-    }
+    let base = on_disk(ctx, report);
     println!(
         "  {n} one-row durable updates per thread per round, threads {GROUP_THREADS:?}, median of {ROUNDS} rounds, in {} (rewind's pools on Msync, whatever --backend says)",
         base.display()

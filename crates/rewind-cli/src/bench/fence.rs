@@ -16,7 +16,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{LogVariant, NvmLatency, Policy};
 
-use super::harness::{Bench, Ctx, Label, Per, Sample, Timer};
+use super::harness::{Bench, Ctx, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -81,18 +81,10 @@ fn run_once(
     let (mut pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
     pool.set_checkpoint_fill(1.0);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let timer = Timer::start(Some(pool.counters()));
-    for t in 0..txs {
-        pool.transaction(|tx| {
-            (0..K).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
-        })
-        // The message is built only on failure (nothing allocates per transaction).
-        .map_err(|e| CliError::rewind("transaction")(e))?;
-    }
-    let sample = timer.stop(Some(pool.counters()));
-    drop(pool);
-    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
-    Ok(sample)
+    let write = |tx: &mut rewind::Tx<'_>, t| {
+        (0..K).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
+    };
+    super::harness::timed_txs((dir, &name), pool, txs, write, |_, _| Ok(()))
 }
 
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {

@@ -26,6 +26,10 @@
 //!    until the last commit returned, named extra values and a digest of
 //!    the answers.
 //!
+//! A round of several threads runs them with [`on_threads`] (one barrier,
+//! the time from the first start to the last end); a round on one pool
+//! of transactions of its own, with [`timed_txs`].
+//!
 //! [`Ctx::rounds`] owns the rest: one unmeasured warm-up round, then
 //! alternating rounds (every system once per round, so a burst of machine
 //! noise hits all alike), the progress bar, and the check that every
@@ -47,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rewind::persist::Domain;
-use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, PoolConfig};
+use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, Pool, PoolConfig};
 use tempfile::TempDir;
 
 use super::output::{Chart, Col, Report};
@@ -309,6 +313,30 @@ impl Timer {
     }
 }
 
+/// Times `txs` transactions on `pool`, the array pool `DIR/NAME.pool`
+/// (`bench::array_pool`): transaction `t` is `body(tx, t)`, then `after(pool,
+/// t)` runs outside it; the run ends when write-back has caught up
+/// (redo-async). Returns its time and counters, and removes the pool.
+pub fn timed_txs(
+    (dir, name): (&Path, &str),
+    pool: Pool,
+    txs: u64,
+    mut body: impl FnMut(&mut rewind::Tx<'_>, u64) -> Result<(), rewind::Error>,
+    mut after: impl FnMut(&Pool, u64) -> Result<(), CliError>,
+) -> Result<Sample, CliError> {
+    let timer = Timer::start(Some(pool.counters()));
+    for t in 0..txs {
+        // Errors are built only on failure: nothing allocates per transaction.
+        (pool.transaction(|tx| body(tx, t))).map_err(|e| CliError::rewind("transaction")(e))?;
+        after(&pool, t)?;
+    }
+    pool.sync().map_err(|e| CliError::rewind("sync")(e))?;
+    let sample = timer.stop(Some(pool.counters()));
+    drop(pool);
+    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
+    Ok(sample)
+}
+
 /// How a time is reported: the metric (`us_per_tx`), its unit, seconds
 /// to the unit per operation, and the counters' suffix (`tx`: `fences_per_tx`).
 pub struct Per {
@@ -348,6 +376,56 @@ impl Per {
             counters: None,
         }
     }
+}
+
+/// What [`on_threads`] returns: the wall time from the first thread's
+/// start to the last one's end, when the first started, and each thread's
+/// result, in thread order.
+pub struct Threads<R> {
+    pub time: Duration,
+    pub first: Instant,
+    pub results: Vec<R>,
+}
+
+/// Runs one thread per worker: each turns its worker into a handle with
+/// `open` (not timed), waits at a barrier shared with the others, then
+/// runs `work(&mut handle, i)` (`i`: its index); the handle is dropped
+/// after its end is taken. A thread that panics fails the run with
+/// `panicked()`.
+pub fn on_threads<W: Send, H, R: Send, E: Send>(
+    workers: Vec<W>,
+    open: impl Fn(W) -> Result<H, E> + Sync,
+    work: impl Fn(&mut H, usize) -> Result<R, E> + Sync,
+    panicked: impl Fn() -> E,
+) -> Result<Threads<R>, E> {
+    let barrier = std::sync::Barrier::new(workers.len());
+    let spans: Vec<(Instant, Instant, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (workers.into_iter().enumerate())
+            .map(|(i, w)| {
+                let (barrier, open, work) = (&barrier, &open, &work);
+                scope.spawn(move || {
+                    let h = open(w);
+                    // Every thread meets the barrier, even one whose
+                    // handle failed to open (the others would wait forever).
+                    barrier.wait();
+                    let start = Instant::now();
+                    let mut h = h?;
+                    let r = work(&mut h, i)?;
+                    Ok((start, Instant::now(), r))
+                })
+            })
+            .collect();
+        (handles.into_iter())
+            .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+            .collect::<Result<_, E>>()
+    })?;
+    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
+    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
+    Ok(Threads {
+        time: last - first,
+        first,
+        results: spans.into_iter().map(|s| s.2).collect(),
+    })
 }
 
 /// The median of `values` (NaN for none).

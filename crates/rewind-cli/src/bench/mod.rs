@@ -23,9 +23,11 @@ mod tpcc;
 mod tree;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::Args;
 use rewind::{Backend, NvmLatency, PPtr, Pod, Pool, PoolConfig, Zeroable};
+use rewind_sqlite::rusqlite::{self, Connection};
 
 use harness::{Bench, Ctx, Scale};
 use output::Report;
@@ -112,6 +114,22 @@ pub fn array_pool(
         })
         .map_err(CliError::rewind(format!("allocating the array in {name}")))?;
     Ok((pool, data))
+}
+
+/// Opens (creating) the SQLite database `path` as the benchmarks' SQLite
+/// peers run it: the WAL journal (an error if SQLite refuses it) and
+/// `synchronous=FULL`, a connection that finds the database locked
+/// waiting up to `busy` for it.
+pub fn sqlite_wal_full(path: &Path, busy: Duration) -> Result<Connection, CliError> {
+    let err = |e: rusqlite::Error| CliError::Bench(format!("opening {}: {e}", path.display()));
+    let c = Connection::open(path).map_err(err)?;
+    c.busy_timeout(busy).map_err(err)?;
+    let mode: String = (c.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))).map_err(err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(CliError::Usage(format!("SQLite refused WAL mode ({mode})")));
+    }
+    c.execute_batch("PRAGMA synchronous = FULL;").map_err(err)?;
+    Ok(c)
 }
 
 /// The benchmarks, in the order `all` runs them.

@@ -23,7 +23,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{LogVariant, Policy, WriteBack};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Timer};
+use super::harness::{Bench, Ctx, Headline, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
@@ -128,48 +128,39 @@ fn run_once(
     let per = work.object() / 8;
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut buf = vec![0u64; per as usize];
-    let timer = Timer::start(Some(pool.counters()));
-    for t in 0..txs {
-        pool.transaction(|tx| {
-            match work {
-                Work::Append(_) => {
-                    let o = (t % OBJECTS) * per;
-                    for i in 0..per {
-                        tx.write(data.at(o + i), &(t ^ i))?;
-                    }
-                }
-                Work::Swap(_) => {
-                    let a = rng.gen_range(0..OBJECTS) * per;
-                    let b = rng.gen_range(0..OBJECTS) * per;
-                    for (i, v) in (0..per).zip(buf.iter_mut()) {
-                        *v = tx.read(data.at(a + i))?;
-                    }
-                    for i in 0..per {
-                        let v = tx.read(data.at(b + i))?;
-                        tx.write(data.at(a + i), &v)?;
-                    }
-                    for (i, v) in (0..per).zip(buf.iter()) {
-                        tx.write(data.at(b + i), v)?;
-                    }
-                }
-                Work::Rand(n) => {
-                    for _ in 0..n {
-                        let o = rng.gen_range(0..OBJECTS) * per;
-                        tx.write(data.at(o + rng.gen_range(0..per)), &t)?;
-                    }
+    let body = |tx: &mut rewind::Tx<'_>, t| {
+        match work {
+            Work::Append(_) => {
+                let o = (t % OBJECTS) * per;
+                for i in 0..per {
+                    tx.write(data.at(o + i), &(t ^ i))?;
                 }
             }
-            Ok::<_, rewind::Error>(())
-        })
-        // The message is built only on failure.
-        .map_err(|e| CliError::rewind("transaction")(e))?;
-    }
+            Work::Swap(_) => {
+                let a = rng.gen_range(0..OBJECTS) * per;
+                let b = rng.gen_range(0..OBJECTS) * per;
+                for (i, v) in (0..per).zip(buf.iter_mut()) {
+                    *v = tx.read(data.at(a + i))?;
+                }
+                for i in 0..per {
+                    let v = tx.read(data.at(b + i))?;
+                    tx.write(data.at(a + i), &v)?;
+                }
+                for (i, v) in (0..per).zip(buf.iter()) {
+                    tx.write(data.at(b + i), v)?;
+                }
+            }
+            Work::Rand(n) => {
+                for _ in 0..n {
+                    let o = rng.gen_range(0..OBJECTS) * per;
+                    tx.write(data.at(o + rng.gen_range(0..per)), &t)?;
+                }
+            }
+        }
+        Ok(())
+    };
     // Redo-async: the run ends when write-back has caught up.
-    pool.sync().map_err(|e| CliError::rewind("sync")(e))?;
-    let sample = timer.stop(Some(pool.counters()));
-    drop(pool);
-    let _ = std::fs::remove_file(dir.join(format!("{name}.pool")));
-    Ok(sample)
+    super::harness::timed_txs((dir, name), pool, txs, body, |_, _| Ok(()))
 }
 
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {

@@ -34,20 +34,20 @@
 //! writer, SQLite's and redb's) would be measured, not their logging.
 
 use std::path::Path;
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rewind::{LogVariant, Policy, Pool, PoolConfig};
 use rewind_collections::BTreeMap;
 
-use super::harness::{Bench, Ctx, Headline, Label, Sample, Scale};
+use super::harness::{on_threads, Bench, Ctx, Headline, Label, Sample, Scale};
 use super::output::{Chart, Col, Report};
+use super::tree::coll::MapStore;
 use super::tree::mem::{NoLog, Rewind, Volatile};
 use super::tree::store::{Store, TreeStore};
 use super::tree::systems::LAYOUT;
-use super::tree::workload::value_of;
 use super::tree::workload::{Digest, Model, Op};
-use super::tree::{BTree, MemError, Value};
+use super::tree::{MemError, Value};
 use crate::error::CliError;
 
 pub const BENCH: Bench = Bench {
@@ -135,163 +135,40 @@ fn worker(what: &str) -> MemError {
     MemError::Io(std::io::Error::other(format!("a worker thread {what}")))
 }
 
-/// What a thread returns: when it started and ended, and its digest.
-type Span = (Instant, Instant, Digest);
-
-/// A run's wall time, each thread's digest, and when the first thread
-/// started.
-type Run = (Duration, Vec<Digest>, Instant);
-
-/// The wall time from the first thread's start to the last one's end, and
-/// each thread's digest.
-fn span(results: impl Iterator<Item = Result<Span, MemError>>) -> Result<Run, MemError> {
-    let spans: Vec<Span> = results.collect::<Result<_, _>>()?;
-    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
-    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
-    Ok((
-        last - first,
-        spans.into_iter().map(|s| s.2).collect(),
-        first,
-    ))
-}
-
-/// Runs thread `i`'s operations `ops[i]` with `workers[i]`, every thread
-/// starting at one barrier; the wall time and each thread's digest.
-fn threads<T: Send>(
-    workers: Vec<T>,
-    ops: &[Vec<Op>],
-    apply: impl Fn(&mut T, Op, &mut Digest) -> Result<(), MemError> + Sync,
-) -> Result<Run, MemError> {
-    let barrier = Barrier::new(workers.len() + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (workers.into_iter().zip(ops))
-            .map(|(mut w, ops)| {
-                let (barrier, apply) = (&barrier, &apply);
-                scope.spawn(move || {
-                    let mut d = Digest::default();
-                    barrier.wait();
-                    let start = Instant::now();
-                    for &op in ops {
-                        apply(&mut w, op, &mut d)?;
-                    }
-                    Ok::<_, MemError>((start, Instant::now(), d))
-                })
-            })
-            .collect();
-        barrier.wait();
-        let joined = handles.into_iter().map(|h| h.join());
-        span(joined.map(|r| r.unwrap_or_else(|_| Err(worker("panicked")))))
-    })
-}
-
-/// Each thread on its own store.
-fn own_run<S: Store + Send>(stores: &mut [S], ops: &[Vec<Op>]) -> Result<Run, MemError> {
-    threads(stores.iter_mut().collect(), ops, |s, op, d| s.apply(op, d))
-}
-
-/// Every thread on the one store, each operation under its lock.
-fn shared_run<S: Store + Send>(store: &Mutex<S>, ops: &[Vec<Op>]) -> Result<Run, MemError> {
-    threads(vec![store; ops.len()], ops, |m, op, d| {
-        let mut s = m.lock().map_err(|_| worker("found the lock poisoned"))?;
-        s.apply(op, d)
-    })
-}
-
-/// A system at one sharing and thread count, loaded.
-enum Setup {
-    VolatileOwn(Vec<TreeStore<Volatile>>),
-    VolatileShared(Mutex<TreeStore<Volatile>>),
-    NoLogOwn(Vec<TreeStore<NoLog>>),
-    NoLogShared(Mutex<TreeStore<NoLog>>),
-    /// One pool; the trees' meta blocks (one per thread, or one).
-    Rewind {
-        pool: Box<Pool>,
-        trees: Vec<BTree>,
-    },
-    /// One pool; `rewind-collections` maps (one per thread, or one shared
-    /// with no user lock).
-    Coll {
-        pool: Box<Pool>,
-        maps: Vec<BTreeMap<u64, Value>>,
-    },
-}
-
-fn coll(e: rewind_collections::Error) -> MemError {
-    match e {
-        rewind_collections::Error::Pool(e) => MemError::from(e),
-        e => MemError::Io(std::io::Error::other(e.to_string())),
-    }
-}
-
-/// Inserts of a map's load per transaction.
-const COLL_LOAD: usize = 256;
-
-/// A map of the collections in `pool`, holding the inserts of `ops`.
-fn coll_map(pool: &Pool, ops: &[Op]) -> Result<BTreeMap<u64, Value>, MemError> {
-    let map = pool.transaction(BTreeMap::create).map_err(coll)?;
-    for chunk in ops.chunks(COLL_LOAD) {
-        pool.transaction(|tx| {
-            for op in chunk {
-                if let Op::Insert(k) = *op {
-                    map.insert(tx, k, value_of(k))?;
-                }
-            }
-            Ok::<_, rewind_collections::Error>(())
-        })
-        .map_err(coll)?;
-    }
-    Ok(map)
-}
-
-/// One operation of the workload on a map, its own transaction (a lookup
-/// reads the committed state, as a program of the collections would).
-fn coll_apply(
-    pool: &Pool,
-    map: BTreeMap<u64, Value>,
-    op: Op,
-    d: &mut Digest,
-) -> Result<(), MemError> {
-    match op {
-        Op::Get(k) => d.get(map.get(pool, &k).map_err(coll)?.as_ref().map(|v| &v[..])),
-        Op::Insert(k) => {
-            let old = pool.transaction(|tx| map.insert(tx, k, value_of(k)));
-            d.update(old.map_err(coll)?.is_none())
-        }
-        Op::Remove(k) => {
-            let old = pool.transaction(|tx| map.remove(tx, &k));
-            d.update(old.map_err(coll)?.is_some())
-        }
-    }
-    Ok(())
-}
-
+/// A system at one sharing and thread count, loaded: thread `i` runs on
+/// `stores[i]`, or with `locked` all on `stores[0]` under one lock.
 struct Sys {
     system: &'static str,
     config: String,
-    setup: Setup,
-}
-
-fn pool_for(
-    dir: &Path,
-    name: &str,
-    variant: LogVariant,
-    policy: Policy,
-    ctx: &Ctx,
-    space: u64,
-) -> Result<Pool, CliError> {
-    let path = dir.join(format!("{name}.pool"));
-    let _ = std::fs::remove_file(&path);
-    let cfg = ctx.pool_config(variant, policy);
-    Pool::create(&path, LAYOUT, space, &cfg)
-        .map_err(CliError::rewind(format!("creating {}", path.display())))
+    stores: Vec<Box<dyn Store + Send>>,
+    /// One lock held across each transaction (shared-tree).
+    locked: bool,
+    /// Whether the run waits for the write-back (rewind's redo-async).
+    sync: bool,
 }
 
 fn built(what: String) -> impl Fn(MemError) -> CliError {
     move |e| CliError::Bench(format!("{what}: {e}"))
 }
 
-/// Every system for `t` threads sharing as `sharing`, each thread's load
-/// (`loads[i]`) in its tree or the shared one.
+/// The stores `make(i)` made, store `i` loaded with `groups[i]`.
+fn loaded<S: Store + Send + 'static>(
+    groups: &[&[Op]],
+    what: &str,
+    mut make: impl FnMut(usize) -> Result<S, CliError>,
+) -> Result<Vec<Box<dyn Store + Send>>, CliError> {
+    let mut out: Vec<Box<dyn Store + Send>> = Vec::new();
+    for (i, ops) in groups.iter().enumerate() {
+        let mut s = make(i)?;
+        s.load(ops).map_err(built(format!("loading {what}")))?;
+        out.push(Box::new(s));
+    }
+    Ok(out)
+}
+
+/// Every system for `t` threads sharing as `sharing`: own, a tree (arena,
+/// domain, map) per thread loaded with its records (`loads[i]`); shared,
+/// one loaded with all.
 fn build(
     dir: &Path,
     ctx: &Ctx,
@@ -301,149 +178,120 @@ fn build(
 ) -> Result<Vec<Sys>, CliError> {
     let t = loads.len();
     let all: Vec<Op> = loads.iter().flatten().copied().collect();
-    let mut out = Vec::new();
-    let per = (space / t as u64).max(16 << 20);
-    let load = |s: &mut dyn Store, ops: &[Op], what: &str| {
-        s.load(ops).map_err(built(format!("loading {what}")))
-    };
-    match sharing {
+    let (groups, per, locked): (Vec<&[Op]>, _, _) = match sharing {
         Sharing::Own => {
-            let mut v = Vec::new();
-            let mut n = Vec::new();
-            for (i, l) in loads.iter().enumerate() {
-                let mut s =
-                    TreeStore::create(Volatile::new(per)).map_err(built("volatile".into()))?;
-                load(&mut s, l, "volatile")?;
-                v.push(s);
-                let path = dir.join(format!("nolog-{i}.pool"));
-                let nolog = NoLog::new(ctx.domain(&path, per)?);
-                let mut s = TreeStore::create(nolog).map_err(built("nolog".into()))?;
-                load(&mut s, l, "nolog")?;
-                n.push(s);
-            }
-            out.push(Sys {
-                system: "volatile",
-                config: "dram".into(),
-                setup: Setup::VolatileOwn(v),
-            });
-            out.push(Sys {
-                system: "persist-nolog",
-                config: "nolog".into(),
-                setup: Setup::NoLogOwn(n),
-            });
+            let per = (space / t as u64).max(16 << 20);
+            (loads.iter().map(Vec::as_slice).collect(), per, false)
         }
-        Sharing::Shared => {
-            let mut s =
-                TreeStore::create(Volatile::new(space)).map_err(built("volatile".into()))?;
-            load(&mut s, &all, "volatile")?;
-            out.push(Sys {
-                system: "volatile",
-                config: "dram".into(),
-                setup: Setup::VolatileShared(Mutex::new(s)),
-            });
-            let path = dir.join("nolog.pool");
-            let nolog = NoLog::new(ctx.domain(&path, space)?);
-            let mut s = TreeStore::create(nolog).map_err(built("nolog".into()))?;
-            load(&mut s, &all, "nolog")?;
-            out.push(Sys {
-                system: "persist-nolog",
-                config: "nolog".into(),
-                setup: Setup::NoLogShared(Mutex::new(s)),
-            });
-        }
-    }
+        Sharing::Shared => (vec![&all], space, true),
+    };
+    let sys = |system, config: &str, stores, sync| Sys {
+        system,
+        config: config.into(),
+        stores,
+        locked,
+        sync,
+    };
+    let volatile = loaded(&groups, "volatile", |_| {
+        TreeStore::create(Volatile::new(per)).map_err(built("volatile".into()))
+    })?;
+    let nolog = loaded(&groups, "nolog", |i| {
+        let name = match sharing {
+            Sharing::Own => format!("nolog-{i}.pool"),
+            Sharing::Shared => "nolog.pool".into(),
+        };
+        let nolog = NoLog::new(ctx.domain(&dir.join(name), per)?);
+        TreeStore::create(nolog).map_err(built("nolog".into()))
+    })?;
+    let mut out = vec![
+        sys("volatile", "dram", volatile, false),
+        sys("persist-nolog", "nolog", nolog, false),
+    ];
     // The collections' map: the default policy (redo) and batch-force.
     for policy in [Policy::Redo, Policy::Force] {
         let config = format!("batch-{policy}");
-        let path = dir.join(format!("coll-{config}.pool"));
-        let _ = std::fs::remove_file(&path);
         let cfg = PoolConfig::default()
             .policy(policy)
             .backend(ctx.backend)
             .nvm_latency(ctx.latency);
-        let pool = Box::new(
-            Pool::create(&path, LAYOUT, space, &cfg)
-                .map_err(CliError::rewind(format!("creating {}", path.display())))?,
-        );
-        let groups: Vec<&[Op]> = match sharing {
-            Sharing::Own => loads.iter().map(Vec::as_slice).collect(),
-            Sharing::Shared => vec![&all],
-        };
+        let pool = Arc::new(pool_for(dir, &format!("coll-{config}"), &cfg, space)?);
         let mut maps = Vec::new();
-        for ops in groups {
-            maps.push(coll_map(&pool, ops).map_err(built(format!("coll-btree/{config}")))?);
+        for ops in &groups {
+            let what = built(format!("coll-btree/{config}"));
+            let mut map = MapStore::<BTreeMap<u64, Value>>::in_pool(pool.clone()).map_err(&what)?;
+            map.load(ops).map_err(what)?;
+            maps.push(map);
         }
+        // Shared: every thread on the one map, with no user lock.
+        let stores = (0..t).map(|i| Box::new(maps[i % maps.len()].clone()) as _);
+        let stores = stores.collect();
         out.push(Sys {
-            system: "coll-btree",
-            config,
-            setup: Setup::Coll { pool, maps },
+            locked: false,
+            ..sys("coll-btree", &config, stores, false)
         });
     }
     for variant in LogVariant::ALL {
         for policy in Policy::ALL {
             let config = format!("{variant}-{policy}");
-            let pool = Box::new(pool_for(dir, &config, variant, policy, ctx, space)?);
-            let groups: Vec<&[Op]> = match sharing {
-                Sharing::Own => loads.iter().map(Vec::as_slice).collect(),
-                Sharing::Shared => vec![&all],
-            };
-            let mut trees = Vec::new();
-            for ops in groups {
-                let mut s = TreeStore::create(Rewind(&*pool)).map_err(built(config.clone()))?;
-                load(&mut s, ops, &config)?;
-                trees.push(s.tree);
-            }
-            out.push(Sys {
-                system: "rewind",
-                config,
-                setup: Setup::Rewind { pool, trees },
-            });
+            let cfg = ctx.pool_config(variant, policy);
+            let pool = Arc::new(pool_for(dir, &config, &cfg, space)?);
+            let trees = loaded(&groups, &config, |_| {
+                TreeStore::create(Rewind(pool.clone())).map_err(built(config.clone()))
+            })?;
+            out.push(sys("rewind", &config, trees, true));
         }
     }
     Ok(out)
 }
 
+fn pool_for(dir: &Path, name: &str, cfg: &PoolConfig, space: u64) -> Result<Pool, CliError> {
+    let path = dir.join(format!("{name}.pool"));
+    let _ = std::fs::remove_file(&path);
+    Pool::create(&path, LAYOUT, space, cfg)
+        .map_err(CliError::rewind(format!("creating {}", path.display())))
+}
+
 impl Sys {
+    /// Thread `i` applies `ops[i]`, each operation its own transaction:
+    /// the wall time and each thread's digest.
     fn run(&mut self, ops: &[Vec<Op>]) -> Result<(Duration, Vec<Digest>), CliError> {
-        let name = format!("{}/{}", self.system, self.config);
-        let r = match &mut self.setup {
-            Setup::VolatileOwn(v) => own_run(v, ops),
-            Setup::VolatileShared(s) => shared_run(s, ops),
-            Setup::NoLogOwn(v) => own_run(v, ops),
-            Setup::NoLogShared(s) => shared_run(s, ops),
-            Setup::Rewind { pool, trees } => {
-                let r = if trees.len() == 1 {
-                    let s = Mutex::new(TreeStore {
-                        engine: Rewind(&**pool),
-                        tree: trees[0],
-                    });
-                    shared_run(&s, ops)
-                } else {
-                    let mut stores: Vec<_> = trees
-                        .iter()
-                        .map(|&tree| TreeStore {
-                            engine: Rewind(&**pool),
-                            tree,
-                        })
-                        .collect();
-                    own_run(&mut stores, ops)
-                };
-                // A run has not finished while redo-async's write-back is
-                // behind: its time runs until the write-back is done.
-                r.and_then(|(wall, d, first)| {
-                    pool.sync()?;
-                    Ok((wall.max(first.elapsed()), d, first))
-                })
-            }
-            Setup::Coll { pool, maps } => {
-                let pool = &**pool;
-                // Shared: every thread on the one map, no user lock.
-                let workers = (0..ops.len()).map(|i| maps[i % maps.len()]).collect();
-                threads(workers, ops, |m, op, d| coll_apply(pool, *m, op, d))
-            }
+        let panicked = || worker("panicked");
+        let run = if self.locked {
+            let one = Mutex::new(&mut self.stores[0]);
+            on_threads(
+                vec![&one; ops.len()],
+                Ok,
+                |s, i| {
+                    let mut d = Digest::default();
+                    for &op in &ops[i] {
+                        let mut s = s.lock().map_err(|_| worker("found the lock poisoned"))?;
+                        s.apply(op, &mut d)?;
+                    }
+                    Ok(d)
+                },
+                panicked,
+            )
+        } else {
+            on_threads(
+                self.stores.iter_mut().collect(),
+                Ok,
+                |s, i| {
+                    let mut d = Digest::default();
+                    ops[i].iter().try_for_each(|&op| s.apply(op, &mut d))?;
+                    Ok(d)
+                },
+                panicked,
+            )
         };
-        r.map(|(wall, digests, _)| (wall, digests))
-            .map_err(|e| CliError::Bench(format!("{name}: {e}")))
+        // A run has not finished while redo-async's write-back is behind:
+        // its time runs until the write-back is done.
+        let run = run.and_then(|run| match self.sync {
+            true => self.stores[0]
+                .sync()
+                .map(|()| (run.first.elapsed(), run.results)),
+            false => Ok((run.time, run.results)),
+        });
+        run.map_err(|e| CliError::Bench(format!("{}/{}: {e}", self.system, self.config)))
     }
 }
 

@@ -12,12 +12,10 @@ use rewind::{Counters, Pool, Tx};
 use rewind_collections::{BTreeMap, Error};
 
 use super::schema::{self, *};
-use super::{failed, lock, NewOrder, Outcome, Sizes, System};
+use super::{failed, in_batches, lock, NewOrder, Outcome, Sizes, System};
 use crate::bench::harness::Ctx;
 use crate::error::CliError;
 
-/// Rows per load transaction.
-const LOAD_BATCH: u32 = 64;
 /// Bytes a row costs in a map beside its payload: leaves of unsorted slots
 /// in power-of-two blocks, half full after a sequential load.
 const PER_ROW: u64 = 1_024;
@@ -53,19 +51,15 @@ fn need<T>(row: Option<T>, reason: &'static str) -> Result<T, Error> {
     })
 }
 
-/// Runs `f` over `1..=n` in transactions of [`LOAD_BATCH`].
+/// Runs `f` over `1..=n` in load transactions.
 fn batches(
     pool: &Pool,
     n: u32,
     f: impl Fn(&mut Tx<'_>, u32) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let mut i = 1;
-    while i <= n {
-        let end = (i + LOAD_BATCH).min(n + 1);
-        pool.transaction(|tx| (i..end).try_for_each(|k| f(tx, k)))?;
-        i = end;
-    }
-    Ok(())
+    in_batches(n, |r| {
+        pool.transaction(|tx| r.clone().try_for_each(|k| f(tx, k)))
+    })
 }
 
 fn load(pool: &Pool, w: u32, s: &Sizes) -> Result<Tables, Error> {
@@ -108,8 +102,7 @@ impl Coll {
         let cfg = rewind::PoolConfig::default()
             .backend(ctx.backend)
             .nvm_latency(ctx.latency);
-        let size = (s.item_bytes(PER_ROW) + w as u64 * s.warehouse_bytes(PER_ROW)) * 3 / 2;
-        let pool = Pool::create(&path, "rewind-bench-tpcc", size, &cfg)
+        let pool = Pool::create(&path, "rewind-bench-tpcc", s.pool_bytes(w, PER_ROW), &cfg)
             .map_err(CliError::rewind(format!("creating {}", path.display())))?;
         let what = "loading rewind-collections";
         let loaded = (|| {
@@ -150,14 +143,9 @@ impl Coll {
             "a customer row is missing",
         )?;
         let key = order_key(o.w, o.d, o_id);
-        let order = Order {
-            c_id: o.c,
-            carrier_id: 0,
-            ol_cnt: o.lines().len() as u32,
-            all_local: o.all_local() as u32,
-            entry_d: o.entry_d,
-        };
-        if t.order.insert(tx, key, order)?.is_some() || t.new_order.insert(tx, key, 0)?.is_some() {
+        if t.order.insert(tx, key, o.order())?.is_some()
+            || t.new_order.insert(tx, key, 0)?.is_some()
+        {
             return Err(Error::Corrupt {
                 what: "TPC-C order table",
                 offset: key,
@@ -184,15 +172,7 @@ impl Coll {
             let amount = qty * item.price_cents;
             amounts += amount;
             brand_generic += (schema::original(&item.data) && schema::original(&s.data)) as u32;
-            let line = OrderLine {
-                i_id: l.i_id,
-                supply_w: l.supply_w,
-                quantity: l.qty,
-                _pad: 0,
-                amount_cents: amount as i64,
-                delivery_d: 0,
-                dist_info: s.dist[o.d as usize - 1],
-            };
+            let line = OrderLine::new(l, amount, s.dist[o.d as usize - 1]);
             t.order_line
                 .insert(tx, order_line_key(o.w, o.d, o_id, i as u32 + 1), line)?;
         }

@@ -64,14 +64,14 @@ mod schema;
 mod sqlite;
 mod tree;
 
-use std::sync::{Barrier, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{Counters, LogVariant, Policy};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Scale};
+use super::harness::{on_threads, Bench, Ctx, Headline, Label, Per, Sample, Scale};
 use super::output::{Chart, Col, Report};
 use super::tree::workload::Digest;
 use crate::error::CliError;
@@ -90,13 +90,11 @@ pub const BENCH: Bench = Bench {
     ],
     // The ratio is what Fig. 11 is read for (1.39×, 1.05×); times and tpm
     // are in the table printed, the JSON and the CSV.
-    chart: Chart {
-        title: "TPC-C new-order: time per transaction over the no-log run's (REWIND Fig. 11)",
-        y_label: "time per new-order over persist-nolog's in the same round",
-        metrics: &["ratio_vs_nolog"],
-        log_y: false,
-        higher_is_better: false,
-    },
+    chart: Chart::linear(
+        "TPC-C new-order: time per transaction over the no-log run's (REWIND Fig. 11)",
+        "time per new-order over persist-nolog's in the same round",
+        &["ratio_vs_nolog"],
+    ),
     peers: &[],
     paper: "REWIND Fig. 11 (TPC-C new-order, 10 threads): the no-log B+-trees 273k tpm; REWIND with optimized trees 197k tpm (1.39× the no-log run's time) and 262k tpm with a distributed log (1.05×); REWIND on naive trees 37k tpm (7.37×).",
     notes: "Every system runs the same new-orders (1% rolled back, 1% remote lines) on the same tables, one warehouse per thread; the tree systems take what new-order inserts (order lines, split-off nodes) from a slab per warehouse in the pool, one engine allocation per 64 KiB (under redo an allocation is an entry of its transaction's commit group, under force a log record with its own fence). The no-log tree cannot roll back, so it checks the items before writing; rewind writes, meets the unused item and rolls back. Without per-thread lanes, rewind's threads share one commit ring, which stands for the distributed log. On a shared machine the ratios carry its noise: volatile's, at most 1 on a quiet one, shows how much.",
@@ -159,6 +157,25 @@ impl Sizes {
     pub fn item_bytes(&self, per_row: u64) -> u64 {
         self.items as u64 * (128 + per_row) + (4 << 20)
     }
+
+    /// Bytes of one pool holding the items and `w` warehouses, with room.
+    pub fn pool_bytes(&self, w: u32, per_row: u64) -> u64 {
+        (self.item_bytes(per_row) + w as u64 * self.warehouse_bytes(per_row)) * 3 / 2
+    }
+}
+
+/// Rows per load transaction.
+const LOAD_BATCH: u32 = 64;
+
+/// Calls `f` with `1..=n` cut into ranges of [`LOAD_BATCH`] (each range
+/// one load transaction).
+pub fn in_batches<E>(
+    n: u32,
+    mut f: impl FnMut(std::ops::Range<u32>) -> Result<(), E>,
+) -> Result<(), E> {
+    (1..=n)
+        .step_by(LOAD_BATCH as usize)
+        .try_for_each(|i| f(i..(i + LOAD_BATCH).min(n + 1)))
 }
 
 /// An order line of the input.
@@ -189,6 +206,17 @@ impl NewOrder {
     /// Whether every line is supplied by the home warehouse.
     pub fn all_local(&self) -> bool {
         self.lines().iter().all(|l| l.supply_w == self.w)
+    }
+
+    /// The order row it inserts.
+    pub fn order(&self) -> schema::Order {
+        schema::Order {
+            c_id: self.c,
+            carrier_id: 0,
+            ol_cnt: self.n as u32,
+            all_local: self.all_local() as u32,
+            entry_d: self.entry_d,
+        }
     }
 
     /// The warehouses the transaction touches, ascending (the order their
@@ -327,10 +355,6 @@ pub fn failed(what: impl Into<String>) -> impl FnOnce(String) -> CliError {
     move |e| CliError::Bench(format!("{what}: {e}"))
 }
 
-/// What one thread returns: when it started and ended, its digest and its
-/// committed new-orders.
-type Span = (Instant, Instant, Digest, u64);
-
 /// Runs thread `i`'s new-orders `inputs[i]` on `sys`, every thread starting
 /// at one barrier: the wall time from the first start to the last end,
 /// the digest of every thread's (in thread order) and the committed count.
@@ -338,36 +362,24 @@ fn run_threads(
     sys: &dyn System,
     inputs: &[Vec<NewOrder>],
 ) -> Result<(Duration, u64, u64), CliError> {
-    let barrier = Barrier::new(inputs.len());
-    let spans: Vec<Span> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (inputs.iter())
-            .map(|orders| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let (mut d, mut committed) = (Digest::default(), 0);
-                    barrier.wait();
-                    let start = Instant::now();
-                    for o in orders {
-                        let out = sys.new_order(o)?;
-                        committed += matches!(out, Outcome::Committed { .. }) as u64;
-                        out.fold(&mut d);
-                    }
-                    Ok::<_, CliError>((start, Instant::now(), d, committed))
-                })
-            })
-            .collect();
-        (handles.into_iter())
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(CliError::Bench("a terminal thread panicked".into())))
-            })
-            .collect::<Result<_, _>>()
-    })?;
-    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
-    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
+    let panicked = || CliError::Bench("a terminal thread panicked".into());
+    let run = on_threads(
+        inputs.iter().collect(),
+        Ok,
+        |orders, _| {
+            let (mut d, mut committed) = (Digest::default(), 0);
+            for o in orders.iter() {
+                let out = sys.new_order(o)?;
+                committed += matches!(out, Outcome::Committed { .. }) as u64;
+                out.fold(&mut d);
+            }
+            Ok((d, committed))
+        },
+        panicked,
+    )?;
     let mut d = Digest::default();
-    spans.iter().for_each(|s| d.add(s.2 .0));
-    Ok((last - first, d.0, spans.iter().map(|s| s.3).sum()))
+    run.results.iter().for_each(|s| d.add(s.0 .0));
+    Ok((run.time, d.0, run.results.iter().map(|s| s.1).sum()))
 }
 
 /// 1, 2 and the machine's parallelism.

@@ -164,6 +164,21 @@ pub struct OrderLine {
     pub dist_info: [u8; 24],
 }
 
+impl OrderLine {
+    /// The row of input line `l`, its amount and its stock's district info.
+    pub fn new(l: &super::Line, amount: u64, dist_info: [u8; 24]) -> OrderLine {
+        OrderLine {
+            i_id: l.i_id,
+            supply_w: l.supply_w,
+            quantity: l.qty,
+            _pad: 0,
+            amount_cents: amount as i64,
+            delivery_d: 0,
+            dist_info,
+        }
+    }
+}
+
 stored!(Warehouse, District, Customer, Item, Stock, Order, OrderLine);
 
 /// SplitMix64 of `a` and `b`: the load's rows are functions of their keys,

@@ -51,12 +51,8 @@ pub struct Sqlite {
     conns: Vec<Mutex<Connection>>,
 }
 
-fn open(path: &Path) -> Result<Connection, Sql> {
-    let c = Connection::open(path)?;
-    c.pragma_update(None, "journal_mode", "WAL")?;
-    c.pragma_update(None, "synchronous", "FULL")?;
-    c.busy_timeout(Duration::from_secs(60))?;
-    Ok(c)
+fn open(path: &Path) -> Result<Connection, CliError> {
+    crate::bench::sqlite_wal_full(path, Duration::from_secs(60))
 }
 
 fn load(c: &mut Connection, w: u32, s: &Sizes) -> Result<(), Sql> {
@@ -135,7 +131,7 @@ fn load(c: &mut Connection, w: u32, s: &Sizes) -> Result<(), Sql> {
 impl Sqlite {
     pub fn new(path: &Path, w: u32, s: &Sizes) -> Result<Sqlite, CliError> {
         let _ = std::fs::remove_file(path);
-        let mut c = open(path).map_err(sql("opening the database"))?;
+        let mut c = open(path)?;
         c.execute_batch(SCHEMA)
             .map_err(sql("creating the tables"))?;
         let items = (|| {
@@ -155,7 +151,7 @@ impl Sqlite {
         }
         let mut conns = vec![Mutex::new(c)];
         for _ in 1..w {
-            conns.push(Mutex::new(open(path).map_err(sql("opening the database"))?));
+            conns.push(Mutex::new(open(path)?));
         }
         Ok(Sqlite { conns })
     }

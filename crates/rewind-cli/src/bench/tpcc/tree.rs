@@ -29,12 +29,10 @@ use rewind::{Counters, LogVariant, Policy, Pool};
 use super::super::tree::mem::{NoLog, Rewind, Volatile};
 use super::super::tree::{BTree, Engine, MemError, TxMem, Value, VALUE};
 use super::schema::{self, *};
-use super::{failed, lock, Line, NewOrder, Outcome, Sizes, System, MAX_LINES};
+use super::{failed, in_batches, lock, Line, NewOrder, Outcome, Sizes, System, MAX_LINES};
 use crate::bench::harness::Ctx;
 use crate::error::CliError;
 
-/// Rows per load transaction.
-const LOAD_BATCH: u32 = 64;
 /// Bytes a row costs in the tree beside its payload (a leaf slot, splits).
 const PER_ROW: u64 = 96;
 
@@ -215,16 +213,9 @@ fn home<M: TxMem + ?Sized>(
     let crow =
         find(m, t.customer, customer_key(o.w, o.d, o.c))?.ok_or_else(|| missing("customer"))?;
     let cust: Customer = read(m, crow, CUSTOMER_READ)?;
-    let order = Order {
-        c_id: o.c,
-        carrier_id: 0,
-        ol_cnt: o.lines().len() as u32,
-        all_local: o.all_local() as u32,
-        entry_d: o.entry_d,
-    };
     let key = order_key(o.w, o.d, o_id);
     let mut v = [0u8; VALUE];
-    v.copy_from_slice(bytes_of(&order));
+    v.copy_from_slice(bytes_of(&o.order()));
     let mut sm = Slabbed { m, slab: t.slab };
     let fresh =
         t.order.insert(&mut sm, key, &v)? && t.new_order.insert(&mut sm, key, &[0; VALUE])?;
@@ -250,15 +241,7 @@ fn home<M: TxMem + ?Sized>(
         let amount = l.qty as u64 * item.price_cents;
         amounts += amount;
         brand_generic += (schema::original(&item.data) && s.original) as u32;
-        lines[i] = OrderLine {
-            i_id: l.i_id,
-            supply_w: l.supply_w,
-            quantity: l.qty,
-            _pad: 0,
-            amount_cents: amount as i64,
-            delivery_d: 0,
-            dist_info: s.dist,
-        };
+        lines[i] = OrderLine::new(l, amount, s.dist);
         let key = order_line_key(o.w, o.d, o_id, i as u32 + 1);
         let row = block + (i * size) as u64;
         if !t
@@ -282,19 +265,15 @@ fn home<M: TxMem + ?Sized>(
     })
 }
 
-/// Runs `f` over `keys` in transactions of [`LOAD_BATCH`].
+/// Runs `f` over `1..=n` in load transactions.
 fn batches<E: Engine>(
     e: &mut E,
     n: u32,
     mut f: impl FnMut(&mut E::Tx<'_>, u32) -> Result<(), MemError>,
 ) -> Result<(), MemError> {
-    let mut i = 1;
-    while i <= n {
-        let end = (i + LOAD_BATCH).min(n + 1);
-        e.transaction(|m| (i..end).try_for_each(|k| f(m, k)))?;
-        i = end;
-    }
-    Ok(())
+    in_batches(n, |r| {
+        e.transaction(|m| r.clone().try_for_each(|k| f(m, k)))
+    })
 }
 
 /// Loads the item table into `e`.
@@ -463,14 +442,10 @@ impl RewindTree {
     ) -> Result<RewindTree, CliError> {
         let name = format!("{variant}-{policy}");
         let path = dir.join(format!("tree-{name}.pool"));
-        let size = (s.item_bytes(PER_ROW) + w as u64 * s.warehouse_bytes(PER_ROW)) * 3 / 2;
-        let pool = Pool::create(
-            &path,
-            "rewind-bench-tpcc",
-            size,
-            &ctx.pool_config(variant, policy),
-        )
-        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+        let size = s.pool_bytes(w, PER_ROW);
+        let cfg = ctx.pool_config(variant, policy);
+        let pool = Pool::create(&path, "rewind-bench-tpcc", size, &cfg)
+            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
         let pool = Box::new(pool);
         let mut e = Rewind(&*pool);
         let what = format!("loading rewind/{name}");

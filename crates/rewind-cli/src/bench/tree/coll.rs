@@ -9,6 +9,7 @@
 //! program of the collections would.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rewind::{Counters, Policy, Pool, PoolConfig, Tx};
@@ -74,9 +75,10 @@ fn mem(e: Error) -> MemError {
     }
 }
 
-/// A collection in its own pool.
+/// A collection in a pool (its own, or one that several maps share).
+#[derive(Clone)]
 pub struct MapStore<M: Map> {
-    pool: Box<Pool>,
+    pool: Arc<Pool>,
     map: M,
 }
 
@@ -98,7 +100,11 @@ impl<M: Map> MapStore<M> {
         if let Some(p) = policy {
             cfg = cfg.policy(p);
         }
-        let pool = Box::new(Pool::create(&path, LAYOUT, plan.space, &cfg)?);
+        MapStore::in_pool(Arc::new(Pool::create(&path, LAYOUT, plan.space, &cfg)?))
+    }
+
+    /// A new map in `pool`.
+    pub fn in_pool(pool: Arc<Pool>) -> Result<MapStore<M>, MemError> {
         let map = pool.transaction(|tx| M::create(tx)).map_err(mem)?;
         Ok(MapStore { pool, map })
     }

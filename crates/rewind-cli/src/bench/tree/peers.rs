@@ -214,22 +214,14 @@ impl SqliteStore {
     /// A new database file at `path` (replaced), keyed as `keys` says.
     pub fn create_keyed(path: &Path, keys: Keys) -> Result<SqliteStore, MemError> {
         let _ = std::fs::remove_file(path);
-        let err = peer("opening SQLite");
-        let c = rusqlite::Connection::open(path).map_err(&err)?;
-        let mode: String = c
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(&err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(MemError::Io(std::io::Error::other(format!(
-                "SQLite refused WAL mode (journal_mode is {mode})"
-            ))));
-        }
+        let c = crate::bench::sqlite_wal_full(path, std::time::Duration::from_secs(5))
+            .map_err(|e| MemError::Io(std::io::Error::other(e.to_string())))?;
         let table = match keys {
             Keys::U64 => "CREATE TABLE kv (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
             Keys::Str32 => "CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
         };
-        c.execute_batch(&format!("PRAGMA synchronous = FULL; {table}"))
-            .map_err(&err)?;
+        c.execute_batch(table)
+            .map_err(peer("creating the SQLite table"))?;
         Ok(SqliteStore { conn: c, keys })
     }
 }
