@@ -10,8 +10,6 @@
 
 use std::path::Path;
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use rewind::{LogVariant, Policy};
 
 use super::harness::{Bench, Ctx, Label, Per, Sample};
@@ -26,8 +24,6 @@ pub const BENCH: Bench = Bench {
         Col("seconds", "seconds", 3),
         Col("overhead", "overhead %", 1),
         Col("checkpoints", "checkpoints", 0),
-        Col("fences_per_record", "fences/rec", 2),
-        Col("flushes_per_record", "lines/rec", 2),
         Col("nvm_writes_per_record", "nvm/rec", 2),
     ],
     chart: Chart::linear(
@@ -41,11 +37,8 @@ pub const BENCH: Bench = Bench {
     headlines: &[],
 };
 
-const LAYOUT: &str = "rewind-bench-checkpoint";
 /// Updates (UPDATE records) per transaction; each also logs an END.
 const WRITES: u64 = 8;
-/// Elements of the persistent array.
-const ARRAY: u64 = 1 << 16;
 
 /// Logs `records` records on a fresh no-force pool of `variant`, with a
 /// checkpoint every `every` records (none with `None`).
@@ -65,20 +58,14 @@ fn run_once(
     } else {
         128
     };
-    let size = (records * per_record + ARRAY * 8 * 4).max(64 << 20);
     let cfg = ctx.pool_config(variant, Policy::NoForce);
-    let (mut pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
-    // Only the checkpoints this benchmark asks for.
-    pool.set_checkpoint_fill(1.0);
-    pool.checkpoint().map_err(CliError::rewind("checkpoint"))?;
     let txs = records / (WRITES + 1);
     let between = every.map(|e| (e / (WRITES + 1)).max(1));
-    let mut rng = SmallRng::seed_from_u64(seed);
     let mut checkpoints = 0;
-    let write = |tx: &mut rewind::Tx<'_>, t| {
-        (0..WRITES).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
-    };
-    let mut sample = super::harness::timed_txs((dir, &name), pool, txs, write, |pool, t| {
+    // Only the checkpoints this benchmark asks for.
+    let work = (txs, WRITES);
+    let log = records * per_record;
+    let mut sample = super::random_writes((dir, &name), &cfg, log, work, seed, |pool, t| {
         if between.is_some_and(|b| (t + 1) % b == 0) {
             checkpoints += 1;
             pool.checkpoint()
@@ -103,23 +90,19 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
          every {intervals:?} records or none; median of {rounds} rounds"
     );
     let dir = ctx.scratch()?;
-    let mut runs: Vec<Option<u64>> = std::iter::once(None)
-        .chain(intervals.iter().map(|&e| Some(e)))
-        .collect();
     for variant in LogVariant::ONE_LAYER {
         let config = format!("{variant}-{}", Policy::NoForce);
-        let param = |e: &Option<u64>| e.map_or("none".into(), |e| format!("every={e}"));
-        let labels = runs
-            .iter()
-            .map(|e| Label::new("rewind", &config, param(e)))
+        let run = |e: Option<u64>| {
+            let param = e.map_or("none".into(), |e| format!("every={e}"));
+            (Label::new("rewind", &config, param), e)
+        };
+        let mut runs: Vec<_> = std::iter::once(None)
+            .chain(intervals.iter().map(|&e| Some(e)))
+            .map(run)
             .collect();
-        let m = ctx.rounds(
-            labels,
-            &mut runs,
-            (0, rounds),
-            |r| r as u64,
-            |every, &seed| run_once(ctx, dir.path(), variant, records, *every, seed),
-        )?;
+        let m = ctx.seeded(&mut runs, (0, rounds), |every, seed| {
+            run_once(ctx, dir.path(), variant, records, *every, seed)
+        })?;
         let per = Per {
             metric: "seconds",
             unit: "s",

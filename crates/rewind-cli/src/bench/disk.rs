@@ -51,11 +51,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_commit", "us/commit", 1),
         Col("device_flushes_per_commit", "dev flushes", 2),
-        Col("fences_per_commit", "fences", 2),
-        Col("speed_vs_sqlite", "vs sqlite", 2),
-        Col("speed_vs_lmdb", "vs lmdb", 2),
-        Col("speed_vs_bdb", "vs bdb", 2),
-        Col("ratio_vs_floor", "x floor", 2),
     ],
     chart: Chart::linear(
         "one-word durable transactions on a disk",
@@ -75,7 +70,6 @@ pub const BENCH: Bench = Bench {
     }],
 };
 
-const LAYOUT: &str = "rewind-bench-disk";
 /// Rows.
 const M: u64 = 4096;
 /// Measured rounds; the median counts.
@@ -124,7 +118,7 @@ fn stores(
     let label = |s: &str, c: &str| Label::new(s, c, param);
     let mut out = Vec::new();
     for (config, cfg) in configs {
-        let (pool, data) = super::array_pool(dir, config, LAYOUT, 64 << 20, cfg, M)?;
+        let (pool, data) = super::array_pool(dir, config, 64 << 20, cfg, M)?;
         let pool = Box::new(pool);
         out.push((label("rewind", config), Store::Rewind { pool, data }));
     }

@@ -12,8 +12,6 @@
 
 use std::path::Path;
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use rewind::{LogVariant, NvmLatency, Policy};
 
 use super::harness::{Bench, Ctx, Label, Per, Sample};
@@ -27,7 +25,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 2),
         Col("slowdown", "slowdown", 2),
-        Col("fences_per_tx", "fences/tx", 2),
         Col("nvm_writes_per_tx", "nvm/tx", 2),
     ],
     chart: Chart::linear(
@@ -41,11 +38,8 @@ pub const BENCH: Bench = Bench {
     headlines: &[],
 };
 
-const LAYOUT: &str = "rewind-bench-fence";
 /// Updates per transaction.
 const K: u64 = 64;
-/// Elements of the persistent array.
-const ARRAY: u64 = 1 << 16;
 
 /// The configurations: a log variant and its group size (Optimized has none).
 const SETUPS: [(LogVariant, u32); 5] = [
@@ -74,17 +68,11 @@ fn run_once(
 ) -> Result<Sample, CliError> {
     let name = name(setup);
     // Every record stays (no checkpoints): room for all of them.
-    let size = (txs * (K + 1) * 160 + ARRAY * 8 * 4).max(64 << 20);
     let cfg = (ctx.pool_config(setup.0, Policy::NoForce))
         .group_size(setup.1)
         .nvm_latency(NvmLatency::new(ctx.latency.write_ns, fence_ns));
-    let (mut pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
-    pool.set_checkpoint_fill(1.0);
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let write = |tx: &mut rewind::Tx<'_>, t| {
-        (0..K).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
-    };
-    super::harness::timed_txs((dir, &name), pool, txs, write, |_, _| Ok(()))
+    let log = txs * (K + 1) * 160;
+    super::random_writes((dir, &name), &cfg, log, (txs, K), seed, |_, _| Ok(()))
 }
 
 fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
@@ -99,25 +87,20 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
          fence latency {fences:?} ns (--fence-ns is ignored); median of {rounds} rounds"
     );
     let dir = ctx.scratch()?;
-    let mut systems: Vec<((LogVariant, u32), u64)> = (fences.iter())
-        .flat_map(|&f| SETUPS.map(|s| (s, f)))
-        .collect();
-    let labels = (systems.iter())
-        .map(|&(s, f)| {
-            Label::new(
-                "rewind",
-                format!("{}-{}", name(s), Policy::NoForce),
-                format!("fence={f}ns"),
-            )
+    let config = |s| format!("{}-{}", name(s), Policy::NoForce);
+    let mut systems: Vec<_> = (fences.iter())
+        .flat_map(|&f| {
+            SETUPS.map(|s| {
+                (
+                    Label::new("rewind", config(s), format!("fence={f}ns")),
+                    (s, f),
+                )
+            })
         })
         .collect();
-    let m = ctx.rounds(
-        labels,
-        &mut systems,
-        (0, rounds),
-        |r| r as u64,
-        |&mut (s, f), &seed| run_once(ctx, dir.path(), s, f, txs, seed),
-    )?;
+    let m = ctx.seeded(&mut systems, (0, rounds), |&mut (s, f), seed| {
+        run_once(ctx, dir.path(), s, f, txs, seed)
+    })?;
     m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
     for (i, l) in m.labels.iter().enumerate() {
         // Against the same configuration at the first fence latency (0).

@@ -228,6 +228,20 @@ impl Ctx {
         }
         Ok(Measured { labels, samples })
     }
+
+    /// [`Ctx::rounds`] over systems given with their labels, round `r`'s
+    /// input `r` (a seed): for systems that build what they measure afresh
+    /// each round, or draw their work from the seed.
+    pub fn seeded<S>(
+        &self,
+        systems: &mut [(Label, S)],
+        rounds: (usize, usize),
+        mut run: impl FnMut(&mut S, u64) -> Result<Sample, CliError>,
+    ) -> Result<Measured, CliError> {
+        let labels = systems.iter().map(|s| s.0.clone()).collect();
+        let run = |s: &mut (Label, S), &r: &u64| run(&mut s.1, r);
+        self.rounds(labels, systems, rounds, |r| r as u64, run)
+    }
 }
 
 /// Which system, in which configuration, at which point.

@@ -21,13 +21,14 @@ use rewind::{LogVariant, PPtr, Policy, Pool};
 
 use super::harness::{Bench, Ctx, Headline, Label, Per, Sample};
 use super::output::{Chart, Col, Report};
+use super::ARRAY;
 use crate::error::CliError;
 
 pub const BENCH: Bench = Bench {
     name: "intensity",
     about: "REWIND Fig. 3 left: one transaction of random updates, each followed by computation",
     run,
-    table: &[Col("ms", "ms", 2), Col("ratio_vs_nolog", "x nolog", 2)],
+    table: &[Col("ms", "ms", 2)],
     chart: Chart::costs(
         "logging overhead vs update intensity (REWIND Fig. 3 left)",
         "time over the non-recoverable baseline (log scale)",
@@ -46,9 +47,6 @@ pub const BENCH: Bench = Bench {
     }],
 };
 
-const LAYOUT: &str = "rewind-bench-intensity";
-/// Elements of the persistent array.
-const ARRAY: u64 = 1 << 16;
 /// Update intensities, in percent.
 const INTENSITIES: [u64; 6] = [1, 5, 10, 25, 50, 100];
 
@@ -119,7 +117,7 @@ fn systems(ctx: &Ctx, dir: &Path, updates: u64) -> Result<Vec<(String, System)>,
             // The whole transaction stays in the log until it commits.
             let size = (updates * 640 + ARRAY * 8 * 4).max(64 << 20);
             let cfg = ctx.pool_config(variant, policy);
-            let (pool, data) = super::array_pool(dir, &name, LAYOUT, size, &cfg, ARRAY)?;
+            let (pool, data) = super::array_pool(dir, &name, size, &cfg, ARRAY)?;
             let pool = Box::new(pool);
             out.push((name, System::Rewind { pool, data }));
         }
@@ -132,32 +130,27 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let (updates, rounds) = ctx.scale.pick((50, 1), (4_000, 3), (40_000, 5));
     println!("  {updates} updates; update intensity {INTENSITIES:?} %; median of {rounds} rounds");
     let dir = ctx.scratch()?;
-    let (names, mut systems): (Vec<_>, Vec<_>) =
-        systems(ctx, dir.path(), updates)?.into_iter().unzip();
+    let mut systems: Vec<_> = (systems(ctx, dir.path(), updates)?.into_iter())
+        .map(|(n, s)| match n.as_str() {
+            "nolog" => (Label::new("persist-nolog", "nolog", ""), s),
+            _ => (Label::new("rewind", n, ""), s),
+        })
+        .collect();
     // The unit of computation: one non-logged NVM store, measured on the
     // baseline (warm: after one unmeasured pass).
     let rate = steps_per_ns();
-    systems[0].measure(updates, 0, 0)?;
-    let unit_ns = systems[0].measure(updates, 0, 1)?.as_nanos() as f64 / updates as f64;
+    systems[0].1.measure(updates, 0, 0)?;
+    let unit_ns = systems[0].1.measure(updates, 0, 1)?.as_nanos() as f64 / updates as f64;
     println!(
         "  one non-logged NVM store: {unit_ns:.1} ns ({:.0} computation steps)",
         unit_ns * rate
     );
     for p in INTENSITIES {
         let steps = ((100.0 / p as f64 - 1.0) * unit_ns * rate).round() as u64;
-        let labels = (names.iter())
-            .map(|n| match n.as_str() {
-                "nolog" => Label::new("persist-nolog", "nolog", format!("{p}%")),
-                _ => Label::new("rewind", n.clone(), format!("{p}%")),
-            })
-            .collect();
-        let m = ctx.rounds(
-            labels,
-            &mut systems,
-            (0, rounds),
-            |r| p * 100 + r as u64,
-            |s, &seed| Ok(Sample::of(s.measure(updates, steps, seed)?, vec![])),
-        )?;
+        systems.iter_mut().for_each(|s| s.0.param = format!("{p}%"));
+        let m = ctx.seeded(&mut systems, (0, rounds), |s, r| {
+            Ok(Sample::of(s.measure(updates, steps, p * 100 + r)?, vec![]))
+        })?;
         m.report(
             report,
             &Per::whole("ms", "ms"),

@@ -36,20 +36,17 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Counters, LogVariant, NvmLatency, OpenOptions, PPtr, Policy, Pool, RecoveryReport};
 
-use super::Ctx;
+use super::{Ctx, ARRAY};
 use crate::error::CliError;
 
 /// Writes of the target transaction.
 pub const W: u64 = 16;
-/// Elements of the persistent array.
-pub const ARRAY: u64 = 1 << 16;
 /// The target writes element `i * LINE` (one per cache line); the other
 /// transaction writes elements from [`OTHERS_FROM`] on.
 const LINE: u64 = 8;
 const OTHERS_FROM: u64 = W * LINE;
 /// Mixed into the seed of the other transaction's positions.
 const OTHERS_SEED: u64 = 0x5eed_0f07;
-const LAYOUT: &str = "rewind-bench-skip";
 
 /// How the target transaction ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +106,7 @@ impl Subject {
     ) -> Result<Subject, CliError> {
         let size = pool_size(max_skip);
         let cfg = ctx.pool_config(variant, policy).log_size(size / 2);
-        let (mut pool, data) = super::array_pool(dir, name, LAYOUT, size, &cfg, ARRAY)?;
+        let (mut pool, data) = super::array_pool(dir, name, size, &cfg, ARRAY)?;
         pool.set_checkpoint_fill(1.0);
         Ok(Subject {
             pool,
@@ -144,9 +141,9 @@ impl Subject {
     ) -> Result<(Duration, RecoveryReport), CliError> {
         let opts = OpenOptions::default().nvm_latency(latency);
         let start = Instant::now();
-        let mut pool = Pool::open(&self.image, LAYOUT, &opts).map_err(CliError::rewind(
-            format!("recovering {}", self.image.display()),
-        ))?;
+        let mut pool = Pool::open(&self.image, super::ARRAY_LAYOUT, &opts).map_err(
+            CliError::rewind(format!("recovering {}", self.image.display())),
+        )?;
         let time = start.elapsed();
         let report = pool.recovery_report();
         pool.set_checkpoint_fill(1.0);

@@ -3,7 +3,6 @@
 //! `OUT/NAME.json`, `.csv` and the chart `.svg`.
 
 mod btree;
-mod btree_str;
 mod checkpoint;
 mod disk;
 mod fence;
@@ -26,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
+use rand::{Rng, SeedableRng};
 use rewind::{Backend, NvmLatency, PPtr, Pod, Pool, PoolConfig, Zeroable};
 use rewind_sqlite::rusqlite::{self, Connection};
 
@@ -91,19 +91,24 @@ struct ArrayRoot {
     len: u64,
 }
 
+/// The layout name of the benchmarks' array pools.
+pub const ARRAY_LAYOUT: &str = "rewind-bench-array";
+/// Elements of the persistent array of the experiments that write random
+/// words of one.
+pub const ARRAY: u64 = 1 << 16;
+
 /// A fresh pool `DIR/NAME.pool` of `size` bytes and configuration `cfg`,
 /// holding a zeroed array of `m` u64 (found from its root).
 pub fn array_pool(
     dir: &Path,
     name: &str,
-    layout: &str,
     size: u64,
     cfg: &PoolConfig,
     m: u64,
 ) -> Result<(Pool, PPtr<u64>), CliError> {
     let path = dir.join(format!("{name}.pool"));
     let _ = std::fs::remove_file(&path);
-    let pool = Pool::create(&path, layout, size, cfg)
+    let pool = Pool::create(&path, ARRAY_LAYOUT, size, cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
     let data = pool
         .transaction(|tx| {
@@ -114,6 +119,30 @@ pub fn array_pool(
         })
         .map_err(CliError::rewind(format!("allocating the array in {name}")))?;
     Ok((pool, data))
+}
+
+/// Times `txs` transactions of `k` writes each (of the transaction's
+/// number, to words of an [`ARRAY`] drawn from `seed`) on a fresh array
+/// pool `DIR/NAME.pool` with room for `log` bytes of records and no
+/// automatic checkpoint, `after(pool, t)` running after transaction `t`
+/// (`harness::timed_txs`).
+pub fn random_writes(
+    (dir, name): (&Path, &str),
+    cfg: &PoolConfig,
+    log: u64,
+    (txs, k): (u64, u64),
+    seed: u64,
+    after: impl FnMut(&Pool, u64) -> Result<(), CliError>,
+) -> Result<harness::Sample, CliError> {
+    let size = (log + ARRAY * 8 * 4).max(64 << 20);
+    let (mut pool, data) = array_pool(dir, name, size, cfg, ARRAY)?;
+    pool.set_checkpoint_fill(1.0);
+    pool.checkpoint().map_err(CliError::rewind("checkpoint"))?;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let write = |tx: &mut rewind::Tx<'_>, t| {
+        (0..k).try_for_each(|_| tx.write(data.at(rng.gen_range(0..ARRAY)), &t))
+    };
+    harness::timed_txs((dir, name), pool, txs, write, after)
 }
 
 /// Opens (creating) the SQLite database `path` as the benchmarks' SQLite
@@ -142,7 +171,7 @@ const BENCHES: [&Bench; 15] = [
     &recovered::BENCH,
     &redu::BENCH,
     &btree::BENCH,
-    &btree_str::BENCH,
+    &btree::STR,
     &rollback::BENCH,
     &threads::BENCH,
     &nvwal::BENCH,

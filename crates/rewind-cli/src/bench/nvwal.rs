@@ -41,10 +41,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 1),
         Col("tx_per_s", "tx/s", 0),
-        Col("speed_vs_sqlite-wal-disk", "x wal disk", 1),
-        Col("speed_vs_sqlite-wal-scratch", "x wal tmp", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 2),
         Col("commit_fences_per_tx", "c.fences", 2),
         Col("commit_lines_per_tx", "c.lines", 2),
         Col("record_bytes_per_tx", "log B", 0),
@@ -391,19 +387,17 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         })
         .collect();
     points.extend([1, 2, 4, 8, 16, 32].map(|k| (Work::Rows(k), MULTI_SYSTEMS.to_vec())));
-    for (work, mut systems) in points {
+    for (work, systems) in points {
         let n = match work {
             Work::Rows(k) if k > 1 => (txs / 4).max(10),
             _ => txs,
         };
-        let labels = systems.iter().map(|s| s.label(&work.name())).collect();
-        let m = ctx.rounds(
-            labels,
-            &mut systems,
-            rounds,
-            |r| r as u64,
-            |&mut s, &seed| run_once(&dirs, s, work, n, ctx, seed),
-        )?;
+        let mut systems: Vec<_> = (systems.into_iter())
+            .map(|s| (s.label(&work.name()), s))
+            .collect();
+        let m = ctx.seeded(&mut systems, rounds, |&mut s, seed| {
+            run_once(&dirs, s, work, n, ctx, seed)
+        })?;
         m.report(report, &Per::us("tx", "us_per_tx", n), &[], &PEERS);
     }
     Ok(())

@@ -167,11 +167,29 @@ impl Report {
     }
 
     /// Prints one line per system/config and parameter, one column per
-    /// metric of `cols` (`-`: not measured there).
+    /// metric of `cols`, then one per standard row of the harness that the
+    /// report holds and `cols` does not name, in the order first met:
+    /// fences and lines per operation, `ratio_vs_NAME` (`x NAME`) and
+    /// `speed_vs_NAME` (`vs NAME`), with 2 decimals (`-`: not measured
+    /// there).
     pub fn print_table(&self, cols: &[Col]) {
+        let mut cols: Vec<(&str, String, usize)> =
+            cols.iter().map(|c| (c.0, c.1.to_string(), c.2)).collect();
+        for m in unique(self.rows.iter().map(|r| r.metric.as_str())) {
+            let head = match m.split_once("_vs_") {
+                Some(("ratio", name)) => format!("x {name}"),
+                Some(("speed", name)) => format!("vs {name}"),
+                _ if m.starts_with("fences_per_") => "fences".into(),
+                _ if m.starts_with("flushes_per_") => "lines".into(),
+                _ => continue,
+            };
+            if !cols.iter().any(|c| c.0 == m) {
+                cols.push((m, head, 2));
+            }
+        }
         let width = |s: &str| s.len().max(9);
         let mut head = format!("  {:<40}", "system/config  param");
-        for Col(_, h, _) in cols {
+        for (_, h, _) in &cols {
             head.push_str(&format!(" {:>w$}", h, w = width(h)));
         }
         println!("\n{head}");
@@ -185,7 +203,7 @@ impl Report {
                     continue;
                 }
                 let mut line = format!("  {:<40}", format!("{s}/{c}  {p}"));
-                for (Col(_, h, prec), v) in cols.iter().zip(vals) {
+                for ((_, h, prec), v) in cols.iter().zip(vals) {
                     let v = v.map_or("-".into(), |v| format!("{v:.prec$}"));
                     line.push_str(&format!(" {v:>w$}", w = width(h)));
                 }

@@ -68,12 +68,6 @@ pub const BENCH: Bench = Bench {
     table: &[
         Col("us_per_tx", "us/tx", 3),
         Col("commit_us_per_tx", "commit us", 3),
-        Col("ratio_vs_nolog", "x nolog", 2),
-        Col("speed_vs_pmdk", "vs pmdk", 2),
-        Col("ratio_vs_c_loop", "x c-loop", 2),
-        Col("ratio_vs_floor", "x floor", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 2),
         Col("nvm_writes_per_tx", "nvm", 2),
     ],
     chart: Chart::costs(
@@ -94,7 +88,6 @@ pub const BENCH: Bench = Bench {
     }],
 };
 
-const LAYOUT: &str = "rewind-bench-overhead";
 /// Updates per transaction.
 const KS: [u64; 3] = [1, 8, 64];
 /// Measured rounds per system and K; the median is reported.
@@ -193,7 +186,7 @@ fn systems(ctx: &Ctx, dir: &Path, m: u64, k: u64) -> Result<Vec<(Label, System)>
     }
     let pool = |name: &str, variant, policy| {
         let cfg = ctx.pool_config(variant, policy);
-        super::array_pool(dir, name, LAYOUT, pool_size(m), &cfg, m)
+        super::array_pool(dir, name, pool_size(m), &cfg, m)
             .map(|(pool, data)| (Box::new(pool), data))
     };
     for variant in LogVariant::ALL {

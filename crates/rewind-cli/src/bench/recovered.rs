@@ -35,7 +35,6 @@ pub const BENCH: Bench = Bench {
     run,
     table: &[
         Col("total_ms", "total ms", 2),
-        Col("ratio_vs_force", "x force", 2),
         Col("logging_ms", "logging ms", 2),
         Col("commit_ms", "commit ms", 2),
         Col("recovery_ms", "recovery ms", 2),
@@ -126,25 +125,20 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     );
     let dir = ctx.scratch()?;
     // (skip, fraction, policy) by index, the policy innermost.
-    let mut systems: Vec<(usize, usize, Policy)> = (0..SKIPS.len())
-        .flat_map(|k| (0..fractions.len()).flat_map(move |f| POLICIES.map(|p| (k, f, p))))
+    let point = |k: usize, f: usize, p: Policy| {
+        let param = format!("skip={}/recovered={}", SKIPS[k], fraction(fractions[f]));
+        (
+            Label::new("rewind", format!("{}-{p}", LAYER.0), param),
+            (k, f, p),
+        )
+    };
+    let mut systems: Vec<_> = (0..SKIPS.len())
+        .flat_map(|k| (0..fractions.len()).flat_map(move |f| POLICIES.map(|p| point(k, f, p))))
         .collect();
-    let labels = (systems.iter())
-        .map(|&(k, f, p)| {
-            let param = format!("skip={}/recovered={}", SKIPS[k], fraction(fractions[f]));
-            Label::new("rewind", format!("{}-{p}", LAYER.0), param)
-        })
-        .collect();
-    let m = ctx.rounds(
-        labels,
-        &mut systems,
-        (0, rounds),
-        |r| r,
-        |&mut (k, f, p), &r| {
-            let seed = ((r * SKIPS.len() + k) * fractions.len() + f) as u64;
-            run_once(ctx, dir.path(), (p, SKIPS[k], fractions[f]), txs, seed)
-        },
-    )?;
+    let m = ctx.seeded(&mut systems, (0, rounds), |&mut (k, f, p), r| {
+        let seed = (r * SKIPS.len() as u64 + k as u64) * fractions.len() as u64 + f as u64;
+        run_once(ctx, dir.path(), (p, SKIPS[k], fractions[f]), txs, seed)
+    })?;
     m.report(report, &Per::whole("total_ms", "ms"), &[], &[]);
     for (i, l) in m.labels.iter().enumerate() {
         // Force runs beside it, just before.

@@ -33,9 +33,6 @@ pub const BENCH: Bench = Bench {
     run,
     table: &[
         Col("us_per_tx", "us/tx", 2),
-        Col("speed_vs_force", "vs force", 2),
-        Col("fences_per_tx", "fences", 2),
-        Col("flushes_per_tx", "lines", 1),
     ],
     chart: Chart::rates(
         "speed against undo force (ReDU Fig. 10, in software)",
@@ -55,7 +52,6 @@ pub const BENCH: Bench = Bench {
     }],
 };
 
-const LAYOUT: &str = "rewind-bench-redu";
 /// Objects of each workload's size.
 const OBJECTS: u64 = 256;
 
@@ -124,7 +120,7 @@ fn run_once(
     // under undo) several times over, and the objects.
     let size = (words * 8 * 6 + 64 * work.object() * 8 * 4).max(64 << 20);
     let cfg = (ctx.pool_config(LogVariant::Batch, policy)).write_back(write_back);
-    let (pool, data) = super::array_pool(dir, name, LAYOUT, size, &cfg, words)?;
+    let (pool, data) = super::array_pool(dir, name, size, &cfg, words)?;
     let per = work.object() / 8;
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut buf = vec![0u64; per as usize];
@@ -174,17 +170,10 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let dir = ctx.scratch()?;
     for work in WORKS {
         let txs = (base_txs * 1024 / work.object().max(1024)).max(4);
-        let labels = (CONFIGS.iter())
-            .map(|c| Label::new("rewind", c.0, work.name()))
-            .collect();
-        let mut configs = CONFIGS;
-        let m = ctx.rounds(
-            labels,
-            &mut configs,
-            (0, rounds),
-            |r| r as u64,
-            |&mut c, &seed| run_once(ctx, dir.path(), c, work, txs, seed),
-        )?;
+        let mut configs = CONFIGS.map(|c| (Label::new("rewind", c.0, work.name()), c));
+        let m = ctx.seeded(&mut configs, (0, rounds), |&mut c, seed| {
+            run_once(ctx, dir.path(), c, work, txs, seed)
+        })?;
         m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
         for (i, l) in m.labels.iter().enumerate() {
             // Force's time over this configuration's (force is first).

@@ -40,7 +40,6 @@ pub const BENCH: Bench = Bench {
     run,
     table: &[
         Col("commit_us", "commit us", 2),
-        Col("ratio_vs_nolog", "x nolog", 2),
         Col("commit_lines", "lines", 0),
         Col("rollback_us", "rollback us", 2),
         Col("rollback_lines", "lines", 0),
@@ -153,32 +152,22 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         .flat_map(|&(layer, v)| POLICIES.map(|p| (format!("{layer}-{p}"), v, p)))
         .collect();
     // (configuration, skip count) by index.
-    let mut systems: Vec<(usize, usize)> = (0..skips.len())
-        .flat_map(|k| (0..configs.len()).map(move |c| (c, k)))
-        .collect();
-    let labels = (systems.iter())
-        .map(|&(c, k)| Label::new("rewind", configs[c].0.clone(), format!("skip={}", skips[k])))
-        .collect();
-    let m = ctx.rounds(
-        labels,
-        &mut systems,
-        (0, rounds),
-        |r| r,
-        |&mut (c, k), &r| {
-            let (name, v, p) = &configs[c];
-            // One seed per round and skip count, the same for every configuration.
-            let seed = (r * skips.len() + k) as u64;
-            run_once(
-                ctx,
-                dir.path(),
-                (name, *v, *p),
-                skips[k],
-                trials,
-                &baseline,
-                seed,
+    let mut systems: Vec<_> = (0..skips.len())
+        .flat_map(|k| (configs.iter().enumerate()).map(move |(c, (name, ..))| (c, k, name)))
+        .map(|(c, k, name)| {
+            (
+                Label::new("rewind", name, format!("skip={}", skips[k])),
+                (c, k),
             )
-        },
-    )?;
+        })
+        .collect();
+    let m = ctx.seeded(&mut systems, (0, rounds), |&mut (c, k), r| {
+        let (name, v, p) = &configs[c];
+        // One seed per round and skip count, the same for every configuration.
+        let seed = r * skips.len() as u64 + k as u64;
+        let config = (name.as_str(), *v, *p);
+        run_once(ctx, dir.path(), config, skips[k], trials, &baseline, seed)
+    })?;
     m.report(report, &Per::whole("sequence_us", "us"), &[], &[]);
     // The no-log sequence at each S: the median over every run beside it.
     for (k, chunk) in m.samples.chunks(configs.len()).enumerate() {

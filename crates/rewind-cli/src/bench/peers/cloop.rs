@@ -93,12 +93,8 @@ mod tests {
 
     #[test]
     fn both_loops_store_the_transaction_number_and_count() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut a = CLoopArray::create(&dir.path().join("c.pool"), 64).unwrap();
-        // Two transactions of two updates: t = 0 writes 1 and 2, t = 1 writes 2 and 9.
-        let idx = [1, 2, 2, 9];
-        a.run(&Checked::new(&idx, 2, 64).unwrap()).unwrap();
-        assert_eq!([1, 2, 9].map(|i| a.get(i)), [Some(0), Some(1), Some(1)]);
+        let mut a =
+            crate::mapped::two_transactions(CLoopArray::create, CLoopArray::run, CLoopArray::get);
         let mut counts = [0; 2];
         let idx = [3, 4, 5, 6, 7, 8];
         a.run_counted(&Checked::new(&idx, 3, 64).unwrap(), &mut counts)
@@ -110,8 +106,8 @@ mod tests {
 
     #[test]
     fn indices_checked_for_a_longer_array_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut small = CLoopArray::create(&dir.path().join("c.pool"), 8).unwrap();
+        let (_dir, path) = crate::scratch("c.pool");
+        let mut small = CLoopArray::create(&path, 8).unwrap();
         let idx = [20];
         let err = small.run(&Checked::new(&idx, 1, 64).unwrap()).unwrap_err();
         assert!(err.to_string().contains("array has 8"), "{err}");

@@ -148,8 +148,7 @@ mod tests {
 
     #[test]
     fn every_primitive_writes_its_record_where_the_mapping_and_the_file_see_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("floor.log");
+        let (_dir, path) = crate::scratch("floor.log");
         let mut f = DiskFloor::create(&path).unwrap();
         for (i, how) in Primitive::ALL.into_iter().enumerate() {
             f.write(how, 100 + i as u64).unwrap();

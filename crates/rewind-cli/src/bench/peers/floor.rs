@@ -94,11 +94,8 @@ mod tests {
 
     #[test]
     fn the_floor_loop_stores_the_values_and_writes_the_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut a = FloorArray::create(&dir.path().join("f.pool"), 64).unwrap();
-        let idx = [1, 2, 2, 9];
-        a.run(&Checked::new(&idx, 2, 64).unwrap()).unwrap();
-        assert_eq!([1, 2, 9].map(|i| a.get(i)), [Some(0), Some(1), Some(1)]);
+        let a =
+            crate::mapped::two_transactions(FloorArray::create, FloorArray::run, FloorArray::get);
         // The second group (t = 1) at the log's second line: its header's
         // magic, then entry 0's word: target 2 * 8, length 8.
         let g = &a.ring[64..128];

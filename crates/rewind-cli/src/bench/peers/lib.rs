@@ -24,3 +24,12 @@ pub mod mapped;
 pub mod pmdk;
 #[cfg(feature = "peers")]
 pub mod shim;
+
+/// A test's scratch file: the path `name` in a fresh temporary directory
+/// (removed when the guard drops).
+#[cfg(test)]
+fn scratch(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join(name);
+    (dir, path)
+}

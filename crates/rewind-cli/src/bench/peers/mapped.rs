@@ -78,6 +78,22 @@ pub fn get(map: &MmapMut, i: u64) -> Option<u64> {
     Some(u64::from_ne_bytes(bytes.try_into().ok()?))
 }
 
+/// For the loops' tests: two transactions of two updates on an array of
+/// 64 made by `create` (t = 0 writes 1 and 2, t = 1 writes 2 and 9), run
+/// by `run`; each word written must hold the last transaction's number.
+#[cfg(test)]
+pub fn two_transactions<A>(
+    create: fn(&Path, u64) -> io::Result<A>,
+    run: fn(&mut A, &Checked<'_>) -> io::Result<()>,
+    get: fn(&A, u64) -> Option<u64>,
+) -> A {
+    let (_dir, path) = crate::scratch("loop.pool");
+    let mut a = create(&path, 64).unwrap();
+    run(&mut a, &Checked::new(&[1, 2, 2, 9], 2, 64).unwrap()).unwrap();
+    assert_eq!([1, 2, 9].map(|i| get(&a, i)), [Some(0), Some(1), Some(1)]);
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,8 +109,8 @@ mod tests {
 
     #[test]
     fn a_created_map_reads_zeros_and_stops_at_its_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_f, map) = create(&dir.path().join("m"), 16).unwrap();
+        let (_dir, path) = crate::scratch("m");
+        let (_f, map) = create(&path, 16).unwrap();
         assert_eq!((get(&map, 1), get(&map, 2)), (Some(0), None));
         assert_eq!(get(&map, u64::MAX), None);
     }

@@ -477,8 +477,7 @@ mod tests {
 
     #[test]
     fn transactions_store_and_a_bad_index_is_an_error_not_a_panic() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.pool");
+        let (_dir, path) = crate::scratch("t.pool");
         let mut a = PmdkArray::create(&path, 1024, 16 << 20).unwrap();
         a.update_tx(&[3, 700, 3], 7).unwrap();
         a.update_tx(&[5], 9).unwrap();
@@ -497,8 +496,7 @@ mod tests {
 
     #[test]
     fn heap_transactions_commit_and_abort() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.pool");
+        let (_dir, path) = crate::scratch("h.pool");
         let mut h = PmdkHeap::create(&path, 16 << 20).unwrap();
         let mut tx = h.begin().unwrap();
         let a = tx.zalloc(64).unwrap();
@@ -521,8 +519,7 @@ mod tests {
 
     #[test]
     fn a_pool_that_cannot_be_created_is_an_error_with_libpmemobj_text() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("no-such-dir").join("t.pool");
+        let (_dir, path) = crate::scratch("no-such-dir/t.pool");
         let err = PmdkArray::create(&path, 1024, 16 << 20).err().unwrap();
         assert!(err.to_string().contains("libpmemobj: "), "{err}");
     }

@@ -12,7 +12,7 @@ use rewind::{Counters, Pool, Tx};
 use rewind_collections::{BTreeMap, Error};
 
 use super::schema::{self, *};
-use super::{failed, in_batches, lock, NewOrder, Outcome, Sizes, System};
+use super::{failed, in_batches, load_warehouse, lock, LoadRow, NewOrder, Outcome, Sizes, System};
 use crate::bench::harness::Ctx;
 use crate::error::CliError;
 
@@ -74,24 +74,19 @@ fn load(pool: &Pool, w: u32, s: &Sizes) -> Result<Tables, Error> {
             order_line: BTreeMap::create(tx)?,
         })
     })?;
-    pool.transaction(|tx| {
-        t.warehouse.insert(tx, w as u64, schema::warehouse(w))?;
-        for d in 1..=DISTRICTS {
-            t.district
-                .insert(tx, district_key(w, d), schema::district(w, d))?;
-        }
-        Ok::<_, Error>(())
-    })?;
-    for d in 1..=DISTRICTS {
-        batches(pool, s.customers, |tx, c| {
-            let row = schema::customer(w, d, c);
-            t.customer.insert(tx, customer_key(w, d, c), row).map(drop)
-        })?;
-    }
-    batches(pool, s.items, |tx, i| {
-        t.stock
-            .insert(tx, stock_key(w, i), schema::stock(w, i))
-            .map(drop)
+    load_warehouse(w, s, |rows| {
+        pool.transaction(|tx| {
+            for row in &mut *rows {
+                let k = row.key();
+                match row {
+                    LoadRow::Warehouse(_, r) => drop(t.warehouse.insert(tx, k, r)?),
+                    LoadRow::District(.., r) => drop(t.district.insert(tx, k, r)?),
+                    LoadRow::Customer(.., r) => drop(t.customer.insert(tx, k, r)?),
+                    LoadRow::Stock(.., r) => drop(t.stock.insert(tx, k, r)?),
+                }
+            }
+            Ok::<_, Error>(())
+        })
     })?;
     Ok(t)
 }

@@ -9,10 +9,11 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rewind_sqlite::rusqlite::types::ToSql;
 use rewind_sqlite::rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::schema::{self, *};
-use super::{NewOrder, Outcome, Sizes, System};
+use super::{load_warehouse, LoadRow, NewOrder, Outcome, Sizes, System};
 use crate::error::CliError;
 
 const SCHEMA: &str = "
@@ -57,75 +58,44 @@ fn open(path: &Path) -> Result<Connection, CliError> {
 
 fn load(c: &mut Connection, w: u32, s: &Sizes) -> Result<(), Sql> {
     let tx = c.transaction()?;
-    {
-        let wh = schema::warehouse(w);
-        tx.execute(
-            "INSERT INTO warehouse VALUES (?1, ?2, ?3, ?4)",
-            params![w, wh.tax_bp, wh.ytd_cents, &wh.rest[..]],
-        )?;
-        let mut st = tx.prepare("INSERT INTO district VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
-        for d in 1..=DISTRICTS {
-            let r = schema::district(w, d);
-            st.execute(params![
-                w,
-                d,
-                r.tax_bp,
-                r.next_o_id,
-                r.ytd_cents,
-                &r.rest[..]
-            ])?;
-        }
-        let mut st = tx.prepare(
-            "INSERT INTO customer VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        )?;
-        for d in 1..=DISTRICTS {
-            for cid in 1..=s.customers {
-                let r = schema::customer(w, d, cid);
-                st.execute(params![
-                    w,
-                    d,
-                    cid,
-                    r.discount_bp,
-                    &r.credit[..2],
-                    &r.last[..],
-                    &r.first[..],
-                    r.balance_cents,
-                    r.ytd_payment_cents,
-                    r.payment_cnt,
-                    r.delivery_cnt,
-                    &r.rest[..]
-                ])?;
+    load_warehouse(w, s, |rows| {
+        for row in rows {
+            match row {
+                LoadRow::Warehouse(w, r) => {
+                    insert(&tx, "warehouse", &[&w, &r.tax_bp, &r.ytd_cents, &r.rest])?
+                }
+                LoadRow::District(w, d, r) => {
+                    let (tax, next, ytd) = (&r.tax_bp, &r.next_o_id, &r.ytd_cents);
+                    insert(&tx, "district", &[&w, &d, tax, next, ytd, &r.rest])?
+                }
+                LoadRow::Customer(w, d, c, r) => {
+                    let credit = &r.credit[..2];
+                    let mut v: Vec<&dyn ToSql> = vec![&w, &d, &c, &r.discount_bp, &credit];
+                    v.extend([&r.last as &dyn ToSql, &r.first, &r.balance_cents]);
+                    v.extend([&r.ytd_payment_cents as &dyn ToSql, &r.payment_cnt]);
+                    v.extend([&r.delivery_cnt as &dyn ToSql, &r.rest]);
+                    insert(&tx, "customer", &v)?
+                }
+                LoadRow::Stock(w, i, r) => {
+                    let mut v: Vec<&dyn ToSql> = vec![&w, &i, &r.quantity, &r.ytd];
+                    v.extend([&r.order_cnt as &dyn ToSql, &r.remote_cnt]);
+                    v.extend(r.dist.iter().map(|d| d as &dyn ToSql));
+                    v.push(&r.data);
+                    insert(&tx, "stock", &v)?
+                }
             }
         }
-        let mut st = tx.prepare(
-            "INSERT INTO stock VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
-             ?14, ?15, ?16, ?17)",
-        )?;
-        for i in 1..=s.items {
-            let r = schema::stock(w, i);
-            let d = &r.dist;
-            st.execute(params![
-                w,
-                i,
-                r.quantity,
-                r.ytd,
-                r.order_cnt,
-                r.remote_cnt,
-                &d[0][..],
-                &d[1][..],
-                &d[2][..],
-                &d[3][..],
-                &d[4][..],
-                &d[5][..],
-                &d[6][..],
-                &d[7][..],
-                &d[8][..],
-                &d[9][..],
-                &r.data[..]
-            ])?;
-        }
-    }
+        Ok::<_, Sql>(())
+    })?;
     tx.commit()
+}
+
+/// Inserts the row of `values` into `table` (a prepared statement per table).
+fn insert(c: &Connection, table: &str, values: &[&dyn ToSql]) -> Result<(), Sql> {
+    let marks: Vec<String> = (1..=values.len()).map(|i| format!("?{i}")).collect();
+    let sql = format!("INSERT INTO {table} VALUES ({})", marks.join(", "));
+    c.prepare_cached(&sql)?.execute(values)?;
+    Ok(())
 }
 
 impl Sqlite {
@@ -157,20 +127,6 @@ impl Sqlite {
     }
 }
 
-/// The stock column of district `d`.
-const DIST: [&str; 10] = [
-    "s_dist_01",
-    "s_dist_02",
-    "s_dist_03",
-    "s_dist_04",
-    "s_dist_05",
-    "s_dist_06",
-    "s_dist_07",
-    "s_dist_08",
-    "s_dist_09",
-    "s_dist_10",
-];
-
 fn new_order(c: &mut Connection, o: &NewOrder) -> Result<Outcome, Sql> {
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let w_tax: u64 = tx
@@ -201,9 +157,9 @@ fn new_order(c: &mut Connection, o: &NewOrder) -> Result<Outcome, Sql> {
         .execute(params![o.w, o.d, next])?;
     let (mut amounts, mut brand_generic) = (0u64, 0u32);
     let stock_sql = format!(
-        "SELECT s_quantity, s_ytd, s_order_cnt, s_remote_cnt, s_data, {} FROM stock \
+        "SELECT s_quantity, s_ytd, s_order_cnt, s_remote_cnt, s_data, s_dist_{:02} FROM stock \
          WHERE s_w_id = ?1 AND s_i_id = ?2",
-        DIST[o.d as usize - 1]
+        o.d
     );
     for (i, l) in o.lines().iter().enumerate() {
         let item: Option<(u64, Vec<u8>, Vec<u8>)> = tx

@@ -29,7 +29,7 @@ use rewind::{Counters, LogVariant, Policy, Pool};
 use super::super::tree::mem::{NoLog, Rewind, Volatile};
 use super::super::tree::{BTree, Engine, MemError, TxMem, Value, VALUE};
 use super::schema::{self, *};
-use super::{failed, in_batches, lock, Line, NewOrder, Outcome, Sizes, System, MAX_LINES};
+use super::{failed, in_batches, lock, Line, LoadRow, NewOrder, Outcome, Sizes, System, MAX_LINES};
 use crate::bench::harness::Ctx;
 use crate::error::CliError;
 
@@ -288,33 +288,36 @@ fn load_items<E: Engine>(e: &mut E, s: &Sizes) -> Result<BTree, MemError> {
 /// Loads warehouse `w`'s tables into `e`.
 fn load_warehouse<E: Engine>(e: &mut E, w: u32, s: &Sizes) -> Result<Tables, MemError> {
     let t = e.transaction(|m| {
+        let slab = m.alloc(16)?;
+        let mut trees = [BTree::at(0); 7];
+        for t in &mut trees {
+            *t = BTree::create(m)?;
+        }
+        let [warehouse, district, customer, stock, order, new_order, order_line] = trees;
         Ok(Tables {
-            slab: m.alloc(16)?,
-            warehouse: BTree::create(m)?,
-            district: BTree::create(m)?,
-            customer: BTree::create(m)?,
-            stock: BTree::create(m)?,
-            order: BTree::create(m)?,
-            new_order: BTree::create(m)?,
-            order_line: BTree::create(m)?,
+            slab,
+            warehouse,
+            district,
+            customer,
+            stock,
+            order,
+            new_order,
+            order_line,
         })
     })?;
-    e.transaction(|m| {
-        insert(m, t.warehouse, w as u64, bytes_of(&schema::warehouse(w)))?;
-        for d in 1..=DISTRICTS {
-            let row = schema::district(w, d);
-            insert(m, t.district, district_key(w, d), bytes_of(&row))?;
-        }
-        Ok(())
-    })?;
-    for d in 1..=DISTRICTS {
-        batches(e, s.customers, |m, c| {
-            let row = schema::customer(w, d, c);
-            insert(m, t.customer, customer_key(w, d, c), bytes_of(&row))
-        })?;
-    }
-    batches(e, s.items, |m, i| {
-        insert(m, t.stock, stock_key(w, i), bytes_of(&schema::stock(w, i)))
+    super::load_warehouse(w, s, |rows| {
+        e.transaction(|m| {
+            for row in &mut *rows {
+                let k = row.key();
+                match row {
+                    LoadRow::Warehouse(_, r) => insert(m, t.warehouse, k, bytes_of(&r))?,
+                    LoadRow::District(.., r) => insert(m, t.district, k, bytes_of(&r))?,
+                    LoadRow::Customer(.., r) => insert(m, t.customer, k, bytes_of(&r))?,
+                    LoadRow::Stock(.., r) => insert(m, t.stock, k, bytes_of(&r))?,
+                }
+            }
+            Ok::<_, MemError>(())
+        })
     })?;
     Ok(t)
 }

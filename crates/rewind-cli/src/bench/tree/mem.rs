@@ -63,6 +63,70 @@ impl Heap {
     }
 }
 
+/// What a baseline's tree is stored in: DRAM (`volatile`) or a
+/// `persist::Domain` (`persist-nolog`: every write stored and flushed).
+pub trait Space {
+    fn len(&self) -> u64;
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), MemError>;
+    /// Stores `bytes` at `off`, durably where the space is (a flush).
+    fn store(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError>;
+    /// Makes what was stored durable.
+    fn fence(&self) -> Result<(), MemError>;
+    fn counters(&self) -> Counters;
+}
+
+impl Space for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.len() as u64
+    }
+
+    #[inline]
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        buf.copy_from_slice(&self[bounds(off, buf.len(), Space::len(self))?]);
+        Ok(())
+    }
+
+    #[inline]
+    fn store(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
+        let r = bounds(off, bytes.len(), Space::len(self))?;
+        self[r].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn fence(&self) -> Result<(), MemError> {
+        Ok(())
+    }
+
+    fn counters(&self) -> Counters {
+        Counters::default()
+    }
+}
+
+impl Space for Domain {
+    fn len(&self) -> u64 {
+        Domain::len(self)
+    }
+
+    #[inline]
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        Ok(Domain::read(self, off, buf)?)
+    }
+
+    #[inline]
+    fn store(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
+        Domain::store(self, off, bytes)?;
+        Ok(self.flush(off, bytes.len() as u64)?)
+    }
+
+    fn fence(&self) -> Result<(), MemError> {
+        Ok(Domain::fence(self)?)
+    }
+
+    fn counters(&self) -> Counters {
+        Domain::counters(self)
+    }
+}
+
 fn bounds(off: u64, len: usize, capacity: u64) -> Result<std::ops::Range<usize>, MemError> {
     match off.checked_add(len as u64) {
         Some(end) if end <= capacity => Ok(off as usize..end as usize),
@@ -74,115 +138,67 @@ fn bounds(off: u64, len: usize, capacity: u64) -> Result<std::ops::Range<usize>,
     }
 }
 
-/// The tree in DRAM: no persistence, no recoverability.
-pub struct Volatile {
-    bytes: Vec<u8>,
-    heap: Heap,
-}
-
-impl Volatile {
-    /// An arena of `capacity` zeroed bytes.
-    pub fn new(capacity: u64) -> Volatile {
-        Volatile {
-            bytes: vec![0; capacity as usize],
-            heap: Heap::new(capacity),
-        }
-    }
-}
-
-impl TxMem for Volatile {
-    #[inline]
-    fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<(), MemError> {
-        let r = bounds(off, buf.len(), self.heap.capacity)?;
-        buf.copy_from_slice(&self.bytes[r]);
-        Ok(())
-    }
-
-    #[inline]
-    fn write(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
-        let r = bounds(off, bytes.len(), self.heap.capacity)?;
-        self.bytes[r].copy_from_slice(bytes);
-        Ok(())
-    }
-
-    fn alloc(&mut self, size: u64) -> Result<u64, MemError> {
-        let off = self.heap.alloc(size)?;
-        let r = bounds(off, size as usize, self.heap.capacity)?;
-        self.bytes[r].fill(0);
-        Ok(off)
-    }
-
-    fn free(&mut self, off: u64, size: u64) -> Result<(), MemError> {
-        self.heap.free(off, size);
-        Ok(())
-    }
-}
-
-impl Engine for Volatile {
-    type Tx<'a> = Volatile;
-
-    #[inline]
-    fn transaction<R>(
-        &mut self,
-        f: impl FnOnce(&mut Volatile) -> Result<R, MemError>,
-    ) -> Result<R, MemError> {
-        f(self)
-    }
-
-    fn recoverable(&self) -> bool {
-        false
-    }
-
-    fn counters(&self) -> Option<Counters> {
-        Some(Counters::default())
-    }
-}
-
-/// The tree with durable stores and no log: each write stored and flushed
-/// (`clwb` of its lines), one fence per transaction that stored anything.
-/// Durable, not atomic.
-pub struct NoLog {
-    dom: Domain,
+/// The tree in a [`Space`] with no log: each write stored (and flushed,
+/// in a domain), one fence per transaction that stored anything. Not
+/// atomic; in DRAM not durable either.
+pub struct Plain<S> {
+    space: S,
     heap: Heap,
     /// Whether this transaction stored anything (a lookup needs no fence).
     dirty: bool,
 }
 
-impl NoLog {
-    /// The tree's engine over the whole of `dom`.
-    pub fn new(dom: Domain) -> NoLog {
-        NoLog {
-            heap: Heap::new(dom.len()),
-            dom,
+/// The tree in DRAM: no persistence, no recoverability.
+pub type Volatile = Plain<Vec<u8>>;
+/// The tree with durable stores and no log (`clwb` of each write's lines,
+/// a fence per transaction): durable, not atomic.
+pub type NoLog = Plain<Domain>;
+
+impl<S: Space> Plain<S> {
+    fn over(space: S) -> Plain<S> {
+        Plain {
+            heap: Heap::new(space.len()),
+            space,
             dirty: false,
         }
     }
 }
 
-impl TxMem for NoLog {
+impl Volatile {
+    /// An arena of `capacity` zeroed bytes.
+    pub fn new(capacity: u64) -> Volatile {
+        Plain::over(vec![0; capacity as usize])
+    }
+}
+
+impl NoLog {
+    /// The tree's engine over the whole of `dom`.
+    pub fn new(dom: Domain) -> NoLog {
+        Plain::over(dom)
+    }
+}
+
+impl<S: Space> TxMem for Plain<S> {
     #[inline]
     fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<(), MemError> {
-        Ok(self.dom.read(off, buf)?)
+        self.space.read(off, buf)
     }
 
     #[inline]
     fn write(&mut self, off: u64, bytes: &[u8]) -> Result<(), MemError> {
         self.dirty = true;
-        self.dom.store(off, bytes)?;
-        Ok(self.dom.flush(off, bytes.len() as u64)?)
+        self.space.store(off, bytes)
     }
 
     fn alloc(&mut self, size: u64) -> Result<u64, MemError> {
         const Z: [u8; 1024] = [0; 1024];
         let off = self.heap.alloc(size)?;
-        self.dirty = true;
         let mut done = 0;
         while done < size {
             let n = (size - done).min(Z.len() as u64);
-            self.dom.store(off + done, &Z[..n as usize])?;
+            self.write(off + done, &Z[..n as usize])?;
             done += n;
         }
-        self.dom.flush(off, size)?;
         Ok(off)
     }
 
@@ -192,19 +208,22 @@ impl TxMem for NoLog {
     }
 }
 
-impl Engine for NoLog {
-    type Tx<'a> = NoLog;
+impl<S: Space> Engine for Plain<S> {
+    type Tx<'a>
+        = Plain<S>
+    where
+        S: 'a;
 
     #[inline]
     fn transaction<R>(
         &mut self,
-        f: impl FnOnce(&mut NoLog) -> Result<R, MemError>,
+        f: impl FnOnce(&mut Plain<S>) -> Result<R, MemError>,
     ) -> Result<R, MemError> {
         self.dirty = false;
         let r = f(self)?;
         // What makes the transaction durable; nothing makes it atomic.
         if self.dirty {
-            self.dom.fence()?;
+            self.space.fence()?;
         }
         Ok(r)
     }
@@ -214,7 +233,7 @@ impl Engine for NoLog {
     }
 
     fn counters(&self) -> Option<Counters> {
-        Some(self.dom.counters())
+        Some(self.space.counters())
     }
 }
 

@@ -199,6 +199,15 @@ impl Head {
     fn keys(&self) -> &[u64] {
         &self.keys[..self.count]
     }
+
+    /// The keys with `key` inserted at `pos` (the first `count + 1`).
+    fn inserted(&self, pos: usize, key: u64) -> [u64; FANOUT + 1] {
+        let mut keys = [0u64; FANOUT + 1];
+        keys[..pos].copy_from_slice(&self.keys[..pos]);
+        keys[pos] = key;
+        keys[pos + 1..=self.count].copy_from_slice(&self.keys[pos..self.count]);
+        keys
+    }
 }
 
 fn hdr(count: usize, leaf: bool) -> u64 {
@@ -336,10 +345,7 @@ impl BTree {
         if n < FANOUT {
             // The header and keys in one write, then the values from `pos`
             // on, each shifted one slot right.
-            let mut keys = [0u64; FANOUT];
-            keys[..pos].copy_from_slice(&head.keys[..pos]);
-            keys[pos] = key;
-            keys[pos + 1..=n].copy_from_slice(&head.keys[pos..n]);
+            let keys = head.inserted(pos, key);
             write_head(m, leaf, &keys[..=n], true)?;
             let mut vb = [0u8; VALUE * FANOUT];
             let vb = &mut vb[..VALUE * (n + 1 - pos)];
@@ -349,10 +355,7 @@ impl BTree {
             return Ok(true);
         }
         // Full: the FANOUT + 1 records split into two leaves.
-        let mut keys = [0u64; FANOUT + 1];
-        keys[..pos].copy_from_slice(&head.keys[..pos]);
-        keys[pos] = key;
-        keys[pos + 1..].copy_from_slice(&head.keys[pos..]);
+        let keys = head.inserted(pos, key);
         let mut vals = [0u8; VALUE * (FANOUT + 1)];
         m.read(leaf + VALS_OFF, &mut vals[..VALUE * pos])?;
         vals[VALUE * pos..VALUE * (pos + 1)].copy_from_slice(value);
@@ -403,10 +406,7 @@ impl BTree {
             let pos = step.child;
             let mut kids = [0u64; FANOUT + 2];
             if n < FANOUT {
-                let mut keys = [0u64; FANOUT];
-                keys[..pos].copy_from_slice(&head.keys[..pos]);
-                keys[pos] = sep;
-                keys[pos + 1..=n].copy_from_slice(&head.keys[pos..n]);
+                let keys = head.inserted(pos, sep);
                 write_head(m, node, &keys[..=n], false)?;
                 // Children after `pos`, shifted one right, the new one first.
                 let mut cb = [0u8; 8 * (FANOUT + 1)];
@@ -417,10 +417,7 @@ impl BTree {
                 return Ok(());
             }
             // Full: FANOUT + 1 keys, FANOUT + 2 children; the middle key goes up.
-            let mut keys = [0u64; FANOUT + 1];
-            keys[..pos].copy_from_slice(&head.keys[..pos]);
-            keys[pos] = sep;
-            keys[pos + 1..].copy_from_slice(&head.keys[pos..]);
+            let keys = head.inserted(pos, sep);
             let mut cb = [0u8; 8 * (FANOUT + 1)];
             m.read(node + KIDS_OFF, &mut cb)?;
             let mut j = 0;
