@@ -80,6 +80,7 @@
 mod blob;
 mod btree;
 mod bytes;
+mod checked;
 mod error;
 mod hash;
 mod list;

@@ -9,6 +9,13 @@ use crate::error::{corrupt, Error, Result};
 /// Something collection bytes can be read through: a [`Pool`] or a [`Tx`].
 pub trait Mem {
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()>;
+    /// The pool's free epoch when reading through a transaction (checks
+    /// remembered per epoch: `checked`), `None` otherwise (checked each
+    /// time).
+    #[inline]
+    fn free_epoch(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Mem for &Pool {
@@ -30,12 +37,20 @@ impl Mem for Tx<'_> {
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }
+    #[inline]
+    fn free_epoch(&self) -> Option<u64> {
+        Some(Tx::free_epoch(self))
+    }
 }
 
 impl Mem for &mut Tx<'_> {
     #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
+    }
+    #[inline]
+    fn free_epoch(&self) -> Option<u64> {
+        Some(Tx::free_epoch(self))
     }
 }
 

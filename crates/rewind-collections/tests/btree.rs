@@ -121,6 +121,35 @@ fn wrong_handles_are_errors() {
     assert!(matches!(r, Err(Error::InvalidArgument { value: 2, .. })));
 }
 
+/// A header found right for its types through a transaction is not
+/// checked again for them until the pool frees a block: a handle of other
+/// types is still refused, in the next transaction and in the same one.
+#[test]
+fn type_checks_remembered_per_handle_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 8 << 20);
+    let map = full_leaf(&pool);
+    let other = BTreeMap::<u64, u32>::from_ptr(map.as_ptr().cast());
+    for _ in 0..2 {
+        pool.transaction(|tx| map.insert(tx, 7, 7).map(drop))
+            .unwrap();
+        let r = pool.transaction(|tx| other.insert(tx, 8, 8).map(drop));
+        assert!(
+            matches!(r, Err(Error::TypeMismatch { part: "value", .. })),
+            "{r:?}"
+        );
+        let r = pool.transaction(|tx| {
+            map.insert(tx, 9, 9)?;
+            other.get_tx(tx, &9)
+        });
+        assert!(
+            matches!(r, Err(Error::TypeMismatch { part: "value", .. })),
+            "{r:?}"
+        );
+    }
+    assert_eq!(map.len(&pool).unwrap(), 5);
+}
+
 /// Filling the pool gives an error, not a panic, and the tree stays whole.
 #[test]
 fn full_pool_is_an_error() {

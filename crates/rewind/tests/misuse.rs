@@ -111,6 +111,62 @@ fn blocks_accessed_then_freed_or_unallocated_are_refused() {
     assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
 }
 
+/// The blocks a thread's transactions found allocated are remembered
+/// across its transactions while no block of the pool is freed: a free by
+/// any transaction (of this thread or another), an aborted allocation, a
+/// free in a nested top action, all make the next transaction check again,
+/// so a freed block is never accessed through a stale entry.
+#[test]
+fn a_block_freed_after_earlier_transactions_accessed_it_is_refused() {
+    for policy in Policy::ALL {
+        let p = Pool::create_sim("misuse", 4 << 20, &PoolConfig::default().policy(policy)).unwrap();
+        let refused = |r: Result<u64, Error>| {
+            assert!(
+                matches!(r, Err(Error::NotAllocated { .. })),
+                "{policy}: {r:?}"
+            );
+        };
+        let (a, b, c) = p
+            .transaction(|tx| {
+                Ok::<_, Error>((tx.alloc::<u64>()?, tx.alloc::<u64>()?, tx.alloc::<u64>()?))
+            })
+            .unwrap();
+        // Remembered by this thread's transactions, then freed by one.
+        for v in 1..4 {
+            p.transaction(|tx| tx.write(a, &v)).unwrap();
+            assert_eq!(p.transaction(|tx| tx.read(a)).unwrap(), v);
+        }
+        p.transaction(|tx| tx.free(a)).unwrap();
+        refused(p.transaction(|tx| tx.read(a)));
+        refused(p.transaction(|tx| tx.write(a, &9).map(|()| 0)));
+        // Remembered here, freed by another thread's transaction.
+        assert_eq!(p.transaction(|tx| tx.read(b)).unwrap(), 0);
+        std::thread::scope(|s| {
+            s.spawn(|| p.transaction(|tx| tx.free(b)).unwrap());
+        });
+        refused(p.transaction(|tx| tx.read(b)));
+        // Freed in a nested top action of a transaction that aborts.
+        assert_eq!(p.transaction(|tx| tx.read(c)).unwrap(), 0);
+        let r: Result<(), Error> = p.transaction(|tx| {
+            tx.nested_top_action(|tx| tx.free(c))?;
+            Err(Error::Aborted)
+        });
+        assert!(r.is_err());
+        refused(p.transaction(|tx| tx.read(c)));
+        // Allocated, accessed, and undone by the transaction's abort.
+        let mut d = None;
+        let r: Result<(), Error> = p.transaction(|tx| {
+            let n = tx.alloc::<u64>()?;
+            tx.write(n, &5)?;
+            assert_eq!(tx.read(n)?, 5);
+            d = Some(n);
+            Err(Error::Aborted)
+        });
+        assert!(r.is_err());
+        refused(p.transaction(|tx| tx.read(d.unwrap())));
+    }
+}
+
 #[test]
 fn a_refused_access_does_not_doom_the_transaction() {
     let p = pool();

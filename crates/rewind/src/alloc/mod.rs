@@ -49,6 +49,7 @@ pub mod catalog;
 pub(crate) mod table;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -127,6 +128,18 @@ pub struct ClassStats {
 pub struct Allocator {
     l: Layout,
     state: Mutex<State>,
+    /// The free epoch ([`free_epoch`](Self::free_epoch)).
+    epoch: AtomicU64,
+}
+
+/// Where every allocator's free epochs are drawn from: no two allocators
+/// of a process ever show the same epoch, so a cache stamped with one
+/// cannot be taken for another pool's (a new pool may reuse an old one's
+/// address, never its epochs).
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
+
+fn next_epoch() -> u64 {
+    EPOCHS.fetch_add(1, Ordering::SeqCst)
 }
 
 impl Allocator {
@@ -136,6 +149,7 @@ impl Allocator {
         let chunks = heap_chunks(d, l)?;
         let a = Allocator {
             l: *l,
+            epoch: AtomicU64::new(next_epoch()),
             state: Mutex::new(State {
                 free: vec![Vec::new(); CLASSES],
                 free_chunks: BTreeSet::new(),
@@ -412,6 +426,9 @@ impl Allocator {
     /// Idempotent. `size` is the block size.
     pub fn mark(&self, d: &Domain, off: u64, size: u64, allocated: bool) -> Result<(), Error> {
         let _st = self.state.lock();
+        if !allocated {
+            self.freeing();
+        }
         mark_with(d, &self.l, off, size, allocated, true)
     }
 
@@ -433,11 +450,32 @@ impl Allocator {
             offset: off,
             reason: "a commit group's bits entry names no small block",
         })?;
+        if !allocated {
+            self.freeing();
+        }
         table::set_bit(d, &self.l, chunk, slot, allocated, true)?;
         Ok([
             (bitmap_off(&self.l, chunk) + slot / 8, 1),
             (check_off(&self.l, chunk), 8),
         ])
+    }
+
+    /// A value that changes whenever a block of this pool becomes free on
+    /// media (a free, an undone allocation, a commit group's cleared bit),
+    /// and that no other allocator of the process shows: while it stays
+    /// the same, a block found allocated stays allocated (and cannot be
+    /// handed out again). Caches of such checks (`tx/access.rs`, the
+    /// collections' header checks) are kept while it stays.
+    #[inline]
+    pub fn free_epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// A new epoch, drawn before a block's bits are cleared (under the
+    /// latch): whoever read the old one after the clear began has its
+    /// cache dropped at its next check.
+    fn freeing(&self) {
+        self.epoch.store(next_epoch(), Ordering::SeqCst);
     }
 
     /// The media bytes [`mark`](Self::mark) changes for this block, so a

@@ -134,6 +134,7 @@ impl Drop for Tx<'_> {
             let keys = self.locks.iter().map(|&(k, _)| k);
             self.eng.locks.release_all(self.log.id, keys);
         }
+        self.verified.keep();
         self.log.recycle();
     }
 }
@@ -151,7 +152,7 @@ impl<'p> Tx<'p> {
             frames: 0,
             frame_start: 0,
             locks: Vec::new(),
-            verified: access::Verified::default(),
+            verified: access::Verified::resume(eng),
             ring_allocs: Vec::new(),
             ring_frees: Vec::new(),
             ring_unzeroed: Vec::new(),
@@ -257,6 +258,17 @@ impl<'p> Tx<'p> {
     /// nested top action of its own, which would cost a commit of its own.
     pub fn policy(&self) -> Policy {
         self.eng.policy
+    }
+
+    /// A number that changes whenever a block of this pool becomes free
+    /// (a free by any transaction, an undone allocation) and that no other
+    /// pool of the process shows: while it stays the same, every block
+    /// found allocated is still allocated, to the same owner. For caches
+    /// of checks made on blocks: `rewind-collections` checks a header's
+    /// type tags once per epoch, not once per operation.
+    #[inline]
+    pub fn free_epoch(&self) -> u64 {
+        self.eng.alloc.free_epoch()
     }
 
     /// Reads a value, seeing this transaction's own writes.
