@@ -825,7 +825,8 @@ pub fn block_containing(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(u
     match table::read(d, l, chunk)? {
         (ChunkKind::Small, low) if (low as usize) < CLASSES => {
             let size = MIN_CLASS << low;
-            let slot = (off - start) / size;
+            // A shift, not a division by a size known only here.
+            let slot = (off - start) >> size.trailing_zeros();
             let mut b = [0u8];
             d.read(bitmap_off(l, chunk) + slot / 8, &mut b)?;
             if b[0] & (1 << (slot % 8)) == 0 {

@@ -129,10 +129,16 @@ pub(crate) fn chunk_start(l: &Layout, c: u64) -> u64 {
 /// Reads and verifies chunk `c`'s descriptor.
 pub(crate) fn read(d: &Domain, l: &Layout, c: u64) -> Result<(ChunkKind, u64), Error> {
     let off = desc_off(l, c);
-    decode(d.read_u64(off)?).ok_or(Error::HeapCorrupt {
-        offset: off,
-        reason: "chunk descriptor fails its check byte (damaged)",
-    })
+    // The error is built only when the check fails: `ok_or` built it and
+    // dropped it on every read (an access check reads a descriptor on
+    // every miss of its cache).
+    match decode(d.read_u64(off)?) {
+        Some(v) => Ok(v),
+        None => Err(Error::HeapCorrupt {
+            offset: off,
+            reason: "chunk descriptor fails its check byte (damaged)",
+        }),
+    }
 }
 
 /// Stores chunk `c`'s descriptor (written back by the caller).
