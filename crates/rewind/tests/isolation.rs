@@ -62,6 +62,36 @@ fn transactions_of_two_pools_nest() {
     })
     .unwrap();
     assert_eq!((a.read(pa).unwrap(), b.read(pb).unwrap()), (1, 2));
+    // Inside a transaction of `a` and then of `b`, a transaction of
+    // either is refused; a checkpoint of either (whose gate the thread
+    // holds) runs; and once both end, the thread starts either again.
+    let r: Result<(), Error> = a.transaction(|ta| {
+        ta.write(pa, &3)?;
+        b.transaction(|tb| {
+            tb.write(pb, &4)?;
+            a.checkpoint()?;
+            b.checkpoint()?;
+            let inner_a = a.transaction(|_| Ok::<_, Error>(()));
+            let inner_b = b.transaction(|_| Ok::<_, Error>(()));
+            assert!(
+                matches!(inner_a, Err(Error::NestedTransaction)),
+                "{inner_a:?}"
+            );
+            assert!(
+                matches!(inner_b, Err(Error::NestedTransaction)),
+                "{inner_b:?}"
+            );
+            Ok(())
+        })
+    });
+    r.unwrap();
+    assert_eq!((a.read(pa).unwrap(), b.read(pb).unwrap()), (3, 4));
+    b.transaction(|tb| {
+        a.transaction(|ta| ta.write(pa, &5))?;
+        tb.write(pb, &6)
+    })
+    .unwrap();
+    assert_eq!((a.read(pa).unwrap(), b.read(pb).unwrap()), (5, 6));
 }
 
 #[test]

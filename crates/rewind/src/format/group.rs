@@ -71,14 +71,20 @@ pub fn entry_size(len: usize) -> usize {
 
 /// Builds one group in a reused buffer: [`begin`](Self::begin), then
 /// [`push`](Self::push) per entry, then [`seal`](Self::seal) with the
-/// sequence number.
-#[derive(Default)]
+/// sequence number. The redo write set (`tx/handle.rs`) is kept in one,
+/// each write pushed as it comes, so that a commit seals it in place: no
+/// copy of the write set into a group at commit.
 pub struct Builder {
     /// The header and the entries; the last entry's value is not padded
     /// yet (it may grow: see [`push`](Self::push)).
     buf: Vec<u8>,
     count: u32,
-    /// Each entry's target, and where its value lies in `buf`.
+    /// Where the entries [`push`](Self::push) placed start in `buf`: after
+    /// the header and the bits entries [`insert_bits`](Self::insert_bits)
+    /// put before them.
+    base: usize,
+    /// Each entry's target, and where its value lies in `buf`, from
+    /// `base`.
     values: Vec<(u64, usize, usize)>,
     /// The bits entries.
     bits: Vec<Bits>,
@@ -86,33 +92,68 @@ pub struct Builder {
     joinable: bool,
 }
 
+impl Default for Builder {
+    /// A builder begun (of transaction 0).
+    fn default() -> Builder {
+        let mut b = Builder {
+            buf: Vec::new(),
+            count: 0,
+            base: HEADER,
+            values: Vec::new(),
+            bits: Vec::new(),
+            joinable: false,
+        };
+        b.begin(0);
+        b
+    }
+}
+
 impl Builder {
     /// Starts a group of transaction `tx`.
     pub fn begin(&mut self, tx: u64) {
         self.buf.clear();
         self.buf.resize(HEADER, 0);
-        self.buf[TX_OFF..TX_OFF + 8].copy_from_slice(&tx.to_le_bytes());
+        self.set_tx(tx);
         self.count = 0;
+        self.base = HEADER;
         self.values.clear();
         self.bits.clear();
         self.joinable = false;
     }
 
+    /// Sets the group's transaction.
+    pub fn set_tx(&mut self, tx: u64) {
+        self.buf[TX_OFF..TX_OFF + 8].copy_from_slice(&tx.to_le_bytes());
+    }
+
+    /// Entries pushed since [`begin`](Self::begin) (a value joined to the
+    /// one before it not counted).
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
     /// Appends a bits entry (an allocation or a free of the block).
     pub fn push_bits(&mut self, b: Bits) {
-        debug_assert!(b.off <= TARGET_BITS);
         self.pad();
-        let code = match (b.set, b.zero) {
-            (true, true) => BITS_ZERO_SET,
-            (true, false) => BITS_SET,
-            (false, _) => BITS_CLEAR,
-        };
-        let word = b.off | code << 48;
-        self.buf.extend_from_slice(&word.to_le_bytes());
-        self.buf.extend_from_slice(&b.size.to_le_bytes());
+        self.buf.extend_from_slice(&bits_entry(b));
         self.bits.push(b);
         self.count += 1;
         self.joinable = false;
+    }
+
+    /// Puts bits entries before every entry pushed so far (a block is
+    /// zeroed before the values written into it); the values keep their
+    /// places as [`value`](Self::value) finds them.
+    pub fn insert_bits(&mut self, bits: &[Bits]) {
+        if bits.is_empty() {
+            return;
+        }
+        let at = self.base;
+        let new: Vec<u8> = bits.iter().flat_map(|&b| bits_entry(b)).collect();
+        self.buf.splice(at..at, new);
+        self.base += BITS_ENTRY * bits.len();
+        self.bits.extend_from_slice(bits);
+        self.count += bits.len() as u32;
     }
 
     /// The bits entries, in order.
@@ -123,22 +164,26 @@ impl Builder {
     /// Appends an entry: `value` goes to `target`. A value that starts
     /// where the last entry's ends (and fits beside it in one entry) joins
     /// that entry instead: the bytes replay the same, in the same order.
-    pub fn push(&mut self, target: u64, value: &[u8]) {
+    /// Returns where the value lies, for [`value`](Self::value).
+    #[inline]
+    pub fn push(&mut self, target: u64, value: &[u8]) -> usize {
         debug_assert!(value.len() <= MAX_VALUE && target <= TARGET_BITS);
         if let Some((t, at, len)) = self.values.last_mut().filter(|_| self.joinable) {
             if *t + *len as u64 == target && *len + value.len() <= MAX_VALUE {
+                let joined = *at + *len;
                 *len += value.len();
                 let word = *t | (*len as u64) << 48;
-                let w = *at - ENTRY_WORD;
+                let w = self.base + *at - ENTRY_WORD;
                 self.buf[w..w + ENTRY_WORD].copy_from_slice(&word.to_le_bytes());
                 self.buf.extend_from_slice(value);
-                return;
+                return joined;
             }
         }
         self.pad();
         let word = target | (value.len() as u64) << 48;
         self.buf.extend_from_slice(&word.to_le_bytes());
-        self.values.push((target, self.buf.len(), value.len()));
+        let at = self.buf.len() - self.base;
+        self.values.push((target, at, value.len()));
         match <&[u8; 8]>::try_from(value) {
             // A word (most writes): a copy of known size, no call.
             Ok(w) => self.buf.extend_from_slice(w),
@@ -146,6 +191,19 @@ impl Builder {
         }
         self.count += 1;
         self.joinable = true;
+        at
+    }
+
+    /// The `len` value bytes at `at` ([`push`](Self::push)'s place).
+    #[inline]
+    pub fn value(&self, at: usize, len: usize) -> &[u8] {
+        &self.buf[self.base + at..self.base + at + len]
+    }
+
+    /// The same, to change (a later write of the same bytes).
+    #[inline]
+    pub fn value_mut(&mut self, at: usize, len: usize) -> &mut [u8] {
+        &mut self.buf[self.base + at..self.base + at + len]
     }
 
     /// Pads the last entry's value to 8 bytes.
@@ -166,7 +224,7 @@ impl Builder {
     pub fn values(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         self.values
             .iter()
-            .map(|&(t, at, len)| (t, &self.buf[at..at + len]))
+            .map(|&(t, at, len)| (t, self.value(at, len)))
     }
 
     /// Fills in the header with sequence number `csn` and the CRC, pads to
@@ -184,6 +242,20 @@ impl Builder {
         self.buf.resize(size, 0);
         &self.buf
     }
+}
+
+/// A bits entry's bytes.
+fn bits_entry(b: Bits) -> [u8; BITS_ENTRY] {
+    debug_assert!(b.off <= TARGET_BITS);
+    let code = match (b.set, b.zero) {
+        (true, true) => BITS_ZERO_SET,
+        (true, false) => BITS_SET,
+        (false, _) => BITS_CLEAR,
+    };
+    let mut e = [0; BITS_ENTRY];
+    e[..8].copy_from_slice(&(b.off | code << 48).to_le_bytes());
+    e[8..].copy_from_slice(&b.size.to_le_bytes());
+    e
 }
 
 /// The group's checksum: CRC-32C of the header's first bytes, then of the
@@ -366,6 +438,45 @@ mod tests {
         );
         assert_eq!(b.bits().count(), 3);
         assert_eq!(b.values().count(), 2);
+    }
+
+    #[test]
+    fn bits_inserted_after_the_values_go_before_them_and_the_values_stay_found() {
+        let mut b = Builder::default();
+        let a0 = b.push(1 << 20, &[1; 8]);
+        let a1 = b.push((1 << 20) + 8, &[2; 3]); // joins the first
+        let a2 = b.push(1 << 21, &[3; 8]);
+        let alloc = Bits {
+            off: 1 << 22,
+            size: 256,
+            set: true,
+            zero: true,
+        };
+        b.insert_bits(&[alloc]);
+        b.value_mut(a2, 8).copy_from_slice(&[4; 8]);
+        assert_eq!(b.value(a0, 8), &[1; 8]);
+        assert_eq!(b.value(a1, 3), &[2; 3]);
+        b.set_tx(5);
+        let bytes = b.seal(11).to_vec();
+        let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
+        let head = Head::decode(&h).unwrap();
+        assert_eq!((head.csn, head.tx, head.count), (11, 5, 3));
+        let ents = &bytes[HEADER..HEADER + head.bytes as usize];
+        assert!(head.verify(&h, ents));
+        let joined: Vec<u8> = [[1u8; 8].as_slice(), &[2; 3]].concat();
+        assert_eq!(
+            entries(ents, head.count, 0).unwrap(),
+            vec![
+                Entry::Bits(alloc),
+                Entry::Value(1 << 20, &joined[..]),
+                Entry::Value(1 << 21, &[4; 8][..]),
+            ]
+        );
+        let values: Vec<_> = b.values().collect();
+        assert_eq!(
+            values,
+            vec![(1 << 20, &joined[..]), (1 << 21, &[4u8; 8][..])]
+        );
     }
 
     #[test]

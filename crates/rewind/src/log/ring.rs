@@ -91,8 +91,10 @@
 //! writes, `Pool::write_unlogged`) drains only if a group that recovery
 //! could still replay (one at or after the durable Log Start) wrote one of
 //! its cache lines: the ring keeps, per line, the sequence number of the
-//! last group that wrote it. A replay writes only its groups' lines, so a
-//! store elsewhere costs no fence. A Log Start that another thread's drain
+//! last group that wrote it (a commit records only its ranges; they are
+//! indexed by line when such a store asks, so a commit pays no probe per
+//! line). A replay writes only its groups' lines, so a store elsewhere
+//! costs no fence. A Log Start that another thread's drain
 //! stored and has not fenced is not durable for this thread's fence (a
 //! fence orders only its own thread's stores): a drain that finds one
 //! stores it again, so that this thread's next fence makes it durable
@@ -169,10 +171,22 @@ struct State {
     /// Cache line → sequence number of the last group that wrote it. A
     /// group at or after the durable Log Start (`fenced.csn`) may still be
     /// replayed: a store in place of one of its lines must drain first.
+    /// Built lazily from `written`, when a store in place asks
+    /// ([`State::touches`]).
     touched: Table<u64>,
     /// `touched` drops the lines of groups behind the durable Log Start
     /// once it holds more than this.
     prune_at: usize,
+    /// The lines groups wrote and `touched` does not hold yet: (first
+    /// line, last line, sequence number), one per range a group wrote
+    /// back. A commit pushes its ranges here (no probe per line); they
+    /// are indexed only when a store in place asks, so a run of commits
+    /// with no such store never indexes a line.
+    written: Vec<(u64, u64, u64)>,
+    /// `written` drops the ranges of groups behind the durable Log Start
+    /// once it holds more than this (it then holds at most the ranges of
+    /// the groups in the ring).
+    written_prune_at: usize,
     /// The last group durable and written back in place: every group up
     /// to it is too (they finish in sequence order).
     applied: u64,
@@ -201,10 +215,11 @@ impl State {
     /// Whether a group that recovery could replay (one the durable Log
     /// Start does not cover) wrote a line of `off..off + len`: probing each
     /// line or scanning the map, whichever is shorter.
-    fn touches(&self, off: u64, len: u64) -> bool {
+    fn touches(&mut self, off: u64, len: u64) -> bool {
         if len == 0 {
             return false;
         }
+        self.index_written();
         let (first, last) = (off / LINE, (off + len - 1) / LINE);
         let from = self.fenced.csn;
         if last - first < self.touched.len() as u64 {
@@ -214,6 +229,36 @@ impl State {
                 .iter()
                 .any(|(l, c)| c >= from && (first..=last).contains(&l))
         }
+    }
+
+    /// Moves the ranges of `written` that a group recovery could still
+    /// replay wrote into `touched` (a line keeping the latest group's
+    /// sequence number), and prunes `touched` once it has grown.
+    fn index_written(&mut self) {
+        let from = self.fenced.csn;
+        let touched = &mut self.touched;
+        for &(first, last, csn) in self.written.iter().filter(|w| w.2 >= from) {
+            for l in first..=last {
+                // (Groups record in sequence order; only a mutated engine,
+                // which skips the wait for earlier groups, does not.)
+                if let Some(later) = touched.replace(l, csn).filter(|&c| c > csn) {
+                    touched.set(l, later);
+                }
+            }
+        }
+        self.written.clear();
+        if self.touched.len() > self.prune_at {
+            self.touched.retain(|c| c >= from);
+            self.prune_at = (2 * self.touched.len()).max(PRUNE_MIN);
+        }
+    }
+
+    /// Drops the ranges of `written` that groups behind the durable Log
+    /// Start wrote (no replay writes them again).
+    fn prune_written(&mut self) {
+        let from = self.fenced.csn;
+        self.written.retain(|w| w.2 >= from);
+        self.written_prune_at = (2 * self.written.len()).max(PRUNE_MIN);
     }
 
     /// The ring fences thread `tag` has made.
@@ -388,6 +433,8 @@ impl Ring {
                 epochs: Default::default(),
                 touched: Default::default(),
                 prune_at: PRUNE_MIN,
+                written: Vec::new(),
+                written_prune_at: PRUNE_MIN,
                 applied: next - 1,
                 inflight: 0,
                 advancing: false,
@@ -662,16 +709,13 @@ impl Ring {
         for (target, len) in ranges.chain(bit_ranges.iter().copied()) {
             st.ranges.push_back((target, len));
             if len > 0 {
-                for l in target / LINE..=(target + len - 1) / LINE {
-                    st.touched.set(l, csn);
-                }
+                st.written
+                    .push((target / LINE, (target + len - 1) / LINE, csn));
             }
             n += 1;
         }
-        if st.touched.len() > st.prune_at {
-            let from = st.fenced.csn;
-            st.touched.retain(|c| c >= from);
-            st.prune_at = (2 * st.touched.len()).max(PRUNE_MIN);
+        if st.written.len() > st.written_prune_at {
+            st.prune_written();
         }
         let first = st.flights.front().map_or(csn, |f| f.csn);
         let f = &mut st.flights[(csn - first) as usize];
@@ -822,7 +866,7 @@ impl Ring {
         if !self.pending() && !self.watch.unfenced.load(Ordering::Acquire) {
             return Ok(());
         }
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         if !st.touches(off, len) {
             return Ok(());
         }

@@ -13,6 +13,8 @@ pub(crate) struct Table<V> {
     slots: Vec<(u64, V)>,
     /// The slots filled since the last clear.
     used: Vec<u32>,
+    /// 64 less log2 of the slots (the hash's top bits pick the slot).
+    shift: u32,
 }
 
 /// Slots of a table's first allocation.
@@ -23,8 +25,7 @@ impl<V: Copy + Default> Table<V> {
     #[inline]
     fn home(&self, key: u64) -> usize {
         // Fibonacci hashing: the top bits of the product.
-        let bits = self.slots.len().trailing_zeros();
-        (key.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+        (key.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
 
     /// Keys in the map.
@@ -114,6 +115,7 @@ impl<V: Copy + Default> Table<V> {
     fn grow(&mut self) {
         let n = (2 * self.slots.len()).max(FIRST);
         let old = std::mem::replace(&mut self.slots, vec![(0, V::default()); n]);
+        self.shift = 64 - n.trailing_zeros();
         let used = std::mem::take(&mut self.used);
         for i in used {
             let (k, v) = old[i as usize];

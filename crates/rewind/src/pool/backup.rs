@@ -25,22 +25,8 @@ use crate::format::meta;
 /// Bytes copied per read of the mapping.
 const STEP: u64 = 1 << 20;
 
-thread_local! {
-    /// The gates this thread holds for reading (by address).
-    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// A pool's gate held for reading by this thread.
-pub(super) struct Gate<'a> {
-    _guard: parking_lot::RwLockReadGuard<'a, ()>,
-    key: usize,
-}
-
-impl Drop for Gate<'_> {
-    fn drop(&mut self) {
-        HELD.with(|h| h.borrow_mut().retain(|&k| k != self.key));
-    }
-}
+pub(super) type Gate<'a> = parking_lot::RwLockReadGuard<'a, ()>;
 
 impl Pool {
     /// Writes a consistent copy of this pool to `path` (which must not
@@ -62,7 +48,7 @@ impl Pool {
     pub fn backup_to(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         let path = path.as_ref();
         self.eng.usable()?;
-        if HELD.with(|h| h.borrow().contains(&(&self.gate as *const _ as usize))) {
+        if super::nesting::InTransaction::active(self.nesting_key()) {
             return Err(Error::TxMisuse(
                 "backup_to inside a transaction of the same pool would wait for itself",
             ));
@@ -79,16 +65,14 @@ impl Pool {
     }
 
     /// Takes the gate for reading, unless this thread holds it already (a
-    /// call inside a transaction's closure): a fair read lock, so a backup
+    /// call inside a transaction's closure: a transaction holds it from
+    /// its start to its end, see `nesting`): a fair read lock, so a backup
     /// waiting for the gate is not starved by transactions that overlap.
     pub(super) fn enter(&self) -> Option<Gate<'_>> {
-        let key = &self.gate as *const _ as usize;
-        if HELD.with(|h| h.borrow().contains(&key)) {
+        if super::nesting::InTransaction::active(self.nesting_key()) {
             return None;
         }
-        let guard = self.gate.read();
-        HELD.with(|h| h.borrow_mut().push(key));
-        Some(Gate { _guard: guard, key })
+        Some(self.gate.read())
     }
 
     /// Copies the pool's bytes into `f` under the transaction gate.

@@ -463,7 +463,8 @@ impl Pool {
     ) -> Result<R, E> {
         self.eng.usable()?;
         let _inside = nesting::InTransaction::enter(self.nesting_key())?;
-        let _gate = self.enter();
+        // Not held yet: the thread was in no transaction of this pool.
+        let _gate = self.gate.read();
         let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
         let mut tx = Tx::new(&self.eng, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
@@ -518,7 +519,7 @@ impl Pool {
     }
 
     /// The key of this pool in the thread's record of open transactions.
-    fn nesting_key(&self) -> usize {
+    pub(super) fn nesting_key(&self) -> usize {
         Arc::as_ptr(&self.eng) as usize
     }
 

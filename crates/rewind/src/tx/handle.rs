@@ -46,7 +46,8 @@ const STACK_DRAFTS: usize = 65;
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     target: u64,
-    /// Range of old bytes, then new bytes, in `Group::bytes`.
+    /// Range of old bytes, then new bytes, in `Group::bytes`; redo: the
+    /// new bytes' place in `Group::set`.
     at: usize,
     len: usize,
     /// Redo: this entry's first node in `Group::chain` (one per line it
@@ -64,9 +65,16 @@ struct Group {
     size: usize,
     pending: Vec<Pending>,
     bytes: Vec<u8>,
-    /// Redo: the write set, logged at commit as REDO records (new bytes
-    /// only); a write of the same bytes as an earlier one edits its entry.
+    /// Redo: the write set, committed as one group of the commit ring (or
+    /// logged at commit as REDO records, new bytes only); a write of the
+    /// same bytes as an earlier one edits its entry.
     redo: bool,
+    /// Redo: the write set's new bytes, as the commit group lays them out
+    /// (each write pushed as it comes, adjacent ones joined): the commit
+    /// seals it in place. The rare paths that log the write set in the
+    /// bucket log (a savepoint, a group too large for the ring) first lay
+    /// it out as `bytes` (`lay_out_pairs`).
+    set: group::Builder,
     /// Redo: each cache line the write set touches, with the latest entry
     /// that touches it, so that a read of other memory skips the entries
     /// (a large write set would make every read slow), and a write of the
@@ -99,6 +107,35 @@ struct Group {
 }
 
 impl Group {
+    /// The new bytes of write `p`.
+    #[inline]
+    fn new_of(&self, p: &Pending) -> &[u8] {
+        match self.redo {
+            true => self.set.value(p.at, p.len),
+            false => &self.bytes[p.at + p.len..p.at + 2 * p.len],
+        }
+    }
+
+    /// Redo: lays the write set out in `bytes` as Batch does (room for
+    /// the old bytes, then the new ones), for a path that logs it in the
+    /// bucket log, and empties `set`.
+    fn lay_out_pairs(&mut self) {
+        let Group {
+            pending,
+            bytes,
+            set,
+            ..
+        } = self;
+        bytes.clear();
+        for p in pending.iter_mut() {
+            let at = bytes.len();
+            bytes.resize(at + p.len, 0);
+            bytes.extend_from_slice(set.value(p.at, p.len));
+            p.at = at;
+        }
+        set.begin(0);
+    }
+
     /// The entry of the write set that touches line `l` last, and its node
     /// in `chain` for that line.
     #[inline]
@@ -133,7 +170,7 @@ impl Group {
             let (ps, pe) = (p.target, p.target + p.len as u64);
             let (s, e) = (ps.max(off).max(base), pe.min(end).min(base + 64));
             if s < e {
-                let new = &self.bytes[p.at + p.len..p.at + 2 * p.len];
+                let new = self.new_of(p);
                 let give = mask(s - base, e - base) & !done;
                 if give == mask(s - base, e - base) {
                     buf[(s - off) as usize..(e - off) as usize]
@@ -237,8 +274,6 @@ pub(super) struct Handle {
     /// and their bytes.
     runs: Vec<(u64, usize, usize)>,
     merged: Vec<u8>,
-    /// Redo: the commit group for the ring.
-    ring_group: group::Builder,
     /// Appending the commit group or END: a full log must not trigger a
     /// checkpoint (which waits for the lock commit holds).
     pub(super) committing: bool,
@@ -301,6 +336,9 @@ impl Handle {
     /// Forgets the writes not yet logged (they were never applied either).
     pub(super) fn drop_pending(&mut self) {
         if let Some(g) = &mut self.group {
+            if g.set.count() > 0 {
+                g.set.begin(0);
+            }
             g.pending.clear();
             g.bytes.clear();
             g.lines.clear();
@@ -391,7 +429,8 @@ impl Handle {
                 // The same bytes as the latest entry of each of their
                 // lines: no later entry overlaps it (entries are read and
                 // replayed in order, the latest winning), so it is edited.
-                let edit = match new.is_empty() {
+                // (A line not in the filter is in no entry: no probe.)
+                let edit = match new.is_empty() || !g.bloom.may_hold(off / 64) {
                     true => None,
                     false => g.lines.get(off / 64).filter(|&i| {
                         let p = g.pending[i as usize];
@@ -403,7 +442,7 @@ impl Handle {
                 if let Some(i) = edit.map(|i| i as usize) {
                     // The same bytes again: the entry is edited.
                     let p = g.pending[i];
-                    g.bytes[p.at + p.len..p.at + 2 * p.len].copy_from_slice(new);
+                    g.set.value_mut(p.at, p.len).copy_from_slice(new);
                     return r;
                 }
                 g.group_bytes += group::entry_size(new.len());
@@ -445,6 +484,17 @@ impl Handle {
                         g.bloom.insert(l);
                     }
                 }
+            }
+            if g.redo {
+                // Into the commit group as it will be sealed.
+                let at = g.set.push(off, new);
+                g.pending.push(Pending {
+                    target: off,
+                    at,
+                    len: new.len(),
+                    node,
+                });
+                return r;
             }
             let at = g.bytes.len();
             match <&[u8; 8]>::try_from(new) {
@@ -569,24 +619,20 @@ impl Handle {
         eng: &Engine,
         bits: &[group::Bits],
     ) -> Result<bool, Error> {
-        let (Some(ring), Some(g)) = (&eng.ring, &self.group) else {
+        let (Some(ring), Some(g)) = (&eng.ring, &mut self.group) else {
             return Ok(false);
         };
         if !g.redo || !self.cells.is_empty() || (g.pending.is_empty() && bits.is_empty()) {
             return Ok(false);
         }
-        // Writes that follow one another in memory, in write order,
-        // coalesce into one entry (`Builder::push`: a struct written field
-        // by field is one entry); later entries win at replay, as in the
-        // write set.
-        let b = &mut self.ring_group;
-        b.begin(self.id);
-        for &e in bits {
-            b.push_bits(e);
-        }
-        for p in &g.pending {
-            b.push(p.target, &g.bytes[p.at + p.len..p.at + 2 * p.len]);
-        }
+        // The write set is the group, entries in write order, writes that
+        // follow one another in memory joined (`Builder::push`: a struct
+        // written field by field is one entry; later entries win at
+        // replay, as in the write set). The allocations and frees go
+        // before the values.
+        let b = &mut g.set;
+        b.set_tx(self.id);
+        b.insert_bits(bits);
         if !ring.fits(b.size()) {
             return Ok(false);
         }
@@ -614,6 +660,9 @@ impl Handle {
     /// performs the group's in-place stores. Returns END's placement.
     fn log_group(&mut self, eng: &Engine, commit: bool) -> Result<Option<Placed>, Error> {
         let g = self.group.as_mut().expect("grouped");
+        if g.redo {
+            g.lay_out_pairs();
+        }
         let pending = std::mem::take(&mut g.pending);
         let mut bytes = std::mem::take(&mut g.bytes);
         g.lines.clear();

@@ -376,6 +376,10 @@ impl<'p> Tx<'p> {
             d.store(off, bytes)?;
             return d.flush_at(off, bytes.len() as u64, sites::TX_FRESH_FLUSH);
         }
+        if bytes.len() as u64 <= MAX_RECORD_DATA {
+            // Most writes: one piece.
+            return self.log.write(self.eng, off, bytes);
+        }
         for (i, piece) in bytes.chunks(MAX_RECORD_DATA as usize).enumerate() {
             self.log
                 .write(self.eng, off + (i as u64) * MAX_RECORD_DATA, piece)?;
@@ -638,6 +642,10 @@ impl Tx<'_> {
     /// The bits entries of the first `allocs` ring allocations and `frees`
     /// ring frees.
     fn ring_bits(&self, allocs: usize, frees: usize) -> Vec<Bits> {
+        if allocs + frees == 0 {
+            // Most transactions: no collect of an empty chain.
+            return Vec::new();
+        }
         let a = self.ring_allocs[..allocs].iter().map(|&(off, size)| Bits {
             off,
             size,
