@@ -485,29 +485,24 @@ impl Handle {
                     }
                 }
             }
-            if g.redo {
+            let at = if g.redo {
                 // Into the commit group as it will be sealed.
-                let at = g.set.push(off, new);
-                g.pending.push(Pending {
-                    target: off,
-                    at,
-                    len: new.len(),
-                    node,
-                });
-                return r;
-            }
-            let at = g.bytes.len();
-            match <&[u8; 8]>::try_from(new) {
-                // A word (most writes): copies of known size, no call.
-                Ok(w) => {
-                    g.bytes.extend_from_slice(&[0; 8]);
-                    g.bytes.extend_from_slice(w);
+                g.set.push(off, new)
+            } else {
+                let at = g.bytes.len();
+                match <&[u8; 8]>::try_from(new) {
+                    // A word (most writes): copies of known size, no call.
+                    Ok(w) => {
+                        g.bytes.extend_from_slice(&[0; 8]);
+                        g.bytes.extend_from_slice(w);
+                    }
+                    Err(_) => {
+                        g.bytes.resize(at + new.len(), 0);
+                        g.bytes.extend_from_slice(new);
+                    }
                 }
-                Err(_) => {
-                    g.bytes.resize(at + new.len(), 0);
-                    g.bytes.extend_from_slice(new);
-                }
-            }
+                at
+            };
             g.pending.push(Pending {
                 target: off,
                 at,
