@@ -132,7 +132,11 @@ impl Builder {
         self.count
     }
 
-    /// Appends a bits entry (an allocation or a free of the block).
+    /// Appends a bits entry (an allocation or a free of the block). Commits
+    /// insert theirs before the values ([`insert_bits`](Self::insert_bits));
+    /// tests build groups with bits between values, a layout the decoder
+    /// reads all the same.
+    #[cfg(test)]
     pub fn push_bits(&mut self, b: Bits) {
         self.pad();
         self.buf.extend_from_slice(&bits_entry(b));
