@@ -12,6 +12,9 @@
 use std::any::TypeId;
 use std::cell::RefCell;
 
+use crate::error::Result;
+use crate::mem::{check_magic, read_header, Mem, OldLayout};
+
 /// Headers remembered per thread: a program works with a few collections
 /// at once.
 const WAYS: usize = 8;
@@ -23,10 +26,39 @@ thread_local! {
     static CHECKED: RefCell<([Entry; WAYS], usize)> = const { RefCell::new(([None; WAYS], 0)) };
 }
 
+/// Reads the header of `h.len()` bytes at `hdr` for a handle of type `T`,
+/// checked: its magic every time, its type tags (`h[tags_at..]`, checked
+/// by `tags`) once per free epoch through a transaction, and every time
+/// outside one. In the epoch's later operations only the bytes before
+/// `tags_at` are read.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_checked_header<T: 'static, M: Mem + ?Sized>(
+    m: &mut M,
+    what: &'static str,
+    hdr: u64,
+    h: &mut [u8],
+    tags_at: usize,
+    magic: [u8; 8],
+    old: OldLayout,
+    tags: impl FnOnce(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let epoch = m.free_epoch();
+    if epoch.is_some_and(|e| known::<T>(e, hdr)) {
+        m.read_at(hdr, &mut h[..tags_at])?;
+        return check_magic(what, hdr, h, magic);
+    }
+    read_header(m, what, hdr, h, magic, old)?;
+    tags(&h[tags_at..])?;
+    if let Some(e) = epoch {
+        remember::<T>(e, hdr);
+    }
+    Ok(())
+}
+
 /// True when the header at `hdr` was found right for the handle type `T`
 /// by this thread in free epoch `epoch`.
 #[inline]
-pub(crate) fn known<T: 'static>(epoch: u64, hdr: u64) -> bool {
+fn known<T: 'static>(epoch: u64, hdr: u64) -> bool {
     let id = TypeId::of::<T>();
     CHECKED
         .try_with(|c| c.borrow().0.contains(&Some((epoch, hdr, id))))
@@ -34,7 +66,7 @@ pub(crate) fn known<T: 'static>(epoch: u64, hdr: u64) -> bool {
 }
 
 /// Remembers that the header at `hdr` is right for `T` in `epoch`.
-pub(crate) fn remember<T: 'static>(epoch: u64, hdr: u64) {
+fn remember<T: 'static>(epoch: u64, hdr: u64) {
     let id = TypeId::of::<T>();
     let _ = CHECKED.try_with(|c| {
         let (entries, next) = &mut *c.borrow_mut();

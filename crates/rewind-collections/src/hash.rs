@@ -30,7 +30,7 @@ use rewind::{PPtr, Pool, Tx};
 
 use crate::checked;
 use crate::error::{corrupt, Result};
-use crate::mem::{check_magic, check_span, le64, put64, read_header, Mem};
+use crate::mem::{check_span, le64, put64, Mem};
 use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
@@ -141,19 +141,21 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// once per free epoch through a transaction (`checked`).
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let epoch = m.free_epoch();
-        if epoch.is_some_and(|e| checked::known::<Self>(e, self.hdr)) {
-            m.read_at(self.hdr, &mut h[..KEY_TAG_OFF])?;
-            check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        } else {
-            let old = (OLD_MAGIC, "RWHASH01", "RWHASH02");
-            read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
-            TypeTag::check::<K>(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
-            TypeTag::check::<V>(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
-            if let Some(e) = epoch {
-                checked::remember::<Self>(e, self.hdr);
-            }
-        }
+        let old = (OLD_MAGIC, "RWHASH01", "RWHASH02");
+        checked::read_checked_header::<Self, M>(
+            m,
+            WHAT,
+            self.hdr,
+            &mut h,
+            KEY_TAG_OFF,
+            MAGIC,
+            old,
+            |tags| {
+                let (key, value) = tags.split_at(VAL_TAG_OFF - KEY_TAG_OFF);
+                TypeTag::check::<K>(key, WHAT, self.hdr, "key")?;
+                TypeTag::check::<V>(value, WHAT, self.hdr, "value")
+            },
+        )?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             buckets: le64(&h, BUCKETS_OFF),

@@ -68,7 +68,7 @@ use rewind::{PPtr, Pool, Tx};
 
 use crate::checked;
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, le32, le64, read_header, Mem};
+use crate::mem::{le32, le64, Mem};
 use crate::storable::Storable;
 use crate::types::TAG_SIZE;
 use node::{fingerprint, store_leaf, Geo, Raw};
@@ -244,19 +244,21 @@ where
     /// once per free epoch through a transaction (`checked`).
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let epoch = m.free_epoch();
-        if epoch.is_some_and(|e| checked::known::<Self>(e, self.hdr)) {
-            m.read_at(self.hdr, &mut h[..KEY_TAG_OFF])?;
-            check_magic(WHAT, self.hdr, &h, MAGIC)?;
-        } else {
-            let old = (OLD_MAGIC, "RWBTREE1", "RWBTREE2");
-            read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
-            K::check_tag(&h[KEY_TAG_OFF..VAL_TAG_OFF], WHAT, self.hdr, "key")?;
-            V::check_tag(&h[VAL_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "value")?;
-            if let Some(e) = epoch {
-                checked::remember::<Self>(e, self.hdr);
-            }
-        }
+        let old = (OLD_MAGIC, "RWBTREE1", "RWBTREE2");
+        checked::read_checked_header::<Self, M>(
+            m,
+            WHAT,
+            self.hdr,
+            &mut h,
+            KEY_TAG_OFF,
+            MAGIC,
+            old,
+            |tags| {
+                let (key, value) = tags.split_at(VAL_TAG_OFF - KEY_TAG_OFF);
+                K::check_tag(key, WHAT, self.hdr, "key")?;
+                V::check_tag(value, WHAT, self.hdr, "value")
+            },
+        )?;
         let fanout = le32(&h, FANOUT_OFF) as usize;
         if !(MIN_FANOUT..=MAX_FANOUT).contains(&fanout) {
             return Err(corrupt(WHAT, self.hdr, "fan-out out of range"));
