@@ -12,12 +12,31 @@ fn vfs() {
 
 fn open(path: &std::path::Path) -> Connection {
     vfs();
-    let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap();
+    let c = open_on(path, VFS);
     let mode: String = c
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
     c
+}
+
+/// Opens `path` through the VFS registered as `vfs`.
+fn open_on(path: &std::path::Path, vfs: &str) -> Connection {
+    Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs).unwrap()
+}
+
+/// The rows of table `t`.
+fn rows(c: &Connection) -> i64 {
+    c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Asserts that SQLite finds the database intact.
+fn assert_intact(c: &Connection) {
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
 }
 
 #[test]
@@ -38,14 +57,8 @@ fn rows_survive_close_and_reopen() {
         assert!(s.record_bytes * 3 < s.whole_frame_bytes, "{s:?}");
     }
     let c = open(&path);
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 200);
-    let ok: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
+    assert_eq!(rows(&c), 200);
+    assert_intact(&c);
 }
 
 #[test]
@@ -65,10 +78,7 @@ fn a_killed_writer_leaves_its_commits() {
     let s = rewind_sqlite::stats(&path).unwrap();
     assert!(s.frames >= 50);
     let c2 = open(&path);
-    let n: i64 = c2
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 50);
+    assert_eq!(rows(&c2), 50);
     drop(c2);
     drop(c);
 }
@@ -92,16 +102,10 @@ fn checkpoint_truncate_restarts_the_log() {
         c.execute("INSERT INTO t(v) VALUES (?1)", [format!("row {i}")])
             .unwrap();
     }
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 60);
+    assert_eq!(rows(&c), 60);
     drop(c);
     let c = open(&path);
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 60);
+    assert_eq!(rows(&c), 60);
 }
 
 #[test]
@@ -115,8 +119,7 @@ fn a_transaction_larger_than_the_pool_at_its_maximum_is_sqlite_full_and_loses_no
     });
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("full.db");
-    let c =
-        Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-small").unwrap();
+    let c = open_on(&path, "rewind-small");
     c.pragma_update(None, "journal_mode", "WAL").unwrap();
     c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
         .unwrap();
@@ -141,16 +144,9 @@ fn a_transaction_larger_than_the_pool_at_its_maximum_is_sqlite_full_and_loses_no
     c.execute("INSERT INTO t(v) VALUES (?1)", [vec![2u8; 1000]])
         .unwrap();
     drop(c);
-    let c =
-        Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-small").unwrap();
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 2);
-    let ok: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
+    let c = open_on(&path, "rewind-small");
+    assert_eq!(rows(&c), 2);
+    assert_intact(&c);
 }
 
 /// A transaction that fills the pool to its maximum fails with
@@ -168,8 +164,7 @@ fn a_checkpoint_after_sqlite_full_frees_the_log_and_writes_go_on() {
     });
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("full.db");
-    let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-full-grown")
-        .unwrap();
+    let c = open_on(&path, "rewind-full-grown");
     c.pragma_update(None, "journal_mode", "WAL").unwrap();
     c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
         .unwrap();
@@ -199,16 +194,9 @@ fn a_checkpoint_after_sqlite_full_frees_the_log_and_writes_go_on() {
         .unwrap();
     c.execute("INSERT INTO t(v) VALUES (x'01')", []).unwrap();
     drop(c);
-    let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-full-grown")
-        .unwrap();
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 2);
-    let ok: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
+    let c = open_on(&path, "rewind-full-grown");
+    assert_eq!(rows(&c), 2);
+    assert_intact(&c);
 }
 
 /// A transaction larger than the pool's initial size grows it (up to
@@ -219,8 +207,7 @@ fn a_transaction_larger_than_the_pool_grows_it() {
     rewind_sqlite::register("rewind-grow", &cfg).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.db");
-    let open =
-        || Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "rewind-grow").unwrap();
+    let open = || open_on(&path, "rewind-grow");
     let mut c = open();
     c.pragma_update(None, "journal_mode", "WAL").unwrap();
     c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
@@ -237,14 +224,8 @@ fn a_transaction_larger_than_the_pool_grows_it() {
     assert!(std::fs::metadata(&pool).unwrap().len() > 24 << 20);
     drop(c);
     let c = open();
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 24 * 16);
-    let ok: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
+    assert_eq!(rows(&c), 24 * 16);
+    assert_intact(&c);
 }
 
 /// The second process of `a_second_process_gets_an_error`: opens the
@@ -295,10 +276,7 @@ fn a_second_process_gets_an_error() {
     assert!(line.starts_with("result: error"), "{line}");
     assert!(line.contains("in use"), "{line}");
     // The first opener is undisturbed.
-    let n: i64 = c
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(rows(&c), 1);
     drop(c);
     // Once it is gone, another process opens the database.
     let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -325,14 +303,10 @@ fn connections_share_a_wal_index_in_process_memory() {
     let a = open(&path);
     a.execute_batch("CREATE TABLE t(x INTEGER)").unwrap();
     let b = open(&path);
-    let count = |c: &Connection| -> i64 {
-        c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap()
-    };
     a.execute("INSERT INTO t VALUES (1)", []).unwrap();
-    assert_eq!(count(&b), 1, "b sees a's commit");
+    assert_eq!(rows(&b), 1, "b sees a's commit");
     b.execute("INSERT INTO t VALUES (2)", []).unwrap();
-    assert_eq!(count(&a), 2, "a sees b's commit");
+    assert_eq!(rows(&a), 2, "a sees b's commit");
     // One writer at a time.
     a.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (3)")
         .unwrap();
@@ -344,17 +318,17 @@ fn connections_share_a_wal_index_in_process_memory() {
         "{e}"
     );
     // A reader sees the last commit, not the open transaction.
-    assert_eq!(count(&b), 2);
+    assert_eq!(rows(&b), 2);
     a.execute_batch("COMMIT").unwrap();
     b.execute("INSERT INTO t VALUES (4)", []).unwrap();
-    assert_eq!((count(&a), count(&b)), (4, 4));
+    assert_eq!((rows(&a), rows(&b)), (4, 4));
     // A reader's snapshot holds while the other writes.
     b.execute_batch("BEGIN").unwrap();
-    assert_eq!(count(&b), 4);
+    assert_eq!(rows(&b), 4);
     a.execute("INSERT INTO t VALUES (5)", []).unwrap();
-    assert_eq!(count(&b), 4, "b's snapshot");
+    assert_eq!(rows(&b), 4, "b's snapshot");
     b.execute_batch("COMMIT").unwrap();
-    assert_eq!(count(&b), 5);
+    assert_eq!(rows(&b), 5);
     assert!(
         !dir.path().join("s.db-shm").exists(),
         "no -shm file: the wal-index is on the heap"
@@ -362,5 +336,5 @@ fn connections_share_a_wal_index_in_process_memory() {
     drop((a, b));
     // The last connection freed it; a new one rebuilds it from the WAL.
     let c = open(&path);
-    assert_eq!(count(&c), 5);
+    assert_eq!(rows(&c), 5);
 }
