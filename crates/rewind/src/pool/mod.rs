@@ -525,8 +525,9 @@ impl Pool {
 
     /// Sets how long a transaction waits for a lock another transaction
     /// holds ([`Tx::lock`]) before its request fails with
-    /// [`Error::LockTimeout`] (default 10 s). Deadlocks are found at once,
-    /// whatever the bound. Not recorded in the pool.
+    /// [`Error::LockTimeout`] (default 10 s; `Duration::MAX` is kept as
+    /// `u64::MAX` milliseconds, a wait that never times out). Deadlocks are
+    /// found at once, whatever the bound. Not recorded in the pool.
     pub fn set_lock_timeout(&self, timeout: std::time::Duration) {
         self.eng.locks.set_timeout(timeout);
     }
