@@ -17,8 +17,9 @@
 //! sequence order and stops at the first one missing, so:
 //! - a commit returns (is acknowledged) only once every earlier group is
 //!   durable: each commit, after its fence, waits until group `n - 1` is
-//!   *applied* (durable and written back in place), spinning briefly, then
-//!   parked on the latch's condition variable;
+//!   *applied* (durable and written back in place), spinning briefly (on a
+//!   crowded disk, yielding: `persist::backoff`), then parked on a
+//!   condition variable of group `n - 1`'s own, which its commit wakes;
 //! - write-back in place happens in sequence order, after the commit point
 //!   of its group and of every earlier one: a group's values are stored
 //!   only once group `n - 1` is applied, and then it is applied itself.
@@ -109,7 +110,7 @@ use crate::error::Error;
 use crate::format::group::{self, Builder, Entry, Head};
 use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OFF, RING_SLOT};
 use crate::format::meta;
-use crate::persist::{sites, Domain};
+use crate::persist::{backoff, sites, Domain};
 
 use super::table::Table;
 
@@ -322,7 +323,18 @@ pub struct Ring {
     /// Signalled under the latch when a group is written back, a drain
     /// ends or the ring closes.
     cv: Condvar,
+    /// The commits parked for an earlier group, by that group's csn
+    /// modulo [`ORDER_SLOTS`]: applying group `n` wakes only the commit
+    /// waiting for `n` (and the rare one sharing its slot), not every
+    /// commit in flight, which would then take the latch to see that its
+    /// own group is not due yet (a herd of wake-ups per group).
+    order: [Condvar; ORDER_SLOTS],
 }
+
+/// The condition variables of [`Ring::order`]: more than the commits
+/// usually in flight at once, so a slot rarely wakes a commit that is not
+/// due.
+const ORDER_SLOTS: usize = 32;
 
 /// What commits read without the latch.
 struct Watch {
@@ -448,6 +460,7 @@ impl Ring {
                 broken: AtomicBool::new(false),
             }),
             cv: Condvar::new(),
+            order: std::array::from_fn(|_| Condvar::new()),
         };
         Ok((ring, rep))
     }
@@ -687,7 +700,7 @@ impl Ring {
                 st.broken = Some(e.to_string());
             }
             self.watch.broken.store(true, Ordering::Release);
-            self.cv.notify_all();
+            self.notify_all();
             return Err(e);
         }
         let epoch = st.epoch_mut(me);
@@ -731,6 +744,7 @@ impl Ring {
         if !self.watch.pending.load(Ordering::Relaxed) {
             self.watch.pending.store(true, Ordering::Release);
         }
+        self.order_cv(csn).notify_all();
         self.cv.notify_all();
         Ok(Some(csn))
     }
@@ -752,6 +766,7 @@ impl Ring {
             SPINS
         };
         let mut spins = 0u32;
+        let mut yielded = false;
         let (r, parked) = loop {
             if self.watch.applied.load(Ordering::Acquire) >= csn {
                 break (Ok(()), false);
@@ -767,8 +782,21 @@ impl Ring {
                 std::hint::spin_loop();
                 continue;
             }
+            // On a disk, the groups before it were made durable by the
+            // same device flush and are being written back now: yield
+            // until they are, before sleeping (`persist::backoff`).
+            if !yielded && d.crowded() {
+                yielded = true;
+                backoff::yield_until(backoff::YIELD_MAX, || {
+                    self.watch.applied.load(Ordering::Acquire) >= csn
+                        || self.watch.broken.load(Ordering::Acquire)
+                });
+                continue;
+            }
             let st = self.state.lock();
-            let st = self.wait_while(d, st, |st| st.applied < csn && st.broken.is_none());
+            let st = self.wait_on(d, st, self.order_cv(csn), |st| {
+                st.applied < csn && st.broken.is_none()
+            });
             break (st.usable(), true);
         };
         d.count_order_wait(parked);
@@ -781,7 +809,18 @@ impl Ring {
     fn wait_while<'a>(
         &'a self,
         d: &Domain,
+        st: MutexGuard<'a, State>,
+        blocked: impl Fn(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        self.wait_on(d, st, &self.cv, blocked)
+    }
+
+    /// [`wait_while`](Self::wait_while) on the condition variable `cv`.
+    fn wait_on<'a>(
+        &'a self,
+        d: &Domain,
         mut st: MutexGuard<'a, State>,
+        cv: &Condvar,
         blocked: impl Fn(&State) -> bool,
     ) -> MutexGuard<'a, State> {
         while blocked(&st) {
@@ -792,10 +831,23 @@ impl Ring {
             if d.has_schedule() {
                 MutexGuard::unlocked(&mut st, || d.schedule_point());
             } else {
-                self.cv.wait(&mut st);
+                cv.wait(&mut st);
             }
         }
         st
+    }
+
+    /// Where a commit waiting for group `csn` to be applied parks.
+    fn order_cv(&self, csn: u64) -> &Condvar {
+        &self.order[(csn % ORDER_SLOTS as u64) as usize]
+    }
+
+    /// Wakes every waiter: the ring closed.
+    fn notify_all(&self) {
+        self.cv.notify_all();
+        for cv in &self.order {
+            cv.notify_all();
+        }
     }
 
     /// The virtual position a group of `size` bytes takes at `head`.

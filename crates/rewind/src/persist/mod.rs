@@ -52,6 +52,7 @@
 //! issued (Pmem only). The writes are counted on every backend, charged or
 //! not (`Counters::nvm_writes`).
 
+pub(crate) mod backoff;
 // The mapping and the flush/fence instructions: the engine's unsafe code.
 #[allow(unsafe_code)]
 mod mapping;
@@ -241,6 +242,13 @@ struct Msync {
     flushed: parking_lot::Condvar,
     /// Signalled when a gathering leader's group is complete.
     gathered: parking_lot::Condvar,
+    /// Device flushes ended (or failed): what a fence waiting for the
+    /// flush in flight watches while it yields (`backoff`) before it
+    /// sleeps on `flushed`.
+    ended: AtomicU64,
+    /// The last group of fences held more threads than there are
+    /// processors: waiters yield before they sleep (`backoff`).
+    crowded: std::sync::atomic::AtomicBool,
     lazy: Mutex<Vec<(u64, u64)>>,
 }
 
@@ -585,6 +593,8 @@ impl Domain {
                 flush: Mutex::new(Flushes::default()),
                 flushed: parking_lot::Condvar::new(),
                 gathered: parking_lot::Condvar::new(),
+                ended: AtomicU64::new(0),
+                crowded: std::sync::atomic::AtomicBool::new(false),
                 lazy: Mutex::new(Vec::new()),
             })),
             Backend::Sim => unreachable!("sim domains are built by Domain::sim"),
@@ -848,6 +858,16 @@ impl Domain {
         matches!(self.kind, Kind::Msync(_))
     }
 
+    /// Whether a thread waiting for another commit should yield the
+    /// processor before it sleeps: on Msync, while more threads commit at
+    /// once than there are processors (see `backoff`).
+    pub(crate) fn crowded(&self) -> bool {
+        match &self.kind {
+            Kind::Msync(m) => m.crowded.load(Ordering::Relaxed),
+            _ => false,
+        }
+    }
+
     /// [`flush_at`](Self::flush_at) of a write-back that may wait: on
     /// Msync the range is synced only by the next
     /// [`fence_lazy_at`](Self::fence_lazy_at), so an ordinary fence stays one
@@ -986,6 +1006,7 @@ impl Domain {
             }
         }
         let mut led = false;
+        let mut yielded = None;
         loop {
             if let Some(m) = &f.failed {
                 return Err(fail(m));
@@ -994,7 +1015,19 @@ impl Domain {
                 break;
             }
             if f.busy {
-                m.flushed.wait(&mut f);
+                // The flush in flight ends within about its duration (a
+                // few, on a busy disk): yield until it does before
+                // sleeping (`backoff`), once per flush waited for.
+                let ended = m.ended.load(Ordering::Acquire);
+                if yielded != Some(ended) && m.crowded.load(Ordering::Relaxed) {
+                    yielded = Some(ended);
+                    let bound = (f.last_flush * 4).min(backoff::YIELD_MAX);
+                    parking_lot::MutexGuard::unlocked(&mut f, || {
+                        backoff::yield_until(bound, || m.ended.load(Ordering::Acquire) != ended)
+                    });
+                } else {
+                    m.flushed.wait(&mut f);
+                }
                 continue;
             }
             // Lead a flush of every range recorded so far (this fence's
@@ -1033,10 +1066,13 @@ impl Domain {
             // The threads fencing now: this group, and the fences that
             // joined the next one while it was in flight.
             f.expect = group + f.joined;
+            m.crowded
+                .store(backoff::crowded(f.expect), Ordering::Relaxed);
             match r {
                 Ok(()) => f.durable = f.durable.max(upto),
                 Err(e) => f.failed = Some(format!("msync failed: {e}")),
             }
+            m.ended.fetch_add(1, Ordering::Release);
             m.flushed.notify_all();
         }
         if !led {
