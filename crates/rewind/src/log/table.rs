@@ -112,6 +112,8 @@ impl<V: Copy + Default> Table<V> {
     }
 
     /// Doubles the table (or makes its first one) and reinserts the keys.
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self) {
         let n = (2 * self.slots.len()).max(FIRST);
         let old = std::mem::replace(&mut self.slots, vec![(0, V::default()); n]);

@@ -410,6 +410,7 @@ impl Handle {
     /// A logged write of at most one record's worth of bytes: an UPDATE
     /// record, then the in-place store (with a group, when the group is
     /// logged).
+    #[inline(always)]
     pub(super) fn write(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
         if let Some(g) = &self.group {
             // A full group is logged when the next write arrives, so that a
@@ -446,31 +447,13 @@ impl Handle {
                     return r;
                 }
                 g.group_bytes += group::entry_size(new.len());
-                if !g.reserving
-                    && !eng
+                if g.reserving
+                    || !eng
                         .ring
                         .as_ref()
                         .is_some_and(|ring| ring.fits(group::HEADER + g.group_bytes))
                 {
-                    // Too large for the ring: the bucket log's space for
-                    // the entries so far, then for each one as it comes.
-                    for p in &g.pending {
-                        eng.log.reserve_redo(&eng.dom, p.len, res)?;
-                    }
-                    g.reserving = true;
-                }
-                if g.reserving {
-                    // A new entry: its record's log space is held now.
-                    // Under redo-async the log may be full of groups
-                    // waiting for write-back: written back, their records
-                    // make room.
-                    match eng.log.reserve_redo(&eng.dom, new.len(), res) {
-                        Err(Error::LogFull { .. }) if eng.write_back.is_some() => {
-                            eng.sync()?;
-                            eng.log.reserve_redo(&eng.dom, new.len(), res)?;
-                        }
-                        r => r?,
-                    }
+                    Self::reserve_entry(eng, g, res, new.len())?;
                 }
                 // Its lines fetched now, so that the commit's write-back,
                 // after the fence, does not wait for them.
@@ -511,6 +494,45 @@ impl Handle {
             });
             return r;
         }
+        self.write_unbatched(eng, off, new)
+    }
+
+    /// A redo write set's new entry once the write set outgrows the ring:
+    /// the bucket log's space for the entries so far (the first time),
+    /// then for this one. Out of line: most write sets fit the ring, and
+    /// [`write`](Self::write) stays small enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn reserve_entry(
+        eng: &Engine,
+        g: &mut Group,
+        res: &mut Reservation,
+        len: usize,
+    ) -> Result<(), Error> {
+        if !g.reserving {
+            // Too large for the ring: the bucket log's space for the
+            // entries so far, then for each one as it comes.
+            for p in &g.pending {
+                eng.log.reserve_redo(&eng.dom, p.len, res)?;
+            }
+            g.reserving = true;
+        }
+        // A new entry: its record's log space is held now. Under
+        // redo-async the log may be full of groups waiting for write-back:
+        // written back, their records make room.
+        match eng.log.reserve_redo(&eng.dom, len, res) {
+            Err(Error::LogFull { .. }) if eng.write_back.is_some() => {
+                eng.sync()?;
+                eng.log.reserve_redo(&eng.dom, len, res)
+            }
+            r => r,
+        }
+    }
+
+    /// A write with no group (the Simple and two-layer logs, force and
+    /// no-force): its UPDATE record appended, then the store in place.
+    #[inline(never)]
+    fn write_unbatched(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
         let mut old = std::mem::take(&mut self.old_buf);
         old.resize(new.len(), 0);
         let r = eng

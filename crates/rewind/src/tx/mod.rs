@@ -366,6 +366,7 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
+    #[inline(always)]
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         let end = off + bytes.len() as u64;
         if self.fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
