@@ -77,10 +77,10 @@ impl Verified {
     /// else an empty one stamped with the epoch now.
     pub(super) fn resume(eng: &Engine) -> Verified {
         let epoch = eng.alloc.free_epoch();
-        // `try_with`: a transaction in a thread-local's destructor starts empty.
-        let kept = KEPT
-            .try_with(|k| k.replace(Verified::default()))
-            .unwrap_or_default();
+        // `try_with`: a transaction in a thread-local's destructor starts
+        // empty. (Copied, not taken: a transaction of another pool nested in
+        // this one finds this pool's epoch, never its own, and starts empty.)
+        let kept = KEPT.try_with(Cell::get).unwrap_or_default();
         if kept.epoch == epoch {
             return kept;
         }

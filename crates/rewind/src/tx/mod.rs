@@ -129,7 +129,7 @@ fn dooms(e: &Error) -> bool {
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         // Strict two-phase locking: released only now, after the commit or
-        // the rollback (both consume the transaction before it drops).
+        // the rollback (both run before it drops).
         if !self.locks.is_empty() {
             let keys = self.locks.iter().map(|&(k, _)| k);
             self.eng.locks.release_all(self.log.id, keys);
@@ -140,6 +140,7 @@ impl Drop for Tx<'_> {
 }
 
 impl<'p> Tx<'p> {
+    #[inline(always)]
     pub(crate) fn new(eng: &'p Engine, id: u64) -> Tx<'p> {
         Tx {
             eng,
@@ -552,7 +553,9 @@ impl<'p> Tx<'p> {
     /// Ends a transaction whose closure returned `Ok`: commits it (the END
     /// record is the commit point), or rolls it back when it is doomed or
     /// its commit found no log space, returning that error.
-    pub(crate) fn finish(mut self) -> Result<(), Error> {
+    /// (By reference: a `Tx` is a few hundred bytes, and the caller drops
+    /// it once this returns, releasing its locks.)
+    pub(crate) fn finish(&mut self) -> Result<(), Error> {
         if let Some(e) = self.doomed.take() {
             self.abort()?;
             return Err(e);
@@ -617,7 +620,7 @@ impl<'p> Tx<'p> {
 
     /// Rolls the transaction back; a failure poisons the pool (recovery at
     /// the next open finishes the rollback).
-    pub(crate) fn abort(mut self) -> Result<(), Error> {
+    pub(crate) fn abort(&mut self) -> Result<(), Error> {
         let r = self.rollback();
         if let Err(e) = &r {
             self.eng.poison(e);
