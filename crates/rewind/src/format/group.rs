@@ -184,14 +184,21 @@ impl Builder {
             }
         }
         self.pad();
-        let word = target | (value.len() as u64) << 48;
-        self.buf.extend_from_slice(&word.to_le_bytes());
-        let at = self.buf.len() - self.base;
+        let word = (target | (value.len() as u64) << 48).to_le_bytes();
+        let at = self.buf.len() + ENTRY_WORD - self.base;
         self.values.push((target, at, value.len()));
         match <&[u8; 8]>::try_from(value) {
-            // A word (most writes): a copy of known size, no call.
-            Ok(w) => self.buf.extend_from_slice(w),
-            Err(_) => self.buf.extend_from_slice(value),
+            // A word (most writes): the entry in one copy of known size.
+            Ok(w) => {
+                let mut e = [0; ENTRY_WORD + 8];
+                e[..ENTRY_WORD].copy_from_slice(&word);
+                e[ENTRY_WORD..].copy_from_slice(w);
+                self.buf.extend_from_slice(&e);
+            }
+            Err(_) => {
+                self.buf.extend_from_slice(&word);
+                self.buf.extend_from_slice(value);
+            }
         }
         self.count += 1;
         self.joinable = true;

@@ -155,6 +155,12 @@ impl Mapping {
     #[inline]
     pub(super) fn write(&self, off: usize, bytes: &[u8]) {
         debug_assert!(off + bytes.len() <= self.len);
+        if let Ok(w) = <&[u8; 8]>::try_from(bytes) {
+            // A word (most writes): a copy of known size, no call.
+            // SAFETY: as below, for 8 bytes.
+            unsafe { std::ptr::copy_nonoverlapping(w.as_ptr(), self.base.add(off), 8) };
+            return;
+        }
         // SAFETY: bounds checked by the caller; no reference into the region
         // exists, and `bytes` cannot alias it (it is a Rust borrow).
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), bytes.len()) }
