@@ -169,7 +169,7 @@ impl Builder {
     /// where the last entry's ends (and fits beside it in one entry) joins
     /// that entry instead: the bytes replay the same, in the same order.
     /// Returns where the value lies, for [`value`](Self::value).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, target: u64, value: &[u8]) -> usize {
         debug_assert!(value.len() <= MAX_VALUE && target <= TARGET_BITS);
         if let Some((t, at, len)) = self.values.last_mut().filter(|_| self.joinable) {
