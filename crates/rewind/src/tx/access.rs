@@ -79,7 +79,8 @@ impl Verified {
         let epoch = eng.alloc.free_epoch();
         // `try_with`: a transaction in a thread-local's destructor starts
         // empty. (Copied, not taken: a transaction of another pool nested in
-        // this one finds this pool's epoch, never its own, and starts empty.)
+        // this one may find the same cache, and keeps it only if the epoch,
+        // which no other pool shows, is still its own pool's.)
         let kept = KEPT.try_with(Cell::get).unwrap_or_default();
         if kept.epoch == epoch {
             return kept;
