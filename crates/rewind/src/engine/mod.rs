@@ -130,6 +130,7 @@ impl Engine {
     }
 
     /// Reads committed bytes: in place, with the write cache over them.
+    #[inline]
     pub(crate) fn read_committed(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         match &self.write_back {
             Some(wb) => wb.read(&self.dom, off, buf),

@@ -145,8 +145,16 @@ impl Mapping {
         self.base as usize + off
     }
 
+    #[inline]
     pub(super) fn read(&self, off: usize, buf: &mut [u8]) {
         debug_assert!(off + buf.len() <= self.len);
+        if let Ok(w) = <&mut [u8; 8]>::try_from(&mut *buf) {
+            // A word (most reads of a node's fields): a copy of known
+            // size, no call.
+            // SAFETY: as below, for 8 bytes.
+            unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), w.as_mut_ptr(), 8) };
+            return;
+        }
         // SAFETY: the caller checked `off + buf.len() <= len`; `buf` is a
         // distinct Rust allocation, so the ranges do not overlap.
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(off), buf.as_mut_ptr(), buf.len()) }

@@ -665,6 +665,7 @@ impl Domain {
     }
 
     /// Copies `buf.len()` bytes at `off` into `buf` (the live contents).
+    #[inline]
     pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.check(off, buf.len())?;
         self.map.read(off as usize, buf);

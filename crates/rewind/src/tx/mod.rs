@@ -280,6 +280,7 @@ impl<'p> Tx<'p> {
     }
 
     /// Reads bytes, seeing this transaction's own writes.
+    #[inline]
     pub fn read_bytes(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.check_access(off, buf.len() as u64)?;
         self.eng.read_committed(off, buf)?;
