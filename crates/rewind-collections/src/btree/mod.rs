@@ -397,13 +397,12 @@ where
         }
         let i = node.child_for::<K, M>(m, &h.geo, k)?;
         let kid = node.kid_in(m, &h.geo, i)?;
-        let child = Raw::load_head(m, &h.geo, kid)?;
         if let Some(p) = path.as_deref_mut() {
             if !p.push((node.off, i)) {
                 break;
             }
         }
-        node = child;
+        node.reload_head(m, &h.geo, kid)?;
     }
     Err(corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
 }

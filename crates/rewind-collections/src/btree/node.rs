@@ -188,16 +188,46 @@ impl Raw {
         let mut b = Buf::zeroed(len);
         m.read_at(off, &mut b)?;
         let n = Raw { off, b };
-        match le32(&n.b, KIND_OFF) {
-            KIND_LEAF if n.bitmap() & !geo.full() != 0 => {
-                Err(corrupt(WHAT, off, "bitmap bits past the fan-out"))
+        n.check(geo)?;
+        Ok(n)
+    }
+
+    /// What decoding relies on: a known kind, an inner node's count and a
+    /// leaf's bitmap within the fan-out.
+    fn check(&self, geo: &Geo) -> Result<()> {
+        match le32(&self.b, KIND_OFF) {
+            KIND_LEAF if self.bitmap() & !geo.full() != 0 => {
+                Err(corrupt(WHAT, self.off, "bitmap bits past the fan-out"))
             }
-            KIND_INNER if n.count() > geo.fanout => {
-                Err(corrupt(WHAT, off, "key count above the fan-out"))
+            KIND_INNER if self.count() > geo.fanout => {
+                Err(corrupt(WHAT, self.off, "key count above the fan-out"))
             }
-            KIND_LEAF | KIND_INNER => Ok(n),
-            _ => Err(corrupt(WHAT, off, "unknown node kind")),
+            KIND_LEAF | KIND_INNER => Ok(()),
+            _ => Err(corrupt(WHAT, self.off, "unknown node kind")),
         }
+    }
+
+    /// [`load_head`](Self::load_head) of the node at `off` into this
+    /// node's buffer: a descent reads each level into one buffer on the
+    /// stack instead of zeroing a new one and moving it (the bytes past
+    /// the head read are never seen: `Buf` shows only its `len`).
+    pub fn reload_head<M: Mem + ?Sized>(&mut self, m: &mut M, geo: &Geo, off: u64) -> Result<()> {
+        if off == 0 {
+            return Err(corrupt(WHAT, off, "null child or root pointer"));
+        }
+        let len = geo.slots_off();
+        match &mut self.b {
+            Buf::Head { len: l, b } if len <= HEAD_MAX => {
+                *l = len;
+                m.read_at(off, &mut b[..len])?;
+            }
+            b => {
+                *b = Buf::zeroed(len);
+                m.read_at(off, b)?;
+            }
+        }
+        self.off = off;
+        self.check(geo)
     }
 
     /// Reads what a descent needs first of the node at `off`, into a
