@@ -128,9 +128,9 @@ impl Table {
 pub(crate) struct LockTable {
     table: Mutex<Table>,
     changed: Condvar,
-    /// Bumped, under the table's latch, by every change a waiter may
-    /// wait for (a release, a request leaving the line): what a spinning
-    /// waiter watches.
+    /// Bumped by every change a waiter may wait for (a release, a request
+    /// leaving the line), once the change is made: what a spinning waiter
+    /// watches before it tests its request again under the latch.
     changes: AtomicU64,
     /// The longest wait, in milliseconds.
     timeout_ms: AtomicU64,
