@@ -182,14 +182,34 @@ impl Raw {
     /// Reads the first `len` bytes of the node at `off` (they hold its
     /// kind, count and bitmap) and checks what decoding relies on.
     fn read_checked<M: Mem + ?Sized>(m: &mut M, geo: &Geo, off: u64, len: usize) -> Result<Raw> {
+        let mut n = Raw {
+            off,
+            b: Buf::zeroed(len),
+        };
+        n.fill(m, geo, off, len)?;
+        Ok(n)
+    }
+
+    /// Reads the first `len` bytes of the node at `off` into this node's
+    /// buffer (reused when it has the room; the bytes past `len` are never
+    /// seen: `Buf` shows only its `len`) and checks them.
+    fn fill<M: Mem + ?Sized>(&mut self, m: &mut M, geo: &Geo, off: u64, len: usize) -> Result<()> {
         if off == 0 {
             return Err(corrupt(WHAT, off, "null child or root pointer"));
         }
-        let mut b = Buf::zeroed(len);
-        m.read_at(off, &mut b)?;
-        let n = Raw { off, b };
-        n.check(geo)?;
-        Ok(n)
+        match &mut self.b {
+            Buf::Head { len: l, b } if len <= HEAD_MAX => {
+                *l = len;
+                m.read_at(off, &mut b[..len])?;
+            }
+            Buf::Whole(v) if v.len() == len => m.read_at(off, v)?,
+            b => {
+                *b = Buf::zeroed(len);
+                m.read_at(off, b)?;
+            }
+        }
+        self.off = off;
+        self.check(geo)
     }
 
     /// What decoding relies on: a known kind, an inner node's count and a
@@ -209,25 +229,9 @@ impl Raw {
 
     /// [`load_head`](Self::load_head) of the node at `off` into this
     /// node's buffer: a descent reads each level into one buffer on the
-    /// stack instead of zeroing a new one and moving it (the bytes past
-    /// the head read are never seen: `Buf` shows only its `len`).
+    /// stack instead of zeroing a new one and moving it.
     pub fn reload_head<M: Mem + ?Sized>(&mut self, m: &mut M, geo: &Geo, off: u64) -> Result<()> {
-        if off == 0 {
-            return Err(corrupt(WHAT, off, "null child or root pointer"));
-        }
-        let len = geo.slots_off();
-        match &mut self.b {
-            Buf::Head { len: l, b } if len <= HEAD_MAX => {
-                *l = len;
-                m.read_at(off, &mut b[..len])?;
-            }
-            b => {
-                *b = Buf::zeroed(len);
-                m.read_at(off, b)?;
-            }
-        }
-        self.off = off;
-        self.check(geo)
+        self.fill(m, geo, off, geo.slots_off())
     }
 
     /// Reads what a descent needs first of the node at `off`, into a
