@@ -38,14 +38,20 @@ fn peers() -> Vec<(&'static str, &'static str)> {
     }
 }
 
-#[test]
-fn bench_btree_has_every_system_at_every_update_fraction() {
-    let rows = bench("btree");
+/// The baselines and every rewind configuration, as `(system, config)`.
+fn baselines_and_rewind() -> Vec<(String, String)> {
     let mut systems: Vec<(String, String)> = vec![
         ("volatile".into(), "dram".into()),
         ("persist-nolog".into(), "nolog".into()),
     ];
     systems.extend(rewind_configs().into_iter().map(|c| ("rewind".into(), c)));
+    systems
+}
+
+#[test]
+fn bench_btree_has_every_system_at_every_update_fraction() {
+    let rows = bench("btree");
+    let mut systems = baselines_and_rewind();
     systems.extend(peers().into_iter().map(|(s, c)| (s.into(), c.into())));
     for (s, c) in &systems {
         for u in ["0", "0.1", "0.5", "1"] {
@@ -140,11 +146,7 @@ fn bench_rollback_times_every_size_for_every_recoverable_system() {
 #[test]
 fn bench_threads_reports_both_sharings_at_one_and_two_threads_at_least() {
     let rows = bench("threads");
-    let mut systems: Vec<(String, String)> = vec![
-        ("volatile".into(), "dram".into()),
-        ("persist-nolog".into(), "nolog".into()),
-    ];
-    systems.extend(rewind_configs().into_iter().map(|c| ("rewind".into(), c)));
+    let systems = baselines_and_rewind();
     for (s, c) in &systems {
         for sharing in ["own", "shared"] {
             for t in [1, 2] {

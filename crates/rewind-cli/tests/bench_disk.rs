@@ -10,11 +10,10 @@ fn bench_disk_tiny_counts_one_device_flush_per_redo_commit() {
     let json = common::run_tiny("disk");
     let rows = json["rows"].as_array().unwrap();
     let value = |system: &str, config: &str, metric: &str| {
-        common::find(
+        common::value_where(
             rows,
             &[("system", system), ("config", config), ("metric", metric)],
         )
-        .and_then(|r| r["value"].as_f64())
     };
     let flushes = |s, c| value(s, c, "device_flushes_per_commit");
     assert_eq!(flushes("rewind", "msync-redo"), Some(1.0));

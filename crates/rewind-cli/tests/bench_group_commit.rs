@@ -9,22 +9,17 @@ mod common;
 fn bench_group_commit_tiny_reports_every_thread_count_and_counts_flushes() {
     let json = common::run_tiny("group-commit");
     let rows = json["rows"].as_array().unwrap();
-    let value = |system: &str, param: &str, metric: &str| {
-        common::find(
-            rows,
-            &[("system", system), ("param", param), ("metric", metric)],
-        )
-        .and_then(|r| r["value"].as_f64())
-    };
     for t in [1, 2, 4, 8, 16] {
         let p = format!("threads={t}");
-        for system in ["rewind", "sqlite"] {
-            let v = value(system, &p, "commits_per_s");
+        for (system, config) in [("rewind", "msync-redo"), ("sqlite", "wal-full")] {
+            let v = common::value(rows, system, config, &p, "commits_per_s");
             assert!(v.is_some_and(|v| v > 0.0), "{system} {p}: {v:?}");
-            assert!(value(system, &p, "scaling_vs_1_thread").is_some());
+            let scaling = common::value(rows, system, config, &p, "scaling_vs_1_thread");
+            assert!(scaling.is_some());
         }
-        let per = value("rewind", &p, "device_flushes_per_commit").unwrap();
-        let group = value("rewind", &p, "commits_per_flush").unwrap();
+        let rewind = |metric| common::value(rows, "rewind", "msync-redo", &p, metric).unwrap();
+        let per = rewind("device_flushes_per_commit");
+        let group = rewind("commits_per_flush");
         if t == 1 {
             assert_eq!(per, 1.0, "one thread: one device flush per commit");
         }

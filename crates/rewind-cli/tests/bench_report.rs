@@ -2,23 +2,23 @@
 //! file) from `docs/bench/*.json` changes nothing, it stays under 400
 //! lines, and it opens with the summary table.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
+
+mod common;
 
 #[test]
 fn benchmarks_md_is_what_the_results_regenerate() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
-        .args(["bench", "report", "--check", "--out"])
-        .arg(root.join("docs/bench"))
-        .arg("--markdown")
-        .arg(root.join("BENCHMARKS.md"))
-        .output()
-        .expect("run the rewind binary");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (data, md) = (root.join("docs/bench"), root.join("BENCHMARKS.md"));
+    let args = ["bench", "report", "--check", "--out"].map(OsStr::new);
+    common::rewind_ok(
+        &[
+            &args[..],
+            &[data.as_os_str(), OsStr::new("--markdown"), md.as_os_str()],
+        ]
+        .concat(),
     );
     let md = std::fs::read_to_string(root.join("BENCHMARKS.md")).unwrap();
     assert!(md.lines().count() < 400, "{} lines", md.lines().count());

@@ -39,60 +39,16 @@ use std::path::Path;
 use rewind::Policy;
 use rewind_collections::{BTreeMap, HashMap};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Timer};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample, Timer};
+use super::output::Report;
 use super::tree::coll::MapStore;
 use super::tree::systems::{self, built, Plan, Subject, PEERS};
 use super::tree::workload::{Digest, Model, Op};
 use super::tree::Value;
 use crate::error::CliError;
 
-pub const BENCH: Bench = Bench {
-    name: "btree",
-    about: "REWIND Fig. 7: a B+-tree of 32-byte records against the fraction of updates",
-    run,
-    table: &[
-        Col("us_per_op", "us/op", 3),
-        Col("commit_us_per_op", "commit us", 3),
-    ],
-    chart: Chart::costs(
-        "B+-tree: time per operation against update fraction (REWIND Fig. 7)",
-        "microseconds per operation (log scale)",
-        &["us_per_op"],
-    ),
-    peers: &PEERS,
-    paper: "REWIND Fig. 7: at 100 % updates REWIND's B+-tree is within a few percent of the non-recoverable tree, 105× faster than Berkeley DB, 85× than Stasis and 205× than Shore-MT.",
-    notes: "The same tree runs on every engine that offers raw memory (DRAM, durable stores, rewind, libpmemobj); Berkeley DB, LMDB, SQLite and redb use their own trees, each operation its own durable transaction. Every system applies the same operations and its answers must agree with the others'.",
-    headlines: &[Headline {
-        what: "B+-tree, 100 % updates",
-        param: Some("update=1"),
-        metric: "us_per_op",
-        unit: "us/op",
-        higher_is_better: false,
-        against: &PEERS,
-    }],
-};
-
 /// The systems besides the collections' tree, in the order built.
 pub const STR_PEERS: [&str; 4] = ["bdb", "lmdb", "sqlite", "redb"];
-
-pub const STR: Bench = Bench {
-    name: "btree-str",
-    about: "the B+-tree with 32-byte string keys: rewind-collections' BTreeMap beside Berkeley DB, LMDB, SQLite and redb",
-    run: run_str,
-    table: &[
-        Col("us_per_op", "us/op", 3),
-    ],
-    chart: Chart::costs(
-        "B+-tree with 32-byte string keys: time per operation against update fraction",
-        "microseconds per operation (log scale)",
-        &["us_per_op"],
-    ),
-    peers: &STR_PEERS,
-    paper: "Issue 18's string-key goal: with 32-byte string keys, rewind-collections' BTreeMap at least 5x faster than redb and LMDB (100 % updates, tmpfs).",
-    notes: "coll-btree is rewind-collections' BTreeMap<Vec<u8>, [u8; 24]> under the default policy: each 32-byte key inline in its 40-byte leaf slot, beside its 24-byte value. The peers use their own trees with the same keys as byte strings; every operation is its own durable transaction, and every system's answers must agree.",
-    headlines: &[],
-};
 
 /// Update fractions.
 pub const FRACTIONS: [f64; 4] = [0.0, 0.1, 0.5, 1.0];
@@ -175,7 +131,7 @@ struct Tree {
     peers: &'static [&'static str],
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let t = Tree {
         key: "8-byte key",
         fractions: &FRACTIONS,
@@ -187,7 +143,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     run_tree(ctx, report, t)
 }
 
-fn run_str(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run_str(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let t = Tree {
         key: "32-byte string key",
         fractions: &[0.0, 1.0],

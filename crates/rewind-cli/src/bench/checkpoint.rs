@@ -12,30 +12,9 @@ use std::path::Path;
 
 use rewind::{LogVariant, Policy};
 
-use super::harness::{Bench, Ctx, Label, Per, Sample};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "checkpoint",
-    about: "REWIND Fig. 6: no-force checkpoints against their frequency",
-    run,
-    table: &[
-        Col("seconds", "seconds", 3),
-        Col("overhead", "overhead %", 1),
-        Col("checkpoints", "checkpoints", 0),
-        Col("nvm_writes_per_record", "nvm/rec", 2),
-    ],
-    chart: Chart::linear(
-        "checkpoint overhead vs frequency, no-force (REWIND Fig. 6)",
-        "overhead over no checkpoints, %",
-        &["overhead"],
-    ),
-    peers: &[],
-    paper: "REWIND Fig. 6: checkpointing every 100k records to every 5M costs Simple 79 % → 60 %, Optimized 32 % → 9 %, Batch 20 % → 3 % over no checkpoints.",
-    notes: "A checkpoint makes every committed value durable in place and clears the log; the overhead is the checkpointed run over the run without, per round. Single-threaded, a checkpoint here never contends with a transaction, which is where the paper attributes Simple's cost.",
-    headlines: &[],
-};
 
 /// Updates (UPDATE records) per transaction; each also logs an END.
 const WRITES: u64 = 8;
@@ -77,7 +56,7 @@ fn run_once(
     Ok(sample)
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Records in the stream, the checkpoint intervals (records between
     // checkpoints) and the rounds.
     let (records, intervals, rounds) = ctx.scale.pick(

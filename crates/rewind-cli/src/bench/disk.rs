@@ -40,35 +40,9 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{self, median, Bench, Ctx, Headline, Label, Per, Sample};
-use super::output::{Chart, Col, Report};
+use super::harness::{self, median, Ctx, Label, Per, Sample};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "disk",
-    about: "one-word durable transactions on a disk: rewind (Msync) beside SQLite WAL FULL, LMDB, Berkeley DB",
-    run,
-    table: &[
-        Col("us_per_commit", "us/commit", 1),
-        Col("device_flushes_per_commit", "dev flushes", 2),
-    ],
-    chart: Chart::linear(
-        "one-word durable transactions on a disk",
-        "microseconds per commit",
-        &["us_per_commit"],
-    ),
-    peers: &["lmdb", "bdb"],
-    paper: "Issue 16's disk half: on a plain disk every fence is a device flush, so a durable commit costs at least one; the goal is 1.00 device flush per one-word commit and at least 2x the speed of SQLite WAL FULL and 1.5x that of LMDB and Berkeley DB on the same disk.",
-    notes: "rewind's redo commit writes its group to the file with `pwrite` and makes it durable with one `msync` of its pages (one device flush); the values stored in place reach the disk lazily, when the commit ring is drained (ring full, `sync`, close). Force pays a fence per log record and for the data. SQLite WAL FULL writes a 4 KiB frame and syncs the WAL per commit (the SQLite rusqlite bundles is built without `HAVE_FDATASYNC`, so that sync is an `fsync`, which on ext4 also commits the journal for the file's mtime), LMDB writes its pages and syncs twice (data, then meta page), Berkeley DB writes and syncs its log. `disk-floor` rows are the flush alone: 64 bytes and one device flush by each primitive.",
-    headlines: &[Headline {
-        what: "one-row durable update on a disk (Msync)",
-        param: None,
-        metric: "us_per_commit",
-        unit: "us/commit",
-        higher_is_better: false,
-        against: &["sqlite", "lmdb", "bdb"],
-    }],
-};
 
 /// Rows.
 const M: u64 = 4096;
@@ -363,7 +337,7 @@ fn on_disk(ctx: &Ctx, report: &mut Report) -> std::path::PathBuf {
     base
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let n = ctx.scale.pick(5, 200, 2_000);
     let base = on_disk(ctx, report);
     let dir = crate::scratch::dir(Some(&base))?;
@@ -392,6 +366,9 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Thread counts of `group-commit`.
+const GROUP_THREADS: [usize; 5] = [1, 2, 4, 8, 16];
+
 /// `rewind bench group-commit`: the same durable one-row updates from 1,
 /// 2, 4, 8 and 16 threads at once, on the disk (`--dir`, else the temp
 /// directory): rewind on `Msync` (one pool; its commits share device
@@ -401,39 +378,7 @@ fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
 /// thread's transactions its own). Thread `t` of `T` updates only rows
 /// `r` with `r % T == t`, so the rows' final values, read back after every
 /// round, are the same for every system.
-pub const GROUP_COMMIT: Bench = Bench {
-    name: "group-commit",
-    about: "durable one-row updates from 1-16 threads on a disk: rewind's group commit (Msync) beside SQLite WAL FULL, LMDB, Berkeley DB",
-    run: run_group,
-    table: &[
-        Col("commits_per_s", "commits/s", 0),
-        Col("scaling_vs_1_thread", "x 1 thread", 2),
-        Col("commits_per_flush", "commits/flush", 2),
-        Col("device_flushes_per_commit", "dev flushes", 2),
-        Col("order_parks_per_commit", "order parks", 2),
-    ],
-    chart: Chart::rates(
-        "durable one-row updates on a disk against threads",
-        "commits per second (log scale)",
-        &["commits_per_s"],
-    ),
-    peers: &["lmdb", "bdb"],
-    paper: "Issue 17's group commit: on a disk a fence is a device flush, and every database shares one among the commits that arrive while it is in flight; the goal is 8 threads at 4x one thread's commits per second, and 2x the fastest of SQLite WAL FULL, LMDB and Berkeley DB at 8 threads.",
-    notes: "rewind's commits reserve their ring space under the latch and write and fence outside it; on Msync a fence that finds a device flush in flight waits for it and the next one, which one waiter leads for all, once the threads fencing now have joined (the last flush's group and those that came during it; at most half a flush's wait, none for a lone thread): `commits_per_flush`. A commit then waits for the earlier groups to be written back in place, in sequence order: `order_parks_per_commit` counts the waits that slept (a futex sleep and wake each). While more threads commit than there are processors, both waits yield the processor before they sleep (for up to four flushes' time), which keeps futex wake-ups off each flush's critical path: at 8 threads on 2 processors, no wait sleeps. SQLite's writers take the WAL's write lock in turn (a busy connection sleeps and retries), LMDB has one writer at a time, Berkeley DB's transactions lock pages and each commit flushes the log (its own group commit joins commits whose log records are written by the time the flush starts).",
-    headlines: &[Headline {
-        what: "durable one-row updates on a disk, 8 threads",
-        param: Some("threads=8"),
-        metric: "commits_per_s",
-        unit: "commits/s",
-        higher_is_better: true,
-        against: &["sqlite", "lmdb", "bdb"],
-    }],
-};
-
-/// Thread counts of `group-commit`.
-const GROUP_THREADS: [usize; 5] = [1, 2, 4, 8, 16];
-
-fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let n = ctx.scale.pick(4, 100, 400);
     let base = on_disk(ctx, report);
     println!(

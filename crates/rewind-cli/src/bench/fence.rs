@@ -14,29 +14,9 @@ use std::path::Path;
 
 use rewind::{LogVariant, NvmLatency, Policy};
 
-use super::harness::{Bench, Ctx, Label, Per, Sample};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "fence",
-    about: "REWIND Fig. 10: sensitivity to fence latency, and record groups against it",
-    run,
-    table: &[
-        Col("us_per_tx", "us/tx", 2),
-        Col("slowdown", "slowdown", 2),
-        Col("nvm_writes_per_tx", "nvm/tx", 2),
-    ],
-    chart: Chart::linear(
-        "slowdown against fence latency, no-force (REWIND Fig. 10)",
-        "time over time at 0 ns fences",
-        &["slowdown"],
-    ),
-    peers: &[],
-    paper: "REWIND Fig. 10: as fence latency grows, Optimized (two fences per record) slows by up to 5×, Batch 8 by 1.63×, Batch 16 by 1.32×, Batch 32 by 1.18×.",
-    notes: "The slowdown is each configuration's time over its own time at 0 ns fences. Fences per transaction are exact counters: Optimized pays two per record, Batch two per group, so larger groups divide the fence latency's cost.",
-    headlines: &[],
-};
 
 /// Updates per transaction.
 const K: u64 = 64;
@@ -75,7 +55,7 @@ fn run_once(
     super::random_writes((dir, &name), &cfg, log, (txs, K), seed, |_, _| Ok(()))
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Transactions per run, fence latencies, rounds.
     let (txs, fences, rounds) = ctx.scale.pick(
         (10, vec![0, 500], 1),

@@ -4,9 +4,11 @@
 //!
 //! # Adding an experiment
 //!
-//! An experiment is a file `bench/NAME.rs` holding one [`Bench`], listed in
-//! `BENCHES` in `bench/mod.rs`. It declares three things and the driver
-//! does the rest:
+//! An experiment is a file `bench/NAME.rs` holding its `run` function,
+//! listed as a [`Bench`] in `BENCHES` in `bench/mod.rs`, and a section
+//! `[NAME]` of `bench/benches.toml` (its [`Meta`]: what it states about
+//! itself, as data). The code declares three things and the driver does
+//! the rest:
 //!
 //! 1. **Its systems**: anything that can run a round (a rewind pool, a
 //!    `persist::Domain`, a peer's handle), each with a [`Label`]
@@ -15,7 +17,7 @@
 //!    that `--dir`, `--backend` and the emulated latencies apply. A peer
 //!    the build lacks (`--features peers`) is left out by `cfg`; the driver
 //!    says which ones are missing when the experiment names them in
-//!    [`Bench::peers`].
+//!    its `peers` ([`Meta`]).
 //! 2. **Its points** (K, update fraction, sizes, threads): a loop in `run`
 //!    that calls [`Ctx::rounds`] once per point (or once, with the point in
 //!    each label's `param`).
@@ -39,55 +41,91 @@
 //! separately taken medians carries the drift between rounds), and writes
 //! the standard rows ([`Measured::report`]: time per operation, fences and
 //! lines per operation, ratios to the baseline and the peers). `rewind
-//! bench` then prints the table ([`Bench::table`]), writes JSON and CSV,
-//! and draws the chart ([`Bench::chart`]). For `BENCHMARKS.md`, the
-//! experiment also states the paper's number ([`Bench::paper`]), two or
-//! three sentences on what it shows ([`Bench::notes`]) and its lines of the
-//! summary table ([`Bench::headlines`]); run it with `--out docs/bench` and
+//! bench` then prints the table (the section's `table`), writes JSON and
+//! CSV, and draws the chart (`chart`). For `BENCHMARKS.md`, the section
+//! also states the paper's number (`paper`), two or three sentences on
+//! what the results show (`notes`) and the experiment's lines of the
+//! summary table (`headlines`); run it with `--out docs/bench` and
 //! regenerate the document with `rewind bench report --out docs/bench`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rewind::persist::Domain;
 use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, Pool, PoolConfig};
+use serde::Deserialize;
 use tempfile::TempDir;
 
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
 
-/// An experiment.
+/// An experiment: its name and the function that measures it, adding rows
+/// to the report. What it states about itself (its columns, chart, peers,
+/// the paper's number, notes and summary lines) is data: [`Meta`], its
+/// section of `bench/benches.toml`.
 pub struct Bench {
     /// What `rewind bench NAME` calls it.
     pub name: &'static str,
-    /// One line: the paper's figure and the workload.
-    pub about: &'static str,
-    /// Measures everything, adding rows to the report.
     pub run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
+}
+
+/// What an experiment states about itself.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// One line: the paper's figure and the workload.
+    pub about: String,
     /// The printed table's columns.
-    pub table: &'static [Col],
+    pub table: Vec<Col>,
     pub chart: Chart,
     /// The peers (`--features peers`) this experiment runs when built with them.
-    pub peers: &'static [&'static str],
+    pub peers: Vec<String>,
     /// What the paper reports, for `BENCHMARKS.md`.
-    pub paper: &'static str,
+    pub paper: String,
     /// Two or three sentences on what the results show and why.
-    pub notes: &'static str,
+    pub notes: String,
     /// The lines of `BENCHMARKS.md`'s summary table.
-    pub headlines: &'static [Headline],
+    #[serde(default)]
+    pub headlines: Vec<Headline>,
+}
+
+/// Every experiment's [`Meta`], by name, parsed once.
+static META: LazyLock<Result<BTreeMap<String, Meta>, String>> =
+    LazyLock::new(|| toml::from_str(include_str!("benches.toml")).map_err(|e| e.to_string()));
+
+impl Bench {
+    pub const fn new(
+        name: &'static str,
+        run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
+    ) -> Bench {
+        Bench { name, run }
+    }
+
+    /// Its section of `bench/benches.toml`.
+    pub fn meta(&self) -> Result<&'static Meta, CliError> {
+        let all = META
+            .as_ref()
+            .map_err(|e| CliError::Bench(format!("benches.toml: {e}")))?;
+        (all.get(self.name))
+            .ok_or_else(|| CliError::Bench(format!("benches.toml has no [{}]", self.name)))
+    }
 }
 
 /// A summary line: rewind's best configuration against the best of
-/// `against` (systems, or `system/config`s) by `metric` at `param` (`None`:
+/// `against` (systems, or `system/config`s) by `metric` at `param` (none:
 /// the last point measured).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Headline {
-    pub what: &'static str,
-    pub param: Option<&'static str>,
-    pub metric: &'static str,
-    pub unit: &'static str,
+    pub what: String,
+    pub param: Option<String>,
+    pub metric: String,
+    pub unit: String,
     pub higher_is_better: bool,
-    pub against: &'static [&'static str],
+    pub against: Vec<String>,
 }
 
 /// How much work each measurement does.
@@ -540,6 +578,25 @@ impl Measured {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_experiment_has_its_section_of_benches_toml_and_no_other() {
+        let names: Vec<&str> = super::super::BENCHES.iter().map(|b| b.name).collect();
+        for b in &super::super::BENCHES {
+            let meta = b.meta().unwrap();
+            assert!(
+                !meta.table.is_empty() && !meta.chart.metrics.is_empty(),
+                "{}",
+                b.name
+            );
+        }
+        let all = META.as_ref().unwrap();
+        let extra: Vec<&String> = all
+            .keys()
+            .filter(|k| !names.contains(&k.as_str()))
+            .collect();
+        assert!(extra.is_empty(), "sections of no experiment: {extra:?}");
+    }
 
     fn sample(ms: u64) -> Sample {
         Sample {

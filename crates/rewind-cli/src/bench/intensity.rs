@@ -19,33 +19,10 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{LogVariant, PPtr, Policy, Pool};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample};
+use super::output::Report;
 use super::ARRAY;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "intensity",
-    about: "REWIND Fig. 3 left: one transaction of random updates, each followed by computation",
-    run,
-    table: &[Col("ms", "ms", 2)],
-    chart: Chart::costs(
-        "logging overhead vs update intensity (REWIND Fig. 3 left)",
-        "time over the non-recoverable baseline (log scale)",
-        &["ratio_vs_nolog"],
-    ),
-    peers: &[],
-    paper: "REWIND Fig. 3 (left): at 10 % updates the one-layer log under no-force costs 1.5× the non-recoverable run, the two-layer log 8.5×; the overhead falls as computation dilutes the updates.",
-    notes: "The ratio is the same transaction's time over the no-log run's in the same round. As the update intensity falls, computation dominates both and every configuration approaches 1×; at 100 % the ratios are the log's whole cost per update.",
-    headlines: &[Headline {
-        what: "updates diluted by computation",
-        param: Some("10%"),
-        metric: "ms",
-        unit: "ms",
-        higher_is_better: false,
-        against: &["persist-nolog"],
-    }],
-};
 
 /// Update intensities, in percent.
 const INTENSITIES: [u64; 6] = [1, 5, 10, 25, 50, 100];
@@ -125,7 +102,7 @@ fn systems(ctx: &Ctx, dir: &Path, updates: u64) -> Result<Vec<(String, System)>,
     Ok(out)
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Updates in the transaction, rounds.
     let (updates, rounds) = ctx.scale.pick((50, 1), (4_000, 3), (40_000, 5));
     println!("  {updates} updates; update intensity {INTENSITIES:?} %; median of {rounds} rounds");

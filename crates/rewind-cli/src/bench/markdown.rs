@@ -12,10 +12,11 @@ use crate::error::CliError;
 
 /// The document for `benches`, their results read from `data`. Returns
 /// the document and every file it is drawn from: `(path, contents)`.
-pub fn generate(benches: &[&Bench], data: &Path) -> Result<Vec<(PathBuf, String)>, CliError> {
+pub fn generate(benches: &[Bench], data: &Path) -> Result<Vec<(PathBuf, String)>, CliError> {
     let mut files = Vec::new();
     let mut reports = Vec::new();
     for b in benches {
+        let meta = b.meta()?;
         let path = data.join(format!("{}.json", b.name));
         // An experiment not run yet has a section that says so.
         let Ok(text) = std::fs::read_to_string(&path) else {
@@ -25,7 +26,7 @@ pub fn generate(benches: &[&Bench], data: &Path) -> Result<Vec<(PathBuf, String)
         let report: Report = serde_json::from_str(&text)?;
         files.push((
             data.join(format!("{}.svg", b.name)),
-            report.chart(&b.chart)?,
+            report.chart(&meta.chart)?,
         ));
         files.push((data.join(format!("{}.csv", b.name)), report.csv()?));
         reports.push(report);
@@ -39,8 +40,8 @@ pub fn generate(benches: &[&Bench], data: &Path) -> Result<Vec<(PathBuf, String)
     );
     md.push_str("| experiment | at | rewind | best other | ratio |\n|---|---|---|---|---:|\n");
     for (b, r) in benches.iter().zip(&reports) {
-        for h in b.headlines {
-            md.push_str(&headline_row(b, r, h));
+        for h in &b.meta()?.headlines {
+            md.push_str(&headline_row(b, r, h)?);
         }
     }
     let machines: Vec<&str> = reports.iter().map(|r| r.machine.as_str()).collect();
@@ -56,15 +57,15 @@ pub fn generate(benches: &[&Bench], data: &Path) -> Result<Vec<(PathBuf, String)
         machines.join("; ")
     );
     for (b, r) in benches.iter().zip(&reports) {
-        md.push_str(&section(b, r));
+        md.push_str(&section(b, r)?);
     }
     files.push((PathBuf::from("BENCHMARKS.md"), md));
     Ok(files)
 }
 
 /// The anchor GitHub gives a `## NAME: ...` heading.
-fn anchor(b: &Bench) -> String {
-    let title = format!("{}: {}", b.name, b.about).to_lowercase();
+fn anchor(b: &Bench, about: &str) -> String {
+    let title = format!("{}: {about}", b.name).to_lowercase();
     let keep = |c: &char| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_';
     title
         .chars()
@@ -107,22 +108,22 @@ fn best(
     })
 }
 
-fn headline_row(b: &Bench, r: &Report, h: &Headline) -> String {
-    let param = match h.param {
-        Some(p) => p.to_string(),
-        None => r.params(Some(h.metric)).pop().unwrap_or_default(),
+fn headline_row(b: &Bench, r: &Report, h: &Headline) -> Result<String, CliError> {
+    let param = match &h.param {
+        Some(p) => p.clone(),
+        None => r.params(Some(&h.metric)).pop().unwrap_or_default(),
     };
-    let named = |s: &str, full: &str| h.against.iter().any(|a| *a == s || *a == full);
+    let named = |s: &str, full: &str| h.against.iter().any(|a| a == s || a == full);
     // rewind's systems: the library itself, and crates on it (rewind-sqlite).
     let ours = best(r, h, &param, |s, full| {
         (s == "rewind" || s.starts_with("rewind-")) && !named(s, full)
     });
     let other = best(r, h, &param, named);
-    let link = format!("[{}: {}](#{})", b.name, h.what, anchor(b));
-    match (ours, other) {
+    let link = format!("[{}: {}](#{})", b.name, h.what, anchor(b, &b.meta()?.about));
+    Ok(match (ours, other) {
         (Some((o, ov)), Some((p, pv))) => {
             let ratio = if h.higher_is_better { ov / pv } else { pv / ov };
-            let unit = h.unit;
+            let unit = &h.unit;
             format!(
                 "| {link} | {param} | {o} {} {unit} | {p} {} {unit} | {}× |\n",
                 num(ov),
@@ -134,7 +135,7 @@ fn headline_row(b: &Bench, r: &Report, h: &Headline) -> String {
             "| {link} | {param} | not measured | {} not in this run | |\n",
             h.against.join(", ")
         ),
-    }
+    })
 }
 
 /// Up to `n` of `items`, evenly spread, the first and last included.
@@ -150,15 +151,16 @@ fn spread<T: Clone>(items: &[T], n: usize) -> Vec<T> {
 /// Rewind configurations shown in a section's table, at most.
 const SHOWN: usize = 4;
 
-fn section(b: &Bench, r: &Report) -> String {
-    let metric = b.chart.metrics.first().copied().unwrap_or_default();
+fn section(b: &Bench, r: &Report) -> Result<String, CliError> {
+    let meta = b.meta()?;
+    let metric = meta.chart.metrics.first().map_or("", String::as_str);
     let params = spread(&r.params(Some(metric)), 6);
-    let features = if b.peers.is_empty() {
+    let features = if meta.peers.is_empty() {
         ""
     } else {
         " --features peers"
     };
-    let mut s = format!("\n## {}: {}\n\n", b.name, b.about);
+    let mut s = format!("\n## {}: {}\n\n", b.name, meta.about);
     let quick = if r.scale == "quick" { " --quick" } else { "" };
     // `disk` always runs on Msync, in the temp directory unless told.
     let on_disk = if b.name == "disk" {
@@ -171,15 +173,15 @@ fn section(b: &Bench, r: &Report) -> String {
         "`cargo run --release -p rewind-cli{features} -- bench {}{quick}` ({on_disk})\n",
         b.name
     );
-    let _ = writeln!(s, "**Paper:** {}\n", b.paper);
+    let _ = writeln!(s, "**Paper:** {}\n", meta.paper);
     if r.rows.is_empty() {
         let _ = writeln!(s, "No results in `docs/bench/` yet.");
-        return s;
+        return Ok(s);
     }
     // The other systems, then rewind's best configurations at the last point.
     let last = params.last().cloned().unwrap_or_default();
     let mut systems: Vec<(String, String)> = r.systems();
-    let lower = !b.chart.higher_is_better;
+    let lower = !meta.chart.higher_is_better();
     let key = |(sy, c): &(String, String)| r.value(sy, c, &last, metric).unwrap_or(f64::NAN);
     let (mut ours, others): (Vec<_>, Vec<_>) =
         systems.drain(..).partition(|(sy, _)| sy == "rewind");
@@ -193,7 +195,7 @@ fn section(b: &Bench, r: &Report) -> String {
     });
     let more = ours.len().saturating_sub(SHOWN);
     ours.truncate(SHOWN);
-    let what = b.chart.y_label.trim_end_matches(" (log scale)");
+    let what = meta.chart.y_label.trim_end_matches(" (log scale)");
     let _ = writeln!(s, "**Ours** (`{metric}`: {what}):\n");
     let _ = write!(s, "| system/config |");
     for p in &params {
@@ -220,6 +222,11 @@ fn section(b: &Bench, r: &Report) -> String {
             n = b.name
         );
     }
-    let _ = writeln!(s, "\n![{n}](docs/bench/{n}.svg)\n\n{}", b.notes, n = b.name);
-    s
+    let _ = writeln!(
+        s,
+        "\n![{n}](docs/bench/{n}.svg)\n\n{}",
+        meta.notes,
+        n = b.name
+    );
+    Ok(s)
 }

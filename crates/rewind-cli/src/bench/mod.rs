@@ -162,22 +162,22 @@ pub fn sqlite_wal_full(path: &Path, busy: Duration) -> Result<Connection, CliErr
 }
 
 /// The benchmarks, in the order `all` runs them.
-const BENCHES: [&Bench; 15] = [
-    &overhead::BENCH,
-    &intensity::BENCH,
-    &checkpoint::BENCH,
-    &fence::BENCH,
-    &skip::BENCH,
-    &recovered::BENCH,
-    &redu::BENCH,
-    &btree::BENCH,
-    &btree::STR,
-    &rollback::BENCH,
-    &threads::BENCH,
-    &nvwal::BENCH,
-    &disk::BENCH,
-    &disk::GROUP_COMMIT,
-    &tpcc::BENCH,
+const BENCHES: [Bench; 15] = [
+    Bench::new("overhead", overhead::run),
+    Bench::new("intensity", intensity::run),
+    Bench::new("checkpoint", checkpoint::run),
+    Bench::new("fence", fence::run),
+    Bench::new("skip", skip::run),
+    Bench::new("recovered", recovered::run),
+    Bench::new("redu", redu::run),
+    Bench::new("btree", btree::run),
+    Bench::new("btree-str", btree::run_str),
+    Bench::new("rollback", rollback::run),
+    Bench::new("threads", threads::run),
+    Bench::new("nvwal", nvwal::run),
+    Bench::new("disk", disk::run),
+    Bench::new("group-commit", disk::run_group),
+    Bench::new("tpcc", tpcc::run),
 ];
 
 /// The peers this build has (`--features peers`).
@@ -190,11 +190,12 @@ const BUILT_PEERS: &[&str] = if cfg!(feature = "peers") {
 /// Runs one experiment on the harness: measures, prints the table, writes
 /// JSON, CSV and the chart.
 fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
-    println!("bench {} ({})", b.name, b.about);
+    let meta = b.meta()?;
+    println!("bench {} ({})", b.name, meta.about);
     println!("  {}", ctx.describe());
-    let missing: Vec<&str> = (b.peers.iter())
+    let missing: Vec<&str> = (meta.peers.iter())
+        .map(String::as_str)
         .filter(|p| !BUILT_PEERS.contains(p))
-        .copied()
         .collect();
     if !missing.is_empty() {
         println!(
@@ -207,8 +208,8 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     report.scale = format!("{:?}", ctx.scale).to_lowercase();
     (b.run)(ctx, &mut report)?;
     ctx.bar.finish_and_clear();
-    report.print_table(b.table);
-    let svg = report.chart(&b.chart)?;
+    report.print_table(&meta.table);
+    let svg = report.chart(&meta.chart)?;
     let mut written = report.write(out)?;
     let svg_path = out.join(format!("{}.svg", b.name));
     output::write_file(&svg_path, &svg)?;
@@ -280,7 +281,6 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     };
     let chosen: Vec<&Bench> = (BENCHES.iter())
         .filter(|b| args.name == "all" || b.name == args.name)
-        .copied()
         .collect();
     if chosen.is_empty() {
         let names: Vec<_> = BENCHES.iter().map(|b| b.name).collect();

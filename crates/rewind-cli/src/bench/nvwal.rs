@@ -30,71 +30,9 @@ use rewind::NvmLatency;
 use rewind_sqlite::rusqlite::{params, Connection, OpenFlags};
 use rewind_sqlite::{Config, Stats};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "nvwal",
-    about: "NVWAL Figs. 6, 7, 9 and Table 2: SQLite transactions with the WAL in a pool, against stock SQLite",
-    run,
-    table: &[
-        Col("us_per_tx", "us/tx", 1),
-        Col("tx_per_s", "tx/s", 0),
-        Col("commit_fences_per_tx", "c.fences", 2),
-        Col("commit_lines_per_tx", "c.lines", 2),
-        Col("record_bytes_per_tx", "log B", 0),
-        Col("sqlite_wal_bytes_per_tx", "wal B", 0),
-        Col("persist_share", "persist", 3),
-    ],
-    chart: Chart::rates(
-        "SQLite transactions per second (NVWAL Figs. 6, 7, 9)",
-        "transactions per second (log scale)",
-        &["tx_per_s"],
-    ),
-    peers: &[],
-    paper: "NVWAL: a one-row insert 10.7× faster than stock WAL FULL on flash (541 → 5,812 tx/s); differential frames log 73–84 % fewer bytes; one barrier per commit; at 2,000 ns per line 0.96× the throughput at 0 ns.",
-    notes: "Every system runs the same bundled SQLite; only where its WAL lives, how it is made durable and where its wal-index lives differ: the VFS keeps the wal-index in process memory (a pool has one opener), stock SQLite in its mapped `-shm` file with four `fcntl` lock calls per write transaction. Only `tx_per_s` is shown here; the CSV has every column (fences and lines per transaction, the commits' own, log bytes against whole-page frames, the persist share). The pool's counters are the NVWAL commit's own work: its copies and its one fence per transaction; block links and WAL restarts add the rest of the lines (a new 8 KiB block, not zeroed, costs its link transaction's few lines every ~45 inserts). Emulated latency is charged per line: at 2,000 ns each line a transaction writes (the `lines` column; a one-row insert's record, at least ~165 bytes for a 100-byte row, takes 3) costs 2 µs, more than all the rest of a one-row insert through the VFS on this machine, so the 2,000 ns row falls to about a third of the 0 ns one (NVWAL's 0.96× was on a phone whose SQLite took 424 µs per insert).",
-    headlines: &[
-        Headline {
-            what: "one-row insert, WAL in a pool against stock WAL FULL on disk (paper: 10.7× on flash)",
-            param: Some("insert"),
-            metric: "tx_per_s",
-            unit: "tx/s",
-            higher_is_better: true,
-            against: &["sqlite-wal-disk"],
-        },
-        Headline {
-            what: "one-row insert, WAL in a pool against stock WAL FULL on tmpfs",
-            param: Some("insert"),
-            metric: "tx_per_s",
-            unit: "tx/s",
-            higher_is_better: true,
-            against: &["sqlite-wal-scratch"],
-        },
-        Headline {
-            what: "one-row insert's log bytes, differential against whole-page frames (paper: 73–84 % fewer, 3.7–6.3×)",
-            param: Some("insert"),
-            metric: "record_bytes_per_tx",
-            unit: "B/tx",
-            higher_is_better: false,
-            against: &["rewind-sqlite/pool-whole-0ns"],
-        },
-        Headline {
-            what: "one-row insert at 2,000 ns per line against the best at 0–1,000 ns (paper: 0.96×)",
-            param: Some("insert"),
-            metric: "tx_per_s",
-            unit: "tx/s",
-            higher_is_better: true,
-            against: &[
-                "rewind-sqlite/pool-0ns",
-                "rewind-sqlite/pool-500ns",
-                "rewind-sqlite/pool-1000ns",
-                "rewind-sqlite/pool-whole-0ns",
-            ],
-        },
-    ],
-};
 
 /// Stock SQLite's systems, whose time the others are compared with.
 const PEERS: [&str; 2] = ["sqlite-wal-disk", "sqlite-wal-scratch"];
@@ -353,7 +291,7 @@ fn run_once(
     Ok(sample)
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let (txs, rounds) = ctx
         .scale
         .pick((20, (0, 1)), (1_000, (0, 1)), (2_000, (1, 3)));

@@ -41,53 +41,40 @@ pub struct Report {
 }
 
 /// A column of the printed table: a metric, its heading and its decimals.
-pub struct Col(pub &'static str, pub &'static str, pub usize);
+#[derive(Debug, Deserialize)]
+pub struct Col(pub String, pub String, pub usize);
 
 /// What the chart draws: one line per system/config (and per metric,
 /// when there are several) over the parameters that have the metric.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Chart {
-    pub title: &'static str,
-    pub y_label: &'static str,
-    pub metrics: Metrics,
-    pub log_y: bool,
-    /// Whether a higher value is the better one (a throughput, a speed-up).
-    pub higher_is_better: bool,
+    pub title: String,
+    pub y_label: String,
+    pub metrics: Vec<String>,
+    pub scale: Scale,
 }
 
-/// The metrics a chart draws.
-pub type Metrics = &'static [&'static str];
+/// A chart's y axis, and which way is better.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Times or costs: lower is better, on a log scale.
+    Costs,
+    /// Overheads or slowdowns: lower is better, on a linear scale.
+    Linear,
+    /// Rates or speed-ups: higher is better, on a log scale.
+    Rates,
+}
 
 impl Chart {
-    /// A chart of times or costs: lower is better, on a log scale.
-    pub const fn costs(title: &'static str, y_label: &'static str, metrics: Metrics) -> Chart {
-        Chart::new(title, y_label, metrics, (true, false))
+    pub fn log_y(&self) -> bool {
+        self.scale != Scale::Linear
     }
 
-    /// A chart of overheads or slowdowns: lower is better, on a linear scale.
-    pub const fn linear(title: &'static str, y_label: &'static str, metrics: Metrics) -> Chart {
-        Chart::new(title, y_label, metrics, (false, false))
-    }
-
-    /// A chart of rates or speed-ups: higher is better, on a log scale.
-    pub const fn rates(title: &'static str, y_label: &'static str, metrics: Metrics) -> Chart {
-        Chart::new(title, y_label, metrics, (true, true))
-    }
-
-    /// `(log_y, higher_is_better)` as `scale` says.
-    const fn new(
-        title: &'static str,
-        y_label: &'static str,
-        metrics: Metrics,
-        scale: (bool, bool),
-    ) -> Chart {
-        let (log_y, higher_is_better) = scale;
-        Chart {
-            title,
-            y_label,
-            metrics,
-            log_y,
-            higher_is_better,
-        }
+    /// Whether a higher value is the better one (a throughput, a speed-up).
+    pub fn higher_is_better(&self) -> bool {
+        self.scale == Scale::Rates
     }
 }
 
@@ -173,8 +160,10 @@ impl Report {
     /// `speed_vs_NAME` (`vs NAME`), with 2 decimals (`-`: not measured
     /// there).
     pub fn print_table(&self, cols: &[Col]) {
-        let mut cols: Vec<(&str, String, usize)> =
-            cols.iter().map(|c| (c.0, c.1.to_string(), c.2)).collect();
+        let mut cols: Vec<(&str, String, usize)> = cols
+            .iter()
+            .map(|c| (c.0.as_str(), c.1.clone(), c.2))
+            .collect();
         for m in unique(self.rows.iter().map(|r| r.metric.as_str())) {
             let head = match m.split_once("_vs_") {
                 Some(("ratio", name)) => format!("x {name}"),
@@ -217,11 +206,11 @@ impl Report {
     pub fn chart(&self, chart: &Chart) -> Result<String, CliError> {
         let mut xs: Vec<String> = Vec::new();
         let mut series = Vec::new();
-        for &m in chart.metrics {
+        for m in &chart.metrics {
             xs = unique(xs.into_iter().chain(self.params(Some(m))));
         }
         for (s, c) in self.systems() {
-            for &m in chart.metrics {
+            for m in &chart.metrics {
                 let ys: Vec<f64> = xs
                     .iter()
                     .map(|p| self.value(&s, &c, p, m).unwrap_or(f64::NAN))
@@ -282,7 +271,7 @@ type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 /// Lines over the categories `xs` (evenly spaced, each labelled), y on a
 /// log scale when the chart says so; the legend outside, on the right.
 fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResult<String> {
-    let ok = |y: &f64| y.is_finite() && (!chart.log_y || *y > 0.0);
+    let ok = |y: &f64| y.is_finite() && (!chart.log_y() || *y > 0.0);
     let all = || {
         series
             .iter()
@@ -300,7 +289,7 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
         let (plot, legend) = root.split_horizontally(860);
         let mut builder = ChartBuilder::on(&plot);
         builder
-            .caption(chart.title, ("sans-serif", 18))
+            .caption(&chart.title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70);
@@ -319,7 +308,7 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
                     .x_labels(xs.len() * 2 + 1)
                     .x_label_formatter(&x_label)
                     .y_label_formatter(&|y| tick(*y))
-                    .y_desc(chart.y_label)
+                    .y_desc(&chart.y_label)
                     .draw()?;
                 for (i, (_, ys)) in series.iter().enumerate() {
                     let color = color(i).stroke_width(2);
@@ -332,7 +321,7 @@ fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResu
                 }
             }};
         }
-        if chart.log_y {
+        if chart.log_y() {
             lines!(builder.build_cartesian_2d(x_range, ((lo / 1.5)..(hi * 1.5)).log_scale())?);
         } else {
             lines!(builder.build_cartesian_2d(x_range, 0.0..(hi * 1.1))?);
@@ -368,11 +357,10 @@ mod tests {
         let back: Vec<Row> = csv.deserialize().collect::<Result<_, _>>().unwrap();
         assert_eq!(back, r.rows, "a comma in a field survives");
         let chart = Chart {
-            title: "t",
-            y_label: "y",
-            metrics: &["us"],
-            log_y: true,
-            higher_is_better: false,
+            title: "t".into(),
+            y_label: "y".into(),
+            metrics: vec!["us".into()],
+            scale: Scale::Costs,
         };
         let svg = r.chart(&chart).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("a,b") && svg.contains("K=1"));

@@ -53,40 +53,13 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Counters, LogVariant, PPtr, Policy, Pool};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Timer};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample, Timer};
+use super::output::Report;
 use crate::error::CliError;
 #[cfg(feature = "peers")]
 use rewind_peers::{cloop, pmdk};
 #[cfg(target_arch = "x86_64")]
 use rewind_peers::{floor, mapped::Checked};
-
-pub const BENCH: Bench = Bench {
-    name: "overhead",
-    about: "REWIND Fig. 3: K random 8-byte updates per transaction of a persistent array",
-    run,
-    table: &[
-        Col("us_per_tx", "us/tx", 3),
-        Col("commit_us_per_tx", "commit us", 3),
-        Col("nvm_writes_per_tx", "nvm", 2),
-    ],
-    chart: Chart::costs(
-        "rewind overhead vs update intensity (REWIND Fig. 3)",
-        "microseconds per transaction (log scale)",
-        &["us_per_tx"],
-    ),
-    peers: &["pmdk", "c-nolog"],
-    paper: "REWIND Fig. 3 (right side of the figure's K axis): the cost of each log variant per transaction against a non-recoverable baseline; Batch, grouping records under one fence, is the cheapest variant, Simple (Algorithm 1) the dearest.",
-    notes: "The fence and line counters explain the order: Simple pays Algorithm 1's fences per record, Optimized two per record, Batch two per group of records, and redo one commit group and one fence per transaction whatever K. `persist-nolog` is the floor of durable stores (one fence, no atomicity); `c-floor` is the redo commit's physical floor as a C loop (its log lines non-temporal, one fence, K lines written back); PMDK is the same array under libpmemobj's undo log.",
-    headlines: &[Headline {
-        what: "array, K random 8-byte updates per transaction",
-        param: Some("K=8"),
-        metric: "us_per_tx",
-        unit: "us/tx",
-        higher_is_better: false,
-        against: &["pmdk"],
-    }],
-};
 
 /// Updates per transaction.
 const KS: [u64; 3] = [1, 8, 64];
@@ -334,7 +307,7 @@ impl System {
     }
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Array length and transactions per measurement for each K.
     let (m, txs) = ctx.scale.pick(
         (1 << 12, [20, 10, 4]),

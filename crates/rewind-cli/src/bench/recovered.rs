@@ -24,33 +24,10 @@ use std::time::Duration;
 
 use rewind::{LogVariant, Policy};
 
-use super::harness::{Bench, Ctx, Label, Per, Sample};
+use super::harness::{Ctx, Label, Per, Sample};
 use super::interleave::{self, End, Subject, W};
-use super::output::{Chart, Col, Report};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "recovered",
-    about: "REWIND Fig. 5: total cost against the fraction of transactions recovered",
-    run,
-    table: &[
-        Col("total_ms", "total ms", 2),
-        Col("logging_ms", "logging ms", 2),
-        Col("commit_ms", "commit ms", 2),
-        Col("recovery_ms", "recovery ms", 2),
-        Col("recovered", "recovered", 0),
-        Col("recovery_records", "records", 0),
-    ],
-    chart: Chart::costs(
-        "total cost vs fraction of transactions recovered (REWIND Fig. 5)",
-        "logging + commit or recovery, ms (log scale)",
-        &["total_ms"],
-    ),
-    peers: &[],
-    paper: "REWIND Fig. 5: with few transactions recovered no-force is slightly cheaper than force; with many, force is cheaper, more so with more skip records.",
-    notes: "A committed transaction costs its logging and commit, a recovered one its logging and the recovery of the crash it was left open in. Under no-force recovery meets the committed skip records force already cleared, so no-force's total grows faster with the fraction recovered.",
-    headlines: &[],
-};
 
 /// The paper's one-layer configuration.
 const LAYER: (&str, LogVariant) = ("1L", LogVariant::Optimized);
@@ -111,7 +88,7 @@ fn run_once(
     Ok(Sample::of(logging + commit + recovery, values))
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Fractions recovered (in tenths), transactions per run, rounds.
     let (fractions, txs, rounds) = ctx.scale.pick(
         (vec![0, 5, 10], 2, 1),

@@ -23,34 +23,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{LogVariant, Policy, WriteBack};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "redu",
-    about: "ReDU Fig. 10 in software: large sequential and small random write sets, undo and redo",
-    run,
-    table: &[
-        Col("us_per_tx", "us/tx", 2),
-    ],
-    chart: Chart::rates(
-        "speed against undo force (ReDU Fig. 10, in software)",
-        "force's time over the configuration's (log scale)",
-        &["speed_vs_force"],
-    ),
-    peers: &[],
-    paper: "ReDU Fig. 10 (hardware): on large sequential write sets ReDU matches undo and synchronous redo is 21 % slower; on small random ones ReDU is 16.7 % faster than undo and 12.1 % than redo.",
-    notes: "Redo writes one commit group and one fence per transaction, then writes the values back without a fence of their own; redo-async moves that write-back to a thread, where a cache merges writes to the same lines. Undo pays two fences per group of eight records, so it loses most on large write sets.",
-    headlines: &[Headline {
-        what: "16 KiB append, redo against undo",
-        param: Some("append-16k"),
-        metric: "us_per_tx",
-        unit: "us/tx",
-        higher_is_better: false,
-        against: &["rewind/batch-force"],
-    }],
-};
 
 /// Objects of each workload's size.
 const OBJECTS: u64 = 256;
@@ -159,7 +134,7 @@ fn run_once(
     super::harness::timed_txs((dir, name), pool, txs, body, |_, _| Ok(()))
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Transactions per run (for an object of 1 KiB or less), rounds.
     let (base_txs, rounds) = ctx.scale.pick((10, 1), (1_000, 3), (10_000, 5));
     println!(

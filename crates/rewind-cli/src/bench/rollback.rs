@@ -28,54 +28,16 @@ use std::time::{Duration, Instant};
 
 use rewind::{OpenOptions, Pool};
 
-use super::harness::{Bench, Ctx, Headline, Label, Per, Sample, Scale};
-use super::output::{Chart, Col, Report};
+use super::harness::{Ctx, Label, Per, Sample, Scale};
+use super::output::Report;
 use super::tree::mem::Rewind;
 use super::tree::store::{End, Store, TreeStore};
-use super::tree::systems::{Plan, Subject, LAYOUT, PEERS};
+use super::tree::systems::{Plan, Subject, LAYOUT};
 use super::tree::workload::{value_of, Digest, Model, Op};
 #[cfg(feature = "peers")]
 use super::tree::TxMem;
 use super::tree::{BTree, Engine, MemError};
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "rollback",
-    about: "REWIND Fig. 8: rollback and recovery of the B+-tree",
-    run,
-    table: &[
-        Col("rollback_ms", "rollback ms", 3),
-        Col("rollback_us_per_op", "us/op", 3),
-        Col("recovery_ms", "recovery ms", 3),
-        Col("transactions", "txs", 0),
-    ],
-    chart: Chart::costs(
-        "B+-tree: rollback of one transaction against its operations (REWIND Fig. 8, left)",
-        "rollback time, ms (log scale)",
-        &["rollback_ms"],
-    ),
-    peers: &PEERS,
-    paper: "REWIND Fig. 8: rolling back a transaction is 12× faster than Berkeley DB's, and recovery 14× faster.",
-    notes: "Rollback is timed from the transaction's last operation to the rollback's return; recovery from opening the crash image to the first lookup's answer. Every trial checks afterwards that the transaction's keys are as before it.",
-    headlines: &[
-        Headline {
-            what: "B+-tree rollback of one transaction",
-            param: None,
-            metric: "rollback_ms",
-            unit: "ms",
-            higher_is_better: false,
-            against: &PEERS,
-        },
-        Headline {
-            what: "B+-tree recovery after a crash",
-            param: None,
-            metric: "recovery_ms",
-            unit: "ms",
-            higher_is_better: false,
-            against: &PEERS,
-        },
-    ],
-};
 
 /// Operations per transaction in the recovery runs (the paper's 200).
 const TX_OPS: usize = 200;
@@ -319,7 +281,7 @@ struct Recovery {
     probe: u64,
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let (n_load, rb_sizes, rc_sizes, rounds) = sizes(ctx.scale);
     println!(
         "  {n_load} records; rollback of one transaction of {rb_sizes:?} operations; recovery \

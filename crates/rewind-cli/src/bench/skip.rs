@@ -29,36 +29,10 @@ use std::time::Duration;
 
 use rewind::{Counters, LogVariant, Policy};
 
-use super::harness::{median, Bench, Ctx, Label, Per, Sample};
+use super::harness::{median, Ctx, Label, Per, Sample};
 use super::interleave::{self, Baseline, End, Subject, W};
-use super::output::{Chart, Col, Report};
+use super::output::Report;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "skip",
-    about: "REWIND Fig. 3 right, Fig. 4: one transaction's commit, rollback and recovery against skip records",
-    run,
-    table: &[
-        Col("commit_us", "commit us", 2),
-        Col("commit_lines", "lines", 0),
-        Col("rollback_us", "rollback us", 2),
-        Col("rollback_lines", "lines", 0),
-        Col("recovery_us", "recovery us", 1),
-        Col("recovery_records", "records", 0),
-        Col("recovery_redone", "redone", 0),
-        Col("recovery_undone", "undone", 0),
-        Col("sequence_us", "sequence us", 1),
-    ],
-    chart: Chart::costs(
-        "one transaction's commit, rollback and recovery vs skip records (REWIND Figs. 3 right, 4)",
-        "us (log scale)",
-        &["commit_us", "rollback_us", "recovery_us"],
-    ),
-    peers: &[],
-    paper: "REWIND Figs. 3 right and 4 (force): one-layer commit and rollback grow with the skip records, the two-layer log stays flat and wins past ~600 (commit) and ~400 (rollback); one-layer recovery is faster.",
-    notes: "One-layer commit and rollback do the same persistence work at every S (the counters are flat): they follow the transaction's own chain and never scan the skip records. Under no-force the other transaction's committed records stay in the log until a checkpoint, so recovery meets and redoes them all.",
-    headlines: &[],
-};
 
 /// The log structures compared, by the paper's name: one layer (the
 /// Optimized ADLL, as in the paper's §5.1) and two (the AVL tree over it).
@@ -134,7 +108,7 @@ fn run_once(
     Ok(Sample::of(Duration::from_secs_f64(seq / 1e6), values))
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // Skip-record counts, trials of each kind per run, rounds.
     let (skips, trials, rounds) = ctx.scale.pick(
         (vec![0, 200], 2, 1),

@@ -40,8 +40,8 @@ use std::time::Duration;
 use rewind::{LogVariant, Policy, Pool, PoolConfig};
 use rewind_collections::BTreeMap;
 
-use super::harness::{on_threads, Bench, Ctx, Headline, Label, Sample, Scale};
-use super::output::{Chart, Col, Report};
+use super::harness::{on_threads, Ctx, Label, Sample, Scale};
+use super::output::Report;
 use super::tree::coll::MapStore;
 use super::tree::mem::{NoLog, Rewind, Volatile};
 use super::tree::store::{Store, TreeStore};
@@ -49,31 +49,6 @@ use super::tree::systems::LAYOUT;
 use super::tree::workload::{Digest, Model, Op};
 use super::tree::{MemError, Value};
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "threads",
-    about: "REWIND Fig. 9: the B+-tree with many threads",
-    run,
-    table: &[Col("ops_per_s", "ops/s", 0)],
-    chart: Chart {
-        title: "B+-tree: throughput against threads (REWIND Fig. 9)",
-        y_label: "operations per second (log scale)",
-        metrics: &["ops_per_s"],
-        log_y: true,
-        higher_is_better: true,
-    },
-    peers: &[],
-    paper: "REWIND Fig. 9: REWIND's throughput scales with threads past three; Berkeley DB and Stasis grow linearly but stay far below.",
-    notes: "Own-tree gives each thread a tree in one shared pool (the log, allocator and domain are shared); shared-tree puts one lock around every transaction. On a machine without idle cores no system can scale, so compare the systems at one thread count rather than along the axis.",
-    headlines: &[Headline {
-        what: "B+-tree, one tree per thread",
-        param: Some("own-tree,threads=2"),
-        metric: "ops_per_s",
-        unit: "ops/s",
-        higher_is_better: true,
-        against: &["persist-nolog"],
-    }],
-};
 
 const SEED: u64 = 0x9a;
 /// Each thread's keys: a range of 2^56 of its own.
@@ -292,7 +267,7 @@ impl Sys {
     }
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let (n_load, n_ops, rounds) = sizes(ctx.scale);
     let counts = thread_counts();
     println!(

@@ -3,13 +3,35 @@
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
+
 use serde_json::Value;
+
+/// Runs the `rewind` binary with `args` and asserts that it succeeded,
+/// showing its error output if not.
+pub fn rewind_ok(args: &[&OsStr]) -> std::process::Output {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(args)
+        .output()
+        .expect("run the rewind binary");
+    assert!(
+        out.status.success(),
+        "rewind {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
 
 /// The row whose fields have the given values (fields not named may be
 /// anything).
 pub fn find<'a>(rows: &'a [Value], fields: &[(&str, &str)]) -> Option<&'a Value> {
     rows.iter()
         .find(|r| fields.iter().all(|&(field, want)| r[field] == want))
+}
+
+/// The value of the row whose fields have the given values.
+pub fn value_where(rows: &[Value], fields: &[(&str, &str)]) -> Option<f64> {
+    find(rows, fields).and_then(|r| r["value"].as_f64())
 }
 
 /// The value of the row of `system`/`config` at `param` for `metric`.
@@ -42,18 +64,10 @@ pub fn row<'a>(
 pub fn run_tiny(name: &str) -> Value {
     let out_dir = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rewind"))
-        .args(["bench", name, "--tiny", "--out"])
-        .arg(out_dir.path())
-        .arg("--dir")
-        .arg(scratch.path())
-        .output()
-        .expect("run the rewind binary");
-    assert!(
-        out.status.success(),
-        "bench {name} failed (a digest mismatch names the systems):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, dir) = (out_dir.path().as_os_str(), scratch.path().as_os_str());
+    let args = ["bench", name, "--tiny", "--out"].map(OsStr::new);
+    // A digest mismatch names the systems in the error.
+    rewind_ok(&[&args[..], &[out, OsStr::new("--dir"), dir]].concat());
     let text = std::fs::read_to_string(out_dir.path().join(format!("{name}.json"))).unwrap();
     let json: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["bench"], name);

@@ -71,38 +71,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{Counters, LogVariant, Policy};
 
-use super::harness::{on_threads, Bench, Ctx, Headline, Label, Per, Sample, Scale};
-use super::output::{Chart, Col, Report};
+use super::harness::{on_threads, Ctx, Label, Per, Sample, Scale};
+use super::output::Report;
 use super::tree::workload::Digest;
 use crate::error::CliError;
-
-pub const BENCH: Bench = Bench {
-    name: "tpcc",
-    about: "REWIND Fig. 11: TPC-C new-order transactions",
-    run,
-    table: &[
-        Col("us_per_tx", "us/tx", 2),
-        Col("tpm", "tpm", 0),
-    ],
-    // The ratio is what Fig. 11 is read for (1.39×, 1.05×); times and tpm
-    // are in the table printed, the JSON and the CSV.
-    chart: Chart::linear(
-        "TPC-C new-order: time per transaction over the no-log run's (REWIND Fig. 11)",
-        "time per new-order over persist-nolog's in the same round",
-        &["ratio_vs_nolog"],
-    ),
-    peers: &[],
-    paper: "REWIND Fig. 11 (TPC-C new-order, 10 threads): the no-log B+-trees 273k tpm; REWIND with optimized trees 197k tpm (1.39× the no-log run's time) and 262k tpm with a distributed log (1.05×); REWIND on naive trees 37k tpm (7.37×).",
-    notes: "Every system runs the same new-orders (1% rolled back, 1% remote lines) on the same tables, one warehouse per thread; the tree systems take what new-order inserts (order lines, split-off nodes) from a slab per warehouse in the pool, one engine allocation per 64 KiB (under redo an allocation is an entry of its transaction's commit group, under force a log record with its own fence). The no-log tree cannot roll back, so it checks the items before writing; rewind writes, meets the unused item and rolls back. Without per-thread lanes, rewind's threads share one commit ring, which stands for the distributed log. On a shared machine the ratios carry its noise: volatile's, at most 1 on a quiet one, shows how much.",
-    headlines: &[Headline {
-        what: "TPC-C new-order, a warehouse per thread (paper, distributed log: 0.95×)",
-        param: Some("threads=2"),
-        metric: "us_per_tx",
-        unit: "us",
-        higher_is_better: false,
-        against: &["persist-nolog", "sqlite"],
-    }],
-};
 
 const SEED: u64 = 0x7bcc;
 /// The most order lines of a new-order.
@@ -470,7 +442,7 @@ fn build(ctx: &Ctx, dir: &std::path::Path, w: u32, s: &Sizes) -> Result<Vec<Subj
     Ok(out)
 }
 
-fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
+pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let s = sizes(ctx.scale);
     let counts = thread_counts();
     println!(
