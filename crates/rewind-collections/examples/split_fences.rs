@@ -6,6 +6,8 @@
 //! 20,000). An insert split a node when the pool's allocated bytes grew.
 //! `cargo run --release -p rewind-collections --example split_fences [N]`.
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rewind::{Pool, PoolConfig};
 use rewind_collections::{BTreeMap, Error};
 
@@ -43,12 +45,10 @@ fn main() -> Result<(), Error> {
     )?;
     let map = pool.transaction(BTreeMap::<u64, [u8; 24]>::create)?;
     let (mut split, mut plain) = (Sum::default(), Sum::default());
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
     for _ in 0..n {
-        // xorshift: distinct keys in random order.
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        // Random 64-bit keys: distinct in practice, in random order.
+        let x: u64 = rng.gen();
         let used = pool.alloc_stats().bytes_used;
         let before = pool.counters();
         pool.transaction(|tx| map.insert(tx, x, [7; 24]).map(|_| ()))?;

@@ -7,6 +7,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rewind::{OpenOptions, PPtr, Policy, Pool, PoolConfig};
 
 const ACCOUNTS: u64 = 64;
@@ -34,11 +36,9 @@ fn backups_under_load(policy: Policy, backups: usize) -> usize {
         for t in 0..4u64 {
             let (pool, stop) = (&pool, &stop);
             s.spawn(move || {
-                let mut x = t + 1;
+                let mut rng = SmallRng::seed_from_u64(t + 1);
                 while !stop.load(Ordering::Relaxed) {
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
+                    let x: u64 = rng.gen();
                     // Each thread moves money between its own accounts (isolation is the program's).
                     let a = t * 16 + (x >> 33) % 16;
                     let b = t * 16 + (x >> 17) % 16;
