@@ -51,7 +51,7 @@ fn backups_under_load(policy: Policy, backups: usize) -> usize {
                         tx.write(pa, &(va - amount))?;
                         let vb = if a == b { va - amount } else { vb };
                         tx.write(pb, &(vb + amount))?;
-                        if x % 7 == 0 {
+                        if x.is_multiple_of(7) {
                             // Move the account to a new block: pointers change.
                             let fresh = tx.alloc::<u64>()?;
                             let v = tx.read(pa)?;
