@@ -51,6 +51,9 @@ enum Command {
     /// Explore crash states of every log variant and policy; ends with
     /// `crash states: N checked, V violations`.
     Crashtest(crashtest::CrashtestArgs),
+    /// TPC-C new-orders on one engine, for callgrind (bench/tpcc/profile.rs).
+    #[command(name = "__profile-tpcc", hide = true)]
+    ProfileTpcc(bench::tpcc::profile::ProfileArgs),
     /// Print a pool's header, layout and usage (header only for a pool in use).
     Info(inspect::PoolArgs),
     /// Check a pool's consistency without opening it; exit 1 on problems.
@@ -77,6 +80,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::DemoChild(args) => demo::child(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Crashtest(args) => crashtest::run(&args),
+        Command::ProfileTpcc(args) => bench::tpcc::profile::run(&args),
         Command::Info(a) => inspect::info(&a),
         Command::Check(a) => inspect::check(&a),
         Command::Recover { pool, layout } => inspect::recover(&pool, layout.as_deref()),

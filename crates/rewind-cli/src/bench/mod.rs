@@ -18,7 +18,7 @@ mod redu;
 mod rollback;
 mod skip;
 mod threads;
-mod tpcc;
+pub mod tpcc;
 mod tree;
 
 use std::path::{Path, PathBuf};

@@ -60,6 +60,7 @@
 //! the ratio to `persist-nolog` in the same round.
 
 mod coll;
+pub mod profile;
 mod schema;
 mod sqlite;
 mod tree;
