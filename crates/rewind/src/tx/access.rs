@@ -1,7 +1,7 @@
 //! The blocks a thread's transactions have found allocated: the access
 //! check (`Tx::check_access`) reads the allocator's metadata (a chunk
-//! descriptor and a bitmap byte) once per block, not once per access, and
-//! not once per transaction. A descent of a tree reads a node's count, a
+//! descriptor and a bitmap byte) once per block and line accessed, not
+//! once per access, and not once per transaction. A descent of a tree reads a node's count, a
 //! few separators and a child word, each checked; with this cache only the
 //! first of them reads metadata, and the header and upper nodes that every
 //! descent passes are not read again by the thread's next transactions.
@@ -33,42 +33,49 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::format::PPtr;
 
-/// Blocks remembered: a descent touches the tree header, one node per
-/// level and an out-of-line key or value now and then; kept across
-/// transactions, the header and the upper levels should stay.
-const WAYS: usize = 8;
+/// Slots of the cache, a power of two. A TPC-C new-order touches about
+/// a hundred blocks (three trees' descents per order line, the rows, the
+/// order's leaves), a few lines of each: 1024 slots (16 KiB) keep one
+/// transaction's without many collisions, and the upper levels of the
+/// trees across transactions.
+const SLOTS: usize = 1024;
 
-/// The last blocks verified allocated, `(start, end)`, at most [`WAYS`],
-/// replaced by a clock: an entry used since the hand last passed it is
-/// spared once.
-#[derive(Clone, Copy, Debug, Default)]
+/// A slot that holds nothing: no range lies inside it.
+const EMPTY: (u64, u64) = (u64::MAX, 0);
+
+/// The blocks verified allocated, `(start, end)`: a direct-mapped table
+/// indexed by the cache line an access begins on, so that a lookup is one
+/// probe however many blocks are remembered. A block accessed on several
+/// lines takes a slot per line; a collision replaces the slot's block.
+#[derive(Debug)]
 pub(super) struct Verified {
-    blocks: [(u64, u64); WAYS],
-    /// Bit `i`: entry `i` was used since the hand last passed it.
-    used: u8,
-    /// The entry that held the last access (most accesses fall in the
-    /// same block as the one before): tried first.
-    last: u8,
-    /// Entries in use (`..len`), and the clock's hand.
-    len: usize,
-    next: usize,
+    /// [`SLOTS`] slots, or none in a cache handed on (`keep`).
+    slots: Box<[(u64, u64)]>,
     /// The allocator's free epoch read before any of these blocks was
     /// verified (0: none, never an epoch).
     epoch: u64,
 }
 
+impl Default for Verified {
+    fn default() -> Verified {
+        Verified {
+            slots: vec![EMPTY; SLOTS].into_boxed_slice(),
+            epoch: 0,
+        }
+    }
+}
+
 thread_local! {
     /// The cache the thread's last transaction left (see the module docs).
-    static KEPT: Cell<Verified> = const {
-        Cell::new(Verified {
-            blocks: [(0, 0); WAYS],
-            used: 0,
-            last: 0,
-            len: 0,
-            next: 0,
-            epoch: 0,
-        })
-    };
+    static KEPT: Cell<Option<Verified>> = const { Cell::new(None) };
+}
+
+/// The slot of an access beginning at `off`: its line, hashed (blocks are
+/// aligned to their power-of-two size, so the low bits of a line alone
+/// would crowd the slots of a block's first lines).
+#[inline]
+fn slot(off: u64) -> usize {
+    ((off >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 impl Verified {
@@ -78,72 +85,63 @@ impl Verified {
     pub(super) fn resume(eng: &Engine) -> Verified {
         let epoch = eng.alloc.free_epoch();
         // `try_with`: a transaction in a thread-local's destructor starts
-        // empty. (Copied, not taken: a transaction of another pool nested in
-        // this one may find the same cache, and keeps it only if the epoch,
-        // which no other pool shows, is still its own pool's.)
-        let kept = KEPT.try_with(Cell::get).unwrap_or_default();
-        if kept.epoch == epoch {
-            return kept;
-        }
-        Verified {
-            epoch,
-            ..Verified::default()
+        // empty. (Taken: a transaction of another pool nested in this one
+        // finds none and starts empty; whichever ends last leaves its own,
+        // stamped with an epoch no other pool shows.)
+        let kept = KEPT.try_with(Cell::take).ok().flatten();
+        match kept {
+            Some(v) if v.epoch == epoch => v,
+            Some(mut v) => {
+                v.forget();
+                v.epoch = epoch;
+                v
+            }
+            None => Verified {
+                epoch,
+                ..Verified::default()
+            },
         }
     }
 
     /// Leaves the cache to the thread's next transaction (checked against
     /// the epoch there).
-    pub(super) fn keep(&self) {
-        let _ = KEPT.try_with(|k| k.set(*self));
+    pub(super) fn keep(&mut self) {
+        if self.slots.is_empty() {
+            return; // handed on already
+        }
+        let v = Verified {
+            slots: std::mem::take(&mut self.slots),
+            epoch: self.epoch,
+        };
+        let _ = KEPT.try_with(|k| k.set(Some(v)));
     }
 
     /// True when `[off, off + len)` lies inside a remembered block.
     #[inline]
-    pub(super) fn holds(&mut self, off: u64, len: u64) -> bool {
+    pub(super) fn holds(&self, off: u64, len: u64) -> bool {
         let Some(end) = off.checked_add(len) else {
             return false;
         };
-        let inside = |&(s, e): &(u64, u64)| off >= s && end <= e;
-        let last = self.last as usize;
-        if last < self.len && inside(&self.blocks[last]) {
-            return true;
-        }
-        match self.blocks[..self.len].iter().position(inside) {
-            Some(i) => {
-                self.used |= 1 << i;
-                self.last = i as u8;
-                true
-            }
-            None => false,
-        }
+        // A cache handed on has no slots: it holds nothing.
+        let Some(&(s, e)) = self.slots.get(slot(off)) else {
+            return false;
+        };
+        off >= s && end <= e
     }
 
-    /// Remembers the allocated block `[start, start + size)`.
-    pub(super) fn insert(&mut self, start: u64, size: u64) {
-        let entry = (start, start.saturating_add(size));
-        if self.len < WAYS {
-            self.blocks[self.len] = entry;
-            self.last = self.len as u8;
-            self.len += 1;
-            return;
+    /// Remembers the allocated block `[start, start + size)`, which holds
+    /// an access beginning at `off`.
+    #[inline]
+    pub(super) fn insert(&mut self, off: u64, start: u64, size: u64) {
+        if let Some(s) = self.slots.get_mut(slot(off)) {
+            *s = (start, start.saturating_add(size));
         }
-        // The clock: spare (and clear) used entries until an unused one.
-        while self.used & 1 << self.next != 0 {
-            self.used &= !(1 << self.next);
-            self.next = (self.next + 1) % WAYS;
-        }
-        self.blocks[self.next] = entry;
-        self.last = self.next as u8;
-        self.next = (self.next + 1) % WAYS;
     }
 
     /// Forgets every block (this transaction freed one, or undid an
     /// allocation); the epoch stays (the next transaction compares it).
     pub(super) fn forget(&mut self) {
-        self.len = 0;
-        self.next = 0;
-        self.used = 0;
-        self.last = 0;
+        self.slots.fill(EMPTY);
     }
 }
 
@@ -165,7 +163,7 @@ impl<'p> Reader<'p> {
     pub(crate) fn new(eng: &'p Engine) -> Reader<'p> {
         Reader {
             eng,
-            verified: Verified::default(),
+            verified: Verified::resume(eng),
         }
     }
 
@@ -183,9 +181,18 @@ impl<'p> Reader<'p> {
         if !self.verified.holds(off, len) {
             let (start, size) =
                 crate::alloc::access_block(&self.eng.dom, &self.eng.hdr.layout, off, len)?;
-            self.verified.insert(start, size);
+            self.verified.insert(off, start, size);
         }
         self.eng.read_committed(off, buf)
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        // Stamped with the epoch read before its first check, as a
+        // transaction's: the thread's next transaction keeps it only if
+        // nothing was freed since.
+        self.verified.keep();
     }
 }
 
@@ -200,7 +207,7 @@ mod tests {
             !v.holds(0, 0),
             "an empty cache holds nothing, null included"
         );
-        v.insert(4096, 64);
+        v.insert(4096, 4096, 64);
         assert!(v.holds(4096, 64));
         assert!(v.holds(4100, 8));
         assert!(!v.holds(4096, 65), "past the block's end");
@@ -211,31 +218,30 @@ mod tests {
     }
 
     #[test]
-    fn replaces_in_order_once_full_when_nothing_is_used() {
+    fn a_block_is_found_from_the_lines_it_was_verified_on() {
         let mut v = Verified::default();
-        for i in 0..WAYS as u64 + 1 {
-            v.insert(1 << 20 | i << 10, 64);
-        }
-        // Nothing used: the first block went for the last; the others stay.
-        assert!(!v.holds(1 << 20, 8));
-        for i in 1..WAYS as u64 + 1 {
-            assert!(v.holds(1 << 20 | i << 10, 64), "block {i}");
-        }
+        v.insert(1 << 20, 1 << 20, 1024);
+        assert!(v.holds(1 << 20, 136), "the line of the first access");
+        assert!(
+            !v.holds((1 << 20) + 256, 8),
+            "another line of the block: verified again"
+        );
+        v.insert((1 << 20) + 256, 1 << 20, 1024);
+        assert!(v.holds((1 << 20) + 256, 8));
+        assert!(v.holds(1 << 20, 136), "both lines now");
     }
 
     #[test]
-    fn the_clock_spares_blocks_in_use() {
+    fn a_collision_replaces_the_slot() {
         let mut v = Verified::default();
-        for i in 0..WAYS as u64 {
-            v.insert(1 << 20 | i << 10, 64);
-        }
-        // The first two (a header, a root) used again and again.
-        for j in 0..3 * WAYS as u64 {
-            assert!(v.holds(1 << 20, 8));
-            assert!(v.holds(1 << 20 | 1 << 10, 8));
-            v.insert(2 << 20 | j << 10, 64);
-        }
-        assert!(v.holds(1 << 20, 8));
-        assert!(v.holds(1 << 20 | 1 << 10, 8));
+        let a = 1u64 << 20;
+        let b = (1..)
+            .map(|i| a + i * 64)
+            .find(|&b| slot(b) == slot(a))
+            .expect("some line shares the slot");
+        v.insert(a, a, 64);
+        v.insert(b, b, 64);
+        assert!(v.holds(b, 64));
+        assert!(!v.holds(a, 64), "the older block went");
     }
 }

@@ -332,7 +332,7 @@ impl<'p> Tx<'p> {
                 })
             }
             Ok((start, size)) => {
-                self.verified.insert(start, size);
+                self.verified.insert(off, start, size);
                 Ok(())
             }
             Err(e) => Err(e),
