@@ -35,22 +35,31 @@ use crate::format::PPtr;
 
 /// Slots of the cache, a power of two. A TPC-C new-order touches about
 /// a hundred blocks (three trees' descents per order line, the rows, the
-/// order's leaves), a few lines of each: 1024 slots (16 KiB) keep one
+/// order's leaves), a few lines of each: 1024 slots (24 KiB) keep one
 /// transaction's without many collisions, and the upper levels of the
 /// trees across transactions.
 const SLOTS: usize = 1024;
 
-/// A slot that holds nothing: no range lies inside it.
-const EMPTY: (u64, u64) = (u64::MAX, 0);
+/// A block verified allocated, `[start, end)`, valid while `generation`
+/// is the cache's.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    start: u64,
+    end: u64,
+    generation: u64,
+}
 
-/// The blocks verified allocated, `(start, end)`: a direct-mapped table
-/// indexed by the cache line an access begins on, so that a lookup is one
-/// probe however many blocks are remembered. A block accessed on several
-/// lines takes a slot per line; a collision replaces the slot's block.
+/// The blocks verified allocated: a direct-mapped table indexed by the
+/// cache line an access begins on, so that a lookup is one probe however
+/// many blocks are remembered. A block accessed on several lines takes a
+/// slot per line; a collision replaces the slot's block. Forgetting every
+/// block starts a new generation: nothing is cleared.
 #[derive(Debug)]
 pub(super) struct Verified {
     /// [`SLOTS`] slots, or none in a cache handed on (`keep`).
-    slots: Box<[(u64, u64)]>,
+    slots: Box<[Slot]>,
+    /// The slots that count (never 0: a new table's slots are of none).
+    generation: u64,
     /// The allocator's free epoch read before any of these blocks was
     /// verified (0: none, never an epoch).
     epoch: u64,
@@ -58,8 +67,14 @@ pub(super) struct Verified {
 
 impl Default for Verified {
     fn default() -> Verified {
+        let empty = Slot {
+            start: 0,
+            end: 0,
+            generation: 0,
+        };
         Verified {
-            slots: vec![EMPTY; SLOTS].into_boxed_slice(),
+            slots: vec![empty; SLOTS].into_boxed_slice(),
+            generation: 1,
             epoch: 0,
         }
     }
@@ -111,6 +126,7 @@ impl Verified {
         }
         let v = Verified {
             slots: std::mem::take(&mut self.slots),
+            generation: self.generation,
             epoch: self.epoch,
         };
         let _ = KEPT.try_with(|k| k.set(Some(v)));
@@ -123,10 +139,10 @@ impl Verified {
             return false;
         };
         // A cache handed on has no slots: it holds nothing.
-        let Some(&(s, e)) = self.slots.get(slot(off)) else {
+        let Some(s) = self.slots.get(slot(off)) else {
             return false;
         };
-        off >= s && end <= e
+        s.generation == self.generation && off >= s.start && end <= s.end
     }
 
     /// Remembers the allocated block `[start, start + size)`, which holds
@@ -134,14 +150,18 @@ impl Verified {
     #[inline]
     pub(super) fn insert(&mut self, off: u64, start: u64, size: u64) {
         if let Some(s) = self.slots.get_mut(slot(off)) {
-            *s = (start, start.saturating_add(size));
+            *s = Slot {
+                start,
+                end: start.saturating_add(size),
+                generation: self.generation,
+            };
         }
     }
 
     /// Forgets every block (this transaction freed one, or undid an
     /// allocation); the epoch stays (the next transaction compares it).
     pub(super) fn forget(&mut self) {
-        self.slots.fill(EMPTY);
+        self.generation += 1;
     }
 }
 
