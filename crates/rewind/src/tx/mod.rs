@@ -53,6 +53,7 @@ mod handle;
 mod named;
 
 use bytemuck::Pod;
+use smallvec::SmallVec;
 
 use crate::engine::locks::Mode;
 use crate::engine::Engine;
@@ -88,8 +89,9 @@ pub struct Tx<'p> {
     frames: u64,
     /// Length of the undo list when the running nested top action began.
     frame_start: usize,
-    /// The locks held, released when the transaction has ended.
-    locks: Vec<(u64, Mode)>,
+    /// The locks held, released when the transaction has ended (most
+    /// transactions take one or two: no allocation for them).
+    locks: SmallVec<[(u64, Mode); 4]>,
     /// Blocks found allocated by [`Tx::check_access`] (see `access`).
     verified: access::Verified,
     /// Redo with the commit ring: blocks this transaction allocated and
@@ -152,7 +154,7 @@ impl<'p> Tx<'p> {
             frame: 0,
             frames: 0,
             frame_start: 0,
-            locks: Vec::new(),
+            locks: SmallVec::new(),
             verified: access::Verified::resume(eng),
             ring_allocs: Vec::new(),
             ring_frees: Vec::new(),
