@@ -90,7 +90,22 @@ thread_local! {
 /// would crowd the slots of a block's first lines).
 #[inline]
 fn slot(off: u64) -> usize {
-    ((off >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
+    hashed(off >> 6)
+}
+
+/// Bytes of a region: a block this large or larger takes one slot per
+/// region it is accessed in, not one per line.
+const REGION: u64 = 1024;
+
+/// The slot of the region of `off` (hashed apart from the lines' slots).
+#[inline]
+fn region_slot(off: u64) -> usize {
+    hashed((off / REGION) ^ 0x5bd1_e995_0000_0000)
+}
+
+#[inline]
+fn hashed(n: u64) -> usize {
+    (n.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 impl Verified {
@@ -138,18 +153,25 @@ impl Verified {
         let Some(end) = off.checked_add(len) else {
             return false;
         };
+        let inside = |s: &Slot| s.generation == self.generation && off >= s.start && end <= s.end;
         // A cache handed on has no slots: it holds nothing.
-        let Some(s) = self.slots.get(slot(off)) else {
-            return false;
-        };
-        s.generation == self.generation && off >= s.start && end <= s.end
+        (self.slots.get(slot(off))).is_some_and(inside)
+            || (self.slots.get(region_slot(off))).is_some_and(inside)
     }
 
     /// Remembers the allocated block `[start, start + size)`, which holds
     /// an access beginning at `off`.
     #[inline]
     pub(super) fn insert(&mut self, off: u64, start: u64, size: u64) {
-        if let Some(s) = self.slots.get_mut(slot(off)) {
+        // A block of a region or more (aligned to its size, so it covers
+        // whole regions) is found from any line of the region: a tree
+        // node's other lines then miss no more.
+        let at = if size >= REGION {
+            region_slot(off)
+        } else {
+            slot(off)
+        };
+        if let Some(s) = self.slots.get_mut(at) {
             *s = Slot {
                 start,
                 end: start.saturating_add(size),
@@ -238,17 +260,23 @@ mod tests {
     }
 
     #[test]
-    fn a_block_is_found_from_the_lines_it_was_verified_on() {
+    fn a_small_block_is_found_from_its_lines_a_large_one_from_its_regions() {
         let mut v = Verified::default();
-        v.insert(1 << 20, 1 << 20, 1024);
-        assert!(v.holds(1 << 20, 136), "the line of the first access");
+        let small = 1 << 20;
+        v.insert(small, small, 512);
+        assert!(v.holds(small, 136), "the line of the first access");
         assert!(
-            !v.holds((1 << 20) + 256, 8),
-            "another line of the block: verified again"
+            !v.holds(small + 256, 8),
+            "another line of a small block: verified again"
         );
-        v.insert((1 << 20) + 256, 1 << 20, 1024);
-        assert!(v.holds((1 << 20) + 256, 8));
-        assert!(v.holds(1 << 20, 136), "both lines now");
+        v.insert(small + 256, small, 512);
+        assert!(v.holds(small + 256, 8));
+        assert!(v.holds(small, 136), "both lines now");
+        let large = 2 << 20;
+        v.insert(large + 64, large, 4096);
+        assert!(v.holds(large + 512, 64), "any line of the region");
+        assert!(!v.holds(large + 1024, 8), "another region: verified again");
+        assert!(!v.holds(large + 4000, 200), "past the block's end");
     }
 
     #[test]
