@@ -7,21 +7,33 @@
 //! so two keys are the same key exactly when their bytes are equal.
 //!
 //! When an insert would make the entries outnumber the buckets, the table
-//! doubles inside the inserting transaction: a new table is allocated,
-//! every entry relinked into it (one logged 8-byte write per entry) and
-//! the old table freed. A removal frees its entry; the table never shrinks.
+//! doubles, incrementally: the inserting transaction allocates a table of
+//! twice the buckets (zeroed, so not logged) and keeps the old one beside
+//! it, and every change from then on (this one included) moves the next
+//! [`MOVE_STEP`] buckets of the old table into the new one (one logged
+//! 8-byte write per entry moved, and per chain head written), until the
+//! last is moved and the old table freed. So no transaction logs more
+//! than a few dozen writes for the doubling, however large the map (a
+//! doubling in one transaction logged a write per entry: a map of a few
+//! hundred thousand entries could no longer grow in a pool with megabytes
+//! free). While the old table is kept, a key lives in exactly one chain:
+//! its old bucket's if that bucket is not moved yet, else its new bucket's
+//! (an insert goes there too). A removal frees its entry; the table never
+//! shrinks.
 //!
 //! Layouts, little-endian (`docs/collections.md`):
 //!
 //! ```text
 //! header                            entry
-//! 0   magic     [u8; 8] "RWHASH02"  0   next   u64   next entry in the chain (0: end)
+//! 0   magic     [u8; 8] "RWHASH03"  0   next   u64   next entry in the chain (0: end)
 //! 8   len       u64                 8   key    size_of::<K>() bytes
 //! 16  buckets   u64  a power of two ..  value  size_of::<V>() bytes
 //! 24  table     u64  offset of buckets × u64 chain heads
-//! 32  key type  48 bytes: type fingerprint of K (`types.rs`)
-//! 80  val type  48 bytes: type fingerprint of V
-//! 128 (end)
+//! 32  old table u64  the table being moved (buckets / 2 heads; 0: none)
+//! 40  moved     u64  its buckets moved so far (0..buckets / 2)
+//! 48  key type  48 bytes: type fingerprint of K (`types.rs`)
+//! 96  val type  48 bytes: type fingerprint of V
+//! 144 (end)
 //! ```
 
 use std::marker::PhantomData;
@@ -34,20 +46,27 @@ use crate::mem::{check_span, le64, put64, Mem};
 use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
-const MAGIC: [u8; 8] = *b"RWHASH02";
-/// The magic of the size-checked header of earlier versions.
-const OLD_MAGIC: [u8; 8] = *b"RWHASH01";
+const MAGIC: [u8; 8] = *b"RWHASH03";
+/// The magics of earlier layouts: the size-checked header, and the one
+/// whose table doubled in one transaction.
+const OLD_MAGICS: &[([u8; 8], &str)] = &[(*b"RWHASH01", "RWHASH01"), (*b"RWHASH02", "RWHASH02")];
 const MAGIC_OFF: usize = 0;
 const LEN_OFF: usize = MAGIC_OFF + 8;
 const BUCKETS_OFF: usize = LEN_OFF + 8;
 const TABLE_OFF: usize = BUCKETS_OFF + 8;
-const KEY_TAG_OFF: usize = TABLE_OFF + 8;
+const OLD_TABLE_OFF: usize = TABLE_OFF + 8;
+const MOVED_OFF: usize = OLD_TABLE_OFF + 8;
+const KEY_TAG_OFF: usize = MOVED_OFF + 8;
 const VAL_TAG_OFF: usize = KEY_TAG_OFF + TAG_SIZE;
 const HEADER_SIZE: usize = VAL_TAG_OFF + TAG_SIZE;
 const NEXT_OFF: u64 = 0;
 const KEY_OFF: u64 = NEXT_OFF + 8;
 /// Buckets of a new map.
 const INITIAL_BUCKETS: u64 = 16;
+/// Buckets of the old table each change moves while the table doubles: a
+/// doubling ends after `buckets / 2 / MOVE_STEP` changes, long before the
+/// entries can outnumber the new buckets (after `buckets / 2` inserts).
+const MOVE_STEP: u64 = 8;
 
 /// A persistent hash map: a handle to its header in a pool (`Copy`; see
 /// [`BTreeMap`](crate::BTreeMap) for storing handles).
@@ -91,10 +110,50 @@ impl<K, V> std::fmt::Debug for HashMap<K, V> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Header {
     len: u64,
     buckets: u64,
     table: u64,
+    /// The table being moved (`buckets / 2` heads), 0 when none.
+    old_table: u64,
+    /// Its buckets moved into `table` so far.
+    moved: u64,
+}
+
+impl Header {
+    /// Buckets of the old table (when there is one).
+    fn old_buckets(&self) -> u64 {
+        self.buckets / 2
+    }
+
+    /// The chain head of the key hashed to `hash`: its old bucket's while
+    /// that is not moved yet, else its bucket's in the table.
+    fn link(&self, hash: u64) -> u64 {
+        let old = hash & (self.old_buckets().max(1) - 1);
+        if self.old_table != 0 && old >= self.moved {
+            self.old_table + old * 8
+        } else {
+            self.table + (hash & (self.buckets - 1)) * 8
+        }
+    }
+
+    /// How many chain heads hold entries: every bucket of the table, then
+    /// the old table's buckets not moved yet.
+    fn heads(&self) -> u64 {
+        match self.old_table {
+            0 => self.buckets,
+            _ => self.buckets + self.old_buckets() - self.moved,
+        }
+    }
+
+    /// The `i`th of [`heads`](Self::heads).
+    fn head(&self, i: u64) -> u64 {
+        match i.checked_sub(self.buckets) {
+            None => self.table + i * 8,
+            Some(j) => self.old_table + (self.moved + j) * 8,
+        }
+    }
 }
 
 /// Where a key was found: the link that points at its entry, the entry.
@@ -117,7 +176,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);
         h[BUCKETS_OFF..TABLE_OFF].copy_from_slice(&INITIAL_BUCKETS.to_le_bytes());
-        h[TABLE_OFF..KEY_TAG_OFF].copy_from_slice(&table.to_le_bytes());
+        h[TABLE_OFF..OLD_TABLE_OFF].copy_from_slice(&table.to_le_bytes());
         h[KEY_TAG_OFF..VAL_TAG_OFF].copy_from_slice(&TypeTag::of::<K>().encode());
         h[VAL_TAG_OFF..HEADER_SIZE].copy_from_slice(&TypeTag::of::<V>().encode());
         tx.write_bytes(hdr, &h)?;
@@ -141,7 +200,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// once per free epoch through a transaction (`checked`).
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let old = (OLD_MAGIC, "RWHASH01", "RWHASH02");
+        let old = (OLD_MAGICS, "RWHASH03");
         checked::read_checked_header::<Self, M>(
             m,
             WHAT,
@@ -160,6 +219,8 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
             len: le64(&h, LEN_OFF),
             buckets: le64(&h, BUCKETS_OFF),
             table: le64(&h, TABLE_OFF),
+            old_table: le64(&h, OLD_TABLE_OFF),
+            moved: le64(&h, MOVED_OFF),
         };
         if !h.buckets.is_power_of_two() || h.table == 0 {
             return Err(corrupt(
@@ -168,12 +229,19 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
                 "bucket count not a power of two, or no table",
             ));
         }
+        let moving = h.old_table != 0;
+        if (moving && (h.buckets < 2 || h.moved >= h.old_buckets())) || (!moving && h.moved != 0) {
+            return Err(corrupt(WHAT, self.hdr, "a table being moved past its end"));
+        }
         check_span(m, WHAT, self.hdr, h.table, h.buckets.checked_mul(8))?;
+        if moving {
+            check_span(m, WHAT, self.hdr, h.old_table, Some(h.old_buckets() * 8))?;
+        }
         Ok(h)
     }
 
-    fn bucket(k: &K, buckets: u64) -> u64 {
-        fnv1a(bytemuck::bytes_of(k)) & (buckets - 1)
+    fn hash(k: &K) -> u64 {
+        fnv1a(bytemuck::bytes_of(k))
     }
 
     fn read64<M: Mem + ?Sized>(m: &mut M, off: u64) -> Result<u64> {
@@ -195,7 +263,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     }
 
     fn find<M: Mem>(&self, m: &mut M, h: &Header, k: &K) -> Result<Option<Found<V>>> {
-        let mut link = h.table + Self::bucket(k, h.buckets) * 8;
+        let mut link = h.link(Self::hash(k));
         let mut cur = Self::read64(m, link)?;
         // A chain longer than the map is a cycle.
         for _ in 0..=h.len {
@@ -278,15 +346,15 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// table (in `tx`).
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
-        let mut h = self.header(tx)?;
+        let mut h = self.moving_on(tx)?;
         if let Some(f) = self.find(tx, &h, &k)? {
             tx.write_bytes(f.entry + KEY_OFF + Self::KS, bytemuck::bytes_of(&v))?;
             return Ok(Some(f.val));
         }
-        if h.len >= h.buckets {
+        if h.old_table == 0 && h.len >= h.buckets {
             h = self.grow(tx, h)?;
         }
-        let link = h.table + Self::bucket(&k, h.buckets) * 8;
+        let link = h.link(Self::hash(&k));
         let head = Self::read64(tx, link)?;
         let e = tx.alloc_bytes(Self::ENTRY)?;
         let mut b = Vec::with_capacity(Self::ENTRY as usize);
@@ -301,44 +369,93 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
         Ok(None)
     }
 
-    /// Doubles the table: relinks every entry into a new one, frees the old.
-    fn grow(&self, tx: &mut Tx<'_>, h: Header) -> Result<Header> {
-        let buckets = h.buckets * 2;
-        let mut heads = vec![0u64; buckets as usize];
-        let mut seen = 0;
-        for b in 0..h.buckets {
-            let mut cur = Self::read64(tx, h.table + b * 8)?;
-            while cur != 0 {
-                seen += 1;
-                if seen > h.len {
-                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
-                }
-                let (next, key, _) = Self::entry(tx, cur)?;
-                let nb = Self::bucket(&key, buckets) as usize;
-                put64(tx, cur + NEXT_OFF, heads[nb])?;
-                heads[nb] = cur;
-                cur = next;
-            }
+    /// The header, after the next [`MOVE_STEP`] buckets of a table being
+    /// moved are (what every change does first, so that the key's chain
+    /// it then finds stays where it is).
+    fn moving_on(&self, tx: &mut Tx<'_>) -> Result<Header> {
+        let h = self.header(tx)?;
+        match h.old_table {
+            0 => Ok(h),
+            _ => self.move_buckets(tx, h),
         }
+    }
+
+    /// Starts doubling the table: a new one of twice the buckets (zeroed,
+    /// not logged) beside the old, whose buckets the changes from now on
+    /// move, this one first.
+    fn grow(&self, tx: &mut Tx<'_>, h: Header) -> Result<Header> {
+        let buckets = (h.buckets.checked_mul(2))
+            .filter(|b| b.checked_mul(8).is_some())
+            .ok_or_else(|| corrupt(WHAT, self.hdr, "bucket count at its maximum"))?;
         let table = tx.alloc_bytes(buckets * 8)?;
-        let bytes: Vec<u8> = heads.iter().flat_map(|o| o.to_le_bytes()).collect();
-        tx.write_bytes(table, &bytes)?; // fresh: not logged
-        tx.free(PPtr::<u64>::from_offset(h.table))?;
-        let mut w = [0u8; 16];
+        let mut w = [0u8; 32];
         w[..8].copy_from_slice(&buckets.to_le_bytes());
-        w[8..].copy_from_slice(&table.to_le_bytes());
-        tx.write_bytes(self.hdr + BUCKETS_OFF as u64, &w)?;
-        Ok(Header {
-            len: h.len,
+        w[8..16].copy_from_slice(&table.to_le_bytes());
+        w[16..24].copy_from_slice(&h.table.to_le_bytes());
+        tx.write_bytes(self.hdr + BUCKETS_OFF as u64, &w)?; // moved: 0
+        let h = Header {
             buckets,
             table,
-        })
+            old_table: h.table,
+            moved: 0,
+            ..h
+        };
+        self.move_buckets(tx, h)
+    }
+
+    /// Moves the next [`MOVE_STEP`] buckets of the old table: the entries of
+    /// old bucket `b` go to buckets `b` and `b + old buckets` of the table
+    /// (which nothing was put in while `b` was not moved). After its last
+    /// bucket, frees the old table.
+    fn move_buckets(&self, tx: &mut Tx<'_>, mut h: Header) -> Result<Header> {
+        let half = h.old_buckets();
+        let end = (h.moved + MOVE_STEP).min(half);
+        for b in h.moved..end {
+            let mut cur = Self::read64(tx, h.old_table + b * 8)?;
+            let mut heads = [0u64; 2];
+            for _ in 0..=h.len {
+                if cur == 0 {
+                    break;
+                }
+                let (next, key, _) = Self::entry(tx, cur)?;
+                let hash = Self::hash(&key);
+                if hash & (half - 1) != b {
+                    return Err(corrupt(WHAT, cur, "entry in another key's bucket"));
+                }
+                let i = usize::from(hash & half != 0);
+                put64(tx, cur + NEXT_OFF, heads[i])?;
+                heads[i] = cur;
+                cur = next;
+            }
+            if cur != 0 {
+                return Err(corrupt(
+                    WHAT,
+                    self.hdr,
+                    "a chain longer than the map (a cycle?)",
+                ));
+            }
+            for (i, head) in heads.into_iter().enumerate() {
+                if head != 0 {
+                    put64(tx, h.table + (b + i as u64 * half) * 8, head)?;
+                }
+            }
+        }
+        h.moved = end;
+        if end == half {
+            tx.free(PPtr::<u64>::from_offset(h.old_table))?;
+            (h.old_table, h.moved) = (0, 0);
+        }
+        let mut w = [0u8; 16];
+        w[..8].copy_from_slice(&h.old_table.to_le_bytes());
+        w[8..].copy_from_slice(&h.moved.to_le_bytes());
+        tx.write_bytes(self.hdr + OLD_TABLE_OFF as u64, &w)?;
+        Ok(h)
     }
 
     /// Removes `k` and frees its entry; returns its value.
     pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
-        let h = self.header(tx)?;
+        let h = self.moving_on(tx)?;
         let Some(f) = self.find(tx, &h, k)? else {
             return Ok(None);
         };
@@ -356,8 +473,8 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
         let mut m = pool;
         let h = self.header(&mut m)?;
         let mut out = Vec::with_capacity(h.len as usize);
-        for b in 0..h.buckets {
-            let mut cur = Self::read64(&mut m, h.table + b * 8)?;
+        for i in 0..h.heads() {
+            let mut cur = Self::read64(&mut m, h.head(i))?;
             while cur != 0 {
                 if out.len() as u64 >= h.len {
                     return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
@@ -389,10 +506,14 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     fn blocks_in<M: Mem>(&self, m: &mut M) -> Result<Vec<u64>> {
         let h = self.header(m)?;
         let mut out = vec![self.hdr, h.table];
-        for b in 0..h.buckets {
-            let mut cur = Self::read64(m, h.table + b * 8)?;
+        if h.old_table != 0 {
+            out.push(h.old_table);
+        }
+        let owned = out.len() as u64;
+        for i in 0..h.heads() {
+            let mut cur = Self::read64(m, h.head(i))?;
             while cur != 0 {
-                if out.len() as u64 >= h.len.saturating_add(2) {
+                if out.len() as u64 >= h.len.saturating_add(owned) {
                     return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
                 }
                 out.push(cur);
@@ -402,20 +523,23 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
         Ok(out)
     }
 
-    /// Checks that every entry sits in its key's bucket, no key appears
-    /// twice, and the length is the number of entries.
+    /// Checks that every entry sits in its key's chain (while the table
+    /// doubles: its old bucket's until that is moved, then its new
+    /// bucket's), no key appears twice, and the length is the number of
+    /// entries.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
         let mut m = pool;
         let h = self.header(&mut m)?;
         let mut keys = std::collections::HashSet::new();
-        for b in 0..h.buckets {
-            let mut cur = Self::read64(&mut m, h.table + b * 8)?;
+        for i in 0..h.heads() {
+            let link = h.head(i);
+            let mut cur = Self::read64(&mut m, link)?;
             while cur != 0 {
                 if keys.len() as u64 >= h.len {
                     return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
                 }
                 let (next, k, _) = Self::entry(&mut m, cur)?;
-                if Self::bucket(&k, h.buckets) != b {
+                if h.link(Self::hash(&k)) != link {
                     return Err(corrupt(WHAT, cur, "entry in another key's bucket"));
                 }
                 if !keys.insert(bytemuck::bytes_of(&k).to_vec()) {
@@ -437,7 +561,7 @@ pub struct HashIter<'a, K, V> {
     mem: Box<dyn Mem + 'a>,
     hdr: u64,
     h: Header,
-    /// The next bucket to read.
+    /// The next chain head to read (see `Header::heads`).
     bucket: u64,
     /// The next entry of the chain being read (0: none).
     cur: u64,
@@ -472,10 +596,10 @@ impl<'a, K: Stored, V: Stored> HashIter<'a, K, V> {
                 self.cur = next;
                 return Ok(Some((k, v)));
             }
-            if self.bucket == self.h.buckets {
+            if self.bucket == self.h.heads() {
                 return Ok(None);
             }
-            let link = self.h.table + self.bucket * 8;
+            let link = self.h.head(self.bucket);
             self.cur = HashMap::<K, V>::read64(&mut *self.mem, link)?;
             self.bucket += 1;
         }

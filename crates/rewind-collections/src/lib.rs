@@ -38,12 +38,18 @@
 //! # Ok::<(), rewind_collections::Error>(())
 //! ```
 //!
-//! **Isolation is the program's** (REWIND §4.7): rewind makes transactions
-//! atomic and durable, not isolated. Two transactions that change one
-//! collection at the same time corrupt it; keep them apart with a lock per
-//! collection (a `Mutex` around the handle, say), held for the whole
-//! transaction, not just the call (`examples/threads.rs`). Readers outside
-//! a transaction must not run beside a writer of the same collection either.
+//! **Isolation**: every operation that takes a transaction locks its
+//! collection in the pool's lock table (exclusive for changes, shared for
+//! the `_tx` reads and scans) until the transaction commits or rolls back
+//! (strict two-phase locking), so threads may share one handle with no lock
+//! of their own: the result is that of some serial order of the committed
+//! transactions (`examples/threads.rs`). A deadlock between two
+//! transactions that lock collections in opposite orders is
+//! `Error::Pool(rewind::Error::Deadlock { .. })`, rolled back and
+//! retryable. Reads through `&Pool` (`get(&pool, ..)`, `iter(&pool)`) take
+//! no lock and see the committed state of the instant: for a consistent
+//! view beside writers, read through a transaction (`docs/collections.md`,
+//! "Isolation").
 //!
 //! **Keys and values** are `Pod` types, stored as their in-memory bytes
 //! (as [`rewind::Tx::write`] stores them): a pool is read back by the same

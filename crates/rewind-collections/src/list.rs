@@ -158,7 +158,7 @@ impl<T: Stored> List<T> {
 
     fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let old = (OLD_MAGIC, "RWLIST01", "RWLIST02");
+        let old = (&[(OLD_MAGIC, "RWLIST01")][..], "RWLIST02");
         read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {

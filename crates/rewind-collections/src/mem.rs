@@ -71,9 +71,9 @@ pub(crate) fn put64(tx: &mut Tx<'_>, off: u64, v: u64) -> Result<()> {
     Ok(tx.write_bytes(off, &v.to_le_bytes())?)
 }
 
-/// The magic of a collection's earlier layout, and the names of the old
-/// and the current layout for [`Error::UnsupportedLayout`].
-pub(crate) type OldLayout = ([u8; 8], &'static str, &'static str);
+/// The magics of a collection's earlier layouts with their names, and the
+/// current layout's name, for [`Error::UnsupportedLayout`].
+pub(crate) type OldLayout = (&'static [([u8; 8], &'static str)], &'static str);
 
 /// Reads the header of `buf.len()` bytes at `hdr` and checks its magic:
 /// [`Error::UnsupportedLayout`] for an earlier layout's, [`Error::WrongMagic`]
@@ -96,12 +96,12 @@ pub(crate) fn read_header<M: Mem + ?Sized>(
         }
         buf[..8].copy_from_slice(&first);
     }
-    if buf[..8] == old.0 {
+    if let Some(&(_, found)) = old.0.iter().find(|o| buf[..8] == o.0) {
         return Err(Error::UnsupportedLayout {
             what,
             offset: hdr,
-            found: old.1,
-            expected: old.2,
+            found,
+            expected: old.1,
         });
     }
     check_magic(what, hdr, buf, magic)?;

@@ -121,7 +121,7 @@ impl<T: Stored> Vec<T> {
 
     fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let old = (OLD_MAGIC, "RWVEC001", "RWVEC002");
+        let old = (&[(OLD_MAGIC, "RWVEC001")][..], "RWVEC002");
         read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {

@@ -244,7 +244,7 @@ where
     /// once per free epoch through a transaction (`checked`).
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let old = (OLD_MAGIC, "RWBTREE1", "RWBTREE2");
+        let old = (&[(OLD_MAGIC, "RWBTREE1")][..], "RWBTREE2");
         checked::read_checked_header::<Self, M>(
             m,
             WHAT,
