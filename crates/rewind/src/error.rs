@@ -133,7 +133,7 @@ pub enum Error {
         size: u64,
     },
     /// The heap has no free block large enough.
-    #[error("out of pool memory: no free block of {requested} bytes (create a larger pool)")]
+    #[error("out of pool memory: no free block of {requested} bytes, and no room to grow the pool to one (free memory, or create the pool with a larger `max_size`)")]
     OutOfMemory {
         /// Bytes asked for.
         requested: u64,

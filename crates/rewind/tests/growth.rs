@@ -343,6 +343,45 @@ fn a_file_pool_grows_to_its_maximum_and_no_further() {
     assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
 }
 
+/// Growing to the maximum size grows as far as whole chunks go, and again
+/// does nothing; past it is `OutOfMemory` (found by a user: the heap never
+/// ends exactly at the maximum, so `grow_to(max_size())` always failed).
+#[test]
+fn grow_to_the_maximum_size_reaches_it_and_past_it_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PoolConfig::default().max_size(64 << 20);
+    let pool = Pool::create(dir.path().join("gm.pool"), LAYOUT, 8 << 20, &cfg).unwrap();
+    let size = pool.grow_to(pool.max_size()).unwrap();
+    assert!(
+        size <= pool.max_size() && size > pool.max_size() - CHUNK,
+        "{size}"
+    );
+    assert_eq!(pool.grow_to(pool.max_size()).unwrap(), size, "nothing more");
+    assert!(matches!(
+        pool.grow_to(pool.max_size() + 1),
+        Err(Error::OutOfMemory { .. })
+    ));
+    // A maximum past what a pool can be names the maximum, not the size.
+    let e = Pool::create(
+        dir.path().join("x.pool"),
+        LAYOUT,
+        8 << 20,
+        &PoolConfig::default().max_size(u64::MAX),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidConfig {
+                what: "max size",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
 /// Stores `word` as the heap size word of the (closed) pool file.
 fn set_heap_word(path: &std::path::Path, word: u64) {
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();

@@ -267,5 +267,5 @@ fn shared_locks_are_held_together_and_upgrade() {
     .unwrap();
     assert_eq!(pool.read(p).unwrap(), 3);
     let r = pool.transaction(|tx| tx.lock(PPtr::<u64>::null()));
-    assert!(r.is_err());
+    assert!(matches!(r, Err(Error::NullPointer { .. })), "{r:?}");
 }

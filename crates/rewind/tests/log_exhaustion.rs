@@ -269,3 +269,46 @@ fn a_crash_near_exhaustion_recovers_the_committed_state() {
         let _ = f0;
     }
 }
+
+/// No-force with the checkpoint fill at 1 (the most the docs allow): the
+/// automatic checkpoint runs once the records fill the log's own region,
+/// so a long run of small transactions never lets the log eat the heap
+/// (found by a user: the log grew into every free chunk, then every
+/// transaction failed with `LogFull` and every allocation with
+/// `OutOfMemory`). A fill out of (0, 1] is refused and changes nothing.
+#[test]
+fn a_checkpoint_fill_of_one_still_checkpoints_and_nan_is_refused() {
+    for variant in LogVariant::ALL {
+        let cfg = PoolConfig::default()
+            .log(variant)
+            .policy(Policy::NoForce)
+            .log_size(64 << 10);
+        let mut pool = Pool::create_sim(LAYOUT, 4 << 20, &cfg).unwrap();
+        for bad in [f64::NAN, f64::INFINITY, 0.0, -0.5, 1.5] {
+            let e = pool.set_checkpoint_fill(bad).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidConfig {
+                        what: "checkpoint fill",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
+        pool.set_checkpoint_fill(1.0).unwrap();
+        let blk: PPtr<[u64; 32]> = pool.transaction(|tx| tx.alloc()).unwrap();
+        let free = pool.alloc_stats().free_chunks;
+        for i in 0..20_000u64 {
+            pool.transaction(|tx| tx.write(blk, &[i; 32]))
+                .unwrap_or_else(|e| panic!("{variant:?}: transaction {i}: {e}"));
+        }
+        assert_eq!(pool.read(blk).unwrap(), [19_999; 32]);
+        assert!(
+            pool.alloc_stats().free_chunks + 1 >= free,
+            "{variant:?}: the log kept the heap's chunks"
+        );
+        pool.transaction(|tx| tx.alloc_bytes(64)).unwrap();
+    }
+}

@@ -107,7 +107,8 @@ impl Subject {
         let size = pool_size(max_skip);
         let cfg = ctx.pool_config(variant, policy).log_size(size / 2);
         let (mut pool, data) = super::array_pool(dir, name, size, &cfg, ARRAY)?;
-        pool.set_checkpoint_fill(1.0);
+        pool.set_checkpoint_fill(1.0)
+            .map_err(CliError::rewind("setting the checkpoint fill"))?;
         Ok(Subject {
             pool,
             data,
@@ -146,7 +147,8 @@ impl Subject {
         )?;
         let time = start.elapsed();
         let report = pool.recovery_report();
-        pool.set_checkpoint_fill(1.0);
+        pool.set_checkpoint_fill(1.0)
+            .map_err(CliError::rewind("setting the checkpoint fill"))?;
         let after = target_values(&pool, self.data)?;
         if after != before {
             return Err(CliError::Verification {

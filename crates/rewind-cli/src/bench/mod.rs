@@ -136,7 +136,8 @@ pub fn random_writes(
 ) -> Result<harness::Sample, CliError> {
     let size = (log + ARRAY * 8 * 4).max(64 << 20);
     let (mut pool, data) = array_pool(dir, name, size, cfg, ARRAY)?;
-    pool.set_checkpoint_fill(1.0);
+    pool.set_checkpoint_fill(1.0)
+        .map_err(CliError::rewind("setting the checkpoint fill"))?;
     pool.checkpoint().map_err(CliError::rewind("checkpoint"))?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let write = |tx: &mut rewind::Tx<'_>, t| {

@@ -1132,10 +1132,11 @@ impl Log {
         }
     }
 
-    /// Fraction of blocks in use.
+    /// Blocks holding records over the blocks of the log's own region
+    /// (more than 1 once it has grown into the heap).
     pub fn fill(&self) -> f64 {
         let st = self.state.lock();
-        st.order.len() as f64 / st.blocks.count() as f64
+        st.order.len() as f64 / self.layout.log_blocks.max(1) as f64
     }
 }
 

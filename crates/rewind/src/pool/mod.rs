@@ -657,9 +657,16 @@ impl Pool {
     }
 
     /// Grows the heap until it ends at or past `size` bytes of the file
-    /// (nothing when it does already); returns the pool's new size. As
-    /// [`grow`](Self::grow): `OutOfMemory` past the maximum size.
+    /// (nothing when it does already); returns the pool's new size. Up to
+    /// [`max_size`](Self::max_size) the heap grows as far as whole chunks
+    /// go (to the maximum: as large as the pool can be); past it, as
+    /// [`grow`](Self::grow), `OutOfMemory`.
     pub fn grow_to(&self, size: u64) -> Result<u64, Error> {
+        let l = &self.eng.hdr.layout;
+        let size = match size <= l.pool_size {
+            true => size.min(l.heap_end()),
+            false => size,
+        };
         self.grow_heap(|heap_end| size.saturating_sub(heap_end))
     }
 
@@ -682,14 +689,37 @@ impl Pool {
         self.eng.checkpoint()
     }
 
-    /// Sets the log fill fraction (0..1] that triggers an automatic
-    /// checkpoint after a no-force commit (default 0.5).
-    pub fn set_checkpoint_fill(&mut self, fill: f64) {
+    /// Sets the fraction of the log's own region (`PoolConfig::log_size`)
+    /// whose filling with records triggers an automatic checkpoint after a
+    /// no-force commit: in (0, 1], default 0.5. At 1 the checkpoint runs
+    /// once the records fill the region: a transaction that needs more
+    /// grows the log into the heap, and the checkpoint after its commit
+    /// gives that space back. Anything else (0, a negative number, more
+    /// than 1, NaN) is `InvalidConfig`, and the fraction stays.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rewind::{Policy, Pool, PoolConfig};
+    /// let cfg = PoolConfig::default().policy(Policy::NoForce);
+    /// let mut pool = Pool::create(dir.path().join("c.pool"), "doc", 4 << 20, &cfg)?;
+    /// pool.set_checkpoint_fill(0.8)?;
+    /// assert!(pool.set_checkpoint_fill(f64::NAN).is_err());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn set_checkpoint_fill(&mut self, fill: f64) -> Result<(), Error> {
+        if !(fill > 0.0 && fill <= 1.0) {
+            return Err(Error::InvalidConfig {
+                what: "checkpoint fill",
+                value: fill.to_string(),
+                expected: "a fraction of the log in (0, 1]",
+            });
+        }
         // Shared only with a redo-async pool's write-back thread, and that
         // policy has no checkpoints.
         if let Some(eng) = Arc::get_mut(&mut self.eng) {
-            eng.checkpoint_fill = fill.clamp(0.0, 1.0);
+            eng.checkpoint_fill = fill;
         }
+        Ok(())
     }
 }
 
@@ -776,7 +806,10 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
     let max = cfg.max_size.unwrap_or(size);
     if max >= MAX_POOL {
         return Err(Error::InvalidConfig {
-            what: "pool size",
+            what: match cfg.max_size {
+                Some(_) => "max size",
+                None => "pool size",
+            },
             value: max.to_string(),
             expected: "below 256 TiB (log cells hold 48-bit offsets)",
         });

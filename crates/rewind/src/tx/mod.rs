@@ -213,11 +213,7 @@ impl<'p> Tx<'p> {
     fn take_lock(&mut self, key: u64, mode: Mode) -> Result<(), Error> {
         self.live()?;
         if key == 0 {
-            return Err(Error::OutOfBounds {
-                offset: 0,
-                len: 0,
-                size: self.eng.dom.len(),
-            });
+            return Err(Error::NullPointer { len: 0 });
         }
         let slot = self.locks.iter().position(|&(k, _)| k == key);
         let held = slot.map(|i| self.locks[i].1);
@@ -611,7 +607,7 @@ impl<'p> Tx<'p> {
         for &(off, size) in self.freed.iter().chain(&self.unalloc) {
             eng.alloc.release(off, size);
         }
-        if eng.durability.keeps_records() && eng.log.fill() > eng.checkpoint_fill {
+        if eng.durability.keeps_records() && eng.log.fill() >= eng.checkpoint_fill {
             // The transaction is durable whatever happens here; a failed
             // checkpoint leaves the log to recovery.
             if let Err(e) = eng.checkpoint() {

@@ -95,7 +95,8 @@ pub fn rewind_tree(
     let mut pool = Pool::create(&path, LAYOUT, plan.space, &cfg)
         .map_err(CliError::rewind(format!("creating {}", path.display())))?;
     if !plan.auto_checkpoint {
-        pool.set_checkpoint_fill(1.0);
+        pool.set_checkpoint_fill(1.0)
+            .map_err(CliError::rewind("setting the checkpoint fill"))?;
     }
     let store =
         TreeStore::create(Rewind(Box::new(pool))).map_err(built(format!("the tree in {name}")))?;
