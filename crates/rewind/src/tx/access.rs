@@ -113,6 +113,22 @@ impl Verified {
     /// its last transaction left if no block of `eng` was freed since,
     /// else an empty one stamped with the epoch now.
     pub(super) fn resume(eng: &Engine) -> Verified {
+        Self::resume_or(eng, Verified::default)
+    }
+
+    /// [`resume`](Self::resume) for a reader: when the thread has no cache
+    /// to hand (its transaction holds it: a lookup through `&Pool` inside
+    /// a transaction's closure), one with no slots, which remembers
+    /// nothing, rather than a new table for a lookup or two.
+    fn resume_reader(eng: &Engine) -> Verified {
+        Self::resume_or(eng, || Verified {
+            slots: Box::default(),
+            generation: 1,
+            epoch: 0,
+        })
+    }
+
+    fn resume_or(eng: &Engine, none: impl FnOnce() -> Verified) -> Verified {
         let epoch = eng.alloc.free_epoch();
         // `try_with`: a transaction in a thread-local's destructor starts
         // empty. (Taken: a transaction of another pool nested in this one
@@ -126,10 +142,7 @@ impl Verified {
                 v.epoch = epoch;
                 v
             }
-            None => Verified {
-                epoch,
-                ..Verified::default()
-            },
+            None => Verified { epoch, ..none() },
         }
     }
 
@@ -205,7 +218,7 @@ impl<'p> Reader<'p> {
     pub(crate) fn new(eng: &'p Engine) -> Reader<'p> {
         Reader {
             eng,
-            verified: Verified::resume(eng),
+            verified: Verified::resume_reader(eng),
         }
     }
 
