@@ -197,3 +197,92 @@ fn check_deep_runs_the_registered_check_of_each_root() {
     assert!(!r.is_ok(), "{r}");
     assert!(r.to_string().contains("breaks its invariant"), "{r}");
 }
+
+/// Runs `body` in a transaction, again while it fails with `Deadlock` (two
+/// transactions that both read the catalog, then both add to it, under an
+/// undo policy: one of them is rolled back and retried, as a program would).
+fn retried<R>(pool: &Pool, mut body: impl FnMut(&mut rewind::Tx<'_>) -> Result<R, Error>) -> R {
+    loop {
+        match pool.transaction(&mut body) {
+            Err(Error::Deadlock { .. }) => continue,
+            r => return r.unwrap(),
+        }
+    }
+}
+
+/// Threads that create roots at the same time (found by a user: neither
+/// `root` nor `root_named` took a lock, so two transactions both found no
+/// root and both created one; the last commit won, acknowledged roots were
+/// lost, and a name named different objects in different threads). Each
+/// creation now holds the root's (or the catalog's) lock until its
+/// transaction ends, and looks again once it holds it. Every policy.
+#[test]
+fn threads_creating_roots_at_once_share_one_root_per_name() {
+    use rewind::Policy;
+    for policy in [
+        Policy::Redo,
+        Policy::Force,
+        Policy::NoForce,
+        Policy::RedoAsync,
+    ] {
+        let cfg = PoolConfig::default().policy(policy);
+        let pool = Pool::create_sim("race", 16 << 20, &cfg).unwrap();
+        let barrier = std::sync::Barrier::new(4);
+        let got: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (pool, barrier) = (&pool, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        // The unnamed root, incremented by every thread.
+                        let root = retried(pool, |tx| {
+                            let r: PPtr<u64> = tx.root()?;
+                            tx.lock(r)?; // the increment is the program's to isolate
+                            let v = tx.read(r)?;
+                            tx.write(r, &(v + 1))?;
+                            Ok(r.offset())
+                        });
+                        let mut shared = vec![root];
+                        let mut own = Vec::new();
+                        for i in 0..40u64 {
+                            // A name every thread asks for, and one of its own.
+                            let s: PPtr<u64> =
+                                retried(pool, |tx| tx.root_named(&format!("shared{}", i % 5)));
+                            shared.push(s.offset());
+                            let o: PPtr<u64> = retried(pool, |tx| {
+                                let o: PPtr<u64> = tx.root_named(&format!("t{t}-{i}"))?;
+                                tx.write(o, &(t * 1000 + i))?;
+                                Ok(o)
+                            });
+                            own.push(o.offset());
+                        }
+                        (shared, own)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        pool.sync().unwrap();
+        let root = pool.root::<u64>().unwrap().unwrap();
+        assert_eq!(
+            pool.read(root).unwrap(),
+            4,
+            "{policy:?}: every increment kept"
+        );
+        for (t, (shared, own)) in got.iter().enumerate() {
+            assert_eq!(
+                shared, &got[0].0,
+                "{policy:?}: thread {t} got other shared roots"
+            );
+            for (i, &o) in own.iter().enumerate() {
+                let found = pool.root_named::<u64>(&format!("t{t}-{i}")).unwrap();
+                assert_eq!(found.map(|p| p.offset()), Some(o), "{policy:?}: t{t}-{i}");
+                assert_eq!(
+                    pool.read(PPtr::<u64>::from_offset(o)).unwrap(),
+                    t as u64 * 1000 + i as u64
+                );
+            }
+        }
+        assert_eq!(pool.roots().unwrap().len(), 4 * 40 + 5, "{policy:?}");
+    }
+}

@@ -237,7 +237,7 @@ pub(crate) fn root_words(d: &Domain) -> Result<(u64, u64), Error> {
     check_root_words(off, size, d.read_u64(META_ROOT_CHECK)?)
 }
 
-fn check_root_words(off: u64, size: u64, check: u64) -> Result<(u64, u64), Error> {
+pub(crate) fn check_root_words(off: u64, size: u64, check: u64) -> Result<(u64, u64), Error> {
     if check != crate::format::meta::root_check(off, size) {
         return Err(Error::MetaCorrupt {
             offset: META_ROOT_OFF,

@@ -567,6 +567,7 @@ impl Pool {
     /// [`Tx::root_named`]); [`Error::TypeMismatch`] when it was created as
     /// another type.
     pub fn root_named<T: crate::Typed>(&self, name: &str) -> Result<Option<PPtr<T>>, Error> {
+        crate::alloc::catalog::check_name(name)?; // as `Tx::root_named` does
         let want = crate::TypeFingerprint::of::<T>();
         match self.roots()?.into_iter().find(|r| r.name == name) {
             None => Ok(None),

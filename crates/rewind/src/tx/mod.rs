@@ -532,10 +532,28 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
-    /// The root object, allocated zeroed on first use.
+    /// The root object, allocated zeroed on first use. Transactions of
+    /// several threads may ask for it at once: one creates it (holding the
+    /// root's lock until it ends), the others find that one. Under the
+    /// undo policies a transaction that finds it holds the lock shared, so
+    /// it never sees a root another transaction has not committed.
     pub fn root<T: Pod>(&mut self) -> Result<PPtr<T>, Error> {
         let size = std::mem::size_of::<T>() as u64;
-        if let Some(p) = self.eng.root::<T>()? {
+        // Under the undo policies another transaction's root, created in
+        // place, is visible before it commits: a reader waits for it.
+        if !self.eng.durability.write_set() {
+            let r = self.take_lock(META_ROOT_OFF, Mode::Shared);
+            self.check(r)?;
+        }
+        if let Some(p) = self.root_now::<T>()? {
+            return Ok(p);
+        }
+        // Created by one transaction at a time (the lock held until it
+        // ends), and looked for again once the lock is held: a transaction
+        // that created it meanwhile has committed.
+        let r = self.take_lock(META_ROOT_OFF, Mode::Exclusive);
+        self.check(r)?;
+        if let Some(p) = self.root_now::<T>()? {
             return Ok(p);
         }
         let off = self.alloc_bytes(size.max(1))?;
@@ -547,6 +565,26 @@ impl<'p> Tx<'p> {
         let r = self.write_logged(META_ROOT_OFF, &words);
         self.check(r)?;
         Ok(PPtr::from_offset(off))
+    }
+
+    /// The root object as this transaction sees it (its own writes too).
+    fn root_now<T: Pod>(&mut self) -> Result<Option<PPtr<T>>, Error> {
+        self.eng.usable()?;
+        let mut w = [0u8; 24];
+        self.read_meta(META_ROOT_OFF, &mut w)?;
+        let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
+        let (off, size) = crate::engine::check_root_words(word(0), word(1), word(2))?;
+        if off == 0 {
+            return Ok(None);
+        }
+        let want = std::mem::size_of::<T>() as u64;
+        if size != want {
+            return Err(Error::RootMismatch {
+                found: size,
+                expected: want,
+            });
+        }
+        Ok(Some(PPtr::from_offset(off)))
     }
 
     /// Ends a transaction whose closure returned `Ok`: commits it (the END

@@ -7,6 +7,7 @@ use crate::alloc::catalog::{
     self, CAPACITY, COUNT, ENTRIES, ENTRY, E_FINGERPRINT, E_NAME, E_OBJECT, E_SIZE, FIRST_CAPACITY,
     MAGIC, NAME_BYTES,
 };
+use crate::engine::locks::Mode;
 use crate::error::Error;
 use crate::format::le::{get_u64, put_u64};
 use crate::format::{meta, PPtr, TypeFingerprint, Typed};
@@ -16,6 +17,13 @@ impl Tx<'_> {
     /// first use, with `T`'s [`TypeFingerprint`] recorded beside it. A root
     /// created as another type (another name, size or alignment) is
     /// [`Error::TypeMismatch`] naming both.
+    ///
+    /// Transactions of several threads may ask for roots at once: a new
+    /// root is added by one transaction at a time (holding the catalog's
+    /// lock until it ends), so each name names one object. Under the undo
+    /// policies a lookup holds the catalog's lock shared, and two
+    /// transactions that both looked and then both add a root may meet a
+    /// [`Error::Deadlock`]: one rolls back and can be retried.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -30,6 +38,44 @@ impl Tx<'_> {
     /// ```
     pub fn root_named<T: Typed>(&mut self, name: &str) -> Result<PPtr<T>, Error> {
         catalog::check_name(name)?;
+        // Under the undo policies another transaction's catalog change is
+        // in place before it commits: a reader waits for it.
+        if !self.eng.durability.write_set() {
+            let r = self.take_lock(meta::CATALOG, Mode::Shared);
+            self.check(r)?;
+        }
+        if let Some(p) = self.find_named::<T>(name)? {
+            return Ok(p);
+        }
+        // Added by one transaction at a time (the lock held until it ends),
+        // and looked for again once the lock is held: a transaction that
+        // added it meanwhile has committed.
+        let r = self.take_lock(meta::CATALOG, Mode::Exclusive);
+        self.check(r)?;
+        self.add_named(name)
+    }
+
+    /// The root named `name` as this transaction sees the catalog.
+    fn find_named<T: Typed>(&mut self, name: &str) -> Result<Option<PPtr<T>>, Error> {
+        self.catalog_lookup::<T>(name).map(|(found, _, _, _)| found)
+    }
+
+    /// Finds `name` in the catalog, or adds it.
+    fn add_named<T: Typed>(&mut self, name: &str) -> Result<PPtr<T>, Error> {
+        let (found, cat, cap, count) = self.catalog_lookup::<T>(name)?;
+        if let Some(p) = found {
+            return Ok(p);
+        }
+        self.add_to_catalog::<T>(name, cat, cap, count)
+    }
+
+    /// The catalog's block, capacity and count, and `name`'s root if found
+    /// (a root of another type is `TypeMismatch`).
+    #[allow(clippy::type_complexity)]
+    fn catalog_lookup<T: Typed>(
+        &mut self,
+        name: &str,
+    ) -> Result<(Option<PPtr<T>>, u64, u64, u64), Error> {
         let want = TypeFingerprint::of::<T>();
         let mut w = [0u8; 16];
         self.read_meta(meta::CATALOG, &mut w)?;
@@ -59,9 +105,22 @@ impl Tx<'_> {
                         expected: want.to_string(),
                     });
                 }
-                return Ok(PPtr::from_offset(r.offset));
+                return Ok((Some(PPtr::from_offset(r.offset)), cat, cap, count));
             }
         }
+        Ok((None, cat, cap, count))
+    }
+
+    /// Adds a new root `name` of type `T` to the catalog (`cat`, of `cap`
+    /// entries, `count` of them used), growing it when full.
+    fn add_to_catalog<T: Typed>(
+        &mut self,
+        name: &str,
+        cat: u64,
+        cap: u64,
+        count: u64,
+    ) -> Result<PPtr<T>, Error> {
+        let want = TypeFingerprint::of::<T>();
         let size = std::mem::size_of::<T>() as u64;
         let obj = self.alloc_bytes(size.max(1))?;
         let cat = if count == cap {
