@@ -75,11 +75,15 @@ impl Pool {
         Some(self.gate.read())
     }
 
-    /// Copies the pool's bytes into `f` under the transaction gate.
+    /// Copies the pool's bytes into `f` under the transaction gate, at
+    /// the pool's size once the gate is held (a transaction or a `grow`
+    /// that the backup waited for may have grown the file: a copy of the
+    /// size before would end short of the heap its header names).
     fn copy_quiesced(&self, path: &Path, f: &std::fs::File) -> Result<(), Error> {
         use std::os::unix::fs::FileExt;
-        let size = self.eng.dom.len();
         let _gate = self.gate.write();
+        let size = self.eng.dom.len();
+        f.set_len(size).map_err(|e| Error::io(path, e))?;
         self.eng.sync()?;
         let mut buf = vec![0u8; STEP.min(size) as usize];
         let mut at = 0;
