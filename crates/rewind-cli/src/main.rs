@@ -90,7 +90,24 @@ fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// A reader that stops reading (`rewind dump-log POOL | head`) ends the
+/// program quietly: `println!` panics when its write fails, and a closed
+/// pipe is not the program's failure. Any other panic is reported as usual.
+fn quiet_on_closed_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = (info.payload().downcast_ref::<String>().map(String::as_str))
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info)
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

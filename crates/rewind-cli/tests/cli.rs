@@ -896,3 +896,23 @@ fn copy_of_a_pool_being_committed_is_refused_never_torn() {
     let v = c.read(slots).unwrap();
     assert!(v[0] == v[1] && v[0] > 0, "{v:?}");
 }
+
+/// A reader that closes its end of the pipe (`rewind info POOL | head -0`)
+/// ends the command quietly, with no panic (found by a user: `dump-log`
+/// piped into `head` panicked with "failed printing to stdout").
+#[test]
+fn a_closed_stdout_pipe_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipe.pool");
+    small_pool(&path);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // every write now fails with a broken pipe
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["info", path.to_str().unwrap()])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+}
