@@ -40,6 +40,16 @@ pub enum Error {
         /// Why it is refused.
         why: &'static str,
     },
+    /// A WAL file of stock SQLite (or of another VFS) lies beside the
+    /// database: its frames may hold committed transactions this VFS would
+    /// not see, so the database is not opened through it.
+    #[error("{path}: a WAL file of {len} bytes not kept by this VFS (stock SQLite's?) lies beside the database, and its frames may hold committed transactions; open the database once without this VFS and checkpoint it (PRAGMA wal_checkpoint(TRUNCATE)), then open it through this VFS")]
+    ForeignWal {
+        /// The stock WAL file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+    },
     /// A transaction's frames without SQLite's commit flag on the last.
     #[error("a WAL commit whose last frame has no commit flag")]
     NoCommitFlag,

@@ -184,6 +184,17 @@ fn is_wal_name(name: &Path) -> bool {
     name.as_os_str().to_string_lossy().ends_with("-wal")
 }
 
+/// A WAL file of stock SQLite with frames in it, beside the database whose
+/// WAL this VFS would keep in a pool (an empty one, which a checkpoint
+/// leaves, holds nothing).
+fn foreign_wal(wal: &Path) -> Option<Error> {
+    let len = std::fs::metadata(wal).ok().filter(|m| m.is_file())?.len();
+    (len > 0).then(|| Error::ForeignWal {
+        path: wal.to_path_buf(),
+        len,
+    })
+}
+
 /// # Safety
 /// `z` is NULL or a NUL-terminated string.
 unsafe fn path_of(z: *const c_char) -> Option<PathBuf> {
@@ -196,6 +207,9 @@ unsafe fn path_of(z: *const c_char) -> Option<PathBuf> {
 }
 
 fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
+    if let Some(e) = foreign_wal(wal) {
+        return Err(e);
+    }
     let pool_file = pool_path(wal);
     let opts = OpenOptions::default()
         .nvm_latency(cfg.nvm_latency)
@@ -318,11 +332,13 @@ unsafe extern "C" fn x_delete(
         if OPEN.lock().contains_key(&key_of(&db_of(&wal))) {
             return ffi::SQLITE_IOERR_DELETE;
         }
-        match std::fs::remove_file(pool_path(&wal)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(_) => return ffi::SQLITE_IOERR_DELETE,
-        }
+        // Only the pool is this VFS's: a file at the WAL's own name is
+        // another VFS's (stock SQLite's), never deleted here.
+        return match std::fs::remove_file(pool_path(&wal)) {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ffi::SQLITE_OK,
+            Err(_) => ffi::SQLITE_IOERR_DELETE,
+        };
     }
     // SAFETY: delegated with the parent VFS.
     let rc = unsafe { (p.xDelete.expect("xDelete"))(p, z, sync_dir) };
@@ -342,7 +358,11 @@ unsafe extern "C" fn x_access(
     // SAFETY: SQLite passes the registered VFS and a NUL-terminated name.
     let (p, name) = unsafe { (parent(vfs), path_of(z)) };
     if let Some(wal) = name.filter(|n| is_wal_name(n)) {
-        let there = OPEN.lock().contains_key(&key_of(&db_of(&wal))) || pool_path(&wal).exists();
+        // (A stock WAL with frames counts: SQLite then opens it, and the
+        // open says why it cannot be used.)
+        let there = OPEN.lock().contains_key(&key_of(&db_of(&wal)))
+            || pool_path(&wal).exists()
+            || foreign_wal(&wal).is_some();
         // SAFETY: `res` points to an int SQLite owns.
         unsafe { *res = there as c_int };
         return ffi::SQLITE_OK;

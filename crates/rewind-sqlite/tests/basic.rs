@@ -338,3 +338,49 @@ fn connections_share_a_wal_index_in_process_memory() {
     let c = open(&path);
     assert_eq!(rows(&c), 5);
 }
+
+/// A database whose stock SQLite WAL still holds committed frames (its
+/// writer died before a checkpoint) is not opened through the VFS: the
+/// frames would be ignored, and the last close deleted the stock WAL with
+/// them (found by a user: 1,000 committed rows lost). The open fails with
+/// a message that says what to do, the stock WAL is left as it was, and
+/// once stock SQLite has checkpointed it the VFS opens the database with
+/// every row.
+#[test]
+fn a_stock_wal_with_frames_is_refused_and_never_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stock.db");
+    let stock = open_on(&path, "unix");
+    stock.pragma_update(None, "journal_mode", "WAL").unwrap();
+    stock.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    stock.execute("CREATE TABLE t(x)", []).unwrap();
+    for i in 0..1000 {
+        stock.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+    }
+    // The writer "dies": no close, no checkpoint; its frames stay in the WAL.
+    std::mem::forget(stock);
+    let wal = dir.path().join("stock.db-wal");
+    let len = std::fs::metadata(&wal).unwrap().len();
+    assert!(len > 0);
+    vfs();
+    let c = open_on(&path, VFS);
+    let r: Result<i64, _> = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0));
+    assert!(r.is_err(), "read through the VFS beside a stock WAL: {r:?}");
+    let why = rewind_sqlite::last_error().unwrap_or_default();
+    assert!(why.contains("not kept by this VFS"), "{why}");
+    drop(c);
+    assert_eq!(
+        std::fs::metadata(&wal).unwrap().len(),
+        len,
+        "the stock WAL is untouched"
+    );
+    // Stock SQLite checkpoints it; the VFS then sees every row.
+    let stock = open_on(&path, "unix");
+    stock
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(stock);
+    let c = open(&path);
+    assert_eq!(rows(&c), 1000);
+    assert_intact(&c);
+}
