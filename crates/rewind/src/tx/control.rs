@@ -234,7 +234,10 @@ impl<'p> Tx<'p> {
     /// The classic use is a structure change that others may already rely
     /// on, such as a B-tree page split: it stays while the insert that
     /// caused it rolls back. The action must not depend on uncommitted
-    /// changes of the enclosing transaction, and may not free a block the
+    /// changes of the enclosing transaction, nor write bytes the enclosing
+    /// transaction wrote before it (a rollback of the enclosing transaction
+    /// restores their value from before that write, over the action's),
+    /// and may not free a block the
     /// enclosing transaction allocated (refused with
     /// [`Error::InvalidFree`]). Allocations made in it are the pool's for
     /// good: freeing them is a later transaction's job.
