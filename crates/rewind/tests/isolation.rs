@@ -269,3 +269,39 @@ fn shared_locks_are_held_together_and_upgrade() {
     let r = pool.transaction(|tx| tx.lock(PPtr::<u64>::null()));
     assert!(matches!(r, Err(Error::NullPointer { .. })), "{r:?}");
 }
+
+/// A transaction that holds a lock shared, alone, and asks for it
+/// exclusively is upgraded even while another transaction waits in line
+/// for it (found by a user: the upgrade waited for the request in line,
+/// which waited for it, and was refused as a deadlock; four threads doing
+/// `get_tx` then `insert` on one map met it on a third of their
+/// transactions). The other one gets the lock once the first ends.
+#[test]
+fn a_sole_shared_holder_upgrades_past_a_waiting_writer() {
+    let pool = Pool::create_sim("up", 4 << 20, &PoolConfig::default()).unwrap();
+    let x: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+    let held = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            pool.transaction(|tx| {
+                tx.lock_shared(x)?;
+                held.wait();
+                // The other transaction is (most likely) in line by now.
+                std::thread::sleep(Duration::from_millis(50));
+                tx.lock(x)?; // the upgrade
+                let v = tx.read(x)?;
+                tx.write(x, &(v + 1))
+            })
+        });
+        held.wait();
+        let second = pool.transaction(|tx| {
+            tx.lock(x)?;
+            let v = tx.read(x)?;
+            tx.write(x, &(v + 10))
+        });
+        assert!(second.is_ok(), "{second:?}");
+        let first = first.join().unwrap();
+        assert!(first.is_ok(), "the upgrade: {first:?}");
+    });
+    assert_eq!(pool.read(x).unwrap(), 11);
+}

@@ -17,8 +17,9 @@
 //! [`Error::LockTimeout`] (a holder that never ends its transaction, say).
 //!
 //! An upgrade (shared to exclusive by the same transaction) waits for the
-//! other shared holders; two upgraders of one lock are a cycle and one of
-//! them gets `Deadlock`.
+//! other shared holders, not for the requests in line behind it (they wait
+//! for it); two upgraders of one lock are a cycle and one of them gets
+//! `Deadlock`.
 //!
 //! **Waiting.** A lock is held for one transaction, a microsecond or two
 //! on persistent memory, so a waiter (already in line, so first come,
@@ -95,10 +96,14 @@ impl Table {
     /// lock is granted first come, first served and a waiter woken by a
     /// release is never overtaken by a newcomer.
     fn blocking(&self, tx: u64, key: u64, mode: Mode, ticket: u64) -> Vec<u64> {
-        let mut b = self
-            .locks
-            .get(&key)
-            .map_or_else(Vec::new, |e| e.blockers(tx, mode));
+        let entry = self.locks.get(&key);
+        let mut b = entry.map_or_else(Vec::new, |e| e.blockers(tx, mode));
+        // An upgrade (a shared holder asking for exclusive) waits for the
+        // other holders alone, not for the requests in line: they wait for
+        // it, so waiting for them would be a deadlock of its own making.
+        if entry.is_some_and(|e| e.shared.contains(&tx)) {
+            return b;
+        }
         b.extend(self.waiting.iter().filter_map(|(&w, a)| {
             let conflicts = mode == Mode::Exclusive || a.mode == Mode::Exclusive;
             (w != tx && a.key == key && a.ticket < ticket && conflicts).then_some(w)
