@@ -2,7 +2,7 @@
 //! policy (see `rewind::crashtest`), and the mutations that prove it can
 //! fail.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -54,9 +54,9 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     let budget = match (a.seconds, a.budget) {
         (_, Some(0)) => return Err(CliError::Usage("--budget must be positive".into())),
         (_, Some(n)) => Budget::Images(n),
-        (Some(s), None) if !(s > 0.0 && s.is_finite()) => {
+        (Some(s), None) if !(s > 0.0 && Duration::try_from_secs_f64(s).is_ok()) => {
             return Err(CliError::Usage(format!(
-                "--seconds must be positive, got {s}"
+                "--seconds must be a positive number of seconds a clock can count, got {s}"
             )))
         }
         (s, None) => Budget::Seconds(s.unwrap_or(60.0)),

@@ -63,3 +63,47 @@ fn a_changed_result_is_caught_and_regenerating_fixes_it() {
         .unwrap()
         .contains("12345"));
 }
+
+/// Results the report cannot use are errors naming them, never sections
+/// quietly "not measured" (found by a user: an unreadable file, or a
+/// mistyped `--out` that replaced every section of the document), and a
+/// value no chart can hold does not hang the chart (1e308 did, in the
+/// log axis's layout).
+#[test]
+fn bad_results_are_errors_naming_them_and_huge_values_do_not_hang() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("B.md");
+    let report = |data: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_rewind"))
+            .args(["bench", "report", "--out"])
+            .arg(data)
+            .arg("--markdown")
+            .arg(&md)
+            .output()
+            .expect("run the rewind binary")
+    };
+    let missing = report(&dir.path().join("no-such-dir"));
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(!md.exists(), "nothing written for a missing directory");
+    let data = dir.path().join("bench");
+    std::fs::create_dir(&data).unwrap();
+    let text = std::fs::read_to_string(root.join("docs/bench/overhead.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["rows"][0]["value"] = serde_json::json!(1e308);
+    std::fs::write(data.join("overhead.json"), doc.to_string()).unwrap();
+    assert!(
+        report(&data).status.success(),
+        "a huge value is drawn without it"
+    );
+    for bad in [&b"\xff\xfe"[..], b"{garbage"] {
+        std::fs::write(data.join("fence.json"), bad).unwrap();
+        let out = report(&data);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("fence.json") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+}

@@ -229,6 +229,16 @@ fn usage_errors_exit_2() {
             .code(),
         Some(2)
     );
+    // Seconds no clock can count are usage errors, not panics (found by a
+    // user: 1e300 panicked in Duration::from_secs_f64).
+    for args in [
+        &["demo", "--seconds-before-kill", "1e300"][..],
+        &["crashtest", "--seconds", "1e300"][..],
+    ] {
+        let out = rewind(args);
+        assert_clean_failure(&out, &["seconds"]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
 }
 
 #[test]

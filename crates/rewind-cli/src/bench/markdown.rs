@@ -13,17 +13,33 @@ use crate::error::CliError;
 /// The document for `benches`, their results read from `data`. Returns
 /// the document and every file it is drawn from: `(path, contents)`.
 pub fn generate(benches: &[Bench], data: &Path) -> Result<Vec<(PathBuf, String)>, CliError> {
+    // A mistyped directory would otherwise read as "nothing run yet" and
+    // replace every section of the document.
+    if !data.is_dir() {
+        return Err(CliError::Usage(format!(
+            "{}: no such directory of results (`rewind bench NAME --out {}` writes them)",
+            data.display(),
+            data.display()
+        )));
+    }
     let mut files = Vec::new();
     let mut reports = Vec::new();
     for b in benches {
         let meta = b.meta()?;
         let path = data.join(format!("{}.json", b.name));
-        // An experiment not run yet has a section that says so.
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            reports.push(Report::new(b.name));
-            continue;
+        // An experiment not run yet has a section that says so; a result
+        // that cannot be read or parsed is an error naming its file.
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                reports.push(Report::new(b.name));
+                continue;
+            }
+            Err(e) => return Err(CliError::io(format!("reading {}", path.display()))(e)),
         };
-        let report: Report = serde_json::from_str(&text)?;
+        let report: Report = serde_json::from_str(&text).map_err(|e| {
+            CliError::Bench(format!("{}: not a benchmark result: {e}", path.display()))
+        })?;
         files.push((
             data.join(format!("{}.svg", b.name)),
             report.chart(&meta.chart)?,

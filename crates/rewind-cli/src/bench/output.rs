@@ -271,7 +271,10 @@ type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 /// Lines over the categories `xs` (evenly spaced, each labelled), y on a
 /// log scale when the chart says so; the legend outside, on the right.
 fn draw(chart: &Chart, xs: &[String], series: &[(String, Vec<f64>)]) -> DrawResult<String> {
-    let ok = |y: &f64| y.is_finite() && (!chart.log_y() || *y > 0.0);
+    // Values past ±1e100 (a hand-edited or broken result) stay out of the
+    // chart, in the table and the CSV alone: a log axis to 1e308 never
+    // finishes laying out its ticks.
+    let ok = |y: &f64| y.is_finite() && y.abs() <= 1e100 && (!chart.log_y() || *y >= 1e-100);
     let all = || {
         series
             .iter()

@@ -61,12 +61,12 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
-    if !(args.seconds_before_kill >= 0.0 && args.seconds_before_kill.is_finite()) {
+    let Ok(before_kill) = Duration::try_from_secs_f64(args.seconds_before_kill) else {
         return Err(CliError::Usage(format!(
-            "--seconds-before-kill must be a non-negative number of seconds, not {}",
+            "--seconds-before-kill must be a non-negative number of seconds a clock can count, not {}",
             args.seconds_before_kill
         )));
-    }
+    };
     let path = match &args.pool {
         Some(p) => p.clone(),
         None => std::env::temp_dir().join("rewind-demo.pool"),
@@ -90,11 +90,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     );
 
     println!("[2/4] run B+-tree transactions in a child process and SIGKILL it mid-transaction");
-    let kill = child::run_and_kill(
-        &path,
-        args.seed,
-        Duration::from_secs_f64(args.seconds_before_kill),
-    )?;
+    let kill = child::run_and_kill(&path, args.seed, before_kill)?;
     println!(
         "      killed at {:.2} s inside transaction {} (last commit returned: {})",
         kill.at.as_secs_f64(),

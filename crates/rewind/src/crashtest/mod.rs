@@ -379,7 +379,9 @@ pub fn explore(opts: &Options, progress: &(dyn Fn(&Stats) + Sync)) -> Result<Sta
                         return;
                     }
                     g = changed
-                        .wait_timeout(g, Duration::from_secs_f64(left))
+                        // (At most an hour at a time: the loop reckons again,
+                        // and a budget no clock counts cannot panic here.)
+                        .wait_timeout(g, Duration::from_secs_f64(left.min(3600.0)))
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
                 }
