@@ -194,17 +194,7 @@ impl Engine {
     pub(crate) fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
         self.usable()?;
         let (off, size) = self.root_words()?;
-        if off == 0 {
-            return Ok(None);
-        }
-        let want = std::mem::size_of::<T>() as u64;
-        if size != want {
-            return Err(Error::RootMismatch {
-                found: size,
-                expected: want,
-            });
-        }
-        Ok(Some(PPtr::from_offset(off)))
+        root_of(off, size)
     }
 
     /// A clean close: a checkpoint under no-force, then an empty log and
@@ -229,6 +219,22 @@ impl Engine {
         let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
         check_root_words(word(0), word(1), word(2))
     }
+}
+
+/// The root object at `off` of `size` bytes as a `T` (none when `off` is
+/// 0); another size is `RootMismatch`.
+pub(crate) fn root_of<T: Pod>(off: u64, size: u64) -> Result<Option<PPtr<T>>, Error> {
+    if off == 0 {
+        return Ok(None);
+    }
+    let want = std::mem::size_of::<T>() as u64;
+    if size != want {
+        return Err(Error::RootMismatch {
+            found: size,
+            expected: want,
+        });
+    }
+    Ok(Some(PPtr::from_offset(off)))
 }
 
 /// The root object's offset and size, verified against their check word.

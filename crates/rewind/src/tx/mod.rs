@@ -574,17 +574,7 @@ impl<'p> Tx<'p> {
         self.read_meta(META_ROOT_OFF, &mut w)?;
         let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
         let (off, size) = crate::engine::check_root_words(word(0), word(1), word(2))?;
-        if off == 0 {
-            return Ok(None);
-        }
-        let want = std::mem::size_of::<T>() as u64;
-        if size != want {
-            return Err(Error::RootMismatch {
-                found: size,
-                expected: want,
-            });
-        }
-        Ok(Some(PPtr::from_offset(off)))
+        crate::engine::root_of(off, size)
     }
 
     /// Ends a transaction whose closure returned `Ok`: commits it (the END
