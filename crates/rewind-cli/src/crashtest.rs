@@ -23,9 +23,10 @@ pub struct CrashtestArgs {
     /// First program seed (program i uses seed + i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
+    /// Worker threads (default: one per core; at most 64: each holds tens
+    /// of megabytes of pool images).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: Option<u16>,
     /// Only this configuration, e.g. `batch-force`, `batch-force-2t`,
     /// `batch-force-2t-handoff`.
     #[arg(long)]
@@ -75,7 +76,7 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     };
     let mut opts = Options::all(a.seed, budget, mutation);
     if let Some(t) = a.threads {
-        opts.threads = t.max(1);
+        opts.threads = usize::from(t);
     }
     if let Some(c) = &a.config {
         let cfg = Config::parse(c).ok_or_else(|| {
