@@ -538,33 +538,47 @@ impl<'p> Tx<'p> {
     /// undo policies a transaction that finds it holds the lock shared, so
     /// it never sees a root another transaction has not committed.
     pub fn root<T: Pod>(&mut self) -> Result<PPtr<T>, Error> {
-        let size = std::mem::size_of::<T>() as u64;
-        // Under the undo policies another transaction's root, created in
-        // place, is visible before it commits: a reader waits for it.
+        self.find_or_add(META_ROOT_OFF, Self::root_now::<T>, |tx| {
+            if let Some(p) = tx.root_now::<T>()? {
+                return Ok(p);
+            }
+            let size = std::mem::size_of::<T>() as u64;
+            let off = tx.alloc_bytes(size.max(1))?;
+            let mut words = [0u8; 24];
+            words[..8].copy_from_slice(&off.to_le_bytes());
+            words[8..16].copy_from_slice(&size.to_le_bytes());
+            words[16..].copy_from_slice(&crate::format::meta::root_check(off, size).to_le_bytes());
+            debug_assert_eq!(META_ROOT_END, META_ROOT_OFF + 40);
+            let r = tx.write_logged(META_ROOT_OFF, &words);
+            tx.check(r)?;
+            Ok(PPtr::from_offset(off))
+        })
+    }
+
+    /// An object the pool's metadata names under the lock `key` (the root
+    /// word, the catalog): `find` looks for it, and when it finds none,
+    /// `add` looks again and adds it. Under the undo policies another
+    /// transaction's change of the metadata is in place before it commits,
+    /// so `find` runs with the lock shared (a reader waits for it). `add`
+    /// runs with the lock exclusive, held until the transaction ends: one
+    /// transaction at a time adds, and one that added meanwhile has
+    /// committed, so `add`'s look finds its object.
+    pub(super) fn find_or_add<R>(
+        &mut self,
+        key: u64,
+        find: impl FnOnce(&mut Self) -> Result<Option<R>, Error>,
+        add: impl FnOnce(&mut Self) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         if !self.eng.durability.write_set() {
-            let r = self.take_lock(META_ROOT_OFF, Mode::Shared);
+            let r = self.take_lock(key, Mode::Shared);
             self.check(r)?;
         }
-        if let Some(p) = self.root_now::<T>()? {
-            return Ok(p);
+        if let Some(found) = find(self)? {
+            return Ok(found);
         }
-        // Created by one transaction at a time (the lock held until it
-        // ends), and looked for again once the lock is held: a transaction
-        // that created it meanwhile has committed.
-        let r = self.take_lock(META_ROOT_OFF, Mode::Exclusive);
+        let r = self.take_lock(key, Mode::Exclusive);
         self.check(r)?;
-        if let Some(p) = self.root_now::<T>()? {
-            return Ok(p);
-        }
-        let off = self.alloc_bytes(size.max(1))?;
-        let mut words = [0u8; 24];
-        words[..8].copy_from_slice(&off.to_le_bytes());
-        words[8..16].copy_from_slice(&size.to_le_bytes());
-        words[16..].copy_from_slice(&crate::format::meta::root_check(off, size).to_le_bytes());
-        debug_assert_eq!(META_ROOT_END, META_ROOT_OFF + 40);
-        let r = self.write_logged(META_ROOT_OFF, &words);
-        self.check(r)?;
-        Ok(PPtr::from_offset(off))
+        add(self)
     }
 
     /// The root object as this transaction sees it (its own writes too).

@@ -7,7 +7,6 @@ use crate::alloc::catalog::{
     self, CAPACITY, COUNT, ENTRIES, ENTRY, E_FINGERPRINT, E_NAME, E_OBJECT, E_SIZE, FIRST_CAPACITY,
     MAGIC, NAME_BYTES,
 };
-use crate::engine::locks::Mode;
 use crate::error::Error;
 use crate::format::le::{get_u64, put_u64};
 use crate::format::{meta, PPtr, TypeFingerprint, Typed};
@@ -38,21 +37,11 @@ impl Tx<'_> {
     /// ```
     pub fn root_named<T: Typed>(&mut self, name: &str) -> Result<PPtr<T>, Error> {
         catalog::check_name(name)?;
-        // Under the undo policies another transaction's catalog change is
-        // in place before it commits: a reader waits for it.
-        if !self.eng.durability.write_set() {
-            let r = self.take_lock(meta::CATALOG, Mode::Shared);
-            self.check(r)?;
-        }
-        if let Some(p) = self.find_named::<T>(name)? {
-            return Ok(p);
-        }
-        // Added by one transaction at a time (the lock held until it ends),
-        // and looked for again once the lock is held: a transaction that
-        // added it meanwhile has committed.
-        let r = self.take_lock(meta::CATALOG, Mode::Exclusive);
-        self.check(r)?;
-        self.add_named(name)
+        self.find_or_add(
+            meta::CATALOG,
+            |tx| tx.find_named::<T>(name),
+            |tx| tx.add_named(name),
+        )
     }
 
     /// The root named `name` as this transaction sees the catalog.
