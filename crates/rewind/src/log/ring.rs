@@ -770,21 +770,22 @@ impl Ring {
         if self.watch.applied.load(Ordering::Acquire) >= csn {
             return Ok(());
         }
-        // On a disk the group waited for is behind a device flush, and with
-        // more commits in flight than processors its thread may be waiting
-        // for one: spinning would only take the processor from the threads
-        // that have work. (16 threads on 2 processors spun, then slept on
-        // nearly every commit: 35 µs a commit against 0.4 µs alone.)
-        // (On a disk the domain says, from the threads of the last device
-        // flush's group.)
+        // On a disk the group waited for is behind a device flush: spinning
+        // for it would only take the processor from the threads that have
+        // work, and the domain says whether its last flush's group held
+        // more threads than processors. On persistent memory the same holds
+        // with more commits in flight than processors: the group's thread
+        // may be waiting for one (16 threads on 2 processors spun, then
+        // slept on nearly every commit: 35 µs a commit against 0.4 µs
+        // alone). Crowded, a waiter spins briefly and yields before it
+        // sleeps.
         let crowded = match d.lazy_write_back() {
             true => d.crowded(),
             false => backoff::crowded(self.watch.inflight.load(Ordering::Relaxed)),
         };
-        let limit = if d.lazy_write_back() || crowded {
-            SPINS_DISK
-        } else {
-            SPINS
+        let limit = match d.lazy_write_back() || crowded {
+            true => SPINS_DISK,
+            false => SPINS,
         };
         let mut spins = 0u32;
         let mut yielded = false;
