@@ -388,11 +388,11 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
             .filter(|b| b.checked_mul(8).is_some())
             .ok_or_else(|| corrupt(WHAT, self.hdr, "bucket count at its maximum"))?;
         let table = tx.alloc_bytes(buckets * 8)?;
-        let mut w = [0u8; 32];
+        let mut w = [0u8; 16];
         w[..8].copy_from_slice(&buckets.to_le_bytes());
-        w[8..16].copy_from_slice(&table.to_le_bytes());
-        w[16..24].copy_from_slice(&h.table.to_le_bytes());
-        tx.write_bytes(self.hdr + BUCKETS_OFF as u64, &w)?; // moved: 0
+        w[8..].copy_from_slice(&table.to_le_bytes());
+        // (The old table and `moved` are written by the first move.)
+        tx.write_bytes(self.hdr + BUCKETS_OFF as u64, &w)?;
         let h = Header {
             buckets,
             table,
