@@ -1,10 +1,11 @@
 //! The blocks a thread's transactions have found allocated: the access
 //! check (`Tx::check_access`) reads the allocator's metadata (a chunk
-//! descriptor and a bitmap byte) once per block and line accessed, not
-//! once per access, and not once per transaction. A descent of a tree reads a node's count, a
-//! few separators and a child word, each checked; with this cache only the
-//! first of them reads metadata, and the header and upper nodes that every
-//! descent passes are not read again by the thread's next transactions.
+//! descriptor and a bitmap byte) once per line of a small block, or per
+//! 1 KiB region of a large one, not once per access, and not once per
+//! transaction. A descent of a tree reads a node's count, a few separators
+//! and a child word, each checked; with this cache only the first of them
+//! reads metadata, and the header and upper nodes that every descent passes
+//! are not read again by the thread's next transactions.
 //!
 //! **Kept across transactions** (a thread-local, handed from one
 //! transaction of the thread to the next): the cache is stamped with the
