@@ -279,6 +279,7 @@ fn shared_locks_are_held_together_and_upgrade() {
 #[test]
 fn a_sole_shared_holder_upgrades_past_a_waiting_writer() {
     let pool = Pool::create_sim("up", 4 << 20, &PoolConfig::default()).unwrap();
+    pool.set_lock_timeout(Duration::MAX); // waits end by the holder, never the clock
     let x: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
     let held = Barrier::new(2);
     std::thread::scope(|s| {

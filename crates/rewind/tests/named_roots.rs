@@ -227,6 +227,8 @@ fn threads_creating_roots_at_once_share_one_root_per_name() {
     ] {
         let cfg = PoolConfig::default().policy(policy);
         let pool = Pool::create_sim("race", 16 << 20, &cfg).unwrap();
+        // Waits end by the holders' commits, never by the clock.
+        pool.set_lock_timeout(std::time::Duration::MAX);
         let barrier = std::sync::Barrier::new(4);
         let got: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4u64)
