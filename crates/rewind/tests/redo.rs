@@ -9,6 +9,7 @@
 //! log's one-record blocks leave the list as their records are cleared, and
 //! the two-layer log removes them from its tree at once.)
 
+use rand::{rngs::SmallRng, Rng, SeedableRng};
 use rewind::{Backend, LogVariant, PPtr, Policy, Pool, PoolConfig};
 
 const LAYOUT: &str = "redo";
@@ -272,13 +273,8 @@ fn reads_overlay_overlapping_writes_across_lines_as_a_byte_model() {
         let (pool, root) = pool(v);
         let base = root.offset();
         let mut model = [0u8; 512];
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut next = |n: u64| rng.gen_range(0..n);
         pool.transaction(|tx| {
             for step in 0..400u64 {
                 // Short writes mostly, now and then one of several lines;

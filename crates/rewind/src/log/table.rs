@@ -129,20 +129,22 @@ impl<V: Copy + Default> Table<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
     use std::collections::HashMap;
 
     #[test]
     fn agrees_with_a_hash_map_across_growth_clears_and_retains() {
         let mut t = Table::<u32>::default();
         let mut m = HashMap::new();
-        let mut x = 1u64;
+        let mut rng = SmallRng::seed_from_u64(1);
         for round in 0..4 {
             for i in 0..(500 * (round + 1)) {
                 // A spread of keys with repeats, 0 among them.
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let key = if i % 7 == 0 { 0 } else { (x >> 40) % 3000 * 64 };
+                let key = if i % 7 == 0 {
+                    0
+                } else {
+                    rng.gen_range(0..3000u64) * 64
+                };
                 if i % 2 == 0 {
                     t.set(key, i as u32);
                     m.insert(key, i as u32);

@@ -33,6 +33,9 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
+
 use super::mapping::View;
 use super::LINE;
 
@@ -209,14 +212,8 @@ impl SimState {
         self.call_hook(Point::Fence(self.fences));
         if let Some(c) = self.capture.filter(|c| c.fence == self.fences) {
             // A crash just before this fence completes: any prefix per line.
-            let mut x = c.seed | 1;
-            let mut rand = move || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x
-            };
-            let random = self.image_with(|_, n| (rand() % (n as u64 + 1)) as usize);
+            let mut rng = SplitMix64::seed_from_u64(c.seed);
+            let random = self.image_with(|_, n| (rng.next_u64() % (n as u64 + 1)) as usize);
             self.captured = vec![self.image_none_pending(), self.image_all_pending(), random];
         }
         let t = thread_index();
