@@ -61,12 +61,14 @@ mod pmem;
 pub mod sim;
 pub mod sites;
 
+use std::cell::RefCell;
 use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use thread_local::ThreadLocal;
 
 use crate::error::Error;
 pub use crate::format::Backend;
@@ -185,6 +187,10 @@ struct Slot {
 
 const SLOTS: usize = 64;
 
+/// The most lines a thread's deferred write-backs hold (see
+/// [`Domain::store_flush_lazy_at`]); more are written back at once.
+const DEFERRED_MAX: usize = 1024;
+
 #[inline]
 fn slot_index() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -222,8 +228,12 @@ impl AtomicCounters {
 }
 
 enum Kind {
+    /// `deferred`: per thread, the lines its commits stored in place and
+    /// have not written back yet (see [`Domain::store_flush_lazy_at`]):
+    /// its next fence writes them back first.
     Pmem {
         instr: FlushInstr,
+        deferred: Box<ThreadLocal<RefCell<Vec<u64>>>>,
     },
     /// `flush`: the ranges the next device flush makes durable (flushed
     /// cached stores, and non-temporal stores, already written to the
@@ -588,6 +598,7 @@ impl Domain {
         let kind = match backend {
             Backend::Pmem => Kind::Pmem {
                 instr: FlushInstr::detect(),
+                deferred: Box::default(),
             },
             Backend::Msync => Kind::Msync(Box::new(Msync {
                 flush: Mutex::new(Flushes::default()),
@@ -743,7 +754,7 @@ impl Domain {
             self.nvm_writes(slot, lines - merged as u64);
         }
         match &self.kind {
-            Kind::Pmem { instr } => {
+            Kind::Pmem { instr, .. } => {
                 self.map.write_nt(off as usize, bytes, *instr);
             }
             Kind::Msync(m) => {
@@ -822,7 +833,7 @@ impl Domain {
         bump(&slot.flushed_lines, n);
         self.nvm_writes(slot, n);
         match &self.kind {
-            Kind::Pmem { instr } => {
+            Kind::Pmem { instr, .. } => {
                 let first = off / LINE * LINE;
                 for i in 0..n {
                     self.map.flush_line((first + i * LINE) as usize, *instr);
@@ -887,16 +898,27 @@ impl Domain {
 
     /// Stores each `(offset, bytes)` in place and writes its lines back as
     /// [`flush_lazy_at`](Self::flush_lazy_at) does (a commit's write-back):
-    /// the same stores and flushes, in the same order, as a
-    /// [`store`](Self::store) and a `flush_lazy_at` per value, with the
-    /// counters added once for all of them on persistent memory (no
-    /// thread-local per value).
+    /// the same stores and flushes as a [`store`](Self::store) and a
+    /// `flush_lazy_at` per value.
+    ///
+    /// On persistent memory the write-backs are deferred: the lines are
+    /// kept for the calling thread and its next fence on this domain
+    /// writes them back (`clwb`) just before its `sfence`. The guarantee is
+    /// the one of a flush, "durable at this thread's next fence"; what it
+    /// saves is a drain. A locked instruction (a latch, an atomic
+    /// read-modify-write) waits for every earlier `clwb` of its thread to
+    /// complete, as a fence does, so write-backs issued here would make the
+    /// commit's next latch a second fence; issued just before the next
+    /// fence, they complete together with that fence's own stores. (A line
+    /// may reach the media earlier, as any cache line may be evicted at
+    /// any time; never later.) The simulated domain flushes at once: the
+    /// crash states it explores include every state of the deferred order.
     pub fn store_flush_lazy_at<'a>(
         &self,
         values: impl Iterator<Item = (u64, &'a [u8])>,
         site: Site,
     ) -> Result<(), Error> {
-        let Kind::Pmem { instr } = &self.kind else {
+        let Kind::Pmem { deferred, .. } = &self.kind else {
             for (off, bytes) in values {
                 self.store(off, bytes)?;
                 self.flush_lazy_at(off, bytes.len() as u64, site)?;
@@ -904,25 +926,49 @@ impl Domain {
             return Ok(());
         };
         let flush = self.mutation != Some(site);
-        let mut lines = 0;
+        let mut lines = deferred.get_or_default().borrow_mut();
         for (off, bytes) in values {
             self.check(off, bytes.len())?;
             self.map.write(off as usize, bytes);
             if flush && !bytes.is_empty() {
-                let n = lines_of(off, bytes.len() as u64);
                 let first = off / LINE * LINE;
-                for i in 0..n {
-                    self.map.flush_line((first + i * LINE) as usize, *instr);
+                for i in 0..lines_of(off, bytes.len() as u64) {
+                    let line = first + i * LINE;
+                    // (Consecutive values in one line: written back once.)
+                    if lines.last() != Some(&line) {
+                        lines.push(line);
+                    }
                 }
-                lines += n;
             }
         }
-        if lines > 0 {
-            let slot = self.counters.slot();
-            bump(&slot.flushed_lines, lines);
-            self.nvm_writes(slot, lines);
+        if lines.len() >= DEFERRED_MAX {
+            drop(lines);
+            self.write_back_deferred();
         }
         Ok(())
+    }
+
+    /// Writes back the lines [`store_flush_lazy_at`](Self::store_flush_lazy_at)
+    /// deferred for the calling thread (no fence).
+    #[inline]
+    fn write_back_deferred(&self) {
+        let Kind::Pmem { instr, deferred } = &self.kind else {
+            return;
+        };
+        let Some(cell) = deferred.get() else { return };
+        let mut lines = cell.borrow_mut();
+        if lines.is_empty() {
+            return;
+        }
+        for &l in lines.iter() {
+            self.map.flush_line(l as usize, *instr);
+        }
+        let n = lines.len() as u64;
+        lines.clear();
+        drop(lines);
+        let slot = self.counters.slot();
+        bump(&slot.flushed_lines, n);
+        self.nvm_writes(slot, n);
     }
 
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
@@ -970,6 +1016,7 @@ impl Domain {
         LAST_NT_LINE.with(|l| l.set(NO_LINE));
         match &self.kind {
             Kind::Pmem { .. } => {
+                self.write_back_deferred();
                 self.map.sfence();
                 if self.latency.fence_ns > 0 {
                     spin_ns(self.latency.fence_ns);
