@@ -9,7 +9,10 @@
 //! stores in whole lines, then **one fence** makes it durable: the commit
 //! point. Its values are then stored in place and their lines written back
 //! (`clwb`) with no fence of their own: the next fence of the same thread
-//! (its next commit, a drain, `sync`, `close`) makes them durable.
+//! (its next commit, a drain, `sync`, `close`) makes them durable. (On
+//! persistent memory the domain issues those `clwb`s just before that
+//! fence, see `Domain::store_flush_lazy_at`, so that the latch taken
+//! after the write-back does not wait for them.)
 //!
 //! **Concurrent commits** (the latch never held across a fence). Groups
 //! of several threads are written and fenced at the same time, so group

@@ -1290,6 +1290,12 @@ mod tests {
             batched
                 .store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK)
                 .unwrap();
+            if batched.backend() == Backend::Pmem {
+                // Deferred: written back by the thread's next fence.
+                assert_eq!(batched.counters().flushed_lines, 0);
+            }
+            one.fence().unwrap();
+            batched.fence().unwrap();
             let (a, b) = (one.counters(), batched.counters());
             assert_eq!(b.flushed_lines, 5, "2 lines of the first, 3 of the second");
             assert_eq!(
@@ -1307,6 +1313,30 @@ mod tests {
                 Err(Error::OutOfBounds { .. })
             ));
         }
+    }
+
+    /// A commit's write-back on persistent memory waits for its thread's
+    /// next fence: another thread's fence does not write it back (an
+    /// `sfence` orders only its own thread's `clwb`s), its own does.
+    #[test]
+    fn deferred_write_backs_go_with_their_own_threads_next_fence() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::create_file(&dir.path().join("p"), 8192, Backend::Pmem).unwrap();
+        let values: [(u64, &[u8]); 2] = [(0, &[7; 8]), (100, &[8; 60])];
+        d.store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK)
+            .unwrap();
+        assert_eq!(d.counters().flushed_lines, 0, "deferred");
+        std::thread::scope(|s| {
+            s.spawn(|| d.fence().unwrap());
+        });
+        assert_eq!(d.counters().flushed_lines, 0, "another thread's fence");
+        d.fence().unwrap();
+        assert_eq!(d.counters().flushed_lines, 3, "lines 0, 1 and 2");
+        d.fence().unwrap();
+        assert_eq!(d.counters().flushed_lines, 3, "written back once");
+        let mut b = [0u8; 8];
+        d.read(100, &mut b).unwrap();
+        assert_eq!(b, [8; 8]);
     }
 
     #[test]
