@@ -65,6 +65,7 @@ pub use iter::Iter;
 use std::marker::PhantomData;
 
 use rewind::{PPtr, Pool, Tx};
+use smallvec::SmallVec;
 
 use crate::checked;
 use crate::error::{corrupt, Error, Result};
@@ -344,27 +345,21 @@ where
 }
 
 /// The inner nodes a descent passed, root first: each one's offset and
-/// the child taken. On the stack: an update allocates nothing to descend.
-struct Path {
-    len: usize,
-    steps: [(u64, usize); MAX_DEPTH],
-}
+/// the child taken. On the stack for any tree of fewer than 16 levels (a
+/// `SmallVec`: nothing to zero): an update allocates nothing to descend.
+struct Path(SmallVec<[(u64, usize); 16]>);
 
 impl Path {
     fn new() -> Path {
-        Path {
-            len: 0,
-            steps: [(0, 0); MAX_DEPTH],
-        }
+        Path(SmallVec::new())
     }
 
     /// Records a step; `false` when the path is full (a cycle).
     fn push(&mut self, step: (u64, usize)) -> bool {
-        let Some(s) = self.steps.get_mut(self.len) else {
+        if self.0.len() >= MAX_DEPTH {
             return false;
-        };
-        *s = step;
-        self.len += 1;
+        }
+        self.0.push(step);
         true
     }
 }
@@ -372,7 +367,7 @@ impl Path {
 impl std::ops::Deref for Path {
     type Target = [(u64, usize)];
     fn deref(&self) -> &[(u64, usize)] {
-        &self.steps[..self.len]
+        &self.0
     }
 }
 
@@ -391,11 +386,12 @@ where
     K::Ref: Ord,
 {
     let mut node = Raw::load_head(m, &h.geo, h.root)?;
+    let mut seps = [0; node::SEPS_MAX];
     for _ in 0..MAX_DEPTH {
         if node.is_leaf() {
             return Ok(node);
         }
-        let i = node.child_for::<K, M>(m, &h.geo, k)?;
+        let i = node.child_for_in::<K, M>(m, &h.geo, k, &mut seps)?;
         let kid = node.kid_in(m, &h.geo, i)?;
         if let Some(p) = path.as_deref_mut() {
             if !p.push((node.off, i)) {

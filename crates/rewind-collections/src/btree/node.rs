@@ -59,7 +59,10 @@ const HEAD_MAX: usize = (FPS_OFF + super::MAX_FANOUT).next_multiple_of(8);
 /// The most separator bytes a binary search reads at once (see
 /// [`Raw::partition`]): 64 8-byte keys; larger separators are read one at
 /// a time as the search compares them.
-const SEPS_MAX: usize = 512;
+pub(super) const SEPS_MAX: usize = 512;
+
+/// A buffer for the separators a binary search reads at once.
+pub(super) type Seps = [u8; SEPS_MAX];
 
 /// A key's one-byte fingerprint (FPTree): the top byte of its FNV-1a hash,
 /// finished with a multiply so that short keys spread too.
@@ -260,12 +263,22 @@ impl Raw {
     where
         K::Ref: Ord,
     {
-        let mut bits = self.bitmap();
+        let used = self.bitmap();
         let mut key = K::Slot::zeroed();
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if self.b[FPS_OFF + i] == fp {
+        let want = u64::from(fp) * 0x0101_0101_0101_0101;
+        // Eight fingerprints at a time (SWAR): 0x80 in each byte equal to
+        // `fp`, exactly; then only the slots in use among those.
+        let fps = &self.b[FPS_OFF..geo.slots_off()];
+        for (c, word) in fps.chunks_exact(8).enumerate() {
+            let x = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ want;
+            const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+            let mut same = !(((x & LOW) + LOW) | x | LOW);
+            while same != 0 {
+                let i = c * 8 + (same.trailing_zeros() / 8) as usize;
+                same &= same - 1;
+                if used & (1 << i) == 0 {
+                    continue;
+                }
                 m.read_at(
                     self.off + geo.slot(i) as u64,
                     bytemuck::bytes_of_mut(&mut key),
@@ -487,7 +500,23 @@ impl Raw {
     where
         K::Ref: Ord,
     {
-        self.partition::<K, M>(m, geo, k, Ordering::is_le)
+        self.partition::<K, M>(m, geo, k, Ordering::is_le, &mut [0; SEPS_MAX])
+    }
+
+    /// [`child_for`](Self::child_for) with a buffer for the separators
+    /// that a descent zeroes once for all its levels.
+    #[inline]
+    pub fn child_for_in<K: Storable, M: Mem + ?Sized>(
+        &self,
+        m: &mut M,
+        geo: &Geo,
+        k: &K::Ref,
+        seps: &mut Seps,
+    ) -> Result<usize>
+    where
+        K::Ref: Ord,
+    {
+        self.partition::<K, M>(m, geo, k, Ordering::is_le, seps)
     }
 
     /// The child that holds the largest keys `< k`.
@@ -500,7 +529,7 @@ impl Raw {
     where
         K::Ref: Ord,
     {
-        self.partition::<K, M>(m, geo, k, Ordering::is_lt)
+        self.partition::<K, M>(m, geo, k, Ordering::is_lt, &mut [0; SEPS_MAX])
     }
 
     /// The number of separators `s` for which `pred(s.cmp(k))` holds (a
@@ -512,6 +541,7 @@ impl Raw {
         geo: &Geo,
         k: &K::Ref,
         pred: fn(Ordering) -> bool,
+        seps: &mut Seps,
     ) -> Result<usize>
     where
         K::Ref: Ord,
@@ -522,7 +552,6 @@ impl Raw {
             // Separators past the head: read together, one read (and one
             // access check) rather than one per comparison; at most
             // `SEPS_MAX` bytes, a few lines the search touches anyway.
-            let mut seps = [0u8; SEPS_MAX];
             m.read_at(self.off + KEYS_OFF as u64, &mut seps[..bytes])?;
             while lo < hi {
                 let mid = (lo + hi) / 2;
