@@ -21,14 +21,19 @@ pub fn update(crc: u32, bytes: &[u8]) -> u32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
 fn hw(crc: u32, bytes: &[u8]) -> u32 {
-    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
     let mut c = u64::from(crc);
     let mut words = bytes.chunks_exact(8);
     for w in &mut words {
         c = _mm_crc32_u64(c, u64::from_le_bytes(w.try_into().expect("8 bytes")));
     }
     let mut crc = c as u32;
-    for &b in words.remainder() {
+    let mut rest = words.remainder();
+    if let Some((w, tail)) = rest.split_first_chunk::<4>() {
+        crc = _mm_crc32_u32(crc, u32::from_le_bytes(*w));
+        rest = tail;
+    }
+    for &b in rest {
         crc = _mm_crc32_u8(crc, b);
     }
     crc
