@@ -234,6 +234,61 @@ fn atomic_write_takes_one_fence_for_an_aligned_word_under_force_and_redo_and_a_t
     }
 }
 
+/// An atomic write lands only in a block allocated now, as a
+/// transaction's write does, whatever the policy and size: a freed block
+/// and a heap offset never allocated are refused, and neither is written.
+#[test]
+fn atomic_write_refuses_freed_and_never_allocated_memory_under_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let (pool, _) = pool(dir.path(), v, p);
+        let freed: PPtr<u64> = pool.transaction(|tx| tx.alloc()).unwrap();
+        pool.transaction(|tx| tx.free(freed)).unwrap();
+        let never = PPtr::<u64>::from_offset(freed.offset() + (1 << 20));
+        for target in [freed, never] {
+            for r in [
+                pool.atomic_write(target, &0x5555),
+                pool.atomic_write(target.cast::<u32>(), &0x55),
+                pool.atomic_write_bytes(target.offset(), &[0x55; 24]),
+            ] {
+                assert!(
+                    matches!(r, Err(Error::NotAllocated { .. })),
+                    "{v}-{p}: {r:?}"
+                );
+            }
+        }
+        let pool = reopen(pool, dir.path(), v, p);
+        let again: PPtr<u64> = pool.transaction(|tx| tx.alloc()).unwrap();
+        assert_eq!(
+            pool.read(again).unwrap(),
+            0,
+            "{v}-{p}: a fresh block is zero"
+        );
+    }
+}
+
+/// A program's lock names an object of the heap.
+#[test]
+fn a_lock_outside_the_heap_is_refused_and_the_transaction_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, root) = pool(dir.path(), LogVariant::Batch, Policy::Redo);
+    pool.transaction(|tx| {
+        assert!(matches!(
+            tx.lock(PPtr::<u64>::null()),
+            Err(Error::NullPointer { .. })
+        ));
+        for off in [8, u64::MAX] {
+            let p = PPtr::<u64>::from_offset(off);
+            assert!(matches!(tx.lock(p), Err(Error::NotInHeap { .. })));
+            assert!(matches!(tx.lock_shared(p), Err(Error::NotInHeap { .. })));
+        }
+        tx.lock(root)?;
+        tx.write(root.cast::<u64>(), &7)
+    })
+    .unwrap();
+    assert_eq!(pool.read(root).unwrap().a, 7);
+}
+
 #[test]
 fn a_pool_of_the_previous_format_version_is_refused_naming_both_versions() {
     use rewind::format::header::{CRC_OFF, VERSION};

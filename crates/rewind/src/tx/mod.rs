@@ -172,7 +172,8 @@ impl<'p> Tx<'p> {
     /// A deadlock ([`Error::Deadlock`]) or a wait past the pool's lock
     /// timeout ([`Error::LockTimeout`]) dooms the transaction: it rolls
     /// back, releasing its locks, and `Pool::transaction` returns the
-    /// error, so the program can retry.
+    /// error, so the program can retry. A null `ptr` is
+    /// [`Error::NullPointer`], one outside the heap [`Error::NotInHeap`].
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -198,6 +199,7 @@ impl<'p> Tx<'p> {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn lock<T>(&mut self, ptr: PPtr<T>) -> Result<(), Error> {
+        self.lockable(ptr.offset())?;
         let r = self.take_lock(ptr.offset(), Mode::Exclusive);
         self.check(r)
     }
@@ -206,8 +208,19 @@ impl<'p> Tx<'p> {
     /// it shared too, none exclusively, until this transaction ends.
     /// Errors as [`Tx::lock`].
     pub fn lock_shared<T>(&mut self, ptr: PPtr<T>) -> Result<(), Error> {
+        self.lockable(ptr.offset())?;
         let r = self.take_lock(ptr.offset(), Mode::Shared);
         self.check(r)
+    }
+
+    /// A program's lock names an object of the heap: null is
+    /// [`Error::NullPointer`], an offset outside the heap
+    /// [`Error::NotInHeap`] (the transaction is not doomed by either).
+    fn lockable(&self, off: u64) -> Result<(), Error> {
+        if off == 0 {
+            return Err(Error::NullPointer { len: 0 });
+        }
+        self.eng.hdr.layout.check_in_heap(off, 1)
     }
 
     fn take_lock(&mut self, key: u64, mode: Mode) -> Result<(), Error> {
