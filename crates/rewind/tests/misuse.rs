@@ -180,6 +180,29 @@ fn a_refused_access_does_not_doom_the_transaction() {
     assert_eq!(p.read(a).unwrap(), 9);
 }
 
+/// A maximum size whose chunk table cannot fit the pool's first size is
+/// named as the cause, not the log size the program never set.
+#[test]
+fn a_maximum_size_too_large_for_the_first_size_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PoolConfig::default().max_size(1 << 47);
+    match Pool::create(dir.path().join("a"), "x", 4 << 20, &cfg)
+        .err()
+        .unwrap()
+    {
+        Error::InvalidConfig { what, .. } => assert_eq!(what, "max size"),
+        e => panic!("{e}"),
+    }
+    let big = PoolConfig::default().log_size(8 << 20);
+    match Pool::create(dir.path().join("b"), "x", 4 << 20, &big)
+        .err()
+        .unwrap()
+    {
+        Error::InvalidConfig { what, .. } => assert_eq!(what, "log size"),
+        e => panic!("{e}"),
+    }
+}
+
 #[test]
 fn lru_write_back_below_its_minimum_is_refused() {
     let cfg = PoolConfig::default()

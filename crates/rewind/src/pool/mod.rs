@@ -835,13 +835,27 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         });
     }
     let log_size = cfg.log_size.unwrap_or(size / 8);
-    let l = Layout::plan(max, log_size, cells)
-        .filter(|l| crate::format::header::initial_chunks(l, size).is_some())
-        .ok_or(Error::InvalidConfig {
+    let plan = |max| {
+        Layout::plan(max, log_size, cells)
+            .filter(|l| crate::format::header::initial_chunks(l, size).is_some())
+    };
+    let l = match plan(max) {
+        Some(l) => l,
+        // The pool would fit at its own size: the maximum's chunk table
+        // is what leaves no room.
+        None if max > size && plan(size).is_some() => return Err(Error::InvalidConfig {
+            what: "max size",
+            value: max.to_string(),
+            expected:
+                "small enough for its chunk table to fit in the pool's first size beside the log",
+        }),
+        None => return Err(Error::InvalidConfig {
             what: "log size",
             value: log_size.to_string(),
-            expected: "small enough to leave room for the heap (with the chunk table of the maximum size)",
-        })?;
+            expected:
+                "small enough to leave room for the heap (with the chunk table of the maximum size)",
+        }),
+    };
     let mut uuid = [0u8; 16];
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
