@@ -2,7 +2,7 @@
 //! full pool.
 
 use rewind::{PPtr, Policy, Pool, PoolConfig};
-use rewind_collections::{BTreeMap, Error};
+use rewind_collections::{BTreeMap, Error, HashMap};
 
 fn pool(dir: &tempfile::TempDir, size: u64) -> Pool {
     Pool::create(dir.path().join("t.pool"), "t", size, &PoolConfig::default()).unwrap()
@@ -148,6 +148,60 @@ fn type_checks_remembered_per_handle_type() {
         );
     }
     assert_eq!(map.len(&pool).unwrap(), 5);
+}
+
+/// A header checked by a transaction that then aborted: its block goes
+/// back to the allocator, and a map of other types created in it later is
+/// not taken for the first one by a handle of the first one's types
+/// (the remembered check ends with the allocation). B+-tree and hash map.
+#[test]
+fn a_check_remembered_in_an_aborted_transaction_ends_with_its_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 16 << 20);
+    let mut off = 0;
+    let r = pool.transaction(|tx| {
+        let t = BTreeMap::<u64, u64>::create(tx)?;
+        off = t.as_ptr().offset();
+        t.len_tx(tx)?;
+        Err::<(), Error>(Error::Pool(rewind::Error::Aborted))
+    });
+    assert!(r.is_err());
+    let real = pool
+        .transaction(|tx| {
+            let t = BTreeMap::<u64, [u8; 200]>::create(tx)?;
+            t.insert(tx, 7, [7; 200])?;
+            Ok::<_, Error>(t)
+        })
+        .unwrap();
+    assert_eq!(real.as_ptr().offset(), off, "the block is handed out again");
+    let wrong = BTreeMap::<u64, u64>::from_ptr(PPtr::from_offset(off));
+    let r = pool.transaction(|tx| wrong.get_tx(tx, &7));
+    assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
+    let r = pool.transaction(|tx| wrong.insert(tx, 8, 8));
+    assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
+    real.check_invariants(&pool).unwrap();
+    assert_eq!(real.len(&pool).unwrap(), 1);
+
+    let mut off = 0;
+    let r = pool.transaction(|tx| {
+        let h = HashMap::<u64, u64>::create(tx)?;
+        off = h.as_ptr().offset();
+        h.len_tx(tx)?;
+        Err::<(), Error>(Error::Pool(rewind::Error::Aborted))
+    });
+    assert!(r.is_err());
+    let real = pool
+        .transaction(|tx| {
+            let h = HashMap::<u64, [u8; 64]>::create(tx)?;
+            h.insert(tx, 7, [7; 64])?;
+            Ok::<_, Error>(h)
+        })
+        .unwrap();
+    assert_eq!(real.as_ptr().offset(), off, "the block is handed out again");
+    let wrong = HashMap::<u64, u64>::from_ptr(PPtr::from_offset(off));
+    let r = pool.transaction(|tx| wrong.insert(tx, 8, 8));
+    assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
+    assert_eq!(real.get(&pool, &7).unwrap(), Some([7; 64]));
 }
 
 /// Filling the pool gives an error, not a panic, and the tree stays whole.

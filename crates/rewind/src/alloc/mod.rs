@@ -410,6 +410,10 @@ impl Allocator {
     /// freed them.
     pub fn release(&self, off: u64, size: u64) {
         let mut st = self.state.lock();
+        // A block handed out again from here may be of another type: a
+        // check cached for it (an aborted transaction's allocation that
+        // its own reads checked) must not outlive it.
+        self.freeing();
         match class_of(size) {
             Some(class) if size == MIN_CLASS << class => st.free[class].push(off),
             _ => {
@@ -461,7 +465,8 @@ impl Allocator {
     }
 
     /// A value that changes whenever a block of this pool becomes free on
-    /// media (a free, an undone allocation, a commit group's cleared bit),
+    /// media (a free, an undone allocation, a commit group's cleared bit)
+    /// or goes back to the free lists unused (an aborted allocation),
     /// and that no other allocator of the process shows: while it stays
     /// the same, a block found allocated stays allocated (and cannot be
     /// handed out again). Caches of such checks (`tx/access.rs`, the

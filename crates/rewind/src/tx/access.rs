@@ -11,7 +11,8 @@
 //! transaction of the thread to the next): the cache is stamped with the
 //! allocator's free epoch (`Allocator::free_epoch`), which changes whenever
 //! any block of the pool becomes free on media (a free, an undone
-//! allocation, a commit group's cleared bit) and is never shown by
+//! allocation, a commit group's cleared bit) or goes back to the free
+//! lists unused (an aborted allocation), and is never shown by
 //! another pool. A transaction takes the thread's cache only if the epoch
 //! is still the one read before its blocks were verified: no block has
 //! been freed since, so every one of them is still allocated. Otherwise it

@@ -273,7 +273,8 @@ impl<'p> Tx<'p> {
     }
 
     /// A number that changes whenever a block of this pool becomes free
-    /// (a free by any transaction, an undone allocation) and that no other
+    /// (a free by any transaction, an undone or aborted allocation) and
+    /// that no other
     /// pool of the process shows: while it stays the same, every block
     /// found allocated is still allocated, to the same owner. For caches
     /// of checks made on blocks: `rewind-collections` checks a header's
