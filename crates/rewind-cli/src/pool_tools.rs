@@ -109,6 +109,13 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
             a.pool.display()
         )));
     }
+    if target > pool.max_size() {
+        return Err(CliError::Usage(format!(
+            "{} cannot grow to {target} bytes: its maximum size is {} (set at create)",
+            a.pool.display(),
+            pool.max_size()
+        )));
+    }
     if target > before {
         let r = if relative {
             pool.grow(bytes)

@@ -231,14 +231,30 @@ fn usage_errors_exit_2() {
     );
     // Seconds no clock can count are usage errors, not panics (found by a
     // user: 1e300 panicked in Duration::from_secs_f64).
+    // Nor are durations a run would never end in.
     for args in [
         &["demo", "--seconds-before-kill", "1e300"][..],
         &["crashtest", "--seconds", "1e300"][..],
+        &["demo", "--seconds-before-kill", "1e9"][..],
     ] {
         let out = rewind(args);
         assert_clean_failure(&out, &["seconds"]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
+    for args in [
+        &["bench", "fence", "--nvm-write-ns", "18446744073709551615"][..],
+        &["bench", "fence", "--fence-ns", "1000001"][..],
+    ] {
+        let out = rewind(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains("1000000"), "{args:?}");
+    }
+    // An output path that is a file: refused before the run.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    let out = rewind(&["bench", "fence", "--tiny", "--out", file.to_str().unwrap()]);
+    assert_clean_failure(&out, &["not a directory"]);
 }
 
 #[test]
@@ -488,6 +504,24 @@ fn inspecting_a_pool_in_use_says_so() {
         "check fails after the pool was closed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `demo --pool` replaces only an earlier demo pool: another layout's
+/// pool, or a pool another opener holds, is refused and left as it was.
+#[test]
+fn demo_refuses_to_replace_another_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.pool");
+    small_pool(&path);
+    let p = path.to_str().unwrap();
+    let out = rewind(&["demo", "--pool", p, "--seconds-before-kill", "0.1"]);
+    // ("in use": a sibling test's fork may hold the file a moment.)
+    assert_clean_failure(&out, &["layout `cli-test`", "in use"]);
+    let held = open_when_free(&path);
+    let out = rewind(&["demo", "--pool", p, "--seconds-before-kill", "0.1"]);
+    assert_clean_failure(&out, &["in use"]);
+    let root = held.transaction(|tx| tx.root::<u64>()).unwrap();
+    assert_eq!(held.read(root).unwrap(), 7, "the pool is the one created");
 }
 
 #[test]
@@ -837,10 +871,11 @@ fn grow_grows_a_pool_up_to_its_maximum() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["max_size"], 32u64 << 20);
     assert!(v["size"].as_u64().unwrap() >= v["size_before"].as_u64().unwrap() + (1 << 20));
-    assert_clean_failure(
-        &rewind_when_free(&["grow", p, "64M"]),
-        &["memory", "maximum"],
-    );
+    for size in ["64M", "+1T", "18446744073709551615"] {
+        let out = rewind_when_free(&["grow", p, size]);
+        assert_clean_failure(&out, &["its maximum size is 33554432"]);
+        assert!(!text(&out.stderr).contains("memory"), "{size}");
+    }
     assert_clean_failure(&rewind_when_free(&["grow", p, "1M"]), &["shrink"]);
     assert_clean_failure(&rewind(&["grow", p, "lots"]), &["size"]);
     let pool = open_when_free(&path);

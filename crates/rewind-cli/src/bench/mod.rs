@@ -67,11 +67,11 @@ pub struct BenchArgs {
     /// Emulated NVM latency per write, in ns: each line written back by a
     /// flush and each line of non-temporal stores (consecutive stores to one
     /// line count once until a fence), charged to rewind and to the
-    /// baselines alike. REWIND used 150.
-    #[arg(long, default_value_t = 0, value_name = "NS")]
+    /// baselines alike. REWIND used 150. At most 1,000,000 (1 ms).
+    #[arg(long, default_value_t = 0, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
     nvm_write_ns: u64,
-    /// Emulated latency per fence, in ns.
-    #[arg(long, default_value_t = 0, value_name = "NS")]
+    /// Emulated latency per fence, in ns (at most 1,000,000).
+    #[arg(long, default_value_t = 0, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
     fence_ns: u64,
 }
 
@@ -271,9 +271,20 @@ fn report(args: &BenchArgs) -> Result<(), CliError> {
     })
 }
 
+/// The longest emulated latency, per write or fence: a millisecond, far
+/// past any memory's, so a run stays a run.
+const MAX_LATENCY_NS: u64 = 1_000_000;
+
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     if args.name == "report" {
         return report(args);
+    }
+    // Found unwritable now, not after the run.
+    if args.out.exists() && !args.out.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--out {} exists and is not a directory",
+            args.out.display()
+        )));
     }
     let scale = match (args.tiny, args.quick) {
         (true, _) => Scale::Tiny,

@@ -40,10 +40,10 @@ const POOL_SIZE: u64 = 16 << 20;
 /// Arguments of `rewind demo`.
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Pool file (default: rewind-demo.pool in the temp directory, replaced if present).
+    /// Pool file (default: rewind-demo.pool in the temp directory). An earlier demo pool there is replaced; any other file, another layout's pool or a pool in use is refused.
     #[arg(long)]
     pool: Option<PathBuf>,
-    /// Kill the child at the first in-flight transaction after this many seconds.
+    /// Kill the child at the first in-flight transaction after this many seconds (at most 3600).
     #[arg(long, default_value_t = 0.5)]
     seconds_before_kill: f64,
     /// Seed of the transaction sequence.
@@ -61,9 +61,10 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
-    let Ok(before_kill) = Duration::try_from_secs_f64(args.seconds_before_kill) else {
+    let before_kill = Duration::try_from_secs_f64(args.seconds_before_kill).ok();
+    let Some(before_kill) = before_kill.filter(|d| d.as_secs() <= 3600) else {
         return Err(CliError::Usage(format!(
-            "--seconds-before-kill must be a non-negative number of seconds a clock can count, not {}",
+            "--seconds-before-kill must be between 0 and 3600 seconds, not {}",
             args.seconds_before_kill
         )));
     };
@@ -120,17 +121,31 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Removes a pool left by an earlier run. A path the user named is removed
-/// only if it is a rewind pool, so a typo cannot delete an unrelated file.
+/// Removes a pool left by an earlier run: only the demo's own pool (its
+/// layout), and only while no one has it open, so that a typo cannot
+/// delete an unrelated file or another application's pool. A file at the
+/// default path that is no pool at all is the demo's leftover.
 fn remove_old_pool(path: &Path, is_default: bool) -> Result<(), CliError> {
     if !path.exists() {
         return Ok(());
     }
-    if !is_default && rewind::inspect::info(path).is_err() {
-        return Err(CliError::Usage(format!(
-            "{} exists and is not a rewind pool; refusing to overwrite it",
+    let refuse = |why: String| {
+        Err(CliError::Usage(format!(
+            "{} {why}; refusing to replace it",
             path.display()
-        )));
+        )))
+    };
+    match rewind::inspect::info(path) {
+        Ok(info) if info.in_use => return refuse("is a pool in use by another opener".into()),
+        Ok(info) if info.layout != LAYOUT => {
+            return refuse(format!(
+                "is a pool of layout `{}`, not the demo's (`{LAYOUT}`)",
+                info.layout
+            ))
+        }
+        Ok(_) => {}
+        Err(_) if !is_default => return refuse("exists and is not a rewind pool".into()),
+        Err(_) => {}
     }
     std::fs::remove_file(path).map_err(CliError::io(format!(
         "removing old pool {}",
