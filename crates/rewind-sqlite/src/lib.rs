@@ -43,6 +43,23 @@
 //! locking mode works as well. Open the database only through this VFS:
 //! stock SQLite would not see the frames in the pool.
 //!
+//! **Limits.**
+//! * *Memory.* A transaction's frames wait in memory until it commits,
+//!   and committed frames are mirrored in memory until a checkpoint (as
+//!   the page cache mirrors a WAL file): a transaction of N bytes of pages
+//!   takes a few times N of memory (300 one-megabyte rows in one
+//!   transaction peaked at 1 GB), where stock SQLite spills to its WAL
+//!   file. Commit large loads in pieces, and keep checkpoints on.
+//! * *Read-only use.* A connection opened read-only still opens (and, the
+//!   first time, creates) the pool file beside the database: a database on
+//!   a read-only file system cannot be opened through this VFS
+//!   (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
+//! * *Stock SQLite* opening the database sees none of the frames in the
+//!   pool, and what it writes to the database file is hidden by those
+//!   frames when the database is opened through this VFS again (then
+//!   overwritten by its next checkpoint), with no error: open the database
+//!   only through this VFS.
+//!
 //! **Why `libsqlite3-sys` directly** (through `rusqlite::ffi`). The VFS
 //! needs SQLite's own C structures for one file kind and the default VFS's
 //! untouched for the others (the database file keeps the `unix` VFS's
@@ -168,9 +185,17 @@ pub enum RegisterError {
         /// The name.
         name: String,
     },
-    /// The name holds a NUL byte.
-    #[error("VFS name {name:?} holds a NUL byte")]
+    /// The name is empty or holds a NUL byte.
+    #[error("VFS name {name:?} is empty or holds a NUL byte")]
     BadName {
+        /// The name.
+        name: String,
+    },
+    /// SQLite has a VFS of this name already (one of its own, such as
+    /// `unix`, or one another library registered): SQLite would find that
+    /// one, never this one.
+    #[error("SQLite has a VFS named {name:?} already; choose another name")]
+    NameTaken {
         /// The name.
         name: String,
     },
@@ -179,6 +204,16 @@ pub enum RegisterError {
     BadBlockSize {
         /// What was given.
         block_size: u64,
+    },
+    /// A [`Config`] field is out of range, or does not fit with another.
+    #[error("Config::{field} = {value}: expected {expected}")]
+    BadConfig {
+        /// The field, as `Config` names it.
+        field: &'static str,
+        /// What was given.
+        value: u64,
+        /// What would be accepted.
+        expected: String,
     },
     /// The default VFS's file structure is larger than this VFS leaves it.
     #[error("the default VFS's files take {bytes} bytes, more than the 512 this VFS leaves them")]
@@ -201,10 +236,31 @@ pub enum RegisterError {
 /// rewind pool beside it. Open databases with it by name
 /// (`Connection::open_with_flags_and_vfs`) and set `PRAGMA
 /// journal_mode=WAL`.
+///
+/// Refused at once, before any database is opened: a name that is empty,
+/// holds a NUL byte or is SQLite's already ([`RegisterError::NameTaken`]),
+/// and a configuration no pool could be made of: a pool under 1 MiB, a
+/// block size that is not a multiple of 64 of at least 4096 or that a
+/// pool of the maximum size ([`Config::pool_max`]) could not hold twice.
 pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
     if cfg.block_size < 4096 || !cfg.block_size.is_multiple_of(64) {
         return Err(RegisterError::BadBlockSize {
             block_size: cfg.block_size,
+        });
+    }
+    if cfg.pool_size < 1 << 20 {
+        return Err(RegisterError::BadConfig {
+            field: "pool_size",
+            value: cfg.pool_size,
+            expected: "at least 1 MiB (1048576)".into(),
+        });
+    }
+    let max = cfg.pool_max();
+    if cfg.block_size > max / 2 {
+        return Err(RegisterError::BadConfig {
+            field: "block_size",
+            value: cfg.block_size,
+            expected: format!("at most half of max_pool_size ({max})"),
         });
     }
     vfs::register(name, cfg)

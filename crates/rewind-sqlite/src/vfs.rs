@@ -107,9 +107,19 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
             name: name.to_string(),
         });
     }
-    let cname = CString::new(name).map_err(|_| crate::RegisterError::BadName {
-        name: name.to_string(),
-    })?;
+    let cname = CString::new(name)
+        .ok()
+        .filter(|_| !name.is_empty())
+        .ok_or_else(|| crate::RegisterError::BadName {
+            name: name.to_string(),
+        })?;
+    // SAFETY: `cname` is a NUL-terminated string that outlives the call;
+    // sqlite3_vfs_find only reads SQLite's global list.
+    if !unsafe { ffi::sqlite3_vfs_find(cname.as_ptr()) }.is_null() {
+        return Err(crate::RegisterError::NameTaken {
+            name: name.to_string(),
+        });
+    }
     // SAFETY: sqlite3_vfs_find with NULL returns the default VFS (or NULL
     // before initialization fails); it only reads SQLite's global list.
     let parent = unsafe { ffi::sqlite3_vfs_find(std::ptr::null()) };

@@ -384,3 +384,46 @@ fn a_stock_wal_with_frames_is_refused_and_never_deleted() {
     assert_eq!(rows(&c), 1000);
     assert_intact(&c);
 }
+
+/// A name SQLite knows already (its own `unix`, or one registered by
+/// anyone) and an empty name are refused, as are configurations no pool
+/// could be made of, each naming the `Config` field; nothing is opened.
+#[test]
+fn register_refuses_taken_names_and_impossible_configs() {
+    use rewind_sqlite::{Config, RegisterError};
+    for name in ["unix", ""] {
+        let r = rewind_sqlite::register(name, &Config::default());
+        assert!(
+            matches!(
+                r,
+                Err(RegisterError::NameTaken { .. } | RegisterError::BadName { .. })
+            ),
+            "{name:?}: {r:?}"
+        );
+    }
+    vfs();
+    assert!(matches!(
+        rewind_sqlite::register(VFS, &Config::default()),
+        Err(RegisterError::AlreadyRegistered { .. } | RegisterError::NameTaken { .. })
+    ));
+    for (cfg, field) in [
+        (Config::default().pool_size(0), "pool_size"),
+        (Config::default().pool_size(64 << 10), "pool_size"),
+        (Config::default().block_size(1 << 40), "block_size"),
+        (
+            Config::default()
+                .pool_size(1 << 20)
+                .max_pool_size(2 << 20)
+                .block_size(4 << 20),
+            "block_size",
+        ),
+    ] {
+        match rewind_sqlite::register("rewind-bad-config", &cfg) {
+            Err(e @ RegisterError::BadConfig { field: f, .. }) => {
+                assert_eq!(f, field);
+                assert!(e.to_string().contains(field), "{e}");
+            }
+            r => panic!("{field}: {r:?}"),
+        }
+    }
+}
