@@ -49,16 +49,22 @@ struct Entry {
 /// Open WALs by database path (canonical where it can be).
 static OPEN: LazyLock<Mutex<HashMap<PathBuf, Entry>>> = LazyLock::new(Default::default);
 
-/// The last error this VFS turned into a SQLite result code.
-static LAST_ERROR: LazyLock<Mutex<Option<String>>> = LazyLock::new(Default::default);
-
-fn remember(e: &Error) {
-    *LAST_ERROR.lock() = Some(e.to_string());
+thread_local! {
+    /// The last error this VFS turned into a SQLite result code on this
+    /// thread.
+    static LAST_ERROR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
-/// The message of the last error the VFS reported to SQLite.
+fn remember(e: &Error) {
+    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = Some(e.to_string()));
+}
+
+/// The message of the last error the VFS reported to SQLite on the
+/// calling thread (SQLite calls the VFS on the thread that runs the
+/// statement, so it is the reason behind that thread's last failed
+/// call), or `None` if there was none.
 pub fn last_error() -> Option<String> {
-    LAST_ERROR.lock().clone()
+    LAST_ERROR.try_with(|l| l.borrow().clone()).ok().flatten()
 }
 
 pub(crate) fn key_of(db: &Path) -> PathBuf {
