@@ -158,50 +158,37 @@ fn type_checks_remembered_per_handle_type() {
 fn a_check_remembered_in_an_aborted_transaction_ends_with_its_block() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(&dir, 16 << 20);
-    let mut off = 0;
-    let r = pool.transaction(|tx| {
-        let t = BTreeMap::<u64, u64>::create(tx)?;
-        off = t.as_ptr().offset();
-        t.len_tx(tx)?;
-        Err::<(), Error>(Error::Pool(rewind::Error::Aborted))
-    });
-    assert!(r.is_err());
-    let real = pool
-        .transaction(|tx| {
-            let t = BTreeMap::<u64, [u8; 200]>::create(tx)?;
-            t.insert(tx, 7, [7; 200])?;
-            Ok::<_, Error>(t)
-        })
-        .unwrap();
-    assert_eq!(real.as_ptr().offset(), off, "the block is handed out again");
-    let wrong = BTreeMap::<u64, u64>::from_ptr(PPtr::from_offset(off));
-    let r = pool.transaction(|tx| wrong.get_tx(tx, &7));
-    assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
-    let r = pool.transaction(|tx| wrong.insert(tx, 8, 8));
-    assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
-    real.check_invariants(&pool).unwrap();
-    assert_eq!(real.len(&pool).unwrap(), 1);
-
-    let mut off = 0;
-    let r = pool.transaction(|tx| {
-        let h = HashMap::<u64, u64>::create(tx)?;
-        off = h.as_ptr().offset();
-        h.len_tx(tx)?;
-        Err::<(), Error>(Error::Pool(rewind::Error::Aborted))
-    });
-    assert!(r.is_err());
-    let real = pool
-        .transaction(|tx| {
-            let h = HashMap::<u64, [u8; 64]>::create(tx)?;
-            h.insert(tx, 7, [7; 64])?;
-            Ok::<_, Error>(h)
-        })
-        .unwrap();
-    assert_eq!(real.as_ptr().offset(), off, "the block is handed out again");
-    let wrong = HashMap::<u64, u64>::from_ptr(PPtr::from_offset(off));
-    let r = pool.transaction(|tx| wrong.insert(tx, 8, 8));
-    assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
-    assert_eq!(real.get(&pool, &7).unwrap(), Some([7; 64]));
+    macro_rules! reused_block {
+        ($map:ident, $value:expr) => {{
+            let mut off = 0;
+            let r = pool.transaction(|tx| {
+                let m = $map::<u64, u64>::create(tx)?;
+                off = m.as_ptr().offset();
+                m.len_tx(tx)?;
+                Err::<(), Error>(aborted())
+            });
+            assert!(r.is_err());
+            let real = pool
+                .transaction(|tx| {
+                    let m = $map::create(tx)?;
+                    m.insert(tx, 7u64, $value)?;
+                    Ok::<_, Error>(m)
+                })
+                .unwrap();
+            assert_eq!(real.as_ptr().offset(), off, "the block is handed out again");
+            let wrong = $map::<u64, u64>::from_ptr(PPtr::from_offset(off));
+            for r in [
+                pool.transaction(|tx| wrong.get_tx(tx, &7).map(drop)),
+                pool.transaction(|tx| wrong.insert(tx, 8, 8).map(drop)),
+            ] {
+                assert!(matches!(r, Err(Error::TypeMismatch { .. })), "{r:?}");
+            }
+            real.check_invariants(&pool).unwrap();
+            assert_eq!(real.get(&pool, &7).unwrap(), Some($value));
+        }};
+    }
+    reused_block!(BTreeMap, [7u8; 200]);
+    reused_block!(HashMap, [7u8; 64]);
 }
 
 /// Filling the pool gives an error, not a panic, and the tree stays whole.

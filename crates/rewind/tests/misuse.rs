@@ -185,21 +185,14 @@ fn a_refused_access_does_not_doom_the_transaction() {
 #[test]
 fn a_maximum_size_too_large_for_the_first_size_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = PoolConfig::default().max_size(1 << 47);
-    match Pool::create(dir.path().join("a"), "x", 4 << 20, &cfg)
-        .err()
-        .unwrap()
-    {
-        Error::InvalidConfig { what, .. } => assert_eq!(what, "max size"),
-        e => panic!("{e}"),
-    }
-    let big = PoolConfig::default().log_size(8 << 20);
-    match Pool::create(dir.path().join("b"), "x", 4 << 20, &big)
-        .err()
-        .unwrap()
-    {
-        Error::InvalidConfig { what, .. } => assert_eq!(what, "log size"),
-        e => panic!("{e}"),
+    for (name, cfg, cause) in [
+        ("a", PoolConfig::default().max_size(1 << 47), "max size"),
+        ("b", PoolConfig::default().log_size(8 << 20), "log size"),
+    ] {
+        match Pool::create(dir.path().join(name), "x", 4 << 20, &cfg) {
+            Err(Error::InvalidConfig { what, .. }) => assert_eq!(what, cause),
+            r => panic!("{cause}: {:?}", r.err()),
+        }
     }
 }
 
