@@ -69,6 +69,10 @@ fn parse_size(s: &str) -> Option<(bool, u64)> {
         (i, 't' | 'T') => (&s[..i], 40),
         _ => (s, 0),
     };
+    // Digits only: `str::parse` would take a sign (`++1`, `+-1`).
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let n: u64 = digits.parse().ok()?;
     Some((relative, n.checked_mul(1 << shift)?))
 }
@@ -166,7 +170,18 @@ mod tests {
         assert_eq!(parse_size("64M"), Some((false, 64 << 20)));
         assert_eq!(parse_size("+1g"), Some((true, 1 << 30)));
         assert_eq!(parse_size("2T"), Some((false, 2 << 40)));
-        for bad in ["", "+", "M", "1.5G", "-4", "99999999999T", "4X"] {
+        for bad in [
+            "",
+            "+",
+            "M",
+            "1.5G",
+            "-4",
+            "99999999999T",
+            "4X",
+            "++1",
+            "+-1",
+            "+ 1",
+        ] {
             assert_eq!(parse_size(bad), None, "{bad}");
         }
     }

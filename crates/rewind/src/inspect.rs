@@ -191,14 +191,16 @@ impl fmt::Display for PoolInfo {
             write!(f, "\nroot object    {off:#x} ({size} bytes)")?;
         }
         for r in self.roots.iter().flatten() {
+            // Escaped: a name's control characters cannot break the layout
+            // or drive the terminal.
+            let name = r.name.escape_debug().to_string();
             write!(
                 f,
-                "\nroot `{}`{:w$} {:#x}: {}",
-                r.name,
+                "\nroot `{name}`{:w$} {:#x}: {}",
                 "",
                 r.offset,
                 r.fingerprint,
-                w = 12usize.saturating_sub(r.name.len())
+                w = 12usize.saturating_sub(name.len())
             )?;
         }
         Ok(())
@@ -409,11 +411,11 @@ fn deep(pool: &Pool, r: &mut CheckReport) {
             Some((_, f)) => r.problems.extend(
                 f(pool, root)
                     .into_iter()
-                    .map(|p| format!("root `{}` ({name}): {p}", root.name)),
+                    .map(|p| format!("root `{}` ({name}): {p}", root.name.escape_debug())),
             ),
             None => r.notes.push(format!(
                 "root `{}` ({name}): no deep check registered for its type",
-                root.name
+                root.name.escape_debug()
             )),
         }
     }

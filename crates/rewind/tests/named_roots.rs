@@ -81,6 +81,24 @@ fn a_root_reopened_as_another_type_is_a_typed_error() {
     assert!(rewind::inspect::check(&path).unwrap().is_ok());
 }
 
+/// `info`'s text shows a root's name escaped: a newline or an escape
+/// sequence in a name cannot break its row or drive the terminal.
+#[test]
+fn info_text_escapes_root_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("esc.pool");
+    let pool = Pool::create(&path, "named", 4 << 20, &PoolConfig::default()).unwrap();
+    for name in ["new\nline", "\u{1b}[31mred", "tab\there"] {
+        pool.transaction(|tx| tx.root_named::<u64>(name)).unwrap();
+    }
+    drop(pool);
+    let text = rewind::inspect::info(&path).unwrap().to_string();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("root `")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\t'), "{text:?}");
+    assert!(text.contains("root `new\\nline`"), "{text}");
+}
+
 #[test]
 fn many_roots_grow_the_catalog_and_a_rollback_forgets_a_new_one() {
     let pool = Pool::create_sim("named", 4 << 20, &PoolConfig::default()).unwrap();
