@@ -248,11 +248,14 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
             block_size: cfg.block_size,
         });
     }
-    if cfg.pool_size < 1 << 20 {
+    // The engine's own least pool size, found here rather than at the
+    // first WAL open.
+    let least = rewind::format::layout::MIN_POOL;
+    if cfg.pool_size < least {
         return Err(RegisterError::BadConfig {
             field: "pool_size",
             value: cfg.pool_size,
-            expected: "at least 1 MiB (1048576)".into(),
+            expected: format!("at least 1 MiB ({least})"),
         });
     }
     let max = cfg.pool_max();

@@ -223,11 +223,10 @@ impl<'p> Tx<'p> {
         self.eng.hdr.layout.check_in_heap(off, 1)
     }
 
+    /// Takes lock `key` (a heap object [`lockable`](Self::lockable)
+    /// checked, or a word of the meta page) in `mode`.
     fn take_lock(&mut self, key: u64, mode: Mode) -> Result<(), Error> {
         self.live()?;
-        if key == 0 {
-            return Err(Error::NullPointer { len: 0 });
-        }
         let slot = self.locks.iter().position(|&(k, _)| k == key);
         let held = slot.map(|i| self.locks[i].1);
         let now = self.eng.locks.acquire(self.log.id, key, mode, held)?;
