@@ -141,6 +141,9 @@ fn sim_backend_for_a_file_is_refused() {
 
 #[test]
 fn a_pool_larger_than_the_free_space_is_refused_at_create() {
+    // Where free space is not known up front, `fallocate` may fill the disk
+    // for a moment: the other tests of this file wait for their turn.
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.pool");
     let st = rustix::fs::statvfs(dir.path()).unwrap();
@@ -160,4 +163,35 @@ fn a_pool_larger_than_the_free_space_is_refused_at_create() {
         Err(e) => panic!("unexpected error: {e}"),
     }
     assert!(!path.exists(), "a refused create leaves no file");
+}
+
+/// Growing a file pool by more than the disk has free is `NoSpaceToGrow`,
+/// refused before any block is taken: the file keeps its length and the
+/// pool stays usable.
+#[test]
+fn growth_beyond_the_free_space_is_refused_before_taking_blocks() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grow.pool");
+    let st = rustix::fs::statvfs(dir.path()).unwrap();
+    let free = st.f_bavail * st.f_frsize;
+    let max = free + (1 << 30);
+    // Large enough for the chunk table of that maximum (544 bytes for
+    // each 256 KiB chunk), the log taking an eighth.
+    let first = (max / 400 + (16 << 20)).next_multiple_of(1 << 20);
+    if first > free / 16 {
+        eprintln!("too little free space for the chunk table: skipped");
+        return;
+    }
+    let cfg = PoolConfig::default().backend(Backend::Msync).max_size(max);
+    let pool = Pool::create(&path, "opener", first, &cfg).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    let e = pool.grow(free + (512 << 20)).unwrap_err();
+    assert!(matches!(e, Error::NoSpaceToGrow { .. }), "{e}");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+    pool.transaction(|tx| {
+        let r = tx.root::<u64>()?;
+        tx.write(r, &7)
+    })
+    .unwrap();
 }

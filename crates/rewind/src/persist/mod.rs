@@ -517,6 +517,12 @@ impl Domain {
         if let Some(file) = &self.file {
             let path = Path::new("<pool file>");
             use rustix::fs::{fallocate, FallocateFlags};
+            // Asked first: ext4 would fill the disk before it refuses.
+            if let Ok(st) = rustix::fs::fstatvfs(file) {
+                if st.f_bavail.saturating_mul(st.f_frsize) < len - now {
+                    return Err(Error::NoSpaceToGrow { needed: len - now });
+                }
+            }
             match fallocate(file, FallocateFlags::empty(), now, len - now) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {

@@ -139,6 +139,7 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, std::path::Pat
         .open(&tmp)
         .map_err(|e| Error::io(path, e))?;
     let built = lock(path, &file, Access::Exclusive)
+        .and_then(|()| refuse_beyond_free_space(&file, len, path))
         .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))
         .and_then(|()| {
             match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len) {
@@ -159,6 +160,21 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, std::path::Pat
             let _ = std::fs::remove_file(&tmp);
             Err(e)
         }
+    }
+}
+
+/// `NoSpace` when the filesystem of `file` has fewer than `len` bytes free
+/// for this user. Asked before `fallocate`, because ext4 allocates what it
+/// can before it answers `ENOSPC`: the disk would be full, for every
+/// process on it, until the refused file is removed.
+fn refuse_beyond_free_space(file: &File, len: u64, path: &Path) -> Result<(), Error> {
+    match rustix::fs::fstatvfs(file) {
+        Ok(st) if st.f_bavail.saturating_mul(st.f_frsize) < len => Err(Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
+        }),
+        // A filesystem that cannot say: `fallocate` answers instead.
+        _ => Ok(()),
     }
 }
 
