@@ -155,8 +155,8 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     }
     let two = stats.two_thread;
     println!(
-        "  two-thread programs: {} crash points with both threads inside a transaction",
-        two.overlapping
+        "  two-thread programs: {} crash points with both threads inside a transaction, {} commit groups written back ahead of an earlier one",
+        two.overlapping, two.ahead
     );
     println!(
         "two-thread: {} programs, {} images, {} violations",

@@ -197,6 +197,10 @@ pub struct Tally {
     pub violations: u64,
     /// Crash points at which both threads were inside a transaction.
     pub overlapping: u64,
+    /// Redo commit groups written back ahead of an earlier group of the
+    /// other thread (durable, writing none of their bytes): the commit
+    /// ring's out-of-order write-back, explored.
+    pub ahead: u64,
 }
 
 /// What exploration found.
@@ -235,6 +239,7 @@ impl Stats {
         self.two_thread.images += o.two_thread.images;
         self.two_thread.violations += o.two_thread.violations;
         self.two_thread.overlapping += o.two_thread.overlapping;
+        self.two_thread.ahead += o.two_thread.ahead;
         for v in &o.examples {
             if self.examples.len() < 5 {
                 self.examples.push(v.clone());

@@ -116,6 +116,7 @@ pub fn run_program(
             programs: 1,
             images: stats.images,
             violations: stats.violations,
+            ahead: pool.counters().ahead_write_backs,
             ..stats.two_thread
         };
     }

@@ -24,13 +24,18 @@
 //!   more commits in flight than processors, or on a crowded disk,
 //!   yielding: `persist::backoff`), then parked on a
 //!   condition variable of group `n - 1`'s own, which its commit wakes;
-//! - write-back in place happens in sequence order, after the commit point
-//!   of its group and of every earlier one: a group's values are stored
-//!   only once group `n - 1` is applied, and then it is applied itself.
+//! - write-back in place happens after the commit point of its group and
+//!   of every earlier one, in sequence order where bytes meet: a group's
+//!   values are stored once group `n - 1` is applied, or, for a group of
+//!   values alone, once every earlier group not yet applied is durable and
+//!   published byte ranges none of which meets its own
+//!   (`State::may_write_back`: recovery replays them all then, in order).
 //!   Two groups that write the same bytes (a program that does not lock
 //!   what it shares) leave the later group's value in place, as replay
 //!   does; a crash before group `n` is durable replays neither `n` nor
-//!   any later group, none of which has stored a value in place;
+//!   any later group, none of which has stored a value in place. The
+//!   applied count passes a group written back ahead only once the groups
+//!   before it are applied;
 //! - the ring's bookkeeping (the write-back ranges of each group, the
 //!   `touched` lines, the thread epochs, a lagged Log Start's slot) is
 //!   recorded under the latch when a group is applied, so in sequence
@@ -129,8 +134,17 @@ struct Flight {
     /// it did: durable once that count has grown.
     writer: u64,
     epoch: u64,
-    /// Its write-back ranges, at the front of `State::ranges`.
+    /// Its write-back ranges, at the front of `State::ranges` (a group
+    /// written back ahead of an earlier one keeps them in `State::early`
+    /// until the groups before it are written back).
     ranges: usize,
+    /// Its fence is done, and its thread waits for earlier groups: it may
+    /// then be written back ahead of them (see [`State::may_write_back`]).
+    durable: bool,
+    /// Written back in place (ahead of an earlier group, or in order).
+    applied: bool,
+    /// Its byte ranges are in `State::claims`.
+    claims: bool,
 }
 
 /// A Log Start: the next group's sequence number and virtual position.
@@ -192,9 +206,22 @@ struct State {
     /// once it holds more than this (it then holds at most the ranges of
     /// the groups in the ring).
     written_prune_at: usize,
-    /// The last group durable and written back in place: every group up
-    /// to it is too (they finish in sequence order).
+    /// The last group durable and written back in place such that every
+    /// group up to it is too (a group may be written back ahead of an
+    /// earlier one that writes none of its bytes, see
+    /// [`State::may_write_back`]; this count passes it only once the earlier
+    /// ones are).
     applied: u64,
+    /// (sequence number, first byte, end) of each value entry of the
+    /// groups in flight that published them at their reservation (those
+    /// reserved while another commit was in flight, with no bits entry
+    /// and at most [`MAX_CLAIMS`] entries): what a later group compares
+    /// its own with to be written back ahead of them.
+    claims: Vec<(u64, u64, u64)>,
+    /// The write-back ranges of groups written back ahead of an earlier
+    /// one, by sequence number: moved to `ranges` in order once the groups
+    /// before them are written back.
+    early: Vec<(u64, Vec<(u64, u64)>)>,
     /// Commits between their reservation and their write-back's record.
     inflight: usize,
     /// A commit stores the Log Start slot not in use (one at a time).
@@ -207,6 +234,34 @@ struct State {
 }
 
 impl State {
+    /// The state of a ring whose next group is `start`'s, its Log Start
+    /// in `slot`, nothing in flight.
+    fn new(start: Start, slot: u64) -> State {
+        State {
+            head: start.at,
+            next_csn: start.csn,
+            start,
+            fenced: start,
+            slot,
+            unfenced: None,
+            durable_to: start,
+            flights: VecDeque::new(),
+            ranges: VecDeque::new(),
+            epochs: Default::default(),
+            touched: Default::default(),
+            prune_at: PRUNE_MIN,
+            written: Vec::new(),
+            written_prune_at: PRUNE_MIN,
+            applied: start.csn - 1,
+            claims: Vec::new(),
+            early: Vec::new(),
+            inflight: 0,
+            advancing: false,
+            draining: false,
+            broken: None,
+        }
+    }
+
     /// `Err(Poisoned)` once a commit failed midway.
     fn usable(&self) -> Result<(), Error> {
         match &self.broken {
@@ -266,6 +321,44 @@ impl State {
         self.written_prune_at = (2 * self.written.len()).max(PRUNE_MIN);
     }
 
+    /// Group `csn` written back in order: the applied count passes it, and
+    /// the groups after it already written back ahead of it (their ranges
+    /// moved from `early` to `ranges`, in order).
+    fn record_in_order(&mut self, first: u64, csn: u64, n: usize) {
+        self.flights[(csn - first) as usize].ranges = n;
+        self.applied = csn;
+        while let Some(f) =
+            (self.flights.get((self.applied + 1 - first) as usize)).filter(|f| f.applied)
+        {
+            let next = f.csn;
+            let i = (self.early.iter().position(|e| e.0 == next))
+                .expect("a group written back ahead keeps its ranges");
+            let (_, ranges) = self.early.swap_remove(i);
+            self.flights[(next - first) as usize].ranges = ranges.len();
+            self.ranges.extend(ranges);
+            self.applied = next;
+        }
+    }
+
+    /// Whether group `csn` (of values alone, its fence done) may be written
+    /// back now: every earlier group not written back yet is durable and
+    /// published its byte ranges, none of which meets one of `b`'s.
+    fn may_write_back(&self, csn: u64, b: &Builder) -> bool {
+        let first = self.flights.front().map_or(csn, |f| f.csn);
+        let earlier = self.flights.iter().take((csn - first) as usize);
+        if !earlier
+            .filter(|f| f.csn > self.applied && !f.applied)
+            .all(|f| f.durable && f.claims)
+        {
+            return false;
+        }
+        let mine = || b.values().map(|(t, v)| (t, t + v.len() as u64));
+        self.claims
+            .iter()
+            .filter(|c| c.0 < csn)
+            .all(|&(_, s, e)| mine().all(|(t, end)| end <= s || e <= t))
+    }
+
     /// The ring fences thread `tag` has made.
     fn epoch(&self, tag: u64) -> u64 {
         self.epochs
@@ -293,6 +386,11 @@ pub type ApplyBits<'a> = dyn FnMut(u64, u64, bool) -> Result<[(u64, u64); 2], Er
 
 /// Bytes per cache line (what `State::touched` counts in).
 const LINE: u64 = group::LINE as u64;
+
+/// The most value entries a group publishes in `State::claims`: a larger
+/// group is written back in order (comparing its entries with every
+/// earlier group's would cost more than the wait).
+const MAX_CLAIMS: u32 = 16;
 
 /// The least `State::prune_at`.
 const PRUNE_MIN: usize = 4096;
@@ -349,6 +447,10 @@ struct Watch {
     unfenced: AtomicBool,
     /// `State::applied`.
     applied: AtomicU64,
+    /// Changed (under the latch) whenever a group in flight is marked
+    /// durable or written back: what a commit waiting to be written back
+    /// ahead of earlier groups watches.
+    progress: AtomicU64,
     /// `State::broken` is set.
     broken: AtomicBool,
     /// `State::inflight`: more commits in flight than processors, and a
@@ -440,31 +542,12 @@ impl Ring {
         let ring = Ring {
             off,
             len,
-            state: Padded(Mutex::new(State {
-                head: at,
-                next_csn: next,
-                start,
-                fenced: start,
-                slot,
-                unfenced: None,
-                durable_to: start,
-                flights: VecDeque::new(),
-                ranges: VecDeque::new(),
-                epochs: Default::default(),
-                touched: Default::default(),
-                prune_at: PRUNE_MIN,
-                written: Vec::new(),
-                written_prune_at: PRUNE_MIN,
-                applied: next - 1,
-                inflight: 0,
-                advancing: false,
-                draining: false,
-                broken: None,
-            })),
+            state: Padded(Mutex::new(State::new(start, slot))),
             watch: Padded(Watch {
                 pending: AtomicBool::new(false),
                 unfenced: AtomicBool::new(false),
                 applied: AtomicU64::new(next - 1),
+                progress: AtomicU64::new(0),
                 broken: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
             }),
@@ -660,12 +743,24 @@ impl Ring {
             self.watch
                 .inflight
                 .store(st.inflight as u64, Ordering::Relaxed);
+            // With a commit in flight before it, a group of values alone
+            // publishes them, so that a later group that writes none of
+            // their bytes need not wait for its write-back.
+            let claims = st.inflight > 1 && b.bits().next().is_none() && b.count() <= MAX_CLAIMS;
+            if claims {
+                for (t, v) in b.values() {
+                    st.claims.push((csn, t, t + v.len() as u64));
+                }
+            }
             st.flights.push_back(Flight {
                 csn,
                 end: at + size,
                 writer: me,
                 epoch: 0,
                 ranges: 0,
+                durable: false,
+                applied: false,
+                claims,
             });
             (csn, at, advance)
         };
@@ -686,7 +781,7 @@ impl Ring {
         // bytes lands last, as at replay).
         let done = written.and_then(|()| match d.mutated(sites::RING_ORDER) {
             true => Ok(()),
-            false => self.wait_applied(d, csn - 1),
+            false => self.wait_turn(d, csn, b),
         });
         // 4. Write-back: stores and clwb, no fence (the next fence of this
         // thread makes them durable); allocations first, so a new block is
@@ -732,10 +827,18 @@ impl Ring {
             st.start = st.start.max_by_csn(start);
             st.advancing = false;
         }
+        // In order (every earlier group written back), or ahead of an
+        // earlier group (`may_write_back`; or a mutated engine, which skips
+        // the wait).
+        let in_order = st.applied + 1 == csn;
+        let mut early = Vec::new();
         let mut n = 0;
         let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
         for (target, len) in ranges.chain(bit_ranges.iter().copied()) {
-            st.ranges.push_back((target, len));
+            match in_order {
+                true => st.ranges.push_back((target, len)),
+                false => early.push((target, len)),
+            }
             if len > 0 {
                 st.written
                     .push((target / LINE, (target + len - 1) / LINE, csn));
@@ -749,19 +852,116 @@ impl Ring {
         let f = &mut st.flights[(csn - first) as usize];
         debug_assert_eq!(f.csn, csn);
         f.epoch = epoch;
-        f.ranges = n;
-        // (`max`: only a mutated engine, which skips the wait, applies
-        // out of order.)
-        st.applied = st.applied.max(csn);
+        f.applied = true;
+        let claims = f.claims;
+        if claims {
+            st.claims.retain(|c| c.0 != csn);
+        }
+        let before = st.applied;
+        if in_order {
+            st.record_in_order(first, csn, n);
+        } else {
+            st.early.push((csn, early));
+            d.count_write_back_ahead();
+        }
         self.watch.applied.store(st.applied, Ordering::Release);
         // (Stored only when it changes: a store to a line other threads
         // read takes it from their caches.)
         if !self.watch.pending.load(Ordering::Relaxed) {
             self.watch.pending.store(true, Ordering::Release);
         }
-        self.order_cv(csn).notify_all();
+        if st.inflight > 0 {
+            // Changed under the latch only: no locked instruction.
+            let p = self.watch.progress.load(Ordering::Relaxed);
+            self.watch.progress.store(p + 1, Ordering::Release);
+        }
+        if st.applied - before >= ORDER_SLOTS as u64 {
+            for cv in &self.order {
+                cv.notify_all();
+            }
+        } else {
+            for c in before + 1..=st.applied {
+                self.order_cv(c).notify_all();
+            }
+        }
         self.cv.notify_all();
         Ok(Some(csn))
+    }
+
+    /// After group `csn`'s fence: waits until it may be written back.
+    /// That is once every earlier group is written back (the applied
+    /// count), or, for a group of values alone, once every earlier group
+    /// not yet written back is durable and writes none of its bytes
+    /// ([`State::may_write_back`]): recovery replays them
+    /// all then, and only bytes two groups write need the order of their
+    /// write-backs. On a disk, where one device flush makes a crowd of
+    /// groups durable at once, the groups so no longer wait for one
+    /// another's write-back in turn.
+    fn wait_turn(&self, d: &Domain, csn: u64, b: &Builder) -> Result<(), Error> {
+        let due = self.watch.applied.load(Ordering::Acquire) >= csn - 1;
+        if due && self.watch.inflight.load(Ordering::Relaxed) <= 1 {
+            // Alone: no later group to tell that this one is durable.
+            return Ok(());
+        }
+        if b.bits().next().is_some() {
+            // Bits entries rewrite bitmap words that other groups share.
+            return self.wait_applied(d, csn - 1);
+        }
+        // Marked durable, so that later groups may be written back beside
+        // this one's write-back rather than after it.
+        let mut st = self.state.lock();
+        let first = st.flights.front().map_or(csn, |f| f.csn);
+        st.flights[(csn - first) as usize].durable = true;
+        let p = self.watch.progress.load(Ordering::Relaxed);
+        self.watch.progress.store(p + 1, Ordering::Release);
+        self.cv.notify_all();
+        if due {
+            return Ok(());
+        }
+        let mut parked = false;
+        loop {
+            st.usable()?;
+            if st.applied >= csn - 1 || st.may_write_back(csn, b) {
+                break;
+            }
+            // Until a group in flight changes: spinning or yielding as for
+            // the applied count, then parked.
+            let seen = self.watch.progress.load(Ordering::Acquire);
+            let changed = || {
+                self.watch.progress.load(Ordering::Acquire) != seen
+                    || self.watch.broken.load(Ordering::Acquire)
+            };
+            let crowded = match d.lazy_write_back() {
+                true => d.crowded(),
+                false => backoff::crowded(self.watch.inflight.load(Ordering::Relaxed)),
+            };
+            let waited = MutexGuard::unlocked(&mut st, || {
+                if d.has_schedule() {
+                    d.schedule_point();
+                    return true;
+                }
+                let limit = match d.lazy_write_back() || crowded {
+                    true => SPINS_DISK,
+                    false => SPINS,
+                };
+                for _ in 0..limit {
+                    if changed() {
+                        return true;
+                    }
+                    std::hint::spin_loop();
+                }
+                crowded && backoff::yield_until(backoff::YIELD_MAX, changed)
+            });
+            if !waited {
+                parked = true;
+                st = self.wait_on(d, st, &self.cv, |st| {
+                    self.watch.progress.load(Ordering::Acquire) == seen && st.broken.is_none()
+                });
+            }
+        }
+        drop(st);
+        d.count_order_wait(parked);
+        Ok(())
     }
 
     /// Waits until group `csn` is durable and written back (every group
@@ -1081,5 +1281,80 @@ fn check_target(l: &Layout, target: u64, len: u64, at: u64) -> Result<(), Error>
             offset: at,
             reason: "commit group entry targets memory outside the heap",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state with groups 1 (applied), 2 and 3 in flight, and a group 4
+    /// of one value at `target`; group 2 durable or not, publishing its
+    /// value at 64 or not.
+    fn three(durable: bool, claims: bool) -> State {
+        let mut st = State::new(Start { csn: 1, at: 0 }, 0);
+        for csn in 1..=4 {
+            st.flights.push_back(Flight {
+                csn,
+                end: 64 * csn,
+                writer: csn,
+                epoch: 0,
+                ranges: 0,
+                durable: csn == 3 || (csn == 2 && durable),
+                applied: csn == 1,
+                claims: csn == 3 || (csn == 2 && claims),
+            });
+        }
+        st.applied = 1;
+        if claims {
+            st.claims.push((2, 64, 72));
+        }
+        st.claims.push((3, 128, 136));
+        st
+    }
+
+    fn one_value(target: u64) -> Builder {
+        let mut b = Builder::default();
+        b.begin(9);
+        b.push(target, &[1; 8]);
+        b
+    }
+
+    #[test]
+    fn a_group_goes_ahead_only_of_durable_groups_that_write_none_of_its_bytes() {
+        let b = one_value(72);
+        assert!(three(true, true).may_write_back(4, &b));
+        // Group 2 not durable: recovery could stop before group 4.
+        assert!(!three(false, true).may_write_back(4, &b));
+        // Group 2 did not say what it writes.
+        assert!(!three(true, false).may_write_back(4, &b));
+        // Bytes group 2 or 3 writes: their order is replay's.
+        assert!(!three(true, true).may_write_back(4, &one_value(68)));
+        assert!(!three(true, true).may_write_back(4, &one_value(124)));
+        // Only earlier groups count.
+        assert!(three(true, true).may_write_back(3, &one_value(200)));
+    }
+
+    #[test]
+    fn groups_written_back_ahead_join_the_applied_count_in_order() {
+        let mut st = three(true, true);
+        // Groups 3 and 4 written back ahead of group 2.
+        for (csn, at) in [(3, 128), (4, 256)] {
+            st.flights[(csn - 1) as usize].applied = true;
+            st.early.push((csn, vec![(at, 8)]));
+        }
+        st.early.swap(0, 1);
+        st.ranges.push_back((0, 8));
+        st.flights[0].ranges = 1;
+        // Group 2 written back now, its range recorded, in order.
+        st.flights[1].applied = true;
+        st.ranges.push_back((64, 8));
+        st.record_in_order(1, 2, 1);
+        assert_eq!(st.applied, 4);
+        assert!(st.early.is_empty());
+        let ranges: Vec<usize> = st.flights.iter().map(|f| f.ranges).collect();
+        assert_eq!(ranges, [1, 1, 1, 1]);
+        let ranges: Vec<(u64, u64)> = st.ranges.iter().copied().collect();
+        assert_eq!(ranges, [(0, 8), (64, 8), (128, 8), (256, 8)]);
     }
 }

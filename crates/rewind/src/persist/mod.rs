@@ -109,6 +109,10 @@ pub struct Counters {
     pub order_waits: u64,
     /// Of those, the waits that outlasted the spin and slept.
     pub order_parks: u64,
+    /// Redo commits written back ahead of an earlier group that was
+    /// durable and writes none of their bytes, instead of after its
+    /// write-back (the commit ring's order kept only where bytes meet).
+    pub ahead_write_backs: u64,
 }
 
 impl std::ops::Add for Counters {
@@ -124,6 +128,7 @@ impl std::ops::Add for Counters {
             synced_pages: self.synced_pages + o.synced_pages,
             order_waits: self.order_waits + o.order_waits,
             order_parks: self.order_parks + o.order_parks,
+            ahead_write_backs: self.ahead_write_backs + o.ahead_write_backs,
         }
     }
 }
@@ -158,6 +163,7 @@ impl Counters {
             synced_pages: self.synced_pages - earlier.synced_pages,
             order_waits: self.order_waits - earlier.order_waits,
             order_parks: self.order_parks - earlier.order_parks,
+            ahead_write_backs: self.ahead_write_backs - earlier.ahead_write_backs,
         }
     }
 }
@@ -183,6 +189,7 @@ struct Slot {
     synced_pages: AtomicU64,
     order_waits: AtomicU64,
     order_parks: AtomicU64,
+    ahead_write_backs: AtomicU64,
 }
 
 const SLOTS: usize = 64;
@@ -1155,6 +1162,7 @@ impl Domain {
             synced_pages: self.counters.sum(|s| &s.synced_pages),
             order_waits: self.counters.sum(|s| &s.order_waits),
             order_parks: self.counters.sum(|s| &s.order_parks),
+            ahead_write_backs: self.counters.sum(|s| &s.ahead_write_backs),
         }
     }
 
@@ -1164,6 +1172,12 @@ impl Domain {
         let slot = self.counters.slot();
         bump(&slot.order_waits, 1);
         bump(&slot.order_parks, parked as u64);
+    }
+
+    /// Counts a redo commit written back ahead of an earlier group
+    /// ([`Counters::ahead_write_backs`]).
+    pub(crate) fn count_write_back_ahead(&self) {
+        bump(&self.counters.slot().ahead_write_backs, 1);
     }
 
     /// A scheduling point outside any store, flush or fence (a thread
