@@ -90,9 +90,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             counters: Some("record"),
         };
         m.report(report, &per, &[], &[]);
-        for (i, l) in m.labels.iter().enumerate() {
-            report.push(l, "overhead", (m.ratio(i, 0) - 1.0) * 100.0, "%");
-        }
+        m.push_each(report, ("overhead", "%"), |i| (m.ratio(i, 0) - 1.0) * 100.0);
     }
     Ok(())
 }

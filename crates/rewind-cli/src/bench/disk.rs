@@ -277,17 +277,20 @@ enum System {
     Floor(DiskFloor, Primitive),
 }
 
-/// rewind's configurations in `disk`: redo (one group, one fence per
-/// commit) and force, on Batch, the default log.
-fn rewind_configs() -> [(String, PoolConfig); 2] {
-    [Policy::Redo, Policy::Force].map(|policy| {
-        let cfg = PoolConfig::default().policy(policy).backend(Backend::Msync);
-        (format!("msync-{policy}"), cfg)
-    })
+/// rewind on the disk under each of `policies` (`msync-POLICY`), on Batch,
+/// the default log.
+fn rewind_configs(policies: &[Policy]) -> Vec<(String, PoolConfig)> {
+    let cfg = |p| PoolConfig::default().policy(p).backend(Backend::Msync);
+    policies
+        .iter()
+        .map(|&p| (format!("msync-{p}"), cfg(p)))
+        .collect()
 }
 
 fn systems(dir: &Path) -> Result<Vec<(Label, System)>, CliError> {
-    let mut out: Vec<_> = (stores(dir, 1, &rewind_configs(), "one-row")?.into_iter())
+    // Redo (one group, one fence per commit) and force.
+    let configs = rewind_configs(&[Policy::Redo, Policy::Force]);
+    let mut out: Vec<_> = (stores(dir, 1, &configs, "one-row")?.into_iter())
         .map(|(l, s)| (l, System::Store(s)))
         .collect();
     for how in Primitive::ALL {
@@ -393,10 +396,7 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         .map(|_| crate::scratch::dir(Some(&base)))
         .collect::<Result<Vec<_>, _>>()?;
     let (mut labels, mut systems) = (Vec::new(), Vec::new());
-    let redo = PoolConfig::default()
-        .policy(Policy::Redo)
-        .backend(Backend::Msync);
-    let configs = [("msync-redo".to_string(), redo)];
+    let configs = rewind_configs(&[Policy::Redo]);
     for (k, &threads) in GROUP_THREADS.iter().enumerate() {
         let param = format!("threads={threads}");
         for (l, g) in stores(dirs[k].path(), threads, &configs, &param)? {
@@ -453,13 +453,8 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             Ok(sample)
         },
     )?;
-    let value = |i: usize, r: usize, name: &str| {
-        (m.samples[i][r].values.iter())
-            .find(|v| v.0 == name)
-            .map_or(f64::NAN, |v| v.1)
-    };
     for (i, l) in m.labels.iter().enumerate() {
-        let med = |name: &str| median((0..ROUNDS).map(|r| value(i, r, name)).collect());
+        let med = |name: &str| m.median(i, |s| s.value(name));
         report.push(l, "commits_per_s", med("commits_per_s"), "commits/s");
         for name in [
             "commits_per_flush",
@@ -471,9 +466,10 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let one = (m.labels.iter())
             .position(|b| b.system == l.system && b.config == l.config && b.param == "threads=1");
         if let Some(j) = one {
-            let ratios =
-                (0..ROUNDS).map(|r| value(i, r, "commits_per_s") / value(j, r, "commits_per_s"));
-            report.push(l, "scaling_vs_1_thread", median(ratios.collect()), "ratio");
+            let rate = |s: &Sample| s.value("commits_per_s");
+            let pairs = m.samples[i].iter().zip(&m.samples[j]);
+            let ratios = pairs.map(|(a, b)| rate(a) / rate(b)).collect();
+            report.push(l, "scaling_vs_1_thread", median(ratios), "ratio");
         }
     }
     Ok(())

@@ -82,10 +82,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         run_once(ctx, dir.path(), s, f, txs, seed)
     })?;
     m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
-    for (i, l) in m.labels.iter().enumerate() {
-        // Against the same configuration at the first fence latency (0).
-        let at_zero = i % SETUPS.len();
-        report.push(l, "slowdown", m.ratio(i, at_zero), "x");
-    }
+    // Against the same configuration at the first fence latency (0).
+    m.push_each(report, ("slowdown", "x"), |i| m.ratio(i, i % SETUPS.len()));
     Ok(())
 }

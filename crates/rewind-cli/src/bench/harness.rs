@@ -184,14 +184,17 @@ impl Ctx {
         crate::scratch::dir(self.dir.as_deref())
     }
 
+    /// The default pool configuration on this run's backend and latencies.
+    pub fn default_config(&self) -> PoolConfig {
+        PoolConfig::default()
+            .backend(self.backend)
+            .nvm_latency(self.latency)
+    }
+
     /// A pool configuration of `variant` × `policy` on this run's backend
     /// and latencies.
     pub fn pool_config(&self, variant: LogVariant, policy: Policy) -> PoolConfig {
-        PoolConfig::default()
-            .log(variant)
-            .policy(policy)
-            .backend(self.backend)
-            .nvm_latency(self.latency)
+        self.default_config().log(variant).policy(policy)
     }
 
     /// A persistence domain of `len` bytes in the file `path` (replaced),
@@ -282,6 +285,13 @@ impl Ctx {
     }
 }
 
+/// Every log variant × policy of rewind with its name (`variant-policy`),
+/// in the order the experiments measure them.
+pub fn every_config() -> impl Iterator<Item = (String, LogVariant, Policy)> {
+    let each = |v| Policy::ALL.map(|p| (format!("{v}-{p}"), v, p));
+    LogVariant::ALL.into_iter().flat_map(each)
+}
+
 /// Which system, in which configuration, at which point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Label {
@@ -332,6 +342,13 @@ impl Sample {
             values,
             ..Sample::default()
         }
+    }
+
+    /// The value of `metric` (NaN: none).
+    pub fn value(&self, metric: &str) -> f64 {
+        (self.values.iter())
+            .find(|v| v.0 == metric)
+            .map_or(f64::NAN, |v| v.1)
     }
 }
 
@@ -522,6 +539,18 @@ impl Measured {
             sum = sum.zip(s.counters).map(|(a, b)| a + b);
         }
         sum
+    }
+
+    /// Adds `metric` of every system: `value(i)` for system `i`.
+    pub fn push_each(
+        &self,
+        rep: &mut Report,
+        (metric, unit): (&str, &str),
+        value: impl Fn(usize) -> f64,
+    ) {
+        for (i, l) in self.labels.iter().enumerate() {
+            rep.push(l, metric, value(i), unit);
+        }
     }
 
     /// Adds the standard rows of every system: its time as `per` says

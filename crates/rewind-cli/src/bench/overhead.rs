@@ -53,7 +53,7 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Counters, LogVariant, PPtr, Policy, Pool};
 
-use super::harness::{Ctx, Label, Per, Sample, Timer};
+use super::harness::{every_config, Ctx, Label, Per, Sample, Timer};
 use super::output::Report;
 use crate::error::CliError;
 #[cfg(feature = "peers")]
@@ -162,12 +162,9 @@ fn systems(ctx: &Ctx, dir: &Path, m: u64, k: u64) -> Result<Vec<(Label, System)>
         super::array_pool(dir, name, pool_size(m), &cfg, m)
             .map(|(pool, data)| (Box::new(pool), data))
     };
-    for variant in LogVariant::ALL {
-        for policy in Policy::ALL {
-            let config = format!("{variant}-{policy}");
-            let (pool, data) = pool(&config, variant, policy)?;
-            out.push((label("rewind", &config), System::Rewind { pool, data }));
-        }
+    for (config, variant, policy) in every_config() {
+        let (pool, data) = pool(&config, variant, policy)?;
+        out.push((label("rewind", &config), System::Rewind { pool, data }));
     }
     if k == 1 {
         for policy in Policy::ALL {

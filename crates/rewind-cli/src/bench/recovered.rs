@@ -117,9 +117,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         run_once(ctx, dir.path(), (p, SKIPS[k], fractions[f]), txs, seed)
     })?;
     m.report(report, &Per::whole("total_ms", "ms"), &[], &[]);
-    for (i, l) in m.labels.iter().enumerate() {
-        // Force runs beside it, just before.
-        report.push(l, "ratio_vs_force", m.ratio(i, i - i % POLICIES.len()), "x");
-    }
+    // Force runs beside it, just before.
+    let force = |i: usize| m.ratio(i, i - i % POLICIES.len());
+    m.push_each(report, ("ratio_vs_force", "x"), force);
     Ok(())
 }

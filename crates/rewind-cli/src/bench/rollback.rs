@@ -32,7 +32,7 @@ use super::harness::{Ctx, Label, Per, Sample, Scale};
 use super::output::Report;
 use super::tree::mem::Rewind;
 use super::tree::store::{End, Store, TreeStore};
-use super::tree::systems::{Plan, Subject, LAYOUT};
+use super::tree::systems::{self, Plan, Subject, LAYOUT};
 use super::tree::workload::{value_of, Digest, Model, Op};
 #[cfg(feature = "peers")]
 use super::tree::TxMem;
@@ -222,14 +222,9 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
 
 #[cfg(feature = "peers")]
 fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
-    use super::tree::peers::{Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
+    use super::tree::peers::{peer, Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
     use rewind_peers::pmdk::PmdkHeap;
     use rewind_peers::shim::Shim;
-    let peer = |what: &'static str| {
-        move |e: Box<dyn std::error::Error + Send + Sync>| {
-            MemError::Io(std::io::Error::other(format!("{what}: {e}")))
-        }
-    };
     Ok(match system {
         "pmdk" => {
             let heap = PmdkHeap::open(&image.join("pmdk.pool"))?;
@@ -247,12 +242,10 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
         }
         "lmdb" => Box::new(ShimStore::lmdb(image)?),
         "sqlite" => Box::new(SqliteStore::from_connection(
-            rusqlite::Connection::open(image.join("sqlite.db"))
-                .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
+            rusqlite::Connection::open(image.join("sqlite.db")).map_err(peer("opening SQLite"))?,
         )),
         "redb" => Box::new(RedbStore::<u64>::open(
-            redb::Database::create(image.join("redb.db"))
-                .map_err(|e| peer("opening redb")(Box::new(e)))?,
+            redb::Database::create(image.join("redb.db")).map_err(peer("opening redb"))?,
         )),
         other => {
             return Err(MemError::Io(std::io::Error::other(format!(
@@ -291,7 +284,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let dir = ctx.scratch()?;
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
-    let subjects = super::btree::loaded(ctx, dir.path(), &plan(ctx.scale), &load)?;
+    let mut subjects = systems::build(ctx, dir.path(), &plan(ctx.scale))?;
+    super::btree::load_all(&mut subjects, &load)?;
     // Each system with where its files are: the recovered copy carries on.
     let mut systems: Vec<(Subject, PathBuf)> = (subjects.into_iter())
         .map(|s| {

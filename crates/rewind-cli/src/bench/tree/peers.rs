@@ -68,7 +68,7 @@ impl Engine for Pmdk {
 }
 
 /// A peer's error, with what we were doing.
-fn peer<E: std::error::Error + Send + Sync + 'static>(
+pub fn peer<E: std::error::Error + Send + Sync + 'static>(
     what: &'static str,
 ) -> impl Fn(E) -> MemError {
     move |e| MemError::Io(std::io::Error::other(format!("{what}: {e}")))
@@ -106,18 +106,23 @@ const LMDB_MAP: u64 = 4 << 30;
 impl ShimStore {
     /// A new Berkeley DB environment in the directory `dir` (created).
     pub fn bdb(dir: &Path) -> Result<ShimStore, MemError> {
-        std::fs::create_dir_all(dir)?;
-        Ok(ShimStore {
-            shim: Shim::bdb(dir, BDB_CACHE)?,
-            keys: Keys::U64,
-        })
+        ShimStore::open(dir, Shim::bdb, BDB_CACHE)
     }
 
     /// A new (or, after a crash, the recovered) LMDB environment in `dir`.
     pub fn lmdb(dir: &Path) -> Result<ShimStore, MemError> {
+        ShimStore::open(dir, Shim::lmdb, LMDB_MAP)
+    }
+
+    /// The environment `open` opens in `dir` (created) at `size`.
+    fn open(
+        dir: &Path,
+        open: fn(&Path, u64) -> std::io::Result<Shim>,
+        size: u64,
+    ) -> Result<ShimStore, MemError> {
         std::fs::create_dir_all(dir)?;
         Ok(ShimStore {
-            shim: Shim::lmdb(dir, LMDB_MAP)?,
+            shim: open(dir, size)?,
             keys: Keys::U64,
         })
     }

@@ -12,7 +12,8 @@ use super::store::{Store, TreeStore};
 #[cfg(feature = "peers")]
 use super::workload::Keys;
 use super::MemError;
-use crate::bench::Ctx;
+use crate::bench::harness::every_config;
+use crate::bench::{fresh_pool, Ctx};
 use crate::error::CliError;
 
 /// The pools' layout name.
@@ -86,14 +87,11 @@ pub fn rewind_tree(
     policy: Policy,
     plan: &Plan,
 ) -> Result<TreeStore<Rewind<Box<Pool>>>, CliError> {
-    let path = dir.join(format!("{name}.pool"));
-    let _ = std::fs::remove_file(&path);
     let mut cfg = ctx.pool_config(variant, policy);
     if let Some(log) = plan.log {
         cfg = cfg.log_size(log);
     }
-    let mut pool = Pool::create(&path, LAYOUT, plan.space, &cfg)
-        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    let mut pool = fresh_pool((dir, name), LAYOUT, plan.space, &cfg)?;
     if !plan.auto_checkpoint {
         pool.set_checkpoint_fill(1.0)
             .map_err(CliError::rewind("setting the checkpoint fill"))?;
@@ -126,12 +124,9 @@ pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliErro
         let nolog = TreeStore::create(nolog).map_err(built("the nolog tree"))?;
         out.push(Subject::new("persist-nolog", "nolog", nolog));
     }
-    for variant in LogVariant::ALL {
-        for policy in Policy::ALL {
-            let config = format!("{variant}-{policy}");
-            let store = rewind_tree(ctx, dir, &config, variant, policy, plan)?;
-            out.push(Subject::new("rewind", &config, store));
-        }
+    for (config, variant, policy) in every_config() {
+        let store = rewind_tree(ctx, dir, &config, variant, policy, plan)?;
+        out.push(Subject::new("rewind", &config, store));
     }
     #[cfg(feature = "peers")]
     peers(dir, plan, &mut out)?;
