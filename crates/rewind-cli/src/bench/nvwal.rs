@@ -216,15 +216,10 @@ fn run_once(
             .map_err(sql("checkpointing"))?;
     }
     let before = rewind_sqlite::stats(&db);
-    let mut ins = c
-        .prepare("INSERT INTO t(v) VALUES (?1)")
-        .map_err(sql("preparing"))?;
-    let mut upd = c
-        .prepare("UPDATE t SET v = ?1 WHERE id = ?2")
-        .map_err(sql("preparing"))?;
-    let mut del = c
-        .prepare("DELETE FROM t WHERE id = ?1")
-        .map_err(sql("preparing"))?;
+    let prepare = |q: &str| c.prepare(q).map_err(sql("preparing"));
+    let mut ins = prepare("INSERT INTO t(v) VALUES (?1)")?;
+    let mut upd = prepare("UPDATE t SET v = ?1 WHERE id = ?2")?;
+    let mut del = prepare("DELETE FROM t WHERE id = ?1")?;
     let start = Instant::now();
     for i in 0..txs {
         rng.fill(&mut value[..]);
@@ -258,27 +253,21 @@ fn run_once(
     if let (Some(a), Some(b)) = (before, after) {
         let d = delta(&a, &b);
         sample.counters = Some(d.pool);
+        let per_tx = |v: u64| v as f64 / n;
+        let commit = d.persist.counters;
         sample.values.extend([
-            (
-                "commit_fences_per_tx",
-                d.persist.counters.fences as f64 / n,
-                "count",
-            ),
-            (
-                "commit_lines_per_tx",
-                d.persist.counters.nt_lines as f64 / n,
-                "lines",
-            ),
-            ("record_bytes_per_tx", d.record_bytes as f64 / n, "bytes"),
+            ("commit_fences_per_tx", per_tx(commit.fences), "count"),
+            ("commit_lines_per_tx", per_tx(commit.nt_lines), "lines"),
+            ("record_bytes_per_tx", per_tx(d.record_bytes), "bytes"),
             (
                 "sqlite_wal_bytes_per_tx",
-                d.whole_frame_bytes as f64 / n,
+                per_tx(d.whole_frame_bytes),
                 "bytes",
             ),
-            ("frames_per_tx", d.frames as f64 / n, "count"),
+            ("frames_per_tx", per_tx(d.frames), "count"),
             (
                 "blocks_linked_per_tx",
-                d.persist.blocks_linked as f64 / n,
+                per_tx(d.persist.blocks_linked),
                 "count",
             ),
             (

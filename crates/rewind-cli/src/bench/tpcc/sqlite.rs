@@ -171,18 +171,9 @@ fn new_order(c: &mut Connection, o: &NewOrder) -> Result<Outcome, Sql> {
             return Ok(Outcome::RolledBack);
         };
         type StockRow = (u64, u64, u64, u64, Vec<u8>, Vec<u8>);
-        let s: StockRow =
-            tx.prepare_cached(&stock_sql)?
-                .query_row(params![l.supply_w, l.i_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })?;
+        let s: StockRow = tx
+            .prepare_cached(&stock_sql)?
+            .query_row(params![l.supply_w, l.i_id], |r| StockRow::try_from(r))?;
         let qty = l.qty as u64;
         let remote = (l.supply_w != o.w) as u64;
         tx.prepare_cached(

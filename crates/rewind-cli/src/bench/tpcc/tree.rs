@@ -30,7 +30,7 @@ use super::super::tree::mem::{NoLog, Rewind, Volatile};
 use super::super::tree::{BTree, Engine, MemError, TxMem, Value, VALUE};
 use super::schema::{self, *};
 use super::{in_batches, lock, Line, LoadRow, NewOrder, Outcome, Sizes, System, MAX_LINES};
-use crate::bench::harness::Ctx;
+use crate::bench::{fresh_pool, Ctx};
 use crate::error::CliError;
 
 /// Bytes a row costs in the tree beside its payload (a leaf slot, splits).
@@ -59,15 +59,9 @@ fn row_value(off: u64) -> Value {
     v
 }
 
+/// A row new-order needs and the load made is not there.
 fn missing(what: &'static str) -> MemError {
-    MemError::Corrupt {
-        node: 0,
-        what: match what {
-            "warehouse" => "a warehouse row is missing",
-            "district" => "a district row is missing",
-            _ => "a customer row is missing",
-        },
-    }
+    MemError::Corrupt { node: 0, what }
 }
 
 /// The offset of the row of `key` in `t`.
@@ -204,14 +198,16 @@ fn home<M: TxMem + ?Sized>(
     pre: Option<&[Item; MAX_LINES]>,
     mut stock: impl FnMut(&mut M, usize) -> Result<Option<StockOut>, MemError>,
 ) -> Result<Outcome, MemError> {
-    let wrow = find(m, t.warehouse, o.w as u64)?.ok_or_else(|| missing("warehouse"))?;
+    let wrow = find(m, t.warehouse, o.w as u64)?;
+    let wrow = wrow.ok_or_else(|| missing("a warehouse row is missing"))?;
     let w_tax = m.read_u64(wrow)?;
-    let drow = find(m, t.district, district_key(o.w, o.d))?.ok_or_else(|| missing("district"))?;
+    let drow = find(m, t.district, district_key(o.w, o.d))?;
+    let drow = drow.ok_or_else(|| missing("a district row is missing"))?;
     let dist: District = read(m, drow, 16)?;
     let o_id = dist.next_o_id as u32;
     m.write_u64(drow + 8, dist.next_o_id + 1)?;
-    let crow =
-        find(m, t.customer, customer_key(o.w, o.d, o.c))?.ok_or_else(|| missing("customer"))?;
+    let crow = find(m, t.customer, customer_key(o.w, o.d, o.c))?;
+    let crow = crow.ok_or_else(|| missing("a customer row is missing"))?;
     let cust: Customer = read(m, crow, CUSTOMER_READ)?;
     let key = order_key(o.w, o.d, o_id);
     let mut v = [0u8; VALUE];
@@ -265,22 +261,12 @@ fn home<M: TxMem + ?Sized>(
     })
 }
 
-/// Runs `f` over `1..=n` in load transactions.
-fn batches<E: Engine>(
-    e: &mut E,
-    n: u32,
-    mut f: impl FnMut(&mut E::Tx<'_>, u32) -> Result<(), MemError>,
-) -> Result<(), MemError> {
-    in_batches(n, |r| {
-        e.transaction(|m| r.clone().try_for_each(|k| f(m, k)))
-    })
-}
-
 /// Loads the item table into `e`.
 fn load_items<E: Engine>(e: &mut E, s: &Sizes) -> Result<BTree, MemError> {
     let items = e.transaction(|m| BTree::create(m))?;
-    batches(e, s.items, |m, i| {
-        insert(m, items, i as u64, bytes_of(&schema::item(i)))
+    let item = |m: &mut E::Tx<'_>, i| insert(m, items, i as u64, bytes_of(&schema::item(i)));
+    in_batches(s.items, |r| {
+        e.transaction(|m| r.clone().try_for_each(|i| item(m, i)))
     })?;
     Ok(items)
 }
@@ -349,27 +335,32 @@ fn loaded<E: Engine>(mut engine: E, w: u32, s: &Sizes) -> Result<Mutex<Wh<E>>, C
     }))
 }
 
-fn space(s: &Sizes) -> u64 {
-    s.item_bytes(PER_ROW) + s.warehouse_bytes(PER_ROW)
-}
-
-impl Baseline<Volatile> {
-    pub fn volatile(w: u32, s: &Sizes) -> Result<Self, CliError> {
-        let whs = (1..=w).map(|w| loaded(Volatile::new(space(s)), w, s));
+impl<E: Engine> Baseline<E> {
+    /// `w` warehouses, each loaded into the engine `engine(w, bytes)` makes.
+    fn new(
+        w: u32,
+        s: &Sizes,
+        engine: impl Fn(u32, u64) -> Result<E, CliError>,
+    ) -> Result<Self, CliError> {
+        let space = s.item_bytes(PER_ROW) + s.warehouse_bytes(PER_ROW);
+        let whs = (1..=w).map(|w| loaded(engine(w, space)?, w, s));
         Ok(Baseline {
             whs: whs.collect::<Result<_, _>>()?,
         })
     }
 }
 
+impl Baseline<Volatile> {
+    pub fn volatile(w: u32, s: &Sizes) -> Result<Self, CliError> {
+        Baseline::new(w, s, |_, space| Ok(Volatile::new(space)))
+    }
+}
+
 impl Baseline<NoLog> {
     pub fn nolog(ctx: &Ctx, dir: &Path, w: u32, s: &Sizes) -> Result<Self, CliError> {
-        let whs = (1..=w).map(|w| {
-            let dom = ctx.domain(&dir.join(format!("nolog-{w}.pool")), space(s))?;
-            loaded(NoLog::new(dom), w, s)
-        });
-        Ok(Baseline {
-            whs: whs.collect::<Result<_, _>>()?,
+        Baseline::new(w, s, |w, space| {
+            let dom = ctx.domain(&dir.join(format!("nolog-{w}.pool")), space)?;
+            Ok(NoLog::new(dom))
         })
     }
 }
@@ -446,11 +437,14 @@ impl RewindTree {
         s: &Sizes,
     ) -> Result<RewindTree, CliError> {
         let name = format!("{variant}-{policy}");
-        let path = dir.join(format!("tree-{name}.pool"));
         let size = s.pool_bytes(w, PER_ROW);
         let cfg = ctx.pool_config(variant, policy);
-        let pool = Pool::create(&path, "rewind-bench-tpcc", size, &cfg)
-            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+        let pool = fresh_pool(
+            (dir, &format!("tree-{name}")),
+            "rewind-bench-tpcc",
+            size,
+            &cfg,
+        )?;
         let pool = Box::new(pool);
         let mut e = Rewind(&*pool);
         let what = format!("loading rewind/{name}");
