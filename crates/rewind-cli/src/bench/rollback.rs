@@ -73,11 +73,7 @@ fn plan(scale: Scale) -> Plan {
     let log = (ops * 3072).max(8 << 20).next_multiple_of(1 << 20);
     Plan {
         // The tree (~7 MB at 100k records) and the allocator's headroom.
-        space: (if scale == Scale::Full {
-            48 << 20
-        } else {
-            16 << 20
-        }) + log,
+        space: scale.pick(16 << 20, 16 << 20, 48 << 20) + log,
         log: Some(log),
         baselines: false,
         auto_checkpoint: false,
@@ -88,28 +84,16 @@ fn plan(scale: Scale) -> Plan {
 /// a sample of the keys present before it. `model` is the state the system
 /// must be in: the expected digest follows from it.
 fn checks(model: &Model, ops: &[Op]) -> (Vec<Op>, Digest) {
-    let mut keys: Vec<u64> = ops
-        .iter()
-        .map(|op| match *op {
-            Op::Get(k) | Op::Insert(k) | Op::Remove(k) => k,
-        })
-        .collect();
+    let mut keys: Vec<u64> = ops.iter().map(|op| op.key()).collect();
     let present = model.keys();
     let step = (present.len() / SAMPLE).max(1);
     keys.extend(present.iter().step_by(step).take(SAMPLE));
     let mut want = Digest::default();
-    let gets: Vec<Op> = keys.into_iter().map(Op::Get).collect();
-    for op in &gets {
-        let Op::Get(k) = *op else { unreachable!() };
-        want.get(
-            model
-                .contains(k)
-                .then(|| value_of(k))
-                .as_ref()
-                .map(|v| &v[..]),
-        );
+    for &k in &keys {
+        let v = model.contains(k).then(|| value_of(k));
+        want.get(v.as_ref().map(|v| &v[..]));
     }
-    (gets, want)
+    (keys.into_iter().map(Op::Get).collect(), want)
 }
 
 fn verify(

@@ -74,14 +74,19 @@ fn find<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64) -> Result<Option<u64>,
 fn insert<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64, row: &[u8]) -> Result<(), MemError> {
     let off = m.alloc(row.len() as u64)?;
     m.write(off, row)?;
-    if t.insert(m, key, &row_value(off))? {
-        Ok(())
-    } else {
-        Err(MemError::Corrupt {
-            node: off,
-            what: "a TPC-C key inserted twice",
-        })
+    new_key(
+        t.insert(m, key, &row_value(off))?,
+        off,
+        "a TPC-C key inserted twice",
+    )
+}
+
+/// `Ok` if an insert found its key new (`fresh`), else the corruption `what` at `node`.
+fn new_key(fresh: bool, node: u64, what: &'static str) -> Result<(), MemError> {
+    if fresh {
+        return Ok(());
     }
+    Err(MemError::Corrupt { node, what })
 }
 
 /// `n` bytes (at most [`CHUNK`], zeroed, aligned to a cache line) from
@@ -215,12 +220,7 @@ fn home<M: TxMem + ?Sized>(
     let mut sm = Slabbed { m, slab: t.slab };
     let fresh =
         t.order.insert(&mut sm, key, &v)? && t.new_order.insert(&mut sm, key, &[0; VALUE])?;
-    if !fresh {
-        return Err(MemError::Corrupt {
-            node: key,
-            what: "an order id used twice",
-        });
-    }
+    new_key(fresh, key, "an order id used twice")?;
     let (mut amounts, mut brand_generic) = (0u64, 0u32);
     let mut lines = [OrderLine::default(); MAX_LINES];
     let size = size_of::<OrderLine>();
@@ -240,15 +240,9 @@ fn home<M: TxMem + ?Sized>(
         lines[i] = OrderLine::new(l, amount, s.dist);
         let key = order_line_key(o.w, o.d, o_id, i as u32 + 1);
         let row = block + (i * size) as u64;
-        if !t
-            .order_line
-            .insert(&mut Slabbed { m, slab: t.slab }, key, &row_value(row))?
-        {
-            return Err(MemError::Corrupt {
-                node: key,
-                what: "an order line inserted twice",
-            });
-        }
+        let mut sm = Slabbed { m, slab: t.slab };
+        let fresh = t.order_line.insert(&mut sm, key, &row_value(row))?;
+        new_key(fresh, key, "an order line inserted twice")?;
     }
     // Every line's row in one write.
     let rows: &[u8] = rewind::bytemuck::cast_slice(&lines[..o.lines().len()]);

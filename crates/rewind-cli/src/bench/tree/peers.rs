@@ -191,22 +191,6 @@ pub struct SqliteStore {
     keys: Keys,
 }
 
-/// A key as SQLite gets it.
-enum SqlKey {
-    /// The key's bits as SQLite's signed 64-bit integer.
-    Int(i64),
-    Blob([u8; 32]),
-}
-
-impl rusqlite::ToSql for SqlKey {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        match self {
-            SqlKey::Int(i) => i.to_sql(),
-            SqlKey::Blob(b) => b[..].to_sql(),
-        }
-    }
-}
-
 impl SqliteStore {
     /// The u64-keyed store in the open database `conn` (a recovered one).
     pub fn from_connection(conn: rusqlite::Connection) -> SqliteStore {
@@ -235,9 +219,17 @@ impl Store for SqliteStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         let err = peer("SQLite");
-        let key = match self.keys {
-            Keys::U64 => SqlKey::Int(op.key() as i64),
-            Keys::Str32 => SqlKey::Blob(str_key(op.key())),
+        // The key's bits as SQLite's signed 64-bit integer, or its string.
+        let (int, blob);
+        let key: &dyn rusqlite::ToSql = match self.keys {
+            Keys::U64 => {
+                int = op.key() as i64;
+                &int
+            }
+            Keys::Str32 => {
+                blob = str_key(op.key());
+                &blob
+            }
         };
         match op {
             Op::Get(_) => {
