@@ -569,12 +569,8 @@ impl Measured {
             }
             if let (Some(what), Some(c)) = (per.counters, self.counters(i)) {
                 let n = rounds(i);
-                rep.push(
-                    l,
-                    &format!("fences_per_{what}"),
-                    c.fences as f64 / n,
-                    "count",
-                );
+                let fences = c.fences as f64 / n;
+                rep.push(l, &format!("fences_per_{what}"), fences, "count");
                 let lines = (c.flushed_lines + c.nt_lines) as f64 / n;
                 rep.push(l, &format!("flushes_per_{what}"), lines, "lines");
                 let nvm = c.nvm_writes as f64 / n;
@@ -586,11 +582,8 @@ impl Measured {
                 }
             }
             for &peer in peers {
-                match self.find(peer) {
-                    Some(p) if p != i => {
-                        rep.push(l, &format!("speed_vs_{peer}"), self.ratio(p, i), "x")
-                    }
-                    _ => {}
+                if let Some(p) = self.find(peer).filter(|&p| p != i) {
+                    rep.push(l, &format!("speed_vs_{peer}"), self.ratio(p, i), "x");
                 }
             }
             let Some(first) = self.samples[i].first() else {

@@ -158,8 +158,7 @@ impl Subject {
             });
         }
         // The recovered copy carries on; the original (rolled back) goes.
-        let old = std::mem::replace(&mut self.pool, pool);
-        drop(old);
+        self.pool = pool;
         std::fs::rename(&self.image, &self.path).map_err(CliError::io(format!(
             "renaming {} to {}",
             self.image.display(),
@@ -244,13 +243,8 @@ fn target_side(
                 return Err(rewind::Error::Aborted);
             }
             let _ = std::fs::remove_file(&s.image);
-            if let Err(e) = std::fs::copy(&s.path, &s.image) {
-                aside = Some(CliError::io(format!(
-                    "copying {} to {}",
-                    s.path.display(),
-                    s.image.display()
-                ))(e));
-            }
+            let copying = || format!("copying {} to {}", s.path.display(), s.image.display());
+            aside = (std::fs::copy(&s.path, &s.image).err()).map(|e| CliError::io(copying())(e));
             return Err(rewind::Error::Aborted);
         }
         work_before = s.pool.counters();

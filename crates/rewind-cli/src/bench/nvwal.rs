@@ -192,13 +192,7 @@ fn run_once(
         System::StockWal { disk: true } | System::StockRollback => &dirs.disk,
         _ => &dirs.scratch,
     };
-    let sub = tempfile::Builder::new()
-        .prefix("nvwal-")
-        .tempdir_in(parent)
-        .map_err(CliError::io(format!(
-            "creating a directory in {}",
-            parent.display()
-        )))?;
+    let sub = crate::scratch::dir(Some(parent))?;
     let db = sub.path().join("bench.db");
     let c = open(system, &db, ctx)?;
     let mut rng = SmallRng::seed_from_u64(seed);

@@ -121,6 +121,17 @@ struct Sys {
     sync: bool,
 }
 
+/// Applies `ops` in order, each by `apply` (its own transaction): the
+/// digest of their answers.
+fn apply_all(
+    ops: &[Op],
+    mut apply: impl FnMut(Op, &mut Digest) -> Result<(), MemError>,
+) -> Result<Digest, MemError> {
+    let mut d = Digest::default();
+    ops.iter().try_for_each(|&op| apply(op, &mut d))?;
+    Ok(d)
+}
+
 /// The stores `make(i)` made, store `i` loaded with `groups[i]`.
 fn loaded<S: Store + Send + 'static>(
     groups: &[&[Op]],
@@ -217,30 +228,18 @@ impl Sys {
         let panicked = || worker("panicked");
         let run = if self.locked {
             let one = Mutex::new(&mut self.stores[0]);
-            on_threads(
-                vec![&one; ops.len()],
-                Ok,
-                |s, i| {
-                    let mut d = Digest::default();
-                    for &op in &ops[i] {
-                        let mut s = s.lock().map_err(|_| worker("found the lock poisoned"))?;
-                        s.apply(op, &mut d)?;
-                    }
-                    Ok(d)
-                },
-                panicked,
-            )
+            let work = |_: &mut (), i: usize| {
+                apply_all(&ops[i], |op, d| {
+                    let mut s = one.lock().map_err(|_| worker("found the lock poisoned"))?;
+                    s.apply(op, d)
+                })
+            };
+            on_threads(vec![(); ops.len()], Ok, work, panicked)
         } else {
-            on_threads(
-                self.stores.iter_mut().collect(),
-                Ok,
-                |s, i| {
-                    let mut d = Digest::default();
-                    ops[i].iter().try_for_each(|&op| s.apply(op, &mut d))?;
-                    Ok(d)
-                },
-                panicked,
-            )
+            let work = |s: &mut &mut Box<dyn Store + Send>, i: usize| {
+                apply_all(&ops[i], |op, d| s.apply(op, d))
+            };
+            on_threads(self.stores.iter_mut().collect(), Ok, work, panicked)
         };
         // A run has not finished while redo-async's write-back is behind:
         // its time runs until the write-back is done.
