@@ -74,7 +74,6 @@ pub fn measure(s: &mut Subject, ops: &Vec<Op>) -> Result<Sample, CliError> {
     Ok(sample)
 }
 
-/// Loads `load` into every subject.
 pub fn load_all(subjects: &mut [Subject], load: &[Op]) -> Result<(), CliError> {
     for s in subjects.iter_mut() {
         s.store

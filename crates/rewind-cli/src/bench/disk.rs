@@ -40,7 +40,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{self, median, Ctx, Label, Per, Sample};
+use super::harness::{self, failed, median, Ctx, Label, Per, Sample};
 use super::output::Report;
 use crate::error::CliError;
 
@@ -58,10 +58,6 @@ fn sql(what: &'static str) -> impl Fn(rusqlite::Error) -> CliError {
     }
 }
 
-/// Opens a peer's environment in a directory, at a size.
-#[cfg(feature = "peers")]
-type Open = fn(&Path, u64) -> std::io::Result<rewind_peers::shim::Shim>;
-
 /// A store doing durable one-row updates from one or more threads: rewind
 /// (one pool), SQLite (a connection per thread on one database), LMDB and
 /// Berkeley DB (with `--features peers`: only their directory is kept, each
@@ -75,7 +71,7 @@ enum Store {
     #[cfg(feature = "peers")]
     Shim {
         dir: std::path::PathBuf,
-        open: Open,
+        open: rewind_peers::shim::Open,
         size: u64,
     },
 }
@@ -116,7 +112,7 @@ fn stores(
     {
         use rewind_peers::shim::Shim;
         let zero = 0u64.to_le_bytes();
-        let peers: [(&str, &str, Open, u64); 2] = [
+        let peers: [(&str, &str, rewind_peers::shim::Open, u64); 2] = [
             ("lmdb", "sync", Shim::lmdb, 1 << 30),
             ("bdb", "txn-sync", Shim::bdb, 64 << 20),
         ];
@@ -125,12 +121,12 @@ fn stores(
             std::fs::create_dir_all(&d)
                 .map_err(CliError::io(format!("creating {}", d.display())))?;
             let mut s = open(&d, size).map_err(CliError::io(format!("opening {name}")))?;
-            s.begin().map_err(CliError::io(format!("{name} load")))?;
+            let load = |e| CliError::io(format!("{name} load"))(e);
+            s.begin().map_err(load)?;
             for k in 0..M {
-                s.put(k, &zero)
-                    .map_err(CliError::io(format!("{name} load")))?;
+                s.put(k, &zero).map_err(load)?;
             }
-            s.commit().map_err(CliError::io(format!("{name} load")))?;
+            s.commit().map_err(load)?;
             drop(s);
             let sys = Store::Shim { dir: d, open, size };
             out.push((label(name, config), sys));
@@ -166,13 +162,10 @@ impl Store {
     fn measure(&mut self, (rows, base): &Rows) -> Result<Sample, CliError> {
         let before = self.counters();
         let value = |t: usize, j: usize| base + ((t as u64) << 24) + j as u64;
-        fn ok<W>(w: W) -> Result<W, CliError> {
-            Ok(w)
-        }
         let time = match self {
             Store::Rewind { pool, data } => {
                 let (pool, data) = (&**pool, *data);
-                on_threads(vec![(); rows.len()], rows, ok, |_, t, rows| {
+                on_threads(vec![(); rows.len()], rows, Ok, |_, t, rows| {
                     for (j, &r) in rows.iter().enumerate() {
                         pool.transaction(|tx| tx.write(data.at(r), &value(t, j)))
                             .map_err(CliError::rewind("durable update"))?;
@@ -181,7 +174,7 @@ impl Store {
                 })?
             }
             Store::Sqlite(conns) => {
-                on_threads(conns.iter_mut().collect(), rows, ok, |c, t, rows| {
+                on_threads(conns.iter_mut().collect(), rows, Ok, |c, t, rows| {
                     let mut st = c
                         .prepare_cached("UPDATE kv SET v = ?1 WHERE k = ?2")
                         .map_err(sql("SQLite"))?;
@@ -349,23 +342,15 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         dir.path().display()
     );
     let (labels, mut systems): (Vec<_>, Vec<_>) = systems(dir.path())?.into_iter().unzip();
-    let measured = ctx.rounds(
-        labels,
-        &mut systems,
-        (1, ROUNDS),
-        |r| {
-            let mut rng = SmallRng::seed_from_u64(r as u64);
-            let idx: Vec<u64> = (0..n).map(|_| rng.gen_range(0..M)).collect();
-            (vec![idx], (r as u64) << 32)
-        },
-        System::measure,
-    )?;
-    measured.report(
-        report,
-        &Per::us("commit", "us_per_commit", n),
-        &[("floor", FLOOR)],
-        &["sqlite", "lmdb", "bdb"],
-    );
+    let input = |r: usize| {
+        let mut rng = SmallRng::seed_from_u64(r as u64);
+        let idx: Vec<u64> = (0..n).map(|_| rng.gen_range(0..M)).collect();
+        (vec![idx], (r as u64) << 32)
+    };
+    let measured = ctx.rounds(labels, &mut systems, (1, ROUNDS), input, System::measure)?;
+    let per = Per::us("commit", "us_per_commit", n);
+    let peers = ["sqlite", "lmdb", "bdb"];
+    measured.report(report, &per, &[("floor", FLOOR)], &peers);
     Ok(())
 }
 
@@ -443,12 +428,9 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             let mut seen = digests.borrow_mut();
             let want = *seen.entry((*r, *k)).or_insert(d);
             if want != d {
-                return Err(CliError::Verification {
-                    failures: vec![format!(
-                        "round {r}, {} threads: the systems' answers differ",
-                        GROUP_THREADS[*k]
-                    )],
-                });
+                let threads = GROUP_THREADS[*k];
+                let how = format!("round {r}, {threads} threads: the systems' answers differ");
+                return Err(failed(how));
             }
             Ok(sample)
         },

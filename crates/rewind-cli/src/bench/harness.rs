@@ -69,8 +69,11 @@ use crate::error::CliError;
 pub struct Bench {
     /// What `rewind bench NAME` calls it.
     pub name: &'static str,
-    pub run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
+    pub run: Run,
 }
+
+/// An experiment's measurement: it adds its rows to the report.
+pub type Run = fn(&Ctx, &mut Report) -> Result<(), CliError>;
 
 /// What an experiment states about itself.
 #[derive(Debug, Deserialize)]
@@ -97,10 +100,7 @@ static META: LazyLock<Result<BTreeMap<String, Meta>, String>> =
     LazyLock::new(|| toml::from_str(include_str!("benches.toml")).map_err(|e| e.to_string()));
 
 impl Bench {
-    pub const fn new(
-        name: &'static str,
-        run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
-    ) -> Bench {
+    pub const fn new(name: &'static str, run: Run) -> Bench {
         Bench { name, run }
     }
 
@@ -497,6 +497,13 @@ pub fn on_threads<W: Send, H, R: Send, E: Send>(
     })
 }
 
+/// The run's check that failed, saying how.
+pub fn failed(how: String) -> CliError {
+    CliError::Verification {
+        failures: vec![how],
+    }
+}
+
 /// The median of `values` (NaN for none).
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -525,11 +532,8 @@ impl Measured {
     /// The median over rounds of system `i`'s time over system `j`'s.
     pub fn ratio(&self, i: usize, j: usize) -> f64 {
         let pairs = self.samples[i].iter().zip(&self.samples[j]);
-        median(
-            pairs
-                .map(|(a, b)| a.time.as_secs_f64() / b.time.as_secs_f64())
-                .collect(),
-        )
+        let ratios = pairs.map(|(a, b)| a.time.as_secs_f64() / b.time.as_secs_f64());
+        median(ratios.collect())
     }
 
     /// System `i`'s counters over every measured round.
@@ -628,27 +632,13 @@ mod tests {
     }
 
     #[test]
-    fn ratios_are_medians_of_per_round_ratios_and_digests_must_agree() {
+    fn ratios_are_medians_of_per_round_ratios_and_digests_must_agree() -> Result<(), CliError> {
         let ctx = Ctx::new(Scale::Tiny, NvmLatency::default(), Backend::Pmem, None);
         let labels = vec![Label::new("a", "x", "p"), Label::new("b", "y", "p")];
-        // a: 10, 20, 40 ms; b: 20, 20, 20 ms.
+        // a: 10, 20, 40 ms (after a warm-up round of 5); b: 20, 20, 20 ms.
         let mut systems = [0u64, 1];
-        let m = ctx
-            .rounds(
-                labels.clone(),
-                &mut systems,
-                (1, 3),
-                |r| r,
-                |s, &r| {
-                    let ms = if *s == 0 {
-                        10 << r.saturating_sub(1)
-                    } else {
-                        20
-                    };
-                    Ok(sample(ms))
-                },
-            )
-            .unwrap();
+        let time = |s: &mut u64, &r: &usize| Ok(sample(if *s == 0 { 5 << r } else { 20 }));
+        let m = ctx.rounds(labels.clone(), &mut systems, (1, 3), |r| r, time)?;
         assert_eq!(m.samples[0].len(), 3, "the warm-up round is not kept");
         assert_eq!(m.ratio(0, 1), 1.0);
         assert_eq!(m.median(0, |s| s.time.as_millis() as f64), 20.0);
@@ -661,18 +651,15 @@ mod tests {
             None,
             "no ratio to itself"
         );
-        let bad = ctx.rounds(
-            labels,
-            &mut systems,
-            (0, 1),
-            |_| (),
-            |s, _| {
-                Ok(Sample {
-                    digest: Some(*s),
-                    ..sample(1)
-                })
-            },
-        );
+        // Each system's digest is its own.
+        let digest = |s: &mut u64, _: &()| {
+            Ok(Sample {
+                digest: Some(*s),
+                ..sample(1)
+            })
+        };
+        let bad = ctx.rounds(labels, &mut systems, (0, 1), |_| (), digest);
         assert!(matches!(bad, Err(CliError::Verification { .. })));
+        Ok(())
     }
 }

@@ -124,12 +124,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let m = ctx.seeded(&mut systems, (0, rounds), |s, r| {
             Ok(Sample::of(s.measure(updates, steps, p * 100 + r)?, vec![]))
         })?;
-        m.report(
-            report,
-            &Per::whole("ms", "ms"),
-            &[("nolog", "persist-nolog")],
-            &[],
-        );
+        let bases = [("nolog", "persist-nolog")];
+        m.report(report, &Per::whole("ms", "ms"), &bases, &[]);
     }
     Ok(())
 }

@@ -36,6 +36,7 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Counters, LogVariant, NvmLatency, OpenOptions, PPtr, Policy, Pool, RecoveryReport};
 
+use super::harness::failed;
 use super::{Ctx, ARRAY};
 use crate::error::CliError;
 
@@ -151,11 +152,9 @@ impl Subject {
             .map_err(CliError::rewind("setting the checkpoint fill"))?;
         let after = target_values(&pool, self.data)?;
         if after != before {
-            return Err(CliError::Verification {
-                failures: vec![format!(
-                    "recovery left the uncommitted target's elements {after:?}, expected {before:?}"
-                )],
-            });
+            return Err(failed(format!(
+                "recovery left the uncommitted target's elements {after:?}, expected {before:?}"
+            )));
         }
         // The recovered copy carries on; the original (rolled back) goes.
         self.pool = pool;

@@ -272,14 +272,12 @@ fn report(args: &BenchArgs) -> Result<(), CliError> {
     if stale.is_empty() {
         return Ok(());
     }
-    Err(CliError::Verification {
-        failures: vec![format!(
-            "regenerating from {}/*.json changes {}: run `rewind bench report --out {}`",
-            args.out.display(),
-            stale.join(", "),
-            args.out.display()
-        )],
-    })
+    Err(harness::failed(format!(
+        "regenerating from {}/*.json changes {}: run `rewind bench report --out {}`",
+        args.out.display(),
+        stale.join(", "),
+        args.out.display()
+    )))
 }
 
 /// The longest emulated latency, per write or fence: a millisecond, far

@@ -170,10 +170,8 @@ fn systems(ctx: &Ctx, dir: &Path, m: u64, k: u64) -> Result<Vec<(Label, System)>
         for policy in Policy::ALL {
             let config = format!("{}-{policy}", LogVariant::Batch);
             let (pool, data) = pool(&format!("atomic-{config}"), LogVariant::Batch, policy)?;
-            out.push((
-                label("atomic_write", &config),
-                System::Atomic { pool, data },
-            ));
+            let atomic = System::Atomic { pool, data };
+            out.push((label("atomic_write", &config), atomic));
         }
     }
     #[cfg(feature = "peers")]
@@ -317,13 +315,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let (labels, mut systems): (Vec<_>, Vec<_>) =
             systems(ctx, dir.path(), m, k)?.into_iter().unzip();
         let seed = |r: usize| k * 1000 + r.checked_sub(1).map_or(WARMUP_SEED, |r| r as u64);
-        let measured = ctx.rounds(
-            labels,
-            &mut systems,
-            (1, ROUNDS),
-            |r| Sequence::random(m, k, n, seed(r)),
-            System::measure,
-        )?;
+        let input = |r| Sequence::random(m, k, n, seed(r));
+        let measured = ctx.rounds(labels, &mut systems, (1, ROUNDS), input, System::measure)?;
         let bases = [
             ("nolog", "persist-nolog"),
             ("c_loop", "c-nolog/c-loop"),

@@ -104,10 +104,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // (skip, fraction, policy) by index, the policy innermost.
     let point = |k: usize, f: usize, p: Policy| {
         let param = format!("skip={}/recovered={}", SKIPS[k], fraction(fractions[f]));
-        (
-            Label::new("rewind", format!("{}-{p}", LAYER.0), param),
-            (k, f, p),
-        )
+        let label = Label::new("rewind", format!("{}-{p}", LAYER.0), param);
+        (label, (k, f, p))
     };
     let mut systems: Vec<_> = (0..SKIPS.len())
         .flat_map(|k| (0..fractions.len()).flat_map(move |f| POLICIES.map(|p| point(k, f, p))))

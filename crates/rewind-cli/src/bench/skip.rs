@@ -129,10 +129,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let mut systems: Vec<_> = (0..skips.len())
         .flat_map(|k| (configs.iter().enumerate()).map(move |(c, (name, ..))| (c, k, name)))
         .map(|(c, k, name)| {
-            (
-                Label::new("rewind", name, format!("skip={}", skips[k])),
-                (c, k),
-            )
+            let param = format!("skip={}", skips[k]);
+            (Label::new("rewind", name, param), (c, k))
         })
         .collect();
     let m = ctx.seeded(&mut systems, (0, rounds), |&mut (c, k), r| {
