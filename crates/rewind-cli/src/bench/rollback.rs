@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use rewind::{OpenOptions, Pool};
 
-use super::harness::{Ctx, Label, Per, Sample, Scale};
+use super::harness::{failed, Ctx, Label, Per, Sample, Scale};
 use super::output::Report;
 use super::tree::mem::Rewind;
 use super::tree::store::{End, Store, TreeStore};
@@ -109,11 +109,9 @@ fn verify(
             .map_err(|e| CliError::Bench(format!("{name}: checking after {what}: {e}")))?;
     }
     if d != want {
-        return Err(CliError::Verification {
-            failures: vec![format!(
-                "{name}: after {what}, the keys the transaction touched or a sample of the others are not as before it"
-            )],
-        });
+        return Err(failed(format!(
+            "{name}: after {what}, the keys the transaction touched or a sample of the others are not as before it"
+        )));
     }
     Ok(())
 }
@@ -184,16 +182,12 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
             let pool = Pool::open(&path, LAYOUT, &OpenOptions::default())
                 .map_err(CliError::rewind(format!("recovering {}", path.display())))?;
             let mut engine = Rewind(Box::new(pool));
-            let meta = engine
-                .transaction(|tx| {
-                    let root = tx.root::<u64>()?;
-                    Ok(tx.read(root)?)
-                })
-                .map_err(err)?;
-            Box::new(TreeStore {
-                engine,
-                tree: BTree::at(meta),
-            })
+            let meta = engine.transaction(|tx| {
+                let root = tx.root::<u64>()?;
+                Ok(tx.read(root)?)
+            });
+            let tree = BTree::at(meta.map_err(err)?);
+            Box::new(TreeStore { engine, tree })
         }
         #[cfg(feature = "peers")]
         other => peer_open(other, image).map_err(err)?,
@@ -214,11 +208,8 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
             let heap = PmdkHeap::open(&image.join("pmdk.pool"))?;
             let mut engine = Pmdk(heap);
             let root = engine.0.root();
-            let meta = engine.transaction(|m| m.read_u64(root))?;
-            Box::new(TreeStore {
-                engine,
-                tree: BTree::at(meta),
-            })
+            let tree = BTree::at(engine.transaction(|m| m.read_u64(root))?);
+            Box::new(TreeStore { engine, tree })
         }
         "bdb" => {
             Shim::bdb_recover(image, BDB_CACHE)?;
@@ -231,11 +222,7 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
         "redb" => Box::new(RedbStore::<u64>::open(
             redb::Database::create(image.join("redb.db")).map_err(peer("opening redb"))?,
         )),
-        other => {
-            return Err(MemError::Io(std::io::Error::other(format!(
-                "no recovery for {other}"
-            ))))
-        }
+        other => Err(std::io::Error::other(format!("no recovery for {other}")))?,
     })
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use redb::ReadableTable;
 
 use rewind_peers::pmdk::{PmdkHeap, PmdkTx};
-use rewind_peers::shim::Shim;
+use rewind_peers::shim::{self, Shim};
 
 use super::store::{End, Store};
 use super::workload::{str_key, value_of, Digest, Keys, Op};
@@ -54,16 +54,10 @@ impl Engine for Pmdk {
         f: impl FnOnce(&mut PmdkTx<'_>) -> Result<R, MemError>,
     ) -> Result<R, MemError> {
         let mut tx = self.0.begin()?;
-        match f(&mut tx) {
-            Ok(r) => {
-                tx.commit()?;
-                Ok(r)
-            }
-            Err(e) => {
-                tx.abort();
-                Err(e)
-            }
-        }
+        // On an error `tx` drops, which aborts it.
+        let r = f(&mut tx)?;
+        tx.commit()?;
+        Ok(r)
     }
 }
 
@@ -115,11 +109,7 @@ impl ShimStore {
     }
 
     /// The environment `open` opens in `dir` (created) at `size`.
-    fn open(
-        dir: &Path,
-        open: fn(&Path, u64) -> std::io::Result<Shim>,
-        size: u64,
-    ) -> Result<ShimStore, MemError> {
+    fn open(dir: &Path, open: shim::Open, size: u64) -> Result<ShimStore, MemError> {
         std::fs::create_dir_all(dir)?;
         Ok(ShimStore {
             shim: open(dir, size)?,
@@ -171,13 +161,9 @@ impl Store for ShimStore {
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         self.shim.begin()?;
-        batch_in(self, ops, end, d, |s, commit| {
-            let r = if commit {
-                s.shim.commit()
-            } else {
-                s.shim.abort()
-            };
-            Ok(r?)
+        batch_in(self, ops, end, d, |s, commit| match commit {
+            true => Ok(s.shim.commit()?),
+            false => Ok(s.shim.abort()?),
         })
     }
 }

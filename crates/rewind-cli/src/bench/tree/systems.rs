@@ -99,14 +99,11 @@ pub fn rewind_tree(
     let store =
         TreeStore::create(Rewind(Box::new(pool))).map_err(built(format!("the tree in {name}")))?;
     let meta = store.tree.meta();
-    store
-        .engine
-        .0
-        .transaction(|tx| {
-            let root = tx.root::<u64>()?;
-            tx.write(root, &meta)
-        })
-        .map_err(CliError::rewind(format!("publishing the tree in {name}")))?;
+    let publish = store.engine.0.transaction(|tx| {
+        let root = tx.root::<u64>()?;
+        tx.write(root, &meta)
+    });
+    publish.map_err(CliError::rewind(format!("publishing the tree in {name}")))?;
     Ok(store)
 }
 
@@ -115,11 +112,8 @@ pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliErro
     let mut out = Vec::new();
     if plan.baselines {
         let volatile = TreeStore::create(Volatile::new(plan.space));
-        out.push(Subject::new(
-            "volatile",
-            "dram",
-            volatile.map_err(built("the volatile tree"))?,
-        ));
+        let volatile = volatile.map_err(built("the volatile tree"))?;
+        out.push(Subject::new("volatile", "dram", volatile));
         let nolog = NoLog::new(ctx.domain(&dir.join("nolog.pool"), plan.space)?);
         let nolog = TreeStore::create(nolog).map_err(built("the nolog tree"))?;
         out.push(Subject::new("persist-nolog", "nolog", nolog));
@@ -146,10 +140,8 @@ fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError
     let mut store = TreeStore::create(Pmdk(heap)).map_err(built("the PMDK tree"))?;
     // The tree's meta offset in the root word, for a recovered pool.
     let (root, meta) = (store.engine.0.root(), store.tree.meta());
-    store
-        .engine
-        .transaction(|m| m.write_u64(root, meta))
-        .map_err(built("the PMDK tree's root"))?;
+    let publish = store.engine.transaction(|m| m.write_u64(root, meta));
+    publish.map_err(built("the PMDK tree's root"))?;
     out.push(Subject::new("pmdk", "libpmemobj", store));
     out.extend(stores(dir, Keys::U64)?);
     Ok(())
