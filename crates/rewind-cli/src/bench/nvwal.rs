@@ -239,36 +239,22 @@ fn run_once(
     drop((ins, upd, del));
     drop(c);
     let n = txs as f64;
-    let mut sample = Sample {
-        time,
-        values: vec![("tx_per_s", n / time.as_secs_f64(), "tx/s")],
-        ..Sample::default()
-    };
+    let mut sample = Sample::of(time, vec![("tx_per_s", n / time.as_secs_f64(), "tx/s")]);
     if let (Some(a), Some(b)) = (before, after) {
         let d = delta(&a, &b);
         sample.counters = Some(d.pool);
-        let per_tx = |v: u64| v as f64 / n;
-        let commit = d.persist.counters;
+        // Per transaction; the commits' persist phase's own share of the time.
+        let per = |v: u64| v as f64 / n;
+        let p = d.persist;
+        let share = p.time.as_secs_f64() / time.as_secs_f64();
         sample.values.extend([
-            ("commit_fences_per_tx", per_tx(commit.fences), "count"),
-            ("commit_lines_per_tx", per_tx(commit.nt_lines), "lines"),
-            ("record_bytes_per_tx", per_tx(d.record_bytes), "bytes"),
-            (
-                "sqlite_wal_bytes_per_tx",
-                per_tx(d.whole_frame_bytes),
-                "bytes",
-            ),
-            ("frames_per_tx", per_tx(d.frames), "count"),
-            (
-                "blocks_linked_per_tx",
-                per_tx(d.persist.blocks_linked),
-                "count",
-            ),
-            (
-                "persist_share",
-                d.persist.time.as_secs_f64() / time.as_secs_f64(),
-                "fraction",
-            ),
+            ("commit_fences_per_tx", per(p.counters.fences), "count"),
+            ("commit_lines_per_tx", per(p.counters.nt_lines), "lines"),
+            ("record_bytes_per_tx", per(d.record_bytes), "bytes"),
+            ("sqlite_wal_bytes_per_tx", per(d.whole_frame_bytes), "bytes"),
+            ("frames_per_tx", per(d.frames), "count"),
+            ("blocks_linked_per_tx", per(p.blocks_linked), "count"),
+            ("persist_share", share, "fraction"),
         ]);
     }
     Ok(sample)

@@ -109,10 +109,8 @@ impl Coll {
 
     fn run(&self, tx: &mut Tx<'_>, o: &NewOrder) -> Result<Outcome, Error> {
         let t = &self.whs[o.w as usize - 1];
-        let wh = need(
-            t.warehouse.get_tx(tx, &(o.w as u64))?,
-            "a warehouse row is missing",
-        )?;
+        let wh = t.warehouse.get_tx(tx, &(o.w as u64))?;
+        let wh = need(wh, "a warehouse row is missing")?;
         let dk = district_key(o.w, o.d);
         let dist = t.district.update(tx, &dk, |d| {
             d.next_o_id += 1;
@@ -120,20 +118,12 @@ impl Coll {
         })?;
         let dist = need(dist, "a district row is missing")?;
         let o_id = (dist.next_o_id - 1) as u32;
-        let cust = need(
-            t.customer.get_tx(tx, &customer_key(o.w, o.d, o.c))?,
-            "a customer row is missing",
-        )?;
+        let cust = t.customer.get_tx(tx, &customer_key(o.w, o.d, o.c))?;
+        let cust = need(cust, "a customer row is missing")?;
         let key = order_key(o.w, o.d, o_id);
-        if t.order.insert(tx, key, o.order())?.is_some()
-            || t.new_order.insert(tx, key, 0)?.is_some()
-        {
-            return Err(Error::Corrupt {
-                what: "TPC-C order table",
-                offset: key,
-                reason: "an order id used twice",
-            });
-        }
+        let fresh = t.order.insert(tx, key, o.order())?.is_none()
+            && t.new_order.insert(tx, key, 0)?.is_none();
+        need(fresh.then_some(()), "an order id used twice")?;
         let (mut amounts, mut brand_generic) = (0u64, 0u32);
         for (i, l) in o.lines().iter().enumerate() {
             let item = self
@@ -173,9 +163,7 @@ impl System for Coll {
         match self.pool.transaction(|tx| self.run(tx, o)) {
             Ok(out) => Ok(out),
             Err(Error::Pool(rewind::Error::Aborted)) => Ok(Outcome::RolledBack),
-            Err(e) => Err(CliError::Bench(format!(
-                "rewind-collections new-order: {e}"
-            ))),
+            Err(e) => Err(CliError::bench("rewind-collections new-order")(e)),
         }
     }
 

@@ -406,33 +406,24 @@ type Subject = (Label, Box<dyn System>);
 /// Every system for `w` warehouses (a thread each), loaded, in `dir`,
 /// labelled with the thread count.
 fn build(ctx: &Ctx, dir: &std::path::Path, w: u32, s: &Sizes) -> Result<Vec<Subject>, CliError> {
-    let label = |system, config: &str| Label::new(system, config, format!("threads={w}"));
-    let mut out: Vec<Subject> = vec![
-        (
-            label("volatile", "dram"),
-            Box::new(tree::Baseline::volatile(w, s)?),
-        ),
-        (
-            label("persist-nolog", "nolog"),
-            Box::new(tree::Baseline::nolog(ctx, dir, w, s)?),
-        ),
-    ];
+    let mut out: Vec<Subject> = Vec::new();
+    let mut add = |system, config: &str, sys: Box<dyn System>| {
+        out.push((Label::new(system, config, format!("threads={w}")), sys));
+    };
+    let volatile = tree::Baseline::volatile(w, s)?;
+    add("volatile", "dram", Box::new(volatile));
+    let nolog = tree::Baseline::nolog(ctx, dir, w, s)?;
+    add("persist-nolog", "nolog", Box::new(nolog));
     let default = rewind::PoolConfig::default();
     let (dv, dp) = (default.log, default.policy);
     for (variant, policy) in [(dv, dp), (LogVariant::Batch, Policy::Force)] {
         let sys = tree::RewindTree::new(ctx, dir, variant, policy, w, s)?;
-        out.push((
-            label("rewind", &format!("{variant}-{policy}")),
-            Box::new(sys),
-        ));
+        add("rewind", &format!("{variant}-{policy}"), Box::new(sys));
     }
     let coll = coll::Coll::new(ctx, dir, w, s)?;
-    out.push((
-        label("rewind-collections", &format!("{dv}-{dp}")),
-        Box::new(coll),
-    ));
+    add("rewind-collections", &format!("{dv}-{dp}"), Box::new(coll));
     let sqlite = sqlite::Sqlite::new(&dir.join("tpcc.db"), w, s)?;
-    out.push((label("sqlite", "wal-full"), Box::new(sqlite)));
+    add("sqlite", "wal-full", Box::new(sqlite));
     Ok(out)
 }
 

@@ -74,11 +74,8 @@ fn find<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64) -> Result<Option<u64>,
 fn insert<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64, row: &[u8]) -> Result<(), MemError> {
     let off = m.alloc(row.len() as u64)?;
     m.write(off, row)?;
-    new_key(
-        t.insert(m, key, &row_value(off))?,
-        off,
-        "a TPC-C key inserted twice",
-    )
+    let fresh = t.insert(m, key, &row_value(off))?;
+    new_key(fresh, off, "a TPC-C key inserted twice")
 }
 
 /// `Ok` if an insert found its key new (`fresh`), else the corruption `what` at `node`.
@@ -255,7 +252,6 @@ fn home<M: TxMem + ?Sized>(
     })
 }
 
-/// Loads the item table into `e`.
 fn load_items<E: Engine>(e: &mut E, s: &Sizes) -> Result<BTree, MemError> {
     let items = e.transaction(|m| BTree::create(m))?;
     let item = |m: &mut E::Tx<'_>, i| insert(m, items, i as u64, bytes_of(&schema::item(i)));
@@ -265,7 +261,6 @@ fn load_items<E: Engine>(e: &mut E, s: &Sizes) -> Result<BTree, MemError> {
     Ok(items)
 }
 
-/// Loads warehouse `w`'s tables into `e`.
 fn load_warehouse<E: Engine>(e: &mut E, w: u32, s: &Sizes) -> Result<Tables, MemError> {
     let t = e.transaction(|m| {
         let slab = m.alloc(16)?;
@@ -316,10 +311,8 @@ pub struct Baseline<E> {
 }
 
 fn loaded<E: Engine>(mut engine: E, w: u32, s: &Sizes) -> Result<Mutex<Wh<E>>, CliError> {
-    let items = load_items(&mut engine, s);
-    let items = items.map_err(CliError::bench(format!(
-        "loading the items of warehouse {w}"
-    )))?;
+    let what = format!("loading the items of warehouse {w}");
+    let items = load_items(&mut engine, s).map_err(CliError::bench(what))?;
     let tables = load_warehouse(&mut engine, w, s);
     let tables = tables.map_err(CliError::bench(format!("loading warehouse {w}")))?;
     Ok(Mutex::new(Wh {
@@ -363,8 +356,8 @@ impl<E: Engine + Send> Baseline<E> {
     fn run(&self, o: &NewOrder) -> Result<Outcome, MemError> {
         let mut held = lock(&self.whs, &o.warehouses())
             .map_err(|e| MemError::Io(std::io::Error::other(e.to_string())))?;
-        let at = |w: u32, held: &[(u32, _)]| held.iter().position(|(x, _)| *x == w);
-        let h = at(o.w, &held).expect("the home warehouse is locked");
+        let h = held.iter().position(|(w, _)| *w == o.w);
+        let h = h.expect("the home warehouse is locked");
         // No rollback: every item is looked up before anything is written.
         let (items, tables) = (held[h].1.items, held[h].1.tables);
         let Some(pre) = held[h].1.engine.transaction(|m| read_items(m, items, o))? else {
@@ -433,13 +426,8 @@ impl RewindTree {
         let name = format!("{variant}-{policy}");
         let size = s.pool_bytes(w, PER_ROW);
         let cfg = ctx.pool_config(variant, policy);
-        let pool = fresh_pool(
-            (dir, &format!("tree-{name}")),
-            "rewind-bench-tpcc",
-            size,
-            &cfg,
-        )?;
-        let pool = Box::new(pool);
+        let file = format!("tree-{name}");
+        let pool = Box::new(fresh_pool((dir, &file), "rewind-bench-tpcc", size, &cfg)?);
         let mut e = Rewind(&*pool);
         let what = format!("loading rewind/{name}");
         let items = load_items(&mut e, s).map_err(CliError::bench(&what))?;
