@@ -42,7 +42,7 @@ use rewind_collections::{BTreeMap, HashMap};
 use super::harness::{Ctx, Label, Per, Sample, Timer};
 use super::output::Report;
 use super::tree::coll::MapStore;
-use super::tree::systems::{self, built, Plan, Subject, PEERS};
+use super::tree::systems::{self, Plan, Subject, PEERS};
 use super::tree::workload::{Digest, Model, Op};
 use super::tree::Value;
 use crate::error::CliError;
@@ -74,14 +74,6 @@ pub fn measure(s: &mut Subject, ops: &Vec<Op>) -> Result<Sample, CliError> {
     Ok(sample)
 }
 
-/// Builds the systems in `dir` and loads `load` into each.
-pub fn loaded(ctx: &Ctx, dir: &Path, plan: &Plan, load: &[Op]) -> Result<Vec<Subject>, CliError> {
-    let mut subjects = systems::build(ctx, dir, plan)?;
-    load_all(&mut subjects, load)?;
-    Ok(subjects)
-}
-
-/// Loads `load` into every subject.
 pub fn load_all(subjects: &mut [Subject], load: &[Op]) -> Result<(), CliError> {
     for s in subjects.iter_mut() {
         s.store
@@ -96,13 +88,13 @@ pub fn load_all(subjects: &mut [Subject], load: &[Op]) -> Result<(), CliError> {
 /// policy and force, its hash map under the default policy.
 fn u64_systems(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
     type Tree = MapStore<BTreeMap<u64, Value>>;
-    let tree = |name, policy| Tree::create(ctx, dir, name, policy, plan).map_err(built("a map"));
+    let tree = |name, policy| Tree::create(ctx, dir, name, policy, plan);
     let hash = MapStore::<HashMap<u64, Value>>::create(ctx, dir, "default", None, plan);
     let mut out = systems::build(ctx, dir, plan)?;
     out.extend([
         Subject::new("coll-btree", "default", tree("default", None)?),
         Subject::new("coll-btree", "force", tree("force", Some(Policy::Force))?),
-        Subject::new("coll-hash", "default", hash.map_err(built("a map"))?),
+        Subject::new("coll-hash", "default", hash?),
     ]);
     Ok(out)
 }
@@ -110,8 +102,7 @@ fn u64_systems(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliEr
 /// `btree-str`'s systems: the collections' tree with string keys, then
 /// the peers (`--features peers`), each empty.
 fn str_systems(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliError> {
-    let coll = MapStore::<BTreeMap<Vec<u8>, Value>>::create(ctx, dir, "str32", None, plan)
-        .map_err(built("the string-keyed BTreeMap"))?;
+    let coll = MapStore::<BTreeMap<Vec<u8>, Value>>::create(ctx, dir, "str32", None, plan)?;
     #[allow(unused_mut)]
     let mut out = vec![Subject::new("coll-btree", "default", coll)];
     #[cfg(feature = "peers")]

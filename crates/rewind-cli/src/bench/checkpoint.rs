@@ -82,17 +82,14 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let m = ctx.seeded(&mut runs, (0, rounds), |every, seed| {
             run_once(ctx, dir.path(), variant, records, *every, seed)
         })?;
+        // The run's whole time; counters per record.
         let per = Per {
-            metric: "seconds",
-            unit: "s",
-            scale: 1.0,
             ops: records as f64,
             counters: Some("record"),
+            ..Per::whole("seconds", "s")
         };
         m.report(report, &per, &[], &[]);
-        for (i, l) in m.labels.iter().enumerate() {
-            report.push(l, "overhead", (m.ratio(i, 0) - 1.0) * 100.0, "%");
-        }
+        m.push_each(report, ("overhead", "%"), |i| (m.ratio(i, 0) - 1.0) * 100.0);
     }
     Ok(())
 }

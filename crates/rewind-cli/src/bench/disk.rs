@@ -40,7 +40,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{self, median, Ctx, Label, Per, Sample};
+use super::harness::{self, failed, median, Ctx, Label, Per, Sample};
 use super::output::Report;
 use crate::error::CliError;
 
@@ -58,10 +58,6 @@ fn sql(what: &'static str) -> impl Fn(rusqlite::Error) -> CliError {
     }
 }
 
-/// Opens a peer's environment in a directory, at a size.
-#[cfg(feature = "peers")]
-type Open = fn(&Path, u64) -> std::io::Result<rewind_peers::shim::Shim>;
-
 /// A store doing durable one-row updates from one or more threads: rewind
 /// (one pool), SQLite (a connection per thread on one database), LMDB and
 /// Berkeley DB (with `--features peers`: only their directory is kept, each
@@ -75,7 +71,7 @@ enum Store {
     #[cfg(feature = "peers")]
     Shim {
         dir: std::path::PathBuf,
-        open: Open,
+        open: rewind_peers::shim::Open,
         size: u64,
     },
 }
@@ -116,7 +112,7 @@ fn stores(
     {
         use rewind_peers::shim::Shim;
         let zero = 0u64.to_le_bytes();
-        let peers: [(&str, &str, Open, u64); 2] = [
+        let peers: [(&str, &str, rewind_peers::shim::Open, u64); 2] = [
             ("lmdb", "sync", Shim::lmdb, 1 << 30),
             ("bdb", "txn-sync", Shim::bdb, 64 << 20),
         ];
@@ -125,12 +121,12 @@ fn stores(
             std::fs::create_dir_all(&d)
                 .map_err(CliError::io(format!("creating {}", d.display())))?;
             let mut s = open(&d, size).map_err(CliError::io(format!("opening {name}")))?;
-            s.begin().map_err(CliError::io(format!("{name} load")))?;
+            let load = |e| CliError::io(format!("{name} load"))(e);
+            s.begin().map_err(load)?;
             for k in 0..M {
-                s.put(k, &zero)
-                    .map_err(CliError::io(format!("{name} load")))?;
+                s.put(k, &zero).map_err(load)?;
             }
-            s.commit().map_err(CliError::io(format!("{name} load")))?;
+            s.commit().map_err(load)?;
             drop(s);
             let sys = Store::Shim { dir: d, open, size };
             out.push((label(name, config), sys));
@@ -166,13 +162,10 @@ impl Store {
     fn measure(&mut self, (rows, base): &Rows) -> Result<Sample, CliError> {
         let before = self.counters();
         let value = |t: usize, j: usize| base + ((t as u64) << 24) + j as u64;
-        fn ok<W>(w: W) -> Result<W, CliError> {
-            Ok(w)
-        }
         let time = match self {
             Store::Rewind { pool, data } => {
                 let (pool, data) = (&**pool, *data);
-                on_threads(vec![(); rows.len()], rows, ok, |_, t, rows| {
+                on_threads(vec![(); rows.len()], rows, Ok, |_, t, rows| {
                     for (j, &r) in rows.iter().enumerate() {
                         pool.transaction(|tx| tx.write(data.at(r), &value(t, j)))
                             .map_err(CliError::rewind("durable update"))?;
@@ -181,7 +174,7 @@ impl Store {
                 })?
             }
             Store::Sqlite(conns) => {
-                on_threads(conns.iter_mut().collect(), rows, ok, |c, t, rows| {
+                on_threads(conns.iter_mut().collect(), rows, Ok, |c, t, rows| {
                     let mut st = c
                         .prepare_cached("UPDATE kv SET v = ?1 WHERE k = ?2")
                         .map_err(sql("SQLite"))?;
@@ -277,17 +270,20 @@ enum System {
     Floor(DiskFloor, Primitive),
 }
 
-/// rewind's configurations in `disk`: redo (one group, one fence per
-/// commit) and force, on Batch, the default log.
-fn rewind_configs() -> [(String, PoolConfig); 2] {
-    [Policy::Redo, Policy::Force].map(|policy| {
-        let cfg = PoolConfig::default().policy(policy).backend(Backend::Msync);
-        (format!("msync-{policy}"), cfg)
-    })
+/// rewind on the disk under each of `policies` (`msync-POLICY`), on Batch,
+/// the default log.
+fn rewind_configs(policies: &[Policy]) -> Vec<(String, PoolConfig)> {
+    let cfg = |p| PoolConfig::default().policy(p).backend(Backend::Msync);
+    policies
+        .iter()
+        .map(|&p| (format!("msync-{p}"), cfg(p)))
+        .collect()
 }
 
 fn systems(dir: &Path) -> Result<Vec<(Label, System)>, CliError> {
-    let mut out: Vec<_> = (stores(dir, 1, &rewind_configs(), "one-row")?.into_iter())
+    // Redo (one group, one fence per commit) and force.
+    let configs = rewind_configs(&[Policy::Redo, Policy::Force]);
+    let mut out: Vec<_> = (stores(dir, 1, &configs, "one-row")?.into_iter())
         .map(|(l, s)| (l, System::Store(s)))
         .collect();
     for how in Primitive::ALL {
@@ -346,23 +342,15 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         dir.path().display()
     );
     let (labels, mut systems): (Vec<_>, Vec<_>) = systems(dir.path())?.into_iter().unzip();
-    let measured = ctx.rounds(
-        labels,
-        &mut systems,
-        (1, ROUNDS),
-        |r| {
-            let mut rng = SmallRng::seed_from_u64(r as u64);
-            let idx: Vec<u64> = (0..n).map(|_| rng.gen_range(0..M)).collect();
-            (vec![idx], (r as u64) << 32)
-        },
-        System::measure,
-    )?;
-    measured.report(
-        report,
-        &Per::us("commit", "us_per_commit", n),
-        &[("floor", FLOOR)],
-        &["sqlite", "lmdb", "bdb"],
-    );
+    let input = |r: usize| {
+        let mut rng = SmallRng::seed_from_u64(r as u64);
+        let idx: Vec<u64> = (0..n).map(|_| rng.gen_range(0..M)).collect();
+        (vec![idx], (r as u64) << 32)
+    };
+    let measured = ctx.rounds(labels, &mut systems, (1, ROUNDS), input, System::measure)?;
+    let per = Per::us("commit", "us_per_commit", n);
+    let peers = ["sqlite", "lmdb", "bdb"];
+    measured.report(report, &per, &[("floor", FLOOR)], &peers);
     Ok(())
 }
 
@@ -393,10 +381,7 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         .map(|_| crate::scratch::dir(Some(&base)))
         .collect::<Result<Vec<_>, _>>()?;
     let (mut labels, mut systems) = (Vec::new(), Vec::new());
-    let redo = PoolConfig::default()
-        .policy(Policy::Redo)
-        .backend(Backend::Msync);
-    let configs = [("msync-redo".to_string(), redo)];
+    let configs = rewind_configs(&[Policy::Redo]);
     for (k, &threads) in GROUP_THREADS.iter().enumerate() {
         let param = format!("threads={threads}");
         for (l, g) in stores(dirs[k].path(), threads, &configs, &param)? {
@@ -443,23 +428,15 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             let mut seen = digests.borrow_mut();
             let want = *seen.entry((*r, *k)).or_insert(d);
             if want != d {
-                return Err(CliError::Verification {
-                    failures: vec![format!(
-                        "round {r}, {} threads: the systems' answers differ",
-                        GROUP_THREADS[*k]
-                    )],
-                });
+                let threads = GROUP_THREADS[*k];
+                let how = format!("round {r}, {threads} threads: the systems' answers differ");
+                return Err(failed(how));
             }
             Ok(sample)
         },
     )?;
-    let value = |i: usize, r: usize, name: &str| {
-        (m.samples[i][r].values.iter())
-            .find(|v| v.0 == name)
-            .map_or(f64::NAN, |v| v.1)
-    };
     for (i, l) in m.labels.iter().enumerate() {
-        let med = |name: &str| median((0..ROUNDS).map(|r| value(i, r, name)).collect());
+        let med = |name: &str| m.median(i, |s| s.value(name));
         report.push(l, "commits_per_s", med("commits_per_s"), "commits/s");
         for name in [
             "commits_per_flush",
@@ -471,9 +448,10 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let one = (m.labels.iter())
             .position(|b| b.system == l.system && b.config == l.config && b.param == "threads=1");
         if let Some(j) = one {
-            let ratios =
-                (0..ROUNDS).map(|r| value(i, r, "commits_per_s") / value(j, r, "commits_per_s"));
-            report.push(l, "scaling_vs_1_thread", median(ratios.collect()), "ratio");
+            let rate = |s: &Sample| s.value("commits_per_s");
+            let pairs = m.samples[i].iter().zip(&m.samples[j]);
+            let ratios = pairs.map(|(a, b)| rate(a) / rate(b)).collect();
+            report.push(l, "scaling_vs_1_thread", median(ratios), "ratio");
         }
     }
     Ok(())

@@ -67,25 +67,18 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
          fence latency {fences:?} ns (--fence-ns is ignored); median of {rounds} rounds"
     );
     let dir = ctx.scratch()?;
-    let config = |s| format!("{}-{}", name(s), Policy::NoForce);
+    let label = |s, f| {
+        let config = format!("{}-{}", name(s), Policy::NoForce);
+        Label::new("rewind", config, format!("fence={f}ns"))
+    };
     let mut systems: Vec<_> = (fences.iter())
-        .flat_map(|&f| {
-            SETUPS.map(|s| {
-                (
-                    Label::new("rewind", config(s), format!("fence={f}ns")),
-                    (s, f),
-                )
-            })
-        })
+        .flat_map(|&f| SETUPS.map(|s| (label(s, f), (s, f))))
         .collect();
     let m = ctx.seeded(&mut systems, (0, rounds), |&mut (s, f), seed| {
         run_once(ctx, dir.path(), s, f, txs, seed)
     })?;
     m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
-    for (i, l) in m.labels.iter().enumerate() {
-        // Against the same configuration at the first fence latency (0).
-        let at_zero = i % SETUPS.len();
-        report.push(l, "slowdown", m.ratio(i, at_zero), "x");
-    }
+    // Against the same configuration at the first fence latency (0).
+    m.push_each(report, ("slowdown", "x"), |i| m.ratio(i, i % SETUPS.len()));
     Ok(())
 }

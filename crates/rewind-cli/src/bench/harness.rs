@@ -69,8 +69,11 @@ use crate::error::CliError;
 pub struct Bench {
     /// What `rewind bench NAME` calls it.
     pub name: &'static str,
-    pub run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
+    pub run: Run,
 }
+
+/// An experiment's measurement: it adds its rows to the report.
+pub type Run = fn(&Ctx, &mut Report) -> Result<(), CliError>;
 
 /// What an experiment states about itself.
 #[derive(Debug, Deserialize)]
@@ -97,10 +100,7 @@ static META: LazyLock<Result<BTreeMap<String, Meta>, String>> =
     LazyLock::new(|| toml::from_str(include_str!("benches.toml")).map_err(|e| e.to_string()));
 
 impl Bench {
-    pub const fn new(
-        name: &'static str,
-        run: fn(&Ctx, &mut Report) -> Result<(), CliError>,
-    ) -> Bench {
+    pub const fn new(name: &'static str, run: Run) -> Bench {
         Bench { name, run }
     }
 
@@ -184,14 +184,17 @@ impl Ctx {
         crate::scratch::dir(self.dir.as_deref())
     }
 
+    /// The default pool configuration on this run's backend and latencies.
+    pub fn default_config(&self) -> PoolConfig {
+        PoolConfig::default()
+            .backend(self.backend)
+            .nvm_latency(self.latency)
+    }
+
     /// A pool configuration of `variant` × `policy` on this run's backend
     /// and latencies.
     pub fn pool_config(&self, variant: LogVariant, policy: Policy) -> PoolConfig {
-        PoolConfig::default()
-            .log(variant)
-            .policy(policy)
-            .backend(self.backend)
-            .nvm_latency(self.latency)
+        self.default_config().log(variant).policy(policy)
     }
 
     /// A persistence domain of `len` bytes in the file `path` (replaced),
@@ -282,6 +285,13 @@ impl Ctx {
     }
 }
 
+/// Every log variant × policy of rewind with its name (`variant-policy`),
+/// in the order the experiments measure them.
+pub fn every_config() -> impl Iterator<Item = (String, LogVariant, Policy)> {
+    let each = |v| Policy::ALL.map(|p| (format!("{v}-{p}"), v, p));
+    LogVariant::ALL.into_iter().flat_map(each)
+}
+
 /// Which system, in which configuration, at which point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Label {
@@ -332,6 +342,13 @@ impl Sample {
             values,
             ..Sample::default()
         }
+    }
+
+    /// The value of `metric` (NaN: none).
+    pub fn value(&self, metric: &str) -> f64 {
+        (self.values.iter())
+            .find(|v| v.0 == metric)
+            .map_or(f64::NAN, |v| v.1)
     }
 }
 
@@ -480,6 +497,13 @@ pub fn on_threads<W: Send, H, R: Send, E: Send>(
     })
 }
 
+/// The run's check that failed, saying how.
+pub fn failed(how: String) -> CliError {
+    CliError::Verification {
+        failures: vec![how],
+    }
+}
+
 /// The median of `values` (NaN for none).
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -508,11 +532,8 @@ impl Measured {
     /// The median over rounds of system `i`'s time over system `j`'s.
     pub fn ratio(&self, i: usize, j: usize) -> f64 {
         let pairs = self.samples[i].iter().zip(&self.samples[j]);
-        median(
-            pairs
-                .map(|(a, b)| a.time.as_secs_f64() / b.time.as_secs_f64())
-                .collect(),
-        )
+        let ratios = pairs.map(|(a, b)| a.time.as_secs_f64() / b.time.as_secs_f64());
+        median(ratios.collect())
     }
 
     /// System `i`'s counters over every measured round.
@@ -522,6 +543,18 @@ impl Measured {
             sum = sum.zip(s.counters).map(|(a, b)| a + b);
         }
         sum
+    }
+
+    /// Adds `metric` of every system: `value(i)` for system `i`.
+    pub fn push_each(
+        &self,
+        rep: &mut Report,
+        (metric, unit): (&str, &str),
+        value: impl Fn(usize) -> f64,
+    ) {
+        for (i, l) in self.labels.iter().enumerate() {
+            rep.push(l, metric, value(i), unit);
+        }
     }
 
     /// Adds the standard rows of every system: its time as `per` says
@@ -540,12 +573,8 @@ impl Measured {
             }
             if let (Some(what), Some(c)) = (per.counters, self.counters(i)) {
                 let n = rounds(i);
-                rep.push(
-                    l,
-                    &format!("fences_per_{what}"),
-                    c.fences as f64 / n,
-                    "count",
-                );
+                let fences = c.fences as f64 / n;
+                rep.push(l, &format!("fences_per_{what}"), fences, "count");
                 let lines = (c.flushed_lines + c.nt_lines) as f64 / n;
                 rep.push(l, &format!("flushes_per_{what}"), lines, "lines");
                 let nvm = c.nvm_writes as f64 / n;
@@ -557,11 +586,8 @@ impl Measured {
                 }
             }
             for &peer in peers {
-                match self.find(peer) {
-                    Some(p) if p != i => {
-                        rep.push(l, &format!("speed_vs_{peer}"), self.ratio(p, i), "x")
-                    }
-                    _ => {}
+                if let Some(p) = self.find(peer).filter(|&p| p != i) {
+                    rep.push(l, &format!("speed_vs_{peer}"), self.ratio(p, i), "x");
                 }
             }
             let Some(first) = self.samples[i].first() else {
@@ -606,27 +632,13 @@ mod tests {
     }
 
     #[test]
-    fn ratios_are_medians_of_per_round_ratios_and_digests_must_agree() {
+    fn ratios_are_medians_of_per_round_ratios_and_digests_must_agree() -> Result<(), CliError> {
         let ctx = Ctx::new(Scale::Tiny, NvmLatency::default(), Backend::Pmem, None);
         let labels = vec![Label::new("a", "x", "p"), Label::new("b", "y", "p")];
-        // a: 10, 20, 40 ms; b: 20, 20, 20 ms.
+        // a: 10, 20, 40 ms (after a warm-up round of 5); b: 20, 20, 20 ms.
         let mut systems = [0u64, 1];
-        let m = ctx
-            .rounds(
-                labels.clone(),
-                &mut systems,
-                (1, 3),
-                |r| r,
-                |s, &r| {
-                    let ms = if *s == 0 {
-                        10 << r.saturating_sub(1)
-                    } else {
-                        20
-                    };
-                    Ok(sample(ms))
-                },
-            )
-            .unwrap();
+        let time = |s: &mut u64, &r: &usize| Ok(sample(if *s == 0 { 5 << r } else { 20 }));
+        let m = ctx.rounds(labels.clone(), &mut systems, (1, 3), |r| r, time)?;
         assert_eq!(m.samples[0].len(), 3, "the warm-up round is not kept");
         assert_eq!(m.ratio(0, 1), 1.0);
         assert_eq!(m.median(0, |s| s.time.as_millis() as f64), 20.0);
@@ -639,18 +651,15 @@ mod tests {
             None,
             "no ratio to itself"
         );
-        let bad = ctx.rounds(
-            labels,
-            &mut systems,
-            (0, 1),
-            |_| (),
-            |s, _| {
-                Ok(Sample {
-                    digest: Some(*s),
-                    ..sample(1)
-                })
-            },
-        );
+        // Each system's digest is its own.
+        let digest = |s: &mut u64, _: &()| {
+            Ok(Sample {
+                digest: Some(*s),
+                ..sample(1)
+            })
+        };
+        let bad = ctx.rounds(labels, &mut systems, (0, 1), |_| (), digest);
         assert!(matches!(bad, Err(CliError::Verification { .. })));
+        Ok(())
     }
 }

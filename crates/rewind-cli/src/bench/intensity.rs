@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
-use rewind::{LogVariant, PPtr, Policy, Pool};
+use rewind::{PPtr, Pool};
 
-use super::harness::{Ctx, Label, Per, Sample};
+use super::harness::{every_config, Ctx, Label, Per, Sample};
 use super::output::Report;
 use super::ARRAY;
 use crate::error::CliError;
@@ -85,19 +85,20 @@ impl System {
 }
 
 /// The baseline first, then every variant × policy.
-fn systems(ctx: &Ctx, dir: &Path, updates: u64) -> Result<Vec<(String, System)>, CliError> {
+fn systems(ctx: &Ctx, dir: &Path, updates: u64) -> Result<Vec<(Label, System)>, CliError> {
     let domain = ctx.domain(&dir.join("nolog.pool"), ARRAY * 8)?;
-    let mut out = vec![("nolog".to_string(), System::NoLog(domain))];
-    for variant in LogVariant::ALL {
-        for policy in Policy::ALL {
-            let name = format!("{variant}-{policy}");
-            // The whole transaction stays in the log until it commits.
-            let size = (updates * 640 + ARRAY * 8 * 4).max(64 << 20);
-            let cfg = ctx.pool_config(variant, policy);
-            let (pool, data) = super::array_pool(dir, &name, size, &cfg, ARRAY)?;
-            let pool = Box::new(pool);
-            out.push((name, System::Rewind { pool, data }));
-        }
+    let nolog = Label::new("persist-nolog", "nolog", "");
+    let mut out = vec![(nolog, System::NoLog(domain))];
+    for (name, variant, policy) in every_config() {
+        // The whole transaction stays in the log until it commits.
+        let size = (updates * 640 + ARRAY * 8 * 4).max(64 << 20);
+        let cfg = ctx.pool_config(variant, policy);
+        let (pool, data) = super::array_pool(dir, &name, size, &cfg, ARRAY)?;
+        let rewind = System::Rewind {
+            pool: Box::new(pool),
+            data,
+        };
+        out.push((Label::new("rewind", name, ""), rewind));
     }
     Ok(out)
 }
@@ -107,12 +108,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let (updates, rounds) = ctx.scale.pick((50, 1), (4_000, 3), (40_000, 5));
     println!("  {updates} updates; update intensity {INTENSITIES:?} %; median of {rounds} rounds");
     let dir = ctx.scratch()?;
-    let mut systems: Vec<_> = (systems(ctx, dir.path(), updates)?.into_iter())
-        .map(|(n, s)| match n.as_str() {
-            "nolog" => (Label::new("persist-nolog", "nolog", ""), s),
-            _ => (Label::new("rewind", n, ""), s),
-        })
-        .collect();
+    let mut systems = systems(ctx, dir.path(), updates)?;
     // The unit of computation: one non-logged NVM store, measured on the
     // baseline (warm: after one unmeasured pass).
     let rate = steps_per_ns();
@@ -128,12 +124,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let m = ctx.seeded(&mut systems, (0, rounds), |s, r| {
             Ok(Sample::of(s.measure(updates, steps, p * 100 + r)?, vec![]))
         })?;
-        m.report(
-            report,
-            &Per::whole("ms", "ms"),
-            &[("nolog", "persist-nolog")],
-            &[],
-        );
+        let bases = [("nolog", "persist-nolog")];
+        m.report(report, &Per::whole("ms", "ms"), &bases, &[]);
     }
     Ok(())
 }

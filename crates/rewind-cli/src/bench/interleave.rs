@@ -36,6 +36,7 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Counters, LogVariant, NvmLatency, OpenOptions, PPtr, Policy, Pool, RecoveryReport};
 
+use super::harness::failed;
 use super::{Ctx, ARRAY};
 use crate::error::CliError;
 
@@ -151,15 +152,12 @@ impl Subject {
             .map_err(CliError::rewind("setting the checkpoint fill"))?;
         let after = target_values(&pool, self.data)?;
         if after != before {
-            return Err(CliError::Verification {
-                failures: vec![format!(
-                    "recovery left the uncommitted target's elements {after:?}, expected {before:?}"
-                )],
-            });
+            return Err(failed(format!(
+                "recovery left the uncommitted target's elements {after:?}, expected {before:?}"
+            )));
         }
         // The recovered copy carries on; the original (rolled back) goes.
-        let old = std::mem::replace(&mut self.pool, pool);
-        drop(old);
+        self.pool = pool;
         std::fs::rename(&self.image, &self.path).map_err(CliError::io(format!(
             "renaming {} to {}",
             self.image.display(),
@@ -244,13 +242,8 @@ fn target_side(
                 return Err(rewind::Error::Aborted);
             }
             let _ = std::fs::remove_file(&s.image);
-            if let Err(e) = std::fs::copy(&s.path, &s.image) {
-                aside = Some(CliError::io(format!(
-                    "copying {} to {}",
-                    s.path.display(),
-                    s.image.display()
-                ))(e));
-            }
+            let copying = || format!("copying {} to {}", s.path.display(), s.image.display());
+            aside = (std::fs::copy(&s.path, &s.image).err()).map(|e| CliError::io(copying())(e));
             return Err(rewind::Error::Aborted);
         }
         work_before = s.pool.counters();

@@ -40,10 +40,8 @@ pub fn generate(benches: &[Bench], data: &Path) -> Result<Vec<(PathBuf, String)>
         let report: Report = serde_json::from_str(&text).map_err(|e| {
             CliError::Bench(format!("{}: not a benchmark result: {e}", path.display()))
         })?;
-        files.push((
-            data.join(format!("{}.svg", b.name)),
-            report.chart(&meta.chart)?,
-        ));
+        let svg = report.chart(&meta.chart)?;
+        files.push((data.join(format!("{}.svg", b.name)), svg));
         files.push((data.join(format!("{}.csv", b.name)), report.csv()?));
         reports.push(report);
     }

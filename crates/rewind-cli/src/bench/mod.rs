@@ -97,6 +97,20 @@ pub const ARRAY_LAYOUT: &str = "rewind-bench-array";
 /// words of one.
 pub const ARRAY: u64 = 1 << 16;
 
+/// A fresh pool `DIR/NAME.pool` (replacing any file there) of layout
+/// `layout`, `size` bytes and configuration `cfg`.
+pub fn fresh_pool(
+    (dir, name): (&Path, &str),
+    layout: &str,
+    size: u64,
+    cfg: &PoolConfig,
+) -> Result<Pool, CliError> {
+    let path = dir.join(format!("{name}.pool"));
+    let _ = std::fs::remove_file(&path);
+    Pool::create(&path, layout, size, cfg)
+        .map_err(CliError::rewind(format!("creating {}", path.display())))
+}
+
 /// A fresh pool `DIR/NAME.pool` of `size` bytes and configuration `cfg`,
 /// holding a zeroed array of `m` u64 (found from its root).
 pub fn array_pool(
@@ -106,10 +120,7 @@ pub fn array_pool(
     cfg: &PoolConfig,
     m: u64,
 ) -> Result<(Pool, PPtr<u64>), CliError> {
-    let path = dir.join(format!("{name}.pool"));
-    let _ = std::fs::remove_file(&path);
-    let pool = Pool::create(&path, ARRAY_LAYOUT, size, cfg)
-        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    let pool = fresh_pool((dir, name), ARRAY_LAYOUT, size, cfg)?;
     let data = pool
         .transaction(|tx| {
             let root = tx.root::<ArrayRoot>()?;
@@ -261,14 +272,12 @@ fn report(args: &BenchArgs) -> Result<(), CliError> {
     if stale.is_empty() {
         return Ok(());
     }
-    Err(CliError::Verification {
-        failures: vec![format!(
-            "regenerating from {}/*.json changes {}: run `rewind bench report --out {}`",
-            args.out.display(),
-            stale.join(", "),
-            args.out.display()
-        )],
-    })
+    Err(harness::failed(format!(
+        "regenerating from {}/*.json changes {}: run `rewind bench report --out {}`",
+        args.out.display(),
+        stale.join(", "),
+        args.out.display()
+    )))
 }
 
 /// The longest emulated latency, per write or fence: a millisecond, far

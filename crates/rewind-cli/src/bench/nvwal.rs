@@ -192,13 +192,7 @@ fn run_once(
         System::StockWal { disk: true } | System::StockRollback => &dirs.disk,
         _ => &dirs.scratch,
     };
-    let sub = tempfile::Builder::new()
-        .prefix("nvwal-")
-        .tempdir_in(parent)
-        .map_err(CliError::io(format!(
-            "creating a directory in {}",
-            parent.display()
-        )))?;
+    let sub = crate::scratch::dir(Some(parent))?;
     let db = sub.path().join("bench.db");
     let c = open(system, &db, ctx)?;
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -216,15 +210,10 @@ fn run_once(
             .map_err(sql("checkpointing"))?;
     }
     let before = rewind_sqlite::stats(&db);
-    let mut ins = c
-        .prepare("INSERT INTO t(v) VALUES (?1)")
-        .map_err(sql("preparing"))?;
-    let mut upd = c
-        .prepare("UPDATE t SET v = ?1 WHERE id = ?2")
-        .map_err(sql("preparing"))?;
-    let mut del = c
-        .prepare("DELETE FROM t WHERE id = ?1")
-        .map_err(sql("preparing"))?;
+    let prepare = |q: &str| c.prepare(q).map_err(sql("preparing"));
+    let mut ins = prepare("INSERT INTO t(v) VALUES (?1)")?;
+    let mut upd = prepare("UPDATE t SET v = ?1 WHERE id = ?2")?;
+    let mut del = prepare("DELETE FROM t WHERE id = ?1")?;
     let start = Instant::now();
     for i in 0..txs {
         rng.fill(&mut value[..]);
@@ -250,42 +239,22 @@ fn run_once(
     drop((ins, upd, del));
     drop(c);
     let n = txs as f64;
-    let mut sample = Sample {
-        time,
-        values: vec![("tx_per_s", n / time.as_secs_f64(), "tx/s")],
-        ..Sample::default()
-    };
+    let mut sample = Sample::of(time, vec![("tx_per_s", n / time.as_secs_f64(), "tx/s")]);
     if let (Some(a), Some(b)) = (before, after) {
         let d = delta(&a, &b);
         sample.counters = Some(d.pool);
+        // Per transaction; the commits' persist phase's own share of the time.
+        let per = |v: u64| v as f64 / n;
+        let p = d.persist;
+        let share = p.time.as_secs_f64() / time.as_secs_f64();
         sample.values.extend([
-            (
-                "commit_fences_per_tx",
-                d.persist.counters.fences as f64 / n,
-                "count",
-            ),
-            (
-                "commit_lines_per_tx",
-                d.persist.counters.nt_lines as f64 / n,
-                "lines",
-            ),
-            ("record_bytes_per_tx", d.record_bytes as f64 / n, "bytes"),
-            (
-                "sqlite_wal_bytes_per_tx",
-                d.whole_frame_bytes as f64 / n,
-                "bytes",
-            ),
-            ("frames_per_tx", d.frames as f64 / n, "count"),
-            (
-                "blocks_linked_per_tx",
-                d.persist.blocks_linked as f64 / n,
-                "count",
-            ),
-            (
-                "persist_share",
-                d.persist.time.as_secs_f64() / time.as_secs_f64(),
-                "fraction",
-            ),
+            ("commit_fences_per_tx", per(p.counters.fences), "count"),
+            ("commit_lines_per_tx", per(p.counters.nt_lines), "lines"),
+            ("record_bytes_per_tx", per(d.record_bytes), "bytes"),
+            ("sqlite_wal_bytes_per_tx", per(d.whole_frame_bytes), "bytes"),
+            ("frames_per_tx", per(d.frames), "count"),
+            ("blocks_linked_per_tx", per(p.blocks_linked), "count"),
+            ("persist_share", share, "fraction"),
         ]);
     }
     Ok(sample)

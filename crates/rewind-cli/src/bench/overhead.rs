@@ -53,7 +53,7 @@ use rand::{Rng, SeedableRng};
 use rewind::persist::Domain;
 use rewind::{Counters, LogVariant, PPtr, Policy, Pool};
 
-use super::harness::{Ctx, Label, Per, Sample, Timer};
+use super::harness::{every_config, Ctx, Label, Per, Sample, Timer};
 use super::output::Report;
 use crate::error::CliError;
 #[cfg(feature = "peers")]
@@ -162,21 +162,16 @@ fn systems(ctx: &Ctx, dir: &Path, m: u64, k: u64) -> Result<Vec<(Label, System)>
         super::array_pool(dir, name, pool_size(m), &cfg, m)
             .map(|(pool, data)| (Box::new(pool), data))
     };
-    for variant in LogVariant::ALL {
-        for policy in Policy::ALL {
-            let config = format!("{variant}-{policy}");
-            let (pool, data) = pool(&config, variant, policy)?;
-            out.push((label("rewind", &config), System::Rewind { pool, data }));
-        }
+    for (config, variant, policy) in every_config() {
+        let (pool, data) = pool(&config, variant, policy)?;
+        out.push((label("rewind", &config), System::Rewind { pool, data }));
     }
     if k == 1 {
         for policy in Policy::ALL {
             let config = format!("{}-{policy}", LogVariant::Batch);
             let (pool, data) = pool(&format!("atomic-{config}"), LogVariant::Batch, policy)?;
-            out.push((
-                label("atomic_write", &config),
-                System::Atomic { pool, data },
-            ));
+            let atomic = System::Atomic { pool, data };
+            out.push((label("atomic_write", &config), atomic));
         }
     }
     #[cfg(feature = "peers")]
@@ -320,13 +315,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         let (labels, mut systems): (Vec<_>, Vec<_>) =
             systems(ctx, dir.path(), m, k)?.into_iter().unzip();
         let seed = |r: usize| k * 1000 + r.checked_sub(1).map_or(WARMUP_SEED, |r| r as u64);
-        let measured = ctx.rounds(
-            labels,
-            &mut systems,
-            (1, ROUNDS),
-            |r| Sequence::random(m, k, n, seed(r)),
-            System::measure,
-        )?;
+        let input = |r| Sequence::random(m, k, n, seed(r));
+        let measured = ctx.rounds(labels, &mut systems, (1, ROUNDS), input, System::measure)?;
         let bases = [
             ("nolog", "persist-nolog"),
             ("c_loop", "c-nolog/c-loop"),

@@ -104,10 +104,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     // (skip, fraction, policy) by index, the policy innermost.
     let point = |k: usize, f: usize, p: Policy| {
         let param = format!("skip={}/recovered={}", SKIPS[k], fraction(fractions[f]));
-        (
-            Label::new("rewind", format!("{}-{p}", LAYER.0), param),
-            (k, f, p),
-        )
+        let label = Label::new("rewind", format!("{}-{p}", LAYER.0), param);
+        (label, (k, f, p))
     };
     let mut systems: Vec<_> = (0..SKIPS.len())
         .flat_map(|k| (0..fractions.len()).flat_map(move |f| POLICIES.map(|p| point(k, f, p))))
@@ -117,9 +115,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         run_once(ctx, dir.path(), (p, SKIPS[k], fractions[f]), txs, seed)
     })?;
     m.report(report, &Per::whole("total_ms", "ms"), &[], &[]);
-    for (i, l) in m.labels.iter().enumerate() {
-        // Force runs beside it, just before.
-        report.push(l, "ratio_vs_force", m.ratio(i, i - i % POLICIES.len()), "x");
-    }
+    // Force runs beside it, just before.
+    let force = |i: usize| m.ratio(i, i - i % POLICIES.len());
+    m.push_each(report, ("ratio_vs_force", "x"), force);
     Ok(())
 }

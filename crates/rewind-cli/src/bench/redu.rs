@@ -150,10 +150,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             run_once(ctx, dir.path(), c, work, txs, seed)
         })?;
         m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
-        for (i, l) in m.labels.iter().enumerate() {
-            // Force's time over this configuration's (force is first).
-            report.push(l, "speed_vs_force", m.ratio(0, i), "x");
-        }
+        // Force's time over this configuration's (force is first).
+        m.push_each(report, ("speed_vs_force", "x"), |i| m.ratio(0, i));
     }
     Ok(())
 }

@@ -28,11 +28,11 @@ use std::time::{Duration, Instant};
 
 use rewind::{OpenOptions, Pool};
 
-use super::harness::{Ctx, Label, Per, Sample, Scale};
+use super::harness::{failed, Ctx, Label, Per, Sample, Scale};
 use super::output::Report;
 use super::tree::mem::Rewind;
 use super::tree::store::{End, Store, TreeStore};
-use super::tree::systems::{Plan, Subject, LAYOUT};
+use super::tree::systems::{self, Plan, Subject, LAYOUT};
 use super::tree::workload::{value_of, Digest, Model, Op};
 #[cfg(feature = "peers")]
 use super::tree::TxMem;
@@ -73,11 +73,7 @@ fn plan(scale: Scale) -> Plan {
     let log = (ops * 3072).max(8 << 20).next_multiple_of(1 << 20);
     Plan {
         // The tree (~7 MB at 100k records) and the allocator's headroom.
-        space: (if scale == Scale::Full {
-            48 << 20
-        } else {
-            16 << 20
-        }) + log,
+        space: scale.pick(16 << 20, 16 << 20, 48 << 20) + log,
         log: Some(log),
         baselines: false,
         auto_checkpoint: false,
@@ -88,28 +84,16 @@ fn plan(scale: Scale) -> Plan {
 /// a sample of the keys present before it. `model` is the state the system
 /// must be in: the expected digest follows from it.
 fn checks(model: &Model, ops: &[Op]) -> (Vec<Op>, Digest) {
-    let mut keys: Vec<u64> = ops
-        .iter()
-        .map(|op| match *op {
-            Op::Get(k) | Op::Insert(k) | Op::Remove(k) => k,
-        })
-        .collect();
+    let mut keys: Vec<u64> = ops.iter().map(|op| op.key()).collect();
     let present = model.keys();
     let step = (present.len() / SAMPLE).max(1);
     keys.extend(present.iter().step_by(step).take(SAMPLE));
     let mut want = Digest::default();
-    let gets: Vec<Op> = keys.into_iter().map(Op::Get).collect();
-    for op in &gets {
-        let Op::Get(k) = *op else { unreachable!() };
-        want.get(
-            model
-                .contains(k)
-                .then(|| value_of(k))
-                .as_ref()
-                .map(|v| &v[..]),
-        );
+    for &k in &keys {
+        let v = model.contains(k).then(|| value_of(k));
+        want.get(v.as_ref().map(|v| &v[..]));
     }
-    (gets, want)
+    (keys.into_iter().map(Op::Get).collect(), want)
 }
 
 fn verify(
@@ -125,11 +109,9 @@ fn verify(
             .map_err(|e| CliError::Bench(format!("{name}: checking after {what}: {e}")))?;
     }
     if d != want {
-        return Err(CliError::Verification {
-            failures: vec![format!(
-                "{name}: after {what}, the keys the transaction touched or a sample of the others are not as before it"
-            )],
-        });
+        return Err(failed(format!(
+            "{name}: after {what}, the keys the transaction touched or a sample of the others are not as before it"
+        )));
     }
     Ok(())
 }
@@ -200,16 +182,12 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
             let pool = Pool::open(&path, LAYOUT, &OpenOptions::default())
                 .map_err(CliError::rewind(format!("recovering {}", path.display())))?;
             let mut engine = Rewind(Box::new(pool));
-            let meta = engine
-                .transaction(|tx| {
-                    let root = tx.root::<u64>()?;
-                    Ok(tx.read(root)?)
-                })
-                .map_err(err)?;
-            Box::new(TreeStore {
-                engine,
-                tree: BTree::at(meta),
-            })
+            let meta = engine.transaction(|tx| {
+                let root = tx.root::<u64>()?;
+                Ok(tx.read(root)?)
+            });
+            let tree = BTree::at(meta.map_err(err)?);
+            Box::new(TreeStore { engine, tree })
         }
         #[cfg(feature = "peers")]
         other => peer_open(other, image).map_err(err)?,
@@ -222,24 +200,16 @@ fn recover(s: &Subject, image: &Path, probe: u64) -> Result<(Duration, Box<dyn S
 
 #[cfg(feature = "peers")]
 fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
-    use super::tree::peers::{Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
+    use super::tree::peers::{peer, Pmdk, RedbStore, ShimStore, SqliteStore, BDB_CACHE};
     use rewind_peers::pmdk::PmdkHeap;
     use rewind_peers::shim::Shim;
-    let peer = |what: &'static str| {
-        move |e: Box<dyn std::error::Error + Send + Sync>| {
-            MemError::Io(std::io::Error::other(format!("{what}: {e}")))
-        }
-    };
     Ok(match system {
         "pmdk" => {
             let heap = PmdkHeap::open(&image.join("pmdk.pool"))?;
             let mut engine = Pmdk(heap);
             let root = engine.0.root();
-            let meta = engine.transaction(|m| m.read_u64(root))?;
-            Box::new(TreeStore {
-                engine,
-                tree: BTree::at(meta),
-            })
+            let tree = BTree::at(engine.transaction(|m| m.read_u64(root))?);
+            Box::new(TreeStore { engine, tree })
         }
         "bdb" => {
             Shim::bdb_recover(image, BDB_CACHE)?;
@@ -247,18 +217,12 @@ fn peer_open(system: &str, image: &Path) -> Result<Box<dyn Store>, MemError> {
         }
         "lmdb" => Box::new(ShimStore::lmdb(image)?),
         "sqlite" => Box::new(SqliteStore::from_connection(
-            rusqlite::Connection::open(image.join("sqlite.db"))
-                .map_err(|e| peer("opening SQLite")(Box::new(e)))?,
+            rusqlite::Connection::open(image.join("sqlite.db")).map_err(peer("opening SQLite"))?,
         )),
         "redb" => Box::new(RedbStore::<u64>::open(
-            redb::Database::create(image.join("redb.db"))
-                .map_err(|e| peer("opening redb")(Box::new(e)))?,
+            redb::Database::create(image.join("redb.db")).map_err(peer("opening redb"))?,
         )),
-        other => {
-            return Err(MemError::Io(std::io::Error::other(format!(
-                "no recovery for {other}"
-            ))))
-        }
+        other => Err(std::io::Error::other(format!("no recovery for {other}")))?,
     })
 }
 
@@ -291,7 +255,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let dir = ctx.scratch()?;
     let mut model = Model::new(SEED);
     let load = model.load(n_load);
-    let subjects = super::btree::loaded(ctx, dir.path(), &plan(ctx.scale), &load)?;
+    let mut subjects = systems::build(ctx, dir.path(), &plan(ctx.scale))?;
+    super::btree::load_all(&mut subjects, &load)?;
     // Each system with where its files are: the recovered copy carries on.
     let mut systems: Vec<(Subject, PathBuf)> = (subjects.into_iter())
         .map(|s| {

@@ -129,10 +129,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     let mut systems: Vec<_> = (0..skips.len())
         .flat_map(|k| (configs.iter().enumerate()).map(move |(c, (name, ..))| (c, k, name)))
         .map(|(c, k, name)| {
-            (
-                Label::new("rewind", name, format!("skip={}", skips[k])),
-                (c, k),
-            )
+            let param = format!("skip={}", skips[k]);
+            (Label::new("rewind", name, param), (c, k))
         })
         .collect();
     let m = ctx.seeded(&mut systems, (0, rounds), |&mut (c, k), r| {
@@ -145,12 +143,9 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     m.report(report, &Per::whole("sequence_us", "us"), &[], &[]);
     // The no-log sequence at each S: the median over every run beside it.
     for (k, chunk) in m.samples.chunks(configs.len()).enumerate() {
-        let all = chunk
-            .iter()
-            .flatten()
-            .filter_map(|s| s.values.iter().find(|v| v.0 == "nolog_us"));
+        let all = chunk.iter().flatten().map(|s| s.value("nolog_us"));
         let l = Label::new("persist-nolog", "nolog", format!("skip={}", skips[k]));
-        report.push(&l, "sequence_us", median(all.map(|v| v.1).collect()), "us");
+        report.push(&l, "sequence_us", median(all.collect()), "us");
     }
     Ok(())
 }

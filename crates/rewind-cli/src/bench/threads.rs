@@ -37,10 +37,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rewind::{LogVariant, Policy, Pool, PoolConfig};
+use rewind::Policy;
 use rewind_collections::BTreeMap;
 
-use super::harness::{on_threads, Ctx, Label, Sample, Scale};
+use super::fresh_pool;
+use super::harness::{every_config, on_threads, Ctx, Label, Sample, Scale};
 use super::output::Report;
 use super::tree::coll::MapStore;
 use super::tree::mem::{NoLog, Rewind, Volatile};
@@ -93,16 +94,14 @@ enum Sharing {
 }
 
 impl Sharing {
-    fn name(self) -> &'static str {
-        match self {
+    /// The point of `t` threads sharing as `self`.
+    fn param(self, t: usize) -> String {
+        let name = match self {
             Sharing::Own => "own",
             Sharing::Shared => "shared",
-        }
+        };
+        format!("{name}-tree,threads={t}")
     }
-}
-
-fn param(sharing: Sharing, t: usize) -> String {
-    format!("{}-tree,threads={t}", sharing.name())
 }
 
 /// A worker thread's failure outside its store.
@@ -120,6 +119,17 @@ struct Sys {
     locked: bool,
     /// Whether the run waits for the write-back (rewind's redo-async).
     sync: bool,
+}
+
+/// Applies `ops` in order, each by `apply` (its own transaction): the
+/// digest of their answers.
+fn apply_all(
+    ops: &[Op],
+    mut apply: impl FnMut(Op, &mut Digest) -> Result<(), MemError>,
+) -> Result<Digest, MemError> {
+    let mut d = Digest::default();
+    ops.iter().try_for_each(|&op| apply(op, &mut d))?;
+    Ok(d)
 }
 
 /// The stores `make(i)` made, store `i` loaded with `groups[i]`.
@@ -182,11 +192,9 @@ fn build(
     // The collections' map: the default policy (redo) and batch-force.
     for policy in [Policy::Redo, Policy::Force] {
         let config = format!("batch-{policy}");
-        let cfg = PoolConfig::default()
-            .policy(policy)
-            .backend(ctx.backend)
-            .nvm_latency(ctx.latency);
-        let pool = Arc::new(pool_for(dir, &format!("coll-{config}"), &cfg, space)?);
+        let cfg = ctx.default_config().policy(policy);
+        let name = format!("coll-{config}");
+        let pool = Arc::new(fresh_pool((dir, &name), LAYOUT, space, &cfg)?);
         let mut maps = Vec::new();
         for ops in &groups {
             let what = CliError::bench(format!("coll-btree/{config}"));
@@ -202,25 +210,15 @@ fn build(
             ..sys("coll-btree", &config, stores, false)
         });
     }
-    for variant in LogVariant::ALL {
-        for policy in Policy::ALL {
-            let config = format!("{variant}-{policy}");
-            let cfg = ctx.pool_config(variant, policy);
-            let pool = Arc::new(pool_for(dir, &config, &cfg, space)?);
-            let trees = loaded(&groups, &config, |_| {
-                TreeStore::create(Rewind(pool.clone())).map_err(CliError::bench(config.clone()))
-            })?;
-            out.push(sys("rewind", &config, trees, true));
-        }
+    for (config, variant, policy) in every_config() {
+        let cfg = ctx.pool_config(variant, policy);
+        let pool = Arc::new(fresh_pool((dir, &config), LAYOUT, space, &cfg)?);
+        let trees = loaded(&groups, &config, |_| {
+            TreeStore::create(Rewind(pool.clone())).map_err(CliError::bench(config.clone()))
+        })?;
+        out.push(sys("rewind", &config, trees, true));
     }
     Ok(out)
-}
-
-fn pool_for(dir: &Path, name: &str, cfg: &PoolConfig, space: u64) -> Result<Pool, CliError> {
-    let path = dir.join(format!("{name}.pool"));
-    let _ = std::fs::remove_file(&path);
-    Pool::create(&path, LAYOUT, space, cfg)
-        .map_err(CliError::rewind(format!("creating {}", path.display())))
 }
 
 impl Sys {
@@ -230,30 +228,18 @@ impl Sys {
         let panicked = || worker("panicked");
         let run = if self.locked {
             let one = Mutex::new(&mut self.stores[0]);
-            on_threads(
-                vec![&one; ops.len()],
-                Ok,
-                |s, i| {
-                    let mut d = Digest::default();
-                    for &op in &ops[i] {
-                        let mut s = s.lock().map_err(|_| worker("found the lock poisoned"))?;
-                        s.apply(op, &mut d)?;
-                    }
-                    Ok(d)
-                },
-                panicked,
-            )
+            let work = |_: &mut (), i: usize| {
+                apply_all(&ops[i], |op, d| {
+                    let mut s = one.lock().map_err(|_| worker("found the lock poisoned"))?;
+                    s.apply(op, d)
+                })
+            };
+            on_threads(vec![(); ops.len()], Ok, work, panicked)
         } else {
-            on_threads(
-                self.stores.iter_mut().collect(),
-                Ok,
-                |s, i| {
-                    let mut d = Digest::default();
-                    ops[i].iter().try_for_each(|&op| s.apply(op, &mut d))?;
-                    Ok(d)
-                },
-                panicked,
-            )
+            let work = |s: &mut &mut Box<dyn Store + Send>, i: usize| {
+                apply_all(&ops[i], |op, d| s.apply(op, d))
+            };
+            on_threads(self.stores.iter_mut().collect(), Ok, work, panicked)
         };
         // A run has not finished while redo-async's write-back is behind:
         // its time runs until the write-back is done.
@@ -285,7 +271,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             let loads: Vec<Vec<Op>> = models.iter_mut().map(|m| m.load(n_load / t)).collect();
             let mut systems = build(dir.path(), ctx, sharing, &loads, space)?;
             let labels = (systems.iter())
-                .map(|s| Label::new(s.system, s.config.clone(), param(sharing, t)))
+                .map(|s| Label::new(s.system, s.config.clone(), sharing.param(t)))
                 .collect();
             let input = |_| -> Vec<Vec<Op>> {
                 let ops = models.iter_mut().enumerate();
@@ -303,14 +289,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 })
             })?;
             let total = (n_ops * t) as f64;
-            for (i, l) in m.labels.iter().enumerate() {
-                report.push(
-                    l,
-                    "ops_per_s",
-                    total / m.median(i, |s| s.time.as_secs_f64()),
-                    "ops/s",
-                );
-            }
+            let per_s = |i| total / m.median(i, |s| s.time.as_secs_f64());
+            m.push_each(report, ("ops_per_s", "ops/s"), per_s);
         }
     }
     Ok(())

@@ -2,8 +2,8 @@
 //! an undo-logged libpmemobj transaction.
 //!
 //! Hand-declared bindings for the few calls used (libpmemobj 1.x, as in
-//! `<libpmemobj/base.h>`, `pool_base.h`, `atomic_base.h` and `tx_base.h`),
-//! and a safe wrapper, [`PmdkArray`]. Errors are `io::Error`s whose text is
+//! `<libpmemobj/base.h>`, `pool_base.h` and `tx_base.h`), and safe
+//! wrappers: [`PmdkHeap`], and [`PmdkArray`] on it. Errors are `io::Error`s whose text is
 //! what we were doing and `pmemobj_errormsg`'s message; nothing panics.
 //!
 //! Transactions start with a NULL `jmp_buf`: libpmemobj then never
@@ -36,8 +36,6 @@ struct PmemOid {
 const TX_PARAM_NONE: c_int = 0;
 /// `enum pobj_tx_stage`: `TX_STAGE_WORK`, a transaction in progress.
 const TX_STAGE_WORK: c_int = 1;
-/// `EINVAL`, the error number an abort for a bad index carries.
-const EINVAL: c_int = 22;
 /// `ECANCELED`, the error number of an abort the caller asked for.
 const ECANCELED: c_int = 125;
 
@@ -53,12 +51,6 @@ extern "C" {
     fn pmemobj_close(pop: *mut PmemObjPool);
     fn pmemobj_root(pop: *mut PmemObjPool, size: usize) -> PmemOid;
     fn pmemobj_direct(oid: PmemOid) -> *mut c_void;
-    fn pmemobj_zalloc(
-        pop: *mut PmemObjPool,
-        oidp: *mut PmemOid,
-        size: usize,
-        type_num: u64,
-    ) -> c_int;
     fn pmemobj_errormsg() -> *const c_char;
     // `jmp_buf env` (an array type, so a pointer); NULL: never longjmp.
     fn pmemobj_tx_begin(pop: *mut PmemObjPool, env: *mut c_void, ...) -> c_int;
@@ -112,6 +104,11 @@ fn tx_commit() -> io::Result<()> {
     Ok(())
 }
 
+/// `path` as libpmemobj takes it; an error says `what` we were doing.
+fn c_path(path: &Path, what: &str) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|e| io::Error::other(format!("{what}: {e}")))
+}
+
 /// Begins a libpmemobj transaction on the open pool `pop`.
 fn tx_begin(pop: NonNull<PmemObjPool>) -> io::Result<()> {
     // SAFETY: `pop` is open; NULL env: errors return, never longjmp.
@@ -126,116 +123,48 @@ fn tx_begin(pop: NonNull<PmemObjPool>) -> io::Result<()> {
     Ok(())
 }
 
-/// A libpmemobj pool whose root holds an array of `len` u64.
+/// A libpmemobj pool whose heap holds an array of `len` u64.
 pub struct PmdkArray {
-    pop: NonNull<PmemObjPool>,
-    /// The array, inside the pool's mapping.
-    arr: NonNull<u64>,
+    heap: PmdkHeap,
+    /// The array's offset in the pool.
+    arr: u64,
     len: u64,
 }
 
 impl PmdkArray {
     /// Creates a pool of `size` bytes at `path` (replacing any file there)
-    /// and allocates a zeroed array of `m` u64, pointed to by the root.
+    /// and allocates a zeroed array of `m` u64 in it.
     pub fn create(path: &Path, m: u64, size: u64) -> io::Result<PmdkArray> {
-        let _ = std::fs::remove_file(path);
-        let what = format!("creating PMDK pool {}", path.display());
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
-        let layout = c"rewind-bench-pmdk";
-        // SAFETY: both strings are NUL-terminated and outlive the call.
-        let pop = unsafe { pmemobj_create(cpath.as_ptr(), layout.as_ptr(), size as usize, 0o600) };
-        let pop = NonNull::new(pop).ok_or_else(|| pmdk_error(&what, 0))?;
-        // From here on, dropping `pool` closes the pool.
-        let mut pool = PmdkArray {
-            pop,
-            arr: NonNull::dangling(),
-            len: 0,
-        };
-        let what = format!("allocating the array in {}", path.display());
-        // SAFETY: `pop` is an open pool; the root object (zeroed on first
-        // use) is one PMEMoid.
-        let root = unsafe { pmemobj_root(pool.pop.as_ptr(), size_of::<PmemOid>()) };
-        if root.off == 0 {
-            return Err(pmdk_error(&what, 0));
-        }
-        // SAFETY: `root` is a valid oid of this open pool.
-        let slot = unsafe { pmemobj_direct(root) }.cast::<PmemOid>();
-        if slot.is_null() {
-            return Err(pmdk_error(&what, 0));
-        }
-        // SAFETY: `slot` points at the root object, a PMEMoid inside the
-        // pool, where pmemobj_zalloc stores the new object's oid atomically.
-        let rc = unsafe { pmemobj_zalloc(pool.pop.as_ptr(), slot, (m * 8) as usize, 1) };
-        if rc != 0 {
-            return Err(pmdk_error(&what, rc));
-        }
-        // SAFETY: `slot` holds the oid just allocated, of this open pool.
-        let arr = unsafe { pmemobj_direct(*slot) }.cast::<u64>();
-        match NonNull::new(arr) {
-            Some(a) if a.as_ptr().is_aligned() => pool.arr = a,
-            _ => return Err(pmdk_error(&what, 0)),
-        }
-        pool.len = m;
-        Ok(pool)
+        let mut heap = PmdkHeap::create(path, size)?;
+        let mut tx = heap.begin()?;
+        let arr = tx.zalloc(m * 8)?;
+        tx.commit()?;
+        Ok(PmdkArray { heap, arr, len: m })
     }
 
     /// One transaction: for each index `i` of `idx`, snapshot `arr[i]` into
     /// the undo log (`pmemobj_tx_add_range_direct`), then store `t` there;
     /// commit. Durable and atomic when it returns `Ok`.
     pub fn update_tx(&mut self, idx: &[u64], t: u64) -> io::Result<()> {
-        tx_begin(self.pop)?;
+        let mut tx = self.heap.begin()?;
         for &i in idx {
             if i >= self.len {
-                // SAFETY: stage WORK (every earlier step succeeded); abort
-                // then end, as the API requires.
-                unsafe {
-                    pmemobj_tx_abort(EINVAL);
-                    pmemobj_tx_end();
-                }
+                // Dropping `tx` aborts it.
                 return Err(io::Error::other(format!(
                     "PMDK transaction: index {i} outside the array of {}",
                     self.len
                 )));
             }
-            // SAFETY: i < len, so `p` is inside the array we allocated.
-            let p = unsafe { self.arr.as_ptr().add(i as usize) };
-            // SAFETY: stage WORK; `p..p+8` lies inside this pool.
-            let rc = unsafe { pmemobj_tx_add_range_direct(p.cast(), 8) };
-            if rc != 0 {
-                let err = pmdk_error("PMDK pmemobj_tx_add_range_direct", rc);
-                // SAFETY: under the default failure behavior the stage is
-                // ONABORT now; were it still WORK, abort first, since tx_end
-                // must not be called during WORK.
-                unsafe {
-                    if pmemobj_tx_stage() == TX_STAGE_WORK {
-                        pmemobj_tx_abort(rc);
-                    }
-                    pmemobj_tx_end();
-                }
-                return Err(err);
-            }
-            // SAFETY: `p` is inside the array, 8-aligned (checked at
-            // create), and no Rust reference to the array exists.
-            unsafe { p.write(t) };
+            tx.write(self.arr + i * 8, &t.to_ne_bytes())?;
         }
-        tx_commit()
+        tx.commit()
     }
-}
 
-impl PmdkArray {
     /// Element `i`, or `None` past the end.
     pub fn get(&self, i: u64) -> Option<u64> {
-        // SAFETY: i < len, so the read is inside the array; no transaction
-        // of ours is open (`update_tx` ends each before returning).
-        (i < self.len).then(|| unsafe { self.arr.as_ptr().add(i as usize).read() })
-    }
-}
-
-impl Drop for PmdkArray {
-    fn drop(&mut self) {
-        // SAFETY: `pop` is open and closed only here; `arr` is not used after.
-        unsafe { pmemobj_close(self.pop.as_ptr()) };
+        let mut b = [0u8; 8];
+        let read = i < self.len && self.heap.read(self.arr + i * 8, &mut b).is_ok();
+        read.then(|| u64::from_ne_bytes(b))
     }
 }
 
@@ -274,10 +203,8 @@ impl PmdkHeap {
     /// Creates a pool of `size` bytes at `path` (replacing any file there).
     pub fn create(path: &Path, size: u64) -> io::Result<PmdkHeap> {
         let _ = std::fs::remove_file(path);
-        // See PmdkArray::create: tmpfs stands in for pmem.
         let what = format!("creating PMDK pool {}", path.display());
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+        let cpath = c_path(path, &what)?;
         // SAFETY: both strings are NUL-terminated and outlive the call.
         let pop =
             unsafe { pmemobj_create(cpath.as_ptr(), HEAP_LAYOUT.as_ptr(), size as usize, 0o600) };
@@ -291,8 +218,7 @@ impl PmdkHeap {
         let size = std::fs::metadata(path)
             .map_err(|e| io::Error::other(format!("{what}: {e}")))?
             .len();
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+        let cpath = c_path(path, &what)?;
         // SAFETY: both strings are NUL-terminated and outlive the call.
         let pop = unsafe { pmemobj_open(cpath.as_ptr(), HEAP_LAYOUT.as_ptr()) };
         let pop = NonNull::new(pop).ok_or_else(|| pmdk_error(&what, 0))?;

@@ -114,6 +114,10 @@ fn c_path(dir: &Path) -> io::Result<CString> {
         .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
 }
 
+/// Opens (creating) an environment in an existing directory, at a size:
+/// [`Shim::bdb`] or [`Shim::lmdb`].
+pub type Open = fn(&Path, u64) -> io::Result<Shim>;
+
 /// An open environment and its tree.
 pub struct Shim {
     raw: NonNull<Raw>,

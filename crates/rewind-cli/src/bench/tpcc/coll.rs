@@ -13,7 +13,7 @@ use rewind_collections::{BTreeMap, Error};
 
 use super::schema::{self, *};
 use super::{in_batches, load_warehouse, lock, LoadRow, NewOrder, Outcome, Sizes, System};
-use crate::bench::harness::Ctx;
+use crate::bench::{fresh_pool, Ctx};
 use crate::error::CliError;
 
 /// Bytes a row costs in a map beside its payload: leaves of unsorted slots
@@ -51,17 +51,6 @@ fn need<T>(row: Option<T>, reason: &'static str) -> Result<T, Error> {
     })
 }
 
-/// Runs `f` over `1..=n` in load transactions.
-fn batches(
-    pool: &Pool,
-    n: u32,
-    f: impl Fn(&mut Tx<'_>, u32) -> Result<(), Error>,
-) -> Result<(), Error> {
-    in_batches(n, |r| {
-        pool.transaction(|tx| r.clone().try_for_each(|k| f(tx, k)))
-    })
-}
-
 fn load(pool: &Pool, w: u32, s: &Sizes) -> Result<Tables, Error> {
     let t = pool.transaction(|tx| {
         Ok::<_, Error>(Tables {
@@ -93,17 +82,15 @@ fn load(pool: &Pool, w: u32, s: &Sizes) -> Result<Tables, Error> {
 
 impl Coll {
     pub fn new(ctx: &Ctx, dir: &Path, w: u32, s: &Sizes) -> Result<Coll, CliError> {
-        let path = dir.join("collections.pool");
-        let cfg = rewind::PoolConfig::default()
-            .backend(ctx.backend)
-            .nvm_latency(ctx.latency);
-        let pool = Pool::create(&path, "rewind-bench-tpcc", s.pool_bytes(w, PER_ROW), &cfg)
-            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+        let size = s.pool_bytes(w, PER_ROW);
+        let cfg = ctx.default_config();
+        let pool = fresh_pool((dir, "collections"), "rewind-bench-tpcc", size, &cfg)?;
         let what = "loading rewind-collections";
         let loaded = (|| {
             let items = pool.transaction(BTreeMap::create)?;
-            batches(&pool, s.items, |tx, i| {
-                items.insert(tx, i as u64, schema::item(i)).map(drop)
+            let item = |tx: &mut Tx<'_>, i| items.insert(tx, i as u64, schema::item(i)).map(drop);
+            in_batches(s.items, |r| {
+                pool.transaction(|tx| r.clone().try_for_each(|i| item(tx, i)))
             })?;
             let whs = (1..=w)
                 .map(|w| load(&pool, w, s))
@@ -122,10 +109,8 @@ impl Coll {
 
     fn run(&self, tx: &mut Tx<'_>, o: &NewOrder) -> Result<Outcome, Error> {
         let t = &self.whs[o.w as usize - 1];
-        let wh = need(
-            t.warehouse.get_tx(tx, &(o.w as u64))?,
-            "a warehouse row is missing",
-        )?;
+        let wh = t.warehouse.get_tx(tx, &(o.w as u64))?;
+        let wh = need(wh, "a warehouse row is missing")?;
         let dk = district_key(o.w, o.d);
         let dist = t.district.update(tx, &dk, |d| {
             d.next_o_id += 1;
@@ -133,20 +118,12 @@ impl Coll {
         })?;
         let dist = need(dist, "a district row is missing")?;
         let o_id = (dist.next_o_id - 1) as u32;
-        let cust = need(
-            t.customer.get_tx(tx, &customer_key(o.w, o.d, o.c))?,
-            "a customer row is missing",
-        )?;
+        let cust = t.customer.get_tx(tx, &customer_key(o.w, o.d, o.c))?;
+        let cust = need(cust, "a customer row is missing")?;
         let key = order_key(o.w, o.d, o_id);
-        if t.order.insert(tx, key, o.order())?.is_some()
-            || t.new_order.insert(tx, key, 0)?.is_some()
-        {
-            return Err(Error::Corrupt {
-                what: "TPC-C order table",
-                offset: key,
-                reason: "an order id used twice",
-            });
-        }
+        let fresh = t.order.insert(tx, key, o.order())?.is_none()
+            && t.new_order.insert(tx, key, 0)?.is_none();
+        need(fresh.then_some(()), "an order id used twice")?;
         let (mut amounts, mut brand_generic) = (0u64, 0u32);
         for (i, l) in o.lines().iter().enumerate() {
             let item = self
@@ -186,9 +163,7 @@ impl System for Coll {
         match self.pool.transaction(|tx| self.run(tx, o)) {
             Ok(out) => Ok(out),
             Err(Error::Pool(rewind::Error::Aborted)) => Ok(Outcome::RolledBack),
-            Err(e) => Err(CliError::Bench(format!(
-                "rewind-collections new-order: {e}"
-            ))),
+            Err(e) => Err(CliError::bench("rewind-collections new-order")(e)),
         }
     }
 

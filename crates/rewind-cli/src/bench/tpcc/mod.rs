@@ -401,45 +401,29 @@ fn thread_counts() -> Vec<usize> {
 }
 
 /// A system with its label.
-struct Subject {
-    system: &'static str,
-    config: String,
-    sys: Box<dyn System>,
-}
+type Subject = (Label, Box<dyn System>);
 
-/// Every system for `w` warehouses, loaded, in `dir`.
+/// Every system for `w` warehouses (a thread each), loaded, in `dir`,
+/// labelled with the thread count.
 fn build(ctx: &Ctx, dir: &std::path::Path, w: u32, s: &Sizes) -> Result<Vec<Subject>, CliError> {
-    let mut out = vec![
-        Subject {
-            system: "volatile",
-            config: "dram".into(),
-            sys: Box::new(tree::Baseline::volatile(w, s)?),
-        },
-        Subject {
-            system: "persist-nolog",
-            config: "nolog".into(),
-            sys: Box::new(tree::Baseline::nolog(ctx, dir, w, s)?),
-        },
-    ];
+    let mut out: Vec<Subject> = Vec::new();
+    let mut add = |system, config: &str, sys: Box<dyn System>| {
+        out.push((Label::new(system, config, format!("threads={w}")), sys));
+    };
+    let volatile = tree::Baseline::volatile(w, s)?;
+    add("volatile", "dram", Box::new(volatile));
+    let nolog = tree::Baseline::nolog(ctx, dir, w, s)?;
+    add("persist-nolog", "nolog", Box::new(nolog));
     let default = rewind::PoolConfig::default();
     let (dv, dp) = (default.log, default.policy);
     for (variant, policy) in [(dv, dp), (LogVariant::Batch, Policy::Force)] {
-        out.push(Subject {
-            system: "rewind",
-            config: format!("{variant}-{policy}"),
-            sys: Box::new(tree::RewindTree::new(ctx, dir, variant, policy, w, s)?),
-        });
+        let sys = tree::RewindTree::new(ctx, dir, variant, policy, w, s)?;
+        add("rewind", &format!("{variant}-{policy}"), Box::new(sys));
     }
-    out.push(Subject {
-        system: "rewind-collections",
-        config: format!("{dv}-{dp}"),
-        sys: Box::new(coll::Coll::new(ctx, dir, w, s)?),
-    });
-    out.push(Subject {
-        system: "sqlite",
-        config: "wal-full".into(),
-        sys: Box::new(sqlite::Sqlite::new(&dir.join("tpcc.db"), w, s)?),
-    });
+    let coll = coll::Coll::new(ctx, dir, w, s)?;
+    add("rewind-collections", &format!("{dv}-{dp}"), Box::new(coll));
+    let sqlite = sqlite::Sqlite::new(&dir.join("tpcc.db"), w, s)?;
+    add("sqlite", "wal-full", Box::new(sqlite));
     Ok(out)
 }
 
@@ -454,11 +438,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     for &t in &counts {
         let dir = ctx.scratch()?;
         ctx.bar.set_message(format!("loading {t} warehouse(s)"));
-        let mut systems = build(ctx, dir.path(), t as u32, &s)?;
-        let param = format!("threads={t}");
-        let labels = (systems.iter())
-            .map(|x| Label::new(x.system, x.config.clone(), param.clone()))
-            .collect();
+        let (labels, mut systems): (Vec<_>, Vec<_>) =
+            build(ctx, dir.path(), t as u32, &s)?.into_iter().unzip();
         let mut terminals: Vec<Terminal> = (1..=t as u32)
             .map(|w| Terminal::new(w, t as u32, s))
             .collect();
@@ -468,9 +449,9 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 .collect()
         };
         let m = ctx.rounds(labels, &mut systems, (1, s.rounds), input, |x, inputs| {
-            let before = x.sys.counters();
-            let (time, digest, committed) = run_threads(&*x.sys, inputs)?;
-            let after = x.sys.counters();
+            let before = x.counters();
+            let (time, digest, committed) = run_threads(&**x, inputs)?;
+            let after = x.counters();
             Ok(Sample {
                 time,
                 counters: after.zip(before).map(|(a, b)| a.since(&b)),

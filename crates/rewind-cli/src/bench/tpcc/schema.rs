@@ -36,27 +36,23 @@ use std::borrow::Cow;
 /// Districts per warehouse (the specification's 10).
 pub const DISTRICTS: u32 = 10;
 
-/// Packs a district key.
 pub fn district_key(w: u32, d: u32) -> u64 {
     (w as u64) << 4 | d as u64
 }
 
-/// Packs a customer key.
 pub fn customer_key(w: u32, d: u32, c: u32) -> u64 {
     district_key(w, d) << 32 | c as u64
 }
 
-/// Packs a stock key.
 pub fn stock_key(w: u32, i: u32) -> u64 {
     (w as u64) << 32 | i as u64
 }
 
-/// Packs an order (and new-order) key.
+/// An order's key, and its new-order's.
 pub fn order_key(w: u32, d: u32, o: u32) -> u64 {
     district_key(w, d) << 32 | o as u64
 }
 
-/// Packs an order-line key.
 pub fn order_line_key(w: u32, d: u32, o: u32, n: u32) -> u64 {
     order_key(w, d, o) << 4 | n as u64
 }

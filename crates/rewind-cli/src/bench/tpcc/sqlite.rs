@@ -143,16 +143,9 @@ fn new_order(c: &mut Connection, o: &NewOrder) -> Result<Outcome, Sql> {
              WHERE c_w_id = ?1 AND c_d_id = ?2 AND c_id = ?3",
         )?
         .query_row(params![o.w, o.d, o.c], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (lines, all_local) = (o.lines().len(), o.all_local());
     tx.prepare_cached("INSERT INTO orders VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7)")?
-        .execute(params![
-            o.w,
-            o.d,
-            next,
-            o.c,
-            o.entry_d,
-            o.lines().len(),
-            o.all_local()
-        ])?;
+        .execute(params![o.w, o.d, next, o.c, o.entry_d, lines, all_local])?;
     tx.prepare_cached("INSERT INTO new_order VALUES (?1, ?2, ?3)")?
         .execute(params![o.w, o.d, next])?;
     let (mut amounts, mut brand_generic) = (0u64, 0u32);
@@ -171,32 +164,18 @@ fn new_order(c: &mut Connection, o: &NewOrder) -> Result<Outcome, Sql> {
             return Ok(Outcome::RolledBack);
         };
         type StockRow = (u64, u64, u64, u64, Vec<u8>, Vec<u8>);
-        let s: StockRow =
-            tx.prepare_cached(&stock_sql)?
-                .query_row(params![l.supply_w, l.i_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })?;
+        let s: StockRow = tx
+            .prepare_cached(&stock_sql)?
+            .query_row(params![l.supply_w, l.i_id], |r| StockRow::try_from(r))?;
         let qty = l.qty as u64;
         let remote = (l.supply_w != o.w) as u64;
+        let (quantity, ytd) = (restock(s.0, qty), s.1 + qty);
+        let (orders, remotes) = (s.2 + 1, s.3 + remote);
         tx.prepare_cached(
             "UPDATE stock SET s_quantity = ?3, s_ytd = ?4, s_order_cnt = ?5, s_remote_cnt = ?6 \
              WHERE s_w_id = ?1 AND s_i_id = ?2",
         )?
-        .execute(params![
-            l.supply_w,
-            l.i_id,
-            restock(s.0, qty),
-            s.1 + qty,
-            s.2 + 1,
-            s.3 + remote
-        ])?;
+        .execute(params![l.supply_w, l.i_id, quantity, ytd, orders, remotes])?;
         let amount = qty * price;
         amounts += amount;
         brand_generic += (schema::original(&i_data) && schema::original(&s.4)) as u32;

@@ -30,7 +30,7 @@ use super::super::tree::mem::{NoLog, Rewind, Volatile};
 use super::super::tree::{BTree, Engine, MemError, TxMem, Value, VALUE};
 use super::schema::{self, *};
 use super::{in_batches, lock, Line, LoadRow, NewOrder, Outcome, Sizes, System, MAX_LINES};
-use crate::bench::harness::Ctx;
+use crate::bench::{fresh_pool, Ctx};
 use crate::error::CliError;
 
 /// Bytes a row costs in the tree beside its payload (a leaf slot, splits).
@@ -59,15 +59,9 @@ fn row_value(off: u64) -> Value {
     v
 }
 
+/// A row new-order needs and the load made is not there.
 fn missing(what: &'static str) -> MemError {
-    MemError::Corrupt {
-        node: 0,
-        what: match what {
-            "warehouse" => "a warehouse row is missing",
-            "district" => "a district row is missing",
-            _ => "a customer row is missing",
-        },
-    }
+    MemError::Corrupt { node: 0, what }
 }
 
 /// The offset of the row of `key` in `t`.
@@ -80,14 +74,16 @@ fn find<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64) -> Result<Option<u64>,
 fn insert<M: TxMem + ?Sized>(m: &mut M, t: BTree, key: u64, row: &[u8]) -> Result<(), MemError> {
     let off = m.alloc(row.len() as u64)?;
     m.write(off, row)?;
-    if t.insert(m, key, &row_value(off))? {
-        Ok(())
-    } else {
-        Err(MemError::Corrupt {
-            node: off,
-            what: "a TPC-C key inserted twice",
-        })
+    let fresh = t.insert(m, key, &row_value(off))?;
+    new_key(fresh, off, "a TPC-C key inserted twice")
+}
+
+/// `Ok` if an insert found its key new (`fresh`), else the corruption `what` at `node`.
+fn new_key(fresh: bool, node: u64, what: &'static str) -> Result<(), MemError> {
+    if fresh {
+        return Ok(());
     }
+    Err(MemError::Corrupt { node, what })
 }
 
 /// `n` bytes (at most [`CHUNK`], zeroed, aligned to a cache line) from
@@ -204,14 +200,16 @@ fn home<M: TxMem + ?Sized>(
     pre: Option<&[Item; MAX_LINES]>,
     mut stock: impl FnMut(&mut M, usize) -> Result<Option<StockOut>, MemError>,
 ) -> Result<Outcome, MemError> {
-    let wrow = find(m, t.warehouse, o.w as u64)?.ok_or_else(|| missing("warehouse"))?;
+    let wrow = find(m, t.warehouse, o.w as u64)?;
+    let wrow = wrow.ok_or_else(|| missing("a warehouse row is missing"))?;
     let w_tax = m.read_u64(wrow)?;
-    let drow = find(m, t.district, district_key(o.w, o.d))?.ok_or_else(|| missing("district"))?;
+    let drow = find(m, t.district, district_key(o.w, o.d))?;
+    let drow = drow.ok_or_else(|| missing("a district row is missing"))?;
     let dist: District = read(m, drow, 16)?;
     let o_id = dist.next_o_id as u32;
     m.write_u64(drow + 8, dist.next_o_id + 1)?;
-    let crow =
-        find(m, t.customer, customer_key(o.w, o.d, o.c))?.ok_or_else(|| missing("customer"))?;
+    let crow = find(m, t.customer, customer_key(o.w, o.d, o.c))?;
+    let crow = crow.ok_or_else(|| missing("a customer row is missing"))?;
     let cust: Customer = read(m, crow, CUSTOMER_READ)?;
     let key = order_key(o.w, o.d, o_id);
     let mut v = [0u8; VALUE];
@@ -219,12 +217,7 @@ fn home<M: TxMem + ?Sized>(
     let mut sm = Slabbed { m, slab: t.slab };
     let fresh =
         t.order.insert(&mut sm, key, &v)? && t.new_order.insert(&mut sm, key, &[0; VALUE])?;
-    if !fresh {
-        return Err(MemError::Corrupt {
-            node: key,
-            what: "an order id used twice",
-        });
-    }
+    new_key(fresh, key, "an order id used twice")?;
     let (mut amounts, mut brand_generic) = (0u64, 0u32);
     let mut lines = [OrderLine::default(); MAX_LINES];
     let size = size_of::<OrderLine>();
@@ -244,15 +237,9 @@ fn home<M: TxMem + ?Sized>(
         lines[i] = OrderLine::new(l, amount, s.dist);
         let key = order_line_key(o.w, o.d, o_id, i as u32 + 1);
         let row = block + (i * size) as u64;
-        if !t
-            .order_line
-            .insert(&mut Slabbed { m, slab: t.slab }, key, &row_value(row))?
-        {
-            return Err(MemError::Corrupt {
-                node: key,
-                what: "an order line inserted twice",
-            });
-        }
+        let mut sm = Slabbed { m, slab: t.slab };
+        let fresh = t.order_line.insert(&mut sm, key, &row_value(row))?;
+        new_key(fresh, key, "an order line inserted twice")?;
     }
     // Every line's row in one write.
     let rows: &[u8] = rewind::bytemuck::cast_slice(&lines[..o.lines().len()]);
@@ -265,27 +252,15 @@ fn home<M: TxMem + ?Sized>(
     })
 }
 
-/// Runs `f` over `1..=n` in load transactions.
-fn batches<E: Engine>(
-    e: &mut E,
-    n: u32,
-    mut f: impl FnMut(&mut E::Tx<'_>, u32) -> Result<(), MemError>,
-) -> Result<(), MemError> {
-    in_batches(n, |r| {
-        e.transaction(|m| r.clone().try_for_each(|k| f(m, k)))
-    })
-}
-
-/// Loads the item table into `e`.
 fn load_items<E: Engine>(e: &mut E, s: &Sizes) -> Result<BTree, MemError> {
     let items = e.transaction(|m| BTree::create(m))?;
-    batches(e, s.items, |m, i| {
-        insert(m, items, i as u64, bytes_of(&schema::item(i)))
+    let item = |m: &mut E::Tx<'_>, i| insert(m, items, i as u64, bytes_of(&schema::item(i)));
+    in_batches(s.items, |r| {
+        e.transaction(|m| r.clone().try_for_each(|i| item(m, i)))
     })?;
     Ok(items)
 }
 
-/// Loads warehouse `w`'s tables into `e`.
 fn load_warehouse<E: Engine>(e: &mut E, w: u32, s: &Sizes) -> Result<Tables, MemError> {
     let t = e.transaction(|m| {
         let slab = m.alloc(16)?;
@@ -336,10 +311,8 @@ pub struct Baseline<E> {
 }
 
 fn loaded<E: Engine>(mut engine: E, w: u32, s: &Sizes) -> Result<Mutex<Wh<E>>, CliError> {
-    let items = load_items(&mut engine, s);
-    let items = items.map_err(CliError::bench(format!(
-        "loading the items of warehouse {w}"
-    )))?;
+    let what = format!("loading the items of warehouse {w}");
+    let items = load_items(&mut engine, s).map_err(CliError::bench(what))?;
     let tables = load_warehouse(&mut engine, w, s);
     let tables = tables.map_err(CliError::bench(format!("loading warehouse {w}")))?;
     Ok(Mutex::new(Wh {
@@ -349,27 +322,32 @@ fn loaded<E: Engine>(mut engine: E, w: u32, s: &Sizes) -> Result<Mutex<Wh<E>>, C
     }))
 }
 
-fn space(s: &Sizes) -> u64 {
-    s.item_bytes(PER_ROW) + s.warehouse_bytes(PER_ROW)
-}
-
-impl Baseline<Volatile> {
-    pub fn volatile(w: u32, s: &Sizes) -> Result<Self, CliError> {
-        let whs = (1..=w).map(|w| loaded(Volatile::new(space(s)), w, s));
+impl<E: Engine> Baseline<E> {
+    /// `w` warehouses, each loaded into the engine `engine(w, bytes)` makes.
+    fn new(
+        w: u32,
+        s: &Sizes,
+        engine: impl Fn(u32, u64) -> Result<E, CliError>,
+    ) -> Result<Self, CliError> {
+        let space = s.item_bytes(PER_ROW) + s.warehouse_bytes(PER_ROW);
+        let whs = (1..=w).map(|w| loaded(engine(w, space)?, w, s));
         Ok(Baseline {
             whs: whs.collect::<Result<_, _>>()?,
         })
     }
 }
 
+impl Baseline<Volatile> {
+    pub fn volatile(w: u32, s: &Sizes) -> Result<Self, CliError> {
+        Baseline::new(w, s, |_, space| Ok(Volatile::new(space)))
+    }
+}
+
 impl Baseline<NoLog> {
     pub fn nolog(ctx: &Ctx, dir: &Path, w: u32, s: &Sizes) -> Result<Self, CliError> {
-        let whs = (1..=w).map(|w| {
-            let dom = ctx.domain(&dir.join(format!("nolog-{w}.pool")), space(s))?;
-            loaded(NoLog::new(dom), w, s)
-        });
-        Ok(Baseline {
-            whs: whs.collect::<Result<_, _>>()?,
+        Baseline::new(w, s, |w, space| {
+            let dom = ctx.domain(&dir.join(format!("nolog-{w}.pool")), space)?;
+            Ok(NoLog::new(dom))
         })
     }
 }
@@ -378,8 +356,8 @@ impl<E: Engine + Send> Baseline<E> {
     fn run(&self, o: &NewOrder) -> Result<Outcome, MemError> {
         let mut held = lock(&self.whs, &o.warehouses())
             .map_err(|e| MemError::Io(std::io::Error::other(e.to_string())))?;
-        let at = |w: u32, held: &[(u32, _)]| held.iter().position(|(x, _)| *x == w);
-        let h = at(o.w, &held).expect("the home warehouse is locked");
+        let h = held.iter().position(|(w, _)| *w == o.w);
+        let h = h.expect("the home warehouse is locked");
         // No rollback: every item is looked up before anything is written.
         let (items, tables) = (held[h].1.items, held[h].1.tables);
         let Some(pre) = held[h].1.engine.transaction(|m| read_items(m, items, o))? else {
@@ -446,12 +424,10 @@ impl RewindTree {
         s: &Sizes,
     ) -> Result<RewindTree, CliError> {
         let name = format!("{variant}-{policy}");
-        let path = dir.join(format!("tree-{name}.pool"));
         let size = s.pool_bytes(w, PER_ROW);
         let cfg = ctx.pool_config(variant, policy);
-        let pool = Pool::create(&path, "rewind-bench-tpcc", size, &cfg)
-            .map_err(CliError::rewind(format!("creating {}", path.display())))?;
-        let pool = Box::new(pool);
+        let file = format!("tree-{name}");
+        let pool = Box::new(fresh_pool((dir, &file), "rewind-bench-tpcc", size, &cfg)?);
         let mut e = Rewind(&*pool);
         let what = format!("loading rewind/{name}");
         let items = load_items(&mut e, s).map_err(CliError::bench(&what))?;

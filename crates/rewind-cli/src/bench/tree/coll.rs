@@ -12,14 +12,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rewind::{Counters, Policy, Pool, PoolConfig, Tx};
+use rewind::{Counters, Policy, Pool, Tx};
 use rewind_collections::{BTreeMap, Error, HashMap};
 
-use super::super::harness::Ctx;
+use super::super::{fresh_pool, Ctx};
 use super::store::{End, Store};
-use super::systems::{Plan, LAYOUT};
+use super::systems::{built, Plan, LAYOUT};
 use super::workload::{str_key, value_of, Digest, Op};
 use super::{MemError, Value};
+use crate::error::CliError;
 
 /// A map of the collections, as the benchmark uses it.
 pub trait Map: Copy {
@@ -91,16 +92,14 @@ impl<M: Map> MapStore<M> {
         name: &str,
         policy: Option<Policy>,
         plan: &Plan,
-    ) -> Result<MapStore<M>, MemError> {
-        let path = dir.join(format!("{}-{name}.pool", M::SYSTEM));
-        let _ = std::fs::remove_file(&path);
-        let mut cfg = PoolConfig::default()
-            .backend(ctx.backend)
-            .nvm_latency(ctx.latency);
+    ) -> Result<MapStore<M>, CliError> {
+        let mut cfg = ctx.default_config();
         if let Some(p) = policy {
             cfg = cfg.policy(p);
         }
-        MapStore::in_pool(Arc::new(Pool::create(&path, LAYOUT, plan.space, &cfg)?))
+        let name = format!("{}-{name}", M::SYSTEM);
+        let pool = fresh_pool((dir, &name), LAYOUT, plan.space, &cfg)?;
+        MapStore::in_pool(Arc::new(pool)).map_err(built(format!("the map in {name}")))
     }
 
     /// A new map in `pool`.
@@ -122,54 +121,23 @@ impl<M: Map> MapStore<M> {
 
 impl<M: Map> Store for MapStore<M> {
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
-        let map = self.map;
         match op {
-            Op::Get(k) => d.get(
-                map.get(&self.pool, k)
-                    .map_err(mem)?
-                    .as_ref()
-                    .map(|v| &v[..]),
-            ),
-            Op::Insert(k) => {
-                let old = self.pool.transaction(|tx| map.insert(tx, k, value_of(k)));
-                d.update(old.map_err(mem)?.is_none())
+            Op::Get(k) => {
+                let v = self.map.get(&self.pool, k).map_err(mem)?;
+                d.get(v.as_ref().map(|v| &v[..]));
+                Ok(())
             }
-            Op::Remove(k) => {
-                let old = self.pool.transaction(|tx| map.remove(tx, k));
-                d.update(old.map_err(mem)?.is_some())
-            }
+            // An update is its own transaction.
+            _ => self.pool.transaction(|tx| self.one(tx, op, d)).map_err(mem),
         }
-        Ok(())
     }
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
-        let commit = matches!(end, End::Commit);
         let mut returned = Instant::now();
-        let mut copy_failed = None;
-        let r = self.pool.transaction(|tx| {
-            for &op in ops {
-                self.one(tx, op, d)?;
-            }
-            if let Err(e) = end.before_end() {
-                copy_failed = Some(e);
-                return Err(Error::Pool(rewind::Error::Aborted));
-            }
-            returned = Instant::now();
-            if commit {
-                Ok(())
-            } else {
-                Err(Error::Pool(rewind::Error::Aborted))
-            }
-        });
-        let took = returned.elapsed();
-        if let Some(e) = copy_failed {
-            return Err(e);
-        }
-        match r {
-            Ok(()) => Ok(took),
-            Err(Error::Pool(rewind::Error::Aborted)) if !commit => Ok(took),
-            Err(e) => Err(mem(e)),
-        }
+        let r = self
+            .pool
+            .transaction(|tx| end.body(ops, &mut returned, |op| self.one(tx, op, d).map_err(mem)));
+        end.took(r, returned)
     }
 
     fn checkpoint(&self) -> Result<(), MemError> {

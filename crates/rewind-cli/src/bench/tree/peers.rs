@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use redb::ReadableTable;
 
 use rewind_peers::pmdk::{PmdkHeap, PmdkTx};
-use rewind_peers::shim::Shim;
+use rewind_peers::shim::{self, Shim};
 
 use super::store::{End, Store};
 use super::workload::{str_key, value_of, Digest, Keys, Op};
@@ -54,21 +54,15 @@ impl Engine for Pmdk {
         f: impl FnOnce(&mut PmdkTx<'_>) -> Result<R, MemError>,
     ) -> Result<R, MemError> {
         let mut tx = self.0.begin()?;
-        match f(&mut tx) {
-            Ok(r) => {
-                tx.commit()?;
-                Ok(r)
-            }
-            Err(e) => {
-                tx.abort();
-                Err(e)
-            }
-        }
+        // On an error `tx` drops, which aborts it.
+        let r = f(&mut tx)?;
+        tx.commit()?;
+        Ok(r)
     }
 }
 
 /// A peer's error, with what we were doing.
-fn peer<E: std::error::Error + Send + Sync + 'static>(
+pub fn peer<E: std::error::Error + Send + Sync + 'static>(
     what: &'static str,
 ) -> impl Fn(E) -> MemError {
     move |e| MemError::Io(std::io::Error::other(format!("{what}: {e}")))
@@ -106,18 +100,19 @@ const LMDB_MAP: u64 = 4 << 30;
 impl ShimStore {
     /// A new Berkeley DB environment in the directory `dir` (created).
     pub fn bdb(dir: &Path) -> Result<ShimStore, MemError> {
-        std::fs::create_dir_all(dir)?;
-        Ok(ShimStore {
-            shim: Shim::bdb(dir, BDB_CACHE)?,
-            keys: Keys::U64,
-        })
+        ShimStore::open(dir, Shim::bdb, BDB_CACHE)
     }
 
     /// A new (or, after a crash, the recovered) LMDB environment in `dir`.
     pub fn lmdb(dir: &Path) -> Result<ShimStore, MemError> {
+        ShimStore::open(dir, Shim::lmdb, LMDB_MAP)
+    }
+
+    /// The environment `open` opens in `dir` (created) at `size`.
+    fn open(dir: &Path, open: shim::Open, size: u64) -> Result<ShimStore, MemError> {
         std::fs::create_dir_all(dir)?;
         Ok(ShimStore {
-            shim: Shim::lmdb(dir, LMDB_MAP)?,
+            shim: open(dir, size)?,
             keys: Keys::U64,
         })
     }
@@ -166,13 +161,9 @@ impl Store for ShimStore {
 
     fn batch(&mut self, ops: &[Op], end: End<'_>, d: &mut Digest) -> Result<Duration, MemError> {
         self.shim.begin()?;
-        batch_in(self, ops, end, d, |s, commit| {
-            let r = if commit {
-                s.shim.commit()
-            } else {
-                s.shim.abort()
-            };
-            Ok(r?)
+        batch_in(self, ops, end, d, |s, commit| match commit {
+            true => Ok(s.shim.commit()?),
+            false => Ok(s.shim.abort()?),
         })
     }
 }
@@ -184,22 +175,6 @@ impl Store for ShimStore {
 pub struct SqliteStore {
     conn: rusqlite::Connection,
     keys: Keys,
-}
-
-/// A key as SQLite gets it.
-enum SqlKey {
-    /// The key's bits as SQLite's signed 64-bit integer.
-    Int(i64),
-    Blob([u8; 32]),
-}
-
-impl rusqlite::ToSql for SqlKey {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        match self {
-            SqlKey::Int(i) => i.to_sql(),
-            SqlKey::Blob(b) => b[..].to_sql(),
-        }
-    }
 }
 
 impl SqliteStore {
@@ -230,9 +205,17 @@ impl Store for SqliteStore {
     #[inline]
     fn apply(&mut self, op: Op, d: &mut Digest) -> Result<(), MemError> {
         let err = peer("SQLite");
-        let key = match self.keys {
-            Keys::U64 => SqlKey::Int(op.key() as i64),
-            Keys::Str32 => SqlKey::Blob(str_key(op.key())),
+        // The key's bits as SQLite's signed 64-bit integer, or its string.
+        let (int, blob);
+        let key: &dyn rusqlite::ToSql = match self.keys {
+            Keys::U64 => {
+                int = op.key() as i64;
+                &int
+            }
+            Keys::Str32 => {
+                blob = str_key(op.key());
+                &blob
+            }
         };
         match op {
             Op::Get(_) => {

@@ -40,6 +40,35 @@ impl End<'_> {
             _ => Ok(()),
         }
     }
+
+    /// A batch's transaction, inside the system's transaction: each of
+    /// `ops` by `one`, then the crash copy, and the end: `Ok` commits,
+    /// `Aborted` rolls back. `returned` is when the end began.
+    pub fn body(
+        &self,
+        ops: &[Op],
+        returned: &mut Instant,
+        mut one: impl FnMut(Op) -> Result<(), MemError>,
+    ) -> Result<(), MemError> {
+        ops.iter().try_for_each(|&op| one(op))?;
+        self.before_end()?;
+        *returned = Instant::now();
+        match self {
+            End::Commit => Ok(()),
+            _ => Err(MemError::Aborted),
+        }
+    }
+
+    /// The time of the end that began at `returned`, the transaction
+    /// having returned `r` (a rollback asked for is no error).
+    pub fn took(&self, r: Result<(), MemError>, returned: Instant) -> Result<Duration, MemError> {
+        let took = returned.elapsed();
+        match r {
+            Ok(()) => Ok(took),
+            Err(MemError::Aborted) if !self.commits() => Ok(took),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// A system under test.
@@ -129,24 +158,9 @@ impl<E: Engine> Store for TreeStore<E> {
         }
         let t = self.tree;
         let mut returned = Instant::now();
-        let r = self.engine.transaction(|m| {
-            for &op in ops {
-                apply_in(t, m, op, d)?;
-            }
-            end.before_end()?;
-            returned = Instant::now();
-            if commit {
-                Ok(())
-            } else {
-                Err(MemError::Aborted)
-            }
-        });
-        let end = returned.elapsed();
-        match r {
-            Ok(()) => Ok(end),
-            Err(MemError::Aborted) if !commit => Ok(end),
-            Err(e) => Err(e),
-        }
+        let r =
+            (self.engine).transaction(|m| end.body(ops, &mut returned, |op| apply_in(t, m, op, d)));
+        end.took(r, returned)
     }
 
     fn checkpoint(&self) -> Result<(), MemError> {

@@ -12,7 +12,8 @@ use super::store::{Store, TreeStore};
 #[cfg(feature = "peers")]
 use super::workload::Keys;
 use super::MemError;
-use crate::bench::Ctx;
+use crate::bench::harness::every_config;
+use crate::bench::{fresh_pool, Ctx};
 use crate::error::CliError;
 
 /// The pools' layout name.
@@ -86,14 +87,11 @@ pub fn rewind_tree(
     policy: Policy,
     plan: &Plan,
 ) -> Result<TreeStore<Rewind<Box<Pool>>>, CliError> {
-    let path = dir.join(format!("{name}.pool"));
-    let _ = std::fs::remove_file(&path);
     let mut cfg = ctx.pool_config(variant, policy);
     if let Some(log) = plan.log {
         cfg = cfg.log_size(log);
     }
-    let mut pool = Pool::create(&path, LAYOUT, plan.space, &cfg)
-        .map_err(CliError::rewind(format!("creating {}", path.display())))?;
+    let mut pool = fresh_pool((dir, name), LAYOUT, plan.space, &cfg)?;
     if !plan.auto_checkpoint {
         pool.set_checkpoint_fill(1.0)
             .map_err(CliError::rewind("setting the checkpoint fill"))?;
@@ -101,14 +99,11 @@ pub fn rewind_tree(
     let store =
         TreeStore::create(Rewind(Box::new(pool))).map_err(built(format!("the tree in {name}")))?;
     let meta = store.tree.meta();
-    store
-        .engine
-        .0
-        .transaction(|tx| {
-            let root = tx.root::<u64>()?;
-            tx.write(root, &meta)
-        })
-        .map_err(CliError::rewind(format!("publishing the tree in {name}")))?;
+    let publish = store.engine.0.transaction(|tx| {
+        let root = tx.root::<u64>()?;
+        tx.write(root, &meta)
+    });
+    publish.map_err(CliError::rewind(format!("publishing the tree in {name}")))?;
     Ok(store)
 }
 
@@ -117,21 +112,15 @@ pub fn build(ctx: &Ctx, dir: &Path, plan: &Plan) -> Result<Vec<Subject>, CliErro
     let mut out = Vec::new();
     if plan.baselines {
         let volatile = TreeStore::create(Volatile::new(plan.space));
-        out.push(Subject::new(
-            "volatile",
-            "dram",
-            volatile.map_err(built("the volatile tree"))?,
-        ));
+        let volatile = volatile.map_err(built("the volatile tree"))?;
+        out.push(Subject::new("volatile", "dram", volatile));
         let nolog = NoLog::new(ctx.domain(&dir.join("nolog.pool"), plan.space)?);
         let nolog = TreeStore::create(nolog).map_err(built("the nolog tree"))?;
         out.push(Subject::new("persist-nolog", "nolog", nolog));
     }
-    for variant in LogVariant::ALL {
-        for policy in Policy::ALL {
-            let config = format!("{variant}-{policy}");
-            let store = rewind_tree(ctx, dir, &config, variant, policy, plan)?;
-            out.push(Subject::new("rewind", &config, store));
-        }
+    for (config, variant, policy) in every_config() {
+        let store = rewind_tree(ctx, dir, &config, variant, policy, plan)?;
+        out.push(Subject::new("rewind", &config, store));
     }
     #[cfg(feature = "peers")]
     peers(dir, plan, &mut out)?;
@@ -151,10 +140,8 @@ fn peers(dir: &Path, plan: &Plan, out: &mut Vec<Subject>) -> Result<(), CliError
     let mut store = TreeStore::create(Pmdk(heap)).map_err(built("the PMDK tree"))?;
     // The tree's meta offset in the root word, for a recovered pool.
     let (root, meta) = (store.engine.0.root(), store.tree.meta());
-    store
-        .engine
-        .transaction(|m| m.write_u64(root, meta))
-        .map_err(built("the PMDK tree's root"))?;
+    let publish = store.engine.transaction(|m| m.write_u64(root, meta));
+    publish.map_err(built("the PMDK tree's root"))?;
     out.push(Subject::new("pmdk", "libpmemobj", store));
     out.extend(stores(dir, Keys::U64)?);
     Ok(())

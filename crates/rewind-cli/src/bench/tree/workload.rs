@@ -24,7 +24,6 @@ pub enum Op {
     Remove(u64),
 }
 
-#[cfg(feature = "peers")]
 impl Op {
     /// The key the operation is on.
     pub fn key(self) -> u64 {
