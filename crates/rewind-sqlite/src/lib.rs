@@ -250,7 +250,7 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
     }
     // The engine's own least pool size, found here rather than at the
     // first WAL open.
-    let least = rewind::format::layout::MIN_POOL;
+    let least = rewind::MIN_POOL;
     if cfg.pool_size < least {
         return Err(RegisterError::BadConfig {
             field: "pool_size",

@@ -84,6 +84,8 @@ pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
 pub use engine::write_back::WriteBack;
 pub use error::{Error, Result};
+/// The smallest pool [`Pool::create`] accepts, in bytes (1 MiB).
+pub use format::layout::MIN_POOL;
 pub use format::{TypeFingerprint, Typed};
 pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters, NvmLatency};
