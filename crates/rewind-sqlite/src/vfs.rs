@@ -244,6 +244,16 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
     };
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
+    // SQLite checks its WAL header's magic and checksum when it reads the
+    // file, and ignores every frame after one that fails: a damaged header
+    // in the pool would lose the committed frames without a word.
+    if let Some(h) = &rec.header {
+        if !crate::wal::header_checks(h) {
+            return Err(Error::Damaged {
+                what: "the WAL header in the pool fails SQLite's magic or checksum",
+            });
+        }
+    }
     Ok(WalFile::open(log, rec, db_of(wal), cfg.differential))
 }
 
@@ -301,7 +311,14 @@ unsafe extern "C" fn x_open(
             e.handles += 1;
             e.shared.clone()
         }
-        None => match open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0) {
+        // A panic must not unwind into SQLite (the process would abort):
+        // one that a damaged pool provokes while it is read is an error.
+        None => match std::panic::catch_unwind(|| {
+            open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0)
+        })
+        .unwrap_or(Err(Error::Damaged {
+            what: "reading the pool panicked",
+        })) {
             Ok(f) => {
                 let shared = Arc::new(Shared {
                     file: Mutex::new(Some(f)),
