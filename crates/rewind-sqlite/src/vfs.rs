@@ -13,7 +13,8 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
@@ -72,8 +73,8 @@ pub(crate) fn key_of(db: &Path) -> PathBuf {
 }
 
 fn db_of(wal: &Path) -> PathBuf {
-    let s = wal.as_os_str().to_string_lossy();
-    PathBuf::from(s.strip_suffix("-wal").unwrap_or(&s).to_string())
+    let b = wal.as_os_str().as_bytes();
+    PathBuf::from(OsStr::from_bytes(b.strip_suffix(b"-wal").unwrap_or(b)))
 }
 
 /// What the WAL of the database at `db` wrote, while a connection has it
@@ -197,7 +198,7 @@ unsafe fn parent<'a>(vfs: *mut ffi::sqlite3_vfs) -> &'a mut ffi::sqlite3_vfs {
 }
 
 fn is_wal_name(name: &Path) -> bool {
-    name.as_os_str().to_string_lossy().ends_with("-wal")
+    name.as_os_str().as_bytes().ends_with(b"-wal")
 }
 
 /// A WAL file of stock SQLite with frames in it, beside the database whose
@@ -219,7 +220,9 @@ unsafe fn path_of(z: *const c_char) -> Option<PathBuf> {
     }
     // SAFETY: SQLite passes NUL-terminated names.
     let s = unsafe { CStr::from_ptr(z) };
-    Some(PathBuf::from(s.to_string_lossy().into_owned()))
+    // The bytes as they are: a lossy conversion would give two names
+    // that differ in an invalid UTF-8 byte one pool and one wal-index.
+    Some(PathBuf::from(OsStr::from_bytes(s.to_bytes())))
 }
 
 fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
