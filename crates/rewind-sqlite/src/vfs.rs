@@ -368,9 +368,21 @@ unsafe extern "C" fn x_delete(
         if OPEN.lock().contains_key(&key_of(&db_of(&wal))) {
             return ffi::SQLITE_IOERR_DELETE;
         }
+        let pool = pool_path(&wal);
+        // SQLite deletes the WAL once a checkpoint has copied every frame
+        // into the database file, but syncs that file only as `PRAGMA
+        // synchronous` asks (not at all under OFF): the frames leave the
+        // pool only once the database file holds them durably, as at a
+        // restart (`WalFile::restart`), whatever `synchronous` says.
+        if pool.exists() {
+            if let Err(e) = sync_db(&db_of(&wal)) {
+                remember(&e);
+                return ffi::SQLITE_IOERR_DELETE;
+            }
+        }
         // Only the pool is this VFS's: a file at the WAL's own name is
         // another VFS's (stock SQLite's), never deleted here.
-        return match std::fs::remove_file(pool_path(&wal)) {
+        return match std::fs::remove_file(&pool) {
             Ok(()) => ffi::SQLITE_OK,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ffi::SQLITE_OK,
             Err(_) => ffi::SQLITE_IOERR_DELETE,
@@ -382,6 +394,20 @@ unsafe extern "C" fn x_delete(
         ffi::SQLITE_OK
     } else {
         rc
+    }
+}
+
+/// Makes the database file durable (a database that is gone has nothing
+/// to keep).
+fn sync_db(db: &Path) -> Result<(), Error> {
+    let io = |source| Error::Io {
+        path: db.to_path_buf(),
+        source,
+    };
+    match std::fs::File::open(db) {
+        Ok(f) => f.sync_data().map_err(io),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
     }
 }
 
