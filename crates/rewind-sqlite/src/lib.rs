@@ -143,10 +143,11 @@ impl Config {
     }
 
     /// The size new pools may grow to: [`Config::max_pool_size`], or 64
-    /// times `pool_size`, never less than `pool_size`.
+    /// times `pool_size` (kept below the engine's bound,
+    /// [`rewind::MAX_POOL`]), never less than `pool_size`.
     pub fn pool_max(&self) -> u64 {
         self.max_pool_size
-            .unwrap_or(self.pool_size.saturating_mul(64))
+            .unwrap_or(self.pool_size.saturating_mul(64).min(rewind::MAX_POOL - 1))
             .max(self.pool_size)
     }
 
@@ -240,6 +241,7 @@ pub enum RegisterError {
 /// Refused at once, before any database is opened: a name that is empty,
 /// holds a NUL byte or is SQLite's already ([`RegisterError::NameTaken`]),
 /// and a configuration no pool could be made of: a pool under 1 MiB, a
+/// pool or a maximum of 256 TiB or more ([`rewind::MAX_POOL`]), a
 /// block size that is not a multiple of 64 of at least 4096 or that a
 /// pool of the maximum size ([`Config::pool_max`]) could not hold twice.
 pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
@@ -250,7 +252,7 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
     }
     // The engine's own least pool size, found here rather than at the
     // first WAL open.
-    let least = rewind::format::layout::MIN_POOL;
+    let least = rewind::MIN_POOL;
     if cfg.pool_size < least {
         return Err(RegisterError::BadConfig {
             field: "pool_size",
@@ -258,7 +260,22 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
             expected: format!("at least 1 MiB ({least})"),
         });
     }
+    let bound = rewind::MAX_POOL;
+    if cfg.pool_size >= bound {
+        return Err(RegisterError::BadConfig {
+            field: "pool_size",
+            value: cfg.pool_size,
+            expected: format!("below 256 TiB ({bound})"),
+        });
+    }
     let max = cfg.pool_max();
+    if max >= bound {
+        return Err(RegisterError::BadConfig {
+            field: "max_pool_size",
+            value: max,
+            expected: format!("below 256 TiB ({bound})"),
+        });
+    }
     if cfg.block_size > max / 2 {
         return Err(RegisterError::BadConfig {
             field: "block_size",

@@ -227,13 +227,39 @@ impl WalLog {
             return Err(Error::NotAWalPool { found: magic });
         }
         let block_size = word(BLOCK_SIZE_OFF);
+        // What `register` accepts and `grow` allocates: a damaged root
+        // must be an error, not an out-of-range index or a huge buffer.
+        if block_size < 4096 || !block_size.is_multiple_of(64) || block_size > pool.max_size() / 2 {
+            return Err(Error::Damaged {
+                what: "the root's block size is not one a log was made with",
+            });
+        }
+        if word(HEAD_OFF) == 0 {
+            return Err(Error::Damaged {
+                what: "the root names no head block",
+            });
+        }
         let gen = word(GEN_OFF);
-        let header = (word(HAS_HEADER_OFF) == 1).then(|| {
-            let o = HEADER_OFF as usize;
-            let mut h = [0u8; 32];
-            h.copy_from_slice(&r[o..o + 32]);
-            h
-        });
+        let header = match word(HAS_HEADER_OFF) {
+            0 => None,
+            1 => {
+                let o = HEADER_OFF as usize;
+                let mut h = [0u8; 32];
+                h.copy_from_slice(&r[o..o + 32]);
+                let p = page_size(&h);
+                if !(512..=65536).contains(&p) || !p.is_power_of_two() {
+                    return Err(Error::Damaged {
+                        what: "the root's WAL header names no valid page size",
+                    });
+                }
+                Some(h)
+            }
+            _ => {
+                return Err(Error::Damaged {
+                    what: "the root's header flag is neither 0 nor 1",
+                })
+            }
+        };
         let mut seen = std::collections::HashSet::new();
         let blocks = chain(&pool, word(HEAD_OFF), &mut seen)?;
         let reclaim = match word(RECLAIM_OFF) {
@@ -257,10 +283,8 @@ impl WalLog {
             not_commits: rewind::Counters::default(),
         };
         let frames = match &header {
-            Some(h) if page_size(h).is_power_of_two() && page_size(h) >= 512 => {
-                log.scan(page_size(h))?
-            }
-            _ => Vec::new(),
+            Some(h) => log.scan(page_size(h))?,
+            None => Vec::new(),
         };
         log.frames = frames.len() as u32;
         log.free_reclaimed()?;

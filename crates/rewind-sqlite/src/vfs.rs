@@ -13,7 +13,8 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
@@ -72,8 +73,8 @@ pub(crate) fn key_of(db: &Path) -> PathBuf {
 }
 
 fn db_of(wal: &Path) -> PathBuf {
-    let s = wal.as_os_str().to_string_lossy();
-    PathBuf::from(s.strip_suffix("-wal").unwrap_or(&s).to_string())
+    let b = wal.as_os_str().as_bytes();
+    PathBuf::from(OsStr::from_bytes(b.strip_suffix(b"-wal").unwrap_or(b)))
 }
 
 /// What the WAL of the database at `db` wrote, while a connection has it
@@ -197,7 +198,7 @@ unsafe fn parent<'a>(vfs: *mut ffi::sqlite3_vfs) -> &'a mut ffi::sqlite3_vfs {
 }
 
 fn is_wal_name(name: &Path) -> bool {
-    name.as_os_str().to_string_lossy().ends_with("-wal")
+    name.as_os_str().as_bytes().ends_with(b"-wal")
 }
 
 /// A WAL file of stock SQLite with frames in it, beside the database whose
@@ -219,7 +220,9 @@ unsafe fn path_of(z: *const c_char) -> Option<PathBuf> {
     }
     // SAFETY: SQLite passes NUL-terminated names.
     let s = unsafe { CStr::from_ptr(z) };
-    Some(PathBuf::from(s.to_string_lossy().into_owned()))
+    // The bytes as they are: a lossy conversion would give two names
+    // that differ in an invalid UTF-8 byte one pool and one wal-index.
+    Some(PathBuf::from(OsStr::from_bytes(s.to_bytes())))
 }
 
 fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
@@ -244,6 +247,16 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
     };
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
+    // SQLite checks its WAL header's magic and checksum when it reads the
+    // file, and ignores every frame after one that fails: a damaged header
+    // in the pool would lose the committed frames without a word.
+    if let Some(h) = &rec.header {
+        if !crate::wal::header_checks(h) {
+            return Err(Error::Damaged {
+                what: "the WAL header in the pool fails SQLite's magic or checksum",
+            });
+        }
+    }
     Ok(WalFile::open(log, rec, db_of(wal), cfg.differential))
 }
 
@@ -301,7 +314,14 @@ unsafe extern "C" fn x_open(
             e.handles += 1;
             e.shared.clone()
         }
-        None => match open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0) {
+        // A panic must not unwind into SQLite (the process would abort):
+        // one that a damaged pool provokes while it is read is an error.
+        None => match std::panic::catch_unwind(|| {
+            open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0)
+        })
+        .unwrap_or(Err(Error::Damaged {
+            what: "reading the pool panicked",
+        })) {
             Ok(f) => {
                 let shared = Arc::new(Shared {
                     file: Mutex::new(Some(f)),
@@ -348,9 +368,21 @@ unsafe extern "C" fn x_delete(
         if OPEN.lock().contains_key(&key_of(&db_of(&wal))) {
             return ffi::SQLITE_IOERR_DELETE;
         }
+        let pool = pool_path(&wal);
+        // SQLite deletes the WAL once a checkpoint has copied every frame
+        // into the database file, but syncs that file only as `PRAGMA
+        // synchronous` asks (not at all under OFF): the frames leave the
+        // pool only once the database file holds them durably, as at a
+        // restart (`WalFile::restart`), whatever `synchronous` says.
+        if pool.exists() {
+            if let Err(e) = sync_db(&db_of(&wal)) {
+                remember(&e);
+                return ffi::SQLITE_IOERR_DELETE;
+            }
+        }
         // Only the pool is this VFS's: a file at the WAL's own name is
         // another VFS's (stock SQLite's), never deleted here.
-        return match std::fs::remove_file(pool_path(&wal)) {
+        return match std::fs::remove_file(&pool) {
             Ok(()) => ffi::SQLITE_OK,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ffi::SQLITE_OK,
             Err(_) => ffi::SQLITE_IOERR_DELETE,
@@ -362,6 +394,20 @@ unsafe extern "C" fn x_delete(
         ffi::SQLITE_OK
     } else {
         rc
+    }
+}
+
+/// Makes the database file durable (a database that is gone has nothing
+/// to keep).
+fn sync_db(db: &Path) -> Result<(), Error> {
+    let io = |source| Error::Io {
+        path: db.to_path_buf(),
+        source,
+    };
+    match std::fs::File::open(db) {
+        Ok(f) => f.sync_data().map_err(io),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
     }
 }
 

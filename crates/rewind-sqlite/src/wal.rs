@@ -98,6 +98,16 @@ pub fn checksum(big: bool, bytes: &[u8], mut s: [u32; 2]) -> [u32; 2] {
     s
 }
 
+/// Whether a WAL header holds SQLite's magic and its own checksum (as
+/// `walIndexRecover` checks it before it reads any frame).
+pub(crate) fn header_checks(h: &WalHeader) -> bool {
+    let magic = be32(h, 0);
+    if magic & !1 != 0x377f_0682 {
+        return false;
+    }
+    checksum(magic & 1 == 1, &h[..24], [0, 0]) == [be32(h, 24), be32(h, 28)]
+}
+
 /// One database's WAL file, shared by every connection that opens it.
 pub struct WalFile {
     log: WalLog,

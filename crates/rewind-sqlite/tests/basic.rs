@@ -417,6 +417,14 @@ fn register_refuses_taken_names_and_impossible_configs() {
                 .block_size(4 << 20),
             "block_size",
         ),
+        // No pool reaches 256 TiB (the engine's bound): refused here, not
+        // at the first open.
+        (Config::default().pool_size(u64::MAX), "pool_size"),
+        (Config::default().pool_size(1 << 50), "pool_size"),
+        (
+            Config::default().pool_size(1 << 20).max_pool_size(1 << 62),
+            "max_pool_size",
+        ),
     ] {
         match rewind_sqlite::register("rewind-bad-config", &cfg) {
             Err(e @ RegisterError::BadConfig { field: f, .. }) => {
@@ -426,4 +434,19 @@ fn register_refuses_taken_names_and_impossible_configs() {
             r => panic!("{field}: {r:?}"),
         }
     }
+}
+
+/// The default maximum (64 times the pool size) stays below the engine's
+/// bound, so a large pool size alone is not a configuration no pool could
+/// be made of.
+#[test]
+fn the_default_maximum_stays_below_the_engines_bound() {
+    let cfg = rewind_sqlite::Config::default().pool_size(8 << 40);
+    assert!(cfg.pool_max() < rewind::MAX_POOL);
+    assert!(cfg.pool_max() >= cfg.pool_size);
+    assert_eq!(
+        rewind_sqlite::Config::default().pool_max(),
+        64 * (64 << 20),
+        "the default's maximum is unchanged"
+    );
 }

@@ -84,6 +84,9 @@ pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
 pub use engine::write_back::WriteBack;
 pub use error::{Error, Result};
+/// The smallest pool [`Pool::create`] accepts, in bytes (1 MiB), and the
+/// bound every pool's maximum size stays below (256 TiB).
+pub use format::layout::{MAX_POOL, MIN_POOL};
 pub use format::{TypeFingerprint, Typed};
 pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters, NvmLatency};
