@@ -74,7 +74,7 @@ fn main() -> Result<(), rewind::Error> {
     let el = t.elapsed();
     let total = n * threads as u64;
     println!(
-        "{policy} threads={threads} K={k}: {:.0} tx/s, {:.3} us/tx wall, cpu us/tx per thread {:?}, {:.2} fences/tx, {:.2} device flushes/tx, {:.1} pages/flush, {:.3} order waits/tx, {:.4} parks/tx",
+        "{policy} threads={threads} K={k}: {:.0} tx/s, {:.3} us/tx wall, cpu us/tx per thread {:?}, {:.2} fences/tx, {:.2} device flushes/tx, {:.1} pages/flush, {:.3} order waits/tx, {:.4} parks/tx, {:.3} written back ahead/tx",
         total as f64 / el.as_secs_f64(),
         el.as_secs_f64() * 1e6 / total as f64,
         cpu.iter()
@@ -85,6 +85,7 @@ fn main() -> Result<(), rewind::Error> {
         c.synced_pages as f64 / c.device_flushes.max(1) as f64,
         c.order_waits as f64 / total as f64,
         c.order_parks as f64 / total as f64,
+        c.ahead_write_backs as f64 / total as f64,
     );
     Ok(())
 }

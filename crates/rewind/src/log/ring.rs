@@ -138,9 +138,6 @@ struct Flight {
     /// written back ahead of an earlier one keeps them in `State::early`
     /// until the groups before it are written back).
     ranges: usize,
-    /// Its fence is done, and its thread waits for earlier groups: it may
-    /// then be written back ahead of them (see [`State::may_write_back`]).
-    durable: bool,
     /// Written back in place (ahead of an earlier group, or in order).
     applied: bool,
     /// Its byte ranges are in `State::claims`.
@@ -341,22 +338,33 @@ impl State {
     }
 
     /// Whether group `csn` (of values alone, its fence done) may be written
-    /// back now: every earlier group not written back yet is durable and
-    /// published its byte ranges, none of which meets one of `b`'s.
-    fn may_write_back(&self, csn: u64, b: &Builder) -> bool {
+    /// back now: every earlier group not written back yet is durable (as
+    /// `durable` says) and published its byte ranges, none of which meets
+    /// one of `b`'s. Otherwise the first earlier group in the way.
+    fn may_write_back(
+        &self,
+        csn: u64,
+        b: &Builder,
+        durable: impl Fn(u64) -> bool,
+    ) -> Result<(), Blocker> {
         let first = self.flights.front().map_or(csn, |f| f.csn);
         let earlier = self.flights.iter().take((csn - first) as usize);
-        if !earlier
-            .filter(|f| f.csn > self.applied && !f.applied)
-            .all(|f| f.durable && f.claims)
-        {
-            return false;
+        for f in earlier.filter(|f| f.csn > self.applied && !f.applied) {
+            if !f.claims {
+                return Err(Blocker::WriteBack(f.csn));
+            }
+            if !durable(f.csn) {
+                return Err(Blocker::Fence(f.csn));
+            }
         }
         let mine = || b.values().map(|(t, v)| (t, t + v.len() as u64));
-        self.claims
-            .iter()
+        match (self.claims.iter())
             .filter(|c| c.0 < csn)
-            .all(|&(_, s, e)| mine().all(|(t, end)| end <= s || e <= t))
+            .find(|&&(_, s, e)| mine().any(|(t, end)| t < e && s < end))
+        {
+            Some(&(c, _, _)) => Err(Blocker::WriteBack(c)),
+            None => Ok(()),
+        }
     }
 
     /// The ring fences thread `tag` has made.
@@ -378,6 +386,17 @@ impl State {
         };
         &mut self.epochs[i].1
     }
+}
+
+/// What keeps a group from being written back ahead of earlier ones
+/// ([`State::may_write_back`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blocker {
+    /// This earlier group's fence is not done.
+    Fence(u64),
+    /// This earlier group must be written back first (it writes some of
+    /// the same bytes, or did not say which it writes).
+    WriteBack(u64),
 }
 
 /// A commit's write-back of one bits entry (block, size, set): the ranges
@@ -433,6 +452,10 @@ pub struct Ring {
     order: [Condvar; ORDER_SLOTS],
 }
 
+/// The slots of [`Watch::durable`]: more than the commits usually in
+/// flight at once.
+const DURABLE_SLOTS: usize = 64;
+
 /// The condition variables of [`Ring::order`]: more than the commits
 /// usually in flight at once, so a slot rarely wakes a commit that is not
 /// due.
@@ -447,10 +470,17 @@ struct Watch {
     unfenced: AtomicBool,
     /// `State::applied`.
     applied: AtomicU64,
-    /// Changed (under the latch) whenever a group in flight is marked
-    /// durable or written back: what a commit waiting to be written back
-    /// ahead of earlier groups watches.
-    progress: AtomicU64,
+    /// Group `n`'s fence is done once slot `n % DURABLE_SLOTS` holds `n`
+    /// (stored by its thread after its fence, without the latch; a slot
+    /// taken by a later group only makes a waiter wait longer).
+    durable: [AtomicU64; DURABLE_SLOTS],
+    /// On a disk: group `n`'s range was recorded under the number in
+    /// `recorded[n % DURABLE_SLOTS]` while `recorded_by` there holds `n`
+    /// (written `0`, number, `n`; read `n`, number, `n`), and it is durable
+    /// once a device flush covered that number, before its thread has run
+    /// again ([`Ring::durable`]).
+    recorded_by: [AtomicU64; DURABLE_SLOTS],
+    recorded: [AtomicU64; DURABLE_SLOTS],
     /// `State::broken` is set.
     broken: AtomicBool,
     /// `State::inflight`: more commits in flight than processors, and a
@@ -547,7 +577,9 @@ impl Ring {
                 pending: AtomicBool::new(false),
                 unfenced: AtomicBool::new(false),
                 applied: AtomicU64::new(next - 1),
-                progress: AtomicU64::new(0),
+                durable: std::array::from_fn(|_| AtomicU64::new(0)),
+                recorded_by: std::array::from_fn(|_| AtomicU64::new(0)),
+                recorded: std::array::from_fn(|_| AtomicU64::new(0)),
                 broken: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
             }),
@@ -758,7 +790,6 @@ impl Ring {
                 writer: me,
                 epoch: 0,
                 ranges: 0,
-                durable: false,
                 applied: false,
                 claims,
             });
@@ -768,7 +799,12 @@ impl Ring {
         // group durable (and the Log Start stored with it).
         let written = (|| {
             let bytes = b.seal(csn);
-            d.store_nt(self.off + at % self.len, bytes)?;
+            if let Some(n) = d.store_nt_numbered(self.off + at % self.len, bytes)? {
+                let i = (csn % DURABLE_SLOTS as u64) as usize;
+                self.watch.recorded_by[i].store(0, Ordering::Release);
+                self.watch.recorded[i].store(n, Ordering::Release);
+                self.watch.recorded_by[i].store(csn, Ordering::Release);
+            }
             if let Some((slot, start)) = advance {
                 store_slot(d, slot, start.csn, start.at % self.len)?;
             }
@@ -870,11 +906,6 @@ impl Ring {
         if !self.watch.pending.load(Ordering::Relaxed) {
             self.watch.pending.store(true, Ordering::Release);
         }
-        if st.inflight > 0 {
-            // Changed under the latch only: no locked instruction.
-            let p = self.watch.progress.load(Ordering::Relaxed);
-            self.watch.progress.store(p + 1, Ordering::Release);
-        }
         if st.applied - before >= ORDER_SLOTS as u64 {
             for cv in &self.order {
                 cv.notify_all();
@@ -899,69 +930,87 @@ impl Ring {
     /// another's write-back in turn.
     fn wait_turn(&self, d: &Domain, csn: u64, b: &Builder) -> Result<(), Error> {
         let due = self.watch.applied.load(Ordering::Acquire) >= csn - 1;
-        if due && self.watch.inflight.load(Ordering::Relaxed) <= 1 {
-            // Alone: no later group to tell that this one is durable.
+        if !due || self.watch.inflight.load(Ordering::Relaxed) > 1 {
+            // Said, so that a later group may be written back beside this
+            // one rather than after it (alone, no group is told).
+            let slot = &self.watch.durable[(csn % DURABLE_SLOTS as u64) as usize];
+            slot.store(csn, Ordering::Release);
+        }
+        if due {
             return Ok(());
         }
         if b.bits().next().is_some() {
             // Bits entries rewrite bitmap words that other groups share.
             return self.wait_applied(d, csn - 1);
         }
-        // Marked durable, so that later groups may be written back beside
-        // this one's write-back rather than after it.
-        let mut st = self.state.lock();
-        let first = st.flights.front().map_or(csn, |f| f.csn);
-        st.flights[(csn - first) as usize].durable = true;
-        let p = self.watch.progress.load(Ordering::Relaxed);
-        self.watch.progress.store(p + 1, Ordering::Release);
-        self.cv.notify_all();
-        if due {
-            return Ok(());
-        }
-        let mut parked = false;
+        let durable = |c| self.durable(d, c);
+        let mut yielded = false;
         loop {
-            st.usable()?;
-            if st.applied >= csn - 1 || st.may_write_back(csn, b) {
-                break;
-            }
-            // Until a group in flight changes: spinning or yielding as for
-            // the applied count, then parked.
-            let seen = self.watch.progress.load(Ordering::Acquire);
-            let changed = || {
-                self.watch.progress.load(Ordering::Acquire) != seen
-                    || self.watch.broken.load(Ordering::Acquire)
+            let blocker = {
+                let st = self.state.lock();
+                st.usable()?;
+                if st.applied >= csn - 1 {
+                    break;
+                }
+                match st.may_write_back(csn, b, durable) {
+                    Ok(()) => break,
+                    Err(blocker) => blocker,
+                }
             };
+            // Until the group in the way is out of it: spinning, and
+            // yielding where processors are crowded, as for the applied
+            // count; then in order (`wait_applied`, which parks).
+            let cleared = || {
+                let applied = self.watch.applied.load(Ordering::Acquire);
+                applied >= csn - 1
+                    || self.watch.broken.load(Ordering::Acquire)
+                    || match blocker {
+                        Blocker::Fence(c) => durable(c),
+                        Blocker::WriteBack(c) => applied >= c,
+                    }
+            };
+            if d.schedule_point() {
+                continue;
+            }
             let crowded = match d.lazy_write_back() {
                 true => d.crowded(),
                 false => backoff::crowded(self.watch.inflight.load(Ordering::Relaxed)),
             };
-            let waited = MutexGuard::unlocked(&mut st, || {
-                if d.has_schedule() {
-                    d.schedule_point();
-                    return true;
-                }
-                let limit = match d.lazy_write_back() || crowded {
-                    true => SPINS_DISK,
-                    false => SPINS,
-                };
-                for _ in 0..limit {
-                    if changed() {
-                        return true;
-                    }
-                    std::hint::spin_loop();
-                }
-                crowded && backoff::yield_until(backoff::YIELD_MAX, changed)
-            });
-            if !waited {
-                parked = true;
-                st = self.wait_on(d, st, &self.cv, |st| {
-                    self.watch.progress.load(Ordering::Acquire) == seen && st.broken.is_none()
-                });
+            let limit = match d.lazy_write_back() || crowded {
+                true => SPINS_DISK,
+                false => SPINS,
+            };
+            if (0..limit).any(|_| {
+                std::hint::spin_loop();
+                cleared()
+            }) {
+                continue;
             }
+            if crowded && !yielded {
+                yielded = true;
+                if backoff::yield_until(backoff::YIELD_MAX, cleared) {
+                    continue;
+                }
+            }
+            return self.wait_applied(d, csn - 1);
         }
-        drop(st);
-        d.count_order_wait(parked);
+        d.count_order_wait(false);
         Ok(())
+    }
+
+    /// Whether group `c`'s fence is done, or (on a disk) a device flush
+    /// made its range durable: `false` when its slot says nothing of it.
+    fn durable(&self, d: &Domain, c: u64) -> bool {
+        let i = (c % DURABLE_SLOTS as u64) as usize;
+        if self.watch.durable[i].load(Ordering::Acquire) == c {
+            return true;
+        }
+        let by = &self.watch.recorded_by[i];
+        if by.load(Ordering::Acquire) != c {
+            return false;
+        }
+        let n = self.watch.recorded[i].load(Ordering::Acquire);
+        by.load(Ordering::Acquire) == c && d.record_durable(n)
     }
 
     /// Waits until group `csn` is durable and written back (every group
@@ -1288,10 +1337,10 @@ fn check_target(l: &Layout, target: u64, len: u64, at: u64) -> Result<(), Error>
 mod tests {
     use super::*;
 
-    /// A state with groups 1 (applied), 2 and 3 in flight, and a group 4
-    /// of one value at `target`; group 2 durable or not, publishing its
-    /// value at 64 or not.
-    fn three(durable: bool, claims: bool) -> State {
+    /// A state with group 1 applied, groups 2 and 3 in flight and group 4
+    /// reserved; group 3 published its value at 128, group 2 its value at
+    /// 64 or nothing.
+    fn three(claims: bool) -> State {
         let mut st = State::new(Start { csn: 1, at: 0 }, 0);
         for csn in 1..=4 {
             st.flights.push_back(Flight {
@@ -1300,7 +1349,6 @@ mod tests {
                 writer: csn,
                 epoch: 0,
                 ranges: 0,
-                durable: csn == 3 || (csn == 2 && durable),
                 applied: csn == 1,
                 claims: csn == 3 || (csn == 2 && claims),
             });
@@ -1323,21 +1371,35 @@ mod tests {
     #[test]
     fn a_group_goes_ahead_only_of_durable_groups_that_write_none_of_its_bytes() {
         let b = one_value(72);
-        assert!(three(true, true).may_write_back(4, &b));
-        // Group 2 not durable: recovery could stop before group 4.
-        assert!(!three(false, true).may_write_back(4, &b));
+        let all = |_| true;
+        assert_eq!(three(true).may_write_back(4, &b, all), Ok(()));
+        // Group 2's fence not done: recovery could stop before group 4.
+        let not_2 = |c| c != 2;
+        assert_eq!(
+            three(true).may_write_back(4, &b, not_2),
+            Err(Blocker::Fence(2))
+        );
         // Group 2 did not say what it writes.
-        assert!(!three(true, false).may_write_back(4, &b));
+        assert_eq!(
+            three(false).may_write_back(4, &b, all),
+            Err(Blocker::WriteBack(2))
+        );
         // Bytes group 2 or 3 writes: their order is replay's.
-        assert!(!three(true, true).may_write_back(4, &one_value(68)));
-        assert!(!three(true, true).may_write_back(4, &one_value(124)));
+        assert_eq!(
+            three(true).may_write_back(4, &one_value(68), all),
+            Err(Blocker::WriteBack(2))
+        );
+        assert_eq!(
+            three(true).may_write_back(4, &one_value(124), all),
+            Err(Blocker::WriteBack(3))
+        );
         // Only earlier groups count.
-        assert!(three(true, true).may_write_back(3, &one_value(200)));
+        assert_eq!(three(true).may_write_back(3, &one_value(200), all), Ok(()));
     }
 
     #[test]
     fn groups_written_back_ahead_join_the_applied_count_in_order() {
-        let mut st = three(true, true);
+        let mut st = three(true);
         // Groups 3 and 4 written back ahead of group 2.
         for (csn, at) in [(3, 128), (4, 256)] {
             st.flights[(csn - 1) as usize].applied = true;

@@ -263,6 +263,9 @@ struct Msync {
     /// flush in flight watches while it yields (`backoff`) before it
     /// sleeps on `flushed`.
     ended: AtomicU64,
+    /// `Flushes::durable`, read without the lock
+    /// ([`Domain::record_durable`]).
+    durable: AtomicU64,
     /// The last group of fences held more threads than there are
     /// processors: waiters yield before they sleep (`backoff`).
     crowded: std::sync::atomic::AtomicBool,
@@ -314,9 +317,11 @@ struct Flushes {
 }
 
 impl Flushes {
-    fn record(&mut self, off: u64, len: u64) {
+    /// Records a range; returns its number.
+    fn record(&mut self, off: u64, len: u64) -> u64 {
         self.dirty.push((off, len));
         self.recorded += 1;
+        self.recorded
     }
 }
 
@@ -618,6 +623,7 @@ impl Domain {
                 flushed: parking_lot::Condvar::new(),
                 gathered: parking_lot::Condvar::new(),
                 ended: AtomicU64::new(0),
+                durable: AtomicU64::new(0),
                 crowded: std::sync::atomic::AtomicBool::new(false),
                 lazy: Mutex::new(Vec::new()),
             })),
@@ -753,6 +759,13 @@ impl Domain {
     /// A non-temporal store: bypasses the cache and is persistent after the
     /// next fence.
     pub fn store_nt(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        self.store_nt_numbered(off, bytes).map(|_| ())
+    }
+
+    /// [`store_nt`](Self::store_nt), and on Msync the number its range was
+    /// recorded under: durable once [`record_durable`](Self::record_durable)
+    /// says so, whichever thread's fence made it so.
+    pub(crate) fn store_nt_numbered(&self, off: u64, bytes: &[u8]) -> Result<Option<u64>, Error> {
         self.check(off, bytes.len())?;
         let lines = lines_of(off, bytes.len() as u64);
         // This thread's counters, found once per call.
@@ -769,19 +782,31 @@ impl Domain {
         match &self.kind {
             Kind::Pmem { instr, .. } => {
                 self.map.write_nt(off as usize, bytes, *instr);
+                Ok(None)
             }
             Kind::Msync(m) => {
                 self.write_file(off, bytes)?;
-                m.flush.lock().record(off, bytes.len() as u64);
+                Ok(Some(m.flush.lock().record(off, bytes.len() as u64)))
             }
             Kind::Sim(sim) => {
                 let mut s = sim.lock();
                 s.record(off, bytes.len(), true);
                 self.map.write(off as usize, bytes);
                 s.stored();
+                Ok(None)
             }
         }
-        Ok(())
+    }
+
+    /// Whether the range recorded as `n` ([`store_nt_numbered`]) is
+    /// durable: a device flush that covered it has ended (Msync only).
+    ///
+    /// [`store_nt_numbered`]: Self::store_nt_numbered
+    pub(crate) fn record_durable(&self, n: u64) -> bool {
+        match &self.kind {
+            Kind::Msync(m) => m.durable.load(Ordering::Acquire) >= n,
+            _ => false,
+        }
     }
 
     /// Msync's non-temporal store: `bytes` written at `off` with `pwrite`
@@ -852,7 +877,9 @@ impl Domain {
                     self.map.flush_line((first + i * LINE) as usize, *instr);
                 }
             }
-            Kind::Msync(m) => m.flush.lock().record(off, len),
+            Kind::Msync(m) => {
+                m.flush.lock().record(off, len);
+            }
             Kind::Sim(sim) => sim.lock().flush(off, len),
         }
         Ok(())
@@ -1130,7 +1157,10 @@ impl Domain {
             m.crowded
                 .store(backoff::crowded(f.expect), Ordering::Relaxed);
             match r {
-                Ok(()) => f.durable = f.durable.max(upto),
+                Ok(()) => {
+                    f.durable = f.durable.max(upto);
+                    m.durable.store(f.durable, Ordering::Release);
+                }
                 Err(e) => f.failed = Some(format!("msync failed: {e}")),
             }
             m.ended.fetch_add(1, Ordering::Release);
