@@ -324,6 +324,9 @@ impl State {
     fn record_in_order(&mut self, first: u64, csn: u64, n: usize) {
         self.flights[(csn - first) as usize].ranges = n;
         self.applied = csn;
+        if self.early.is_empty() {
+            return;
+        }
         while let Some(f) =
             (self.flights.get((self.applied + 1 - first) as usize)).filter(|f| f.applied)
         {
@@ -906,14 +909,17 @@ impl Ring {
         if !self.watch.pending.load(Ordering::Relaxed) {
             self.watch.pending.store(true, Ordering::Release);
         }
-        if st.applied - before >= ORDER_SLOTS as u64 {
-            for cv in &self.order {
+        match st.applied - before {
+            0 => {}
+            1 => {
+                self.order_cv(csn).notify_all();
+            }
+            n if n >= ORDER_SLOTS as u64 => self.order.iter().for_each(|cv| {
                 cv.notify_all();
-            }
-        } else {
-            for c in before + 1..=st.applied {
+            }),
+            _ => (before + 1..=st.applied).for_each(|c| {
                 self.order_cv(c).notify_all();
-            }
+            }),
         }
         self.cv.notify_all();
         Ok(Some(csn))
