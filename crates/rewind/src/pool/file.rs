@@ -151,20 +151,23 @@ fn dir_of(path: &Path) -> &Path {
 
 /// A new file without a name in the directory of `path`, or `None` where
 /// that is not to be had (no `O_TMPFILE` on this filesystem, no
-/// `/proc/self/fd` to name it through later, or any error, which the
-/// named path then reports as before).
+/// `/proc/self/fd` entry to name it through later, or any error, which
+/// the named path then reports as before).
 fn open_unnamed(path: &Path) -> Option<File> {
     use rustix::fs::{Mode, OFlags};
-    if !Path::new("/proc/self/fd").is_dir() {
-        return None;
-    }
+    use std::os::fd::AsRawFd;
     let fd = rustix::fs::open(
         dir_of(path),
         OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o666),
     )
     .ok()?;
-    Some(File::from(fd))
+    // The name `publish` links it by must lead to it.
+    let file = File::from(fd);
+    let by_proc = std::fs::metadata(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    let own = file.metadata().ok()?;
+    use std::os::unix::fs::MetadataExt;
+    (by_proc.ino() == own.ino() && by_proc.dev() == own.dev()).then_some(file)
 }
 
 /// The first half of [`create`]: a new file of `len` bytes beside `path`
