@@ -219,6 +219,48 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, Temp), Error> 
     }
 }
 
+/// Gives the first `len` bytes of `file` (an existing pool, opened
+/// read-write) their blocks where it has holes: a copy made by `cp` or
+/// `rsync --sparse` leaves out the blocks the pool never wrote, and a store
+/// into a hole of the mapping on a full disk kills the process with
+/// `SIGBUS`. Where the disk has too little room for the holes it is
+/// `NoSpace`, asked before `fallocate` (which on ext4 would take what it
+/// can first). A file without holes costs one `lseek`.
+pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), Error> {
+    use rustix::fs::SeekFrom;
+    use std::os::unix::fs::MetadataExt;
+    // `SEEK_HOLE` may also report blocks allocated but never written
+    // (ext4's unwritten extents): `fallocate` leaves those as they are.
+    let hole = rustix::fs::seek(file, SeekFrom::Hole(0));
+    let _ = rustix::fs::seek(file, SeekFrom::Start(0));
+    if matches!(hole, Ok(at) if at >= len) {
+        return Ok(());
+    }
+    let allocated = file
+        .metadata()
+        .map_err(|e| Error::io(path, e))?
+        .blocks()
+        .saturating_mul(512);
+    if let Ok(st) = rustix::fs::fstatvfs(file) {
+        if st.f_bavail.saturating_mul(st.f_frsize) < len.saturating_sub(allocated) {
+            return Err(Error::NoSpace {
+                path: path.to_path_buf(),
+                needed: len,
+            });
+        }
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::NOSPC) => Err(Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
+        }),
+        // A filesystem without fallocate: the file stays as it is.
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+        Err(e) => Err(Error::io(path, e.into())),
+    }
+}
+
 /// `NoSpace` when the filesystem of `file` has fewer than `len` bytes free
 /// for this user. Asked before `fallocate`, because ext4 allocates what it
 /// can before it answers `ENOSPC`: the disk would be full, for every
