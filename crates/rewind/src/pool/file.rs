@@ -204,8 +204,10 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, Temp), Error> 
                     path: path.to_path_buf(),
                     needed: len,
                 }),
-                // A filesystem without fallocate: the file stays sparse.
-                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+                // A filesystem without fallocate: its blocks written.
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
+                    crate::persist::write_blocks(&file, 0, len).map_err(|e| no_space(path, len, e))
+                }
                 Err(e) => Err(Error::io(path, e.into())),
             }
         });
@@ -231,16 +233,18 @@ pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), E
     use std::os::unix::fs::MetadataExt;
     // `SEEK_HOLE` may also report blocks allocated but never written
     // (ext4's unwritten extents): `fallocate` leaves those as they are.
+    // A filesystem that finds no holes (ext2 says the whole file is data)
+    // still counts the blocks a file has.
     let hole = rustix::fs::seek(file, SeekFrom::Hole(0));
     let _ = rustix::fs::seek(file, SeekFrom::Start(0));
-    if matches!(hole, Ok(at) if at >= len) {
-        return Ok(());
-    }
     let allocated = file
         .metadata()
         .map_err(|e| Error::io(path, e))?
         .blocks()
         .saturating_mul(512);
+    if allocated >= len && !matches!(hole, Ok(at) if at < len) {
+        return Ok(());
+    }
     if let Ok(st) = rustix::fs::fstatvfs(file) {
         if st.f_bavail.saturating_mul(st.f_frsize) < len.saturating_sub(allocated) {
             return Err(Error::NoSpace {
@@ -255,9 +259,22 @@ pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), E
             path: path.to_path_buf(),
             needed: len,
         }),
-        // A filesystem without fallocate: the file stays as it is.
-        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+        // A filesystem without fallocate: its holes written.
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
+            crate::persist::write_blocks(file, 0, len).map_err(|e| no_space(path, len, e))
+        }
         Err(e) => Err(Error::io(path, e.into())),
+    }
+}
+
+/// `NoSpace` for `ENOSPC`, `Io` for any other error.
+fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
+        },
+        _ => Error::io(path, e),
     }
 }
 
