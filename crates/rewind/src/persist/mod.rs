@@ -429,6 +429,31 @@ pub fn kill_at_fence(n: u64) {
     KILL_AT_FENCE.arm(n);
 }
 
+/// What `fallocate` does, for a filesystem without it (ext2, ext4 without
+/// extents, some network filesystems), as glibc's `posix_fallocate` does
+/// it: a zero byte written into each block of `[from, to)` that reads zero
+/// there (a block with another byte has its block already; a zero written
+/// over a zero changes nothing). So that a store into the mapping never
+/// meets a full disk (a `SIGBUS`): `ENOSPC` here instead. For a file no
+/// other opener writes (a pool being created, or opened under its lock).
+pub(crate) fn write_blocks(file: &std::fs::File, from: u64, to: u64) -> std::io::Result<()> {
+    let block = rustix::fs::fstatvfs(file)
+        .map(|st| st.f_frsize)
+        .unwrap_or(512)
+        .clamp(512, 4096);
+    let mut at = from - from % block;
+    while at < to {
+        let mut b = [0u8];
+        let at_ = at.max(from);
+        use std::os::unix::fs::FileExt;
+        if file.read_at(&mut b, at_)? == 0 || b[0] == 0 {
+            file.write_all_at(&[0], at_)?;
+        }
+        at += block;
+    }
+    Ok(())
+}
+
 /// No line.
 const NO_LINE: (usize, u64) = (0, u64::MAX);
 
@@ -540,9 +565,20 @@ impl Domain {
                 Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {
                     return Err(Error::NoSpaceToGrow { needed: len - now })
                 }
-                // A filesystem without fallocate: the file grows sparse.
+                // A filesystem without fallocate: the new blocks written
+                // (a file left sparse would fault at a store on a full
+                // disk), or the file back to its length.
                 Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
-                    file.set_len(len).map_err(|e| Error::io(path, e))?
+                    file.set_len(len).map_err(|e| Error::io(path, e))?;
+                    if let Err(e) = write_blocks(file, now, len) {
+                        let _ = file.set_len(now);
+                        return Err(match e.raw_os_error() {
+                            Some(c) if c == rustix::io::Errno::NOSPC.raw_os_error() => {
+                                Error::NoSpaceToGrow { needed: len - now }
+                            }
+                            _ => Error::io(path, e),
+                        });
+                    }
                 }
                 Err(e) => return Err(Error::io(path, e.into())),
             }

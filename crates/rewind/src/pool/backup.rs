@@ -13,8 +13,10 @@
 //! recovery over finished transactions only. The pause is the time to copy
 //! the pool's bytes into the page cache (about 1 ms per MiB on tmpfs);
 //! the copy's file is allocated before and made durable after it, outside
-//! the pause. The copy is built under a temporary name and renamed into
-//! place, so a crash leaves no backup or a whole one; its open stamp is 0.
+//! the pause. The copy is built in an unnamed file (`O_TMPFILE`; where the
+//! filesystem lacks it, under a temporary name) and named once whole, so a
+//! crash leaves no backup or a whole one, and a process killed midway
+//! leaves no file behind; its open stamp is 0.
 
 use std::path::Path;
 
@@ -59,7 +61,7 @@ impl Pool {
             .copy_quiesced(path, &f)
             .and_then(|()| file::publish(&f, &tmp, path));
         if r.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+            tmp.remove();
         }
         r
     }

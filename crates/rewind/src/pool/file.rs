@@ -94,13 +94,15 @@ pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
 }
 
 /// Creates a new pool file of `len` bytes whose first bytes are `prefix`
-/// (the header page), atomically: the file is built under a temporary
-/// name in the same directory (sized, its blocks allocated, the prefix
-/// written and made durable), then renamed into place without replacing
-/// anything, and the directory made durable. A crash leaves no pool or a
-/// whole one (and perhaps a `.NAME.PID.creating` file to delete), never a
-/// zeroed file that every later open refuses. The path must not exist
-/// (`AlreadyExists` otherwise). Returns the file, locked.
+/// (the header page), atomically: the file is built without a name in
+/// the same directory (`O_TMPFILE`; where the filesystem lacks it, under a
+/// temporary name), sized, its blocks allocated, the prefix written and
+/// made durable, then given its name without replacing anything, and the
+/// directory made durable. A crash leaves no pool or a whole one (and,
+/// only on a filesystem without `O_TMPFILE`, perhaps a
+/// `.NAME.PID.N.creating` file to delete), never a zeroed file that every
+/// later open refuses. The path must not exist (`AlreadyExists`
+/// otherwise). Returns the file, locked.
 ///
 /// The blocks are allocated now (`fallocate`), so a full filesystem is an
 /// error here rather than a `SIGBUS` when a store into a hole of the
@@ -114,30 +116,84 @@ pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<File, Error
     match r {
         Ok(()) => Ok(file),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            tmp.remove();
             Err(e)
         }
     }
 }
 
-/// The first half of [`create`]: a new file of `len` bytes under a
-/// temporary name beside `path` (which must not exist), locked, its blocks
-/// allocated. Returns it and its temporary path; the caller fills it and
-/// calls [`publish`] (or removes it).
-pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, std::path::PathBuf), Error> {
+/// Where a file being built lives until [`publish`] names it.
+pub(crate) enum Temp {
+    /// Nowhere: an `O_TMPFILE` file, freed with its last descriptor (a
+    /// process killed while building it leaves nothing on the disk).
+    Unnamed,
+    /// A temporary name beside the final one (a filesystem without
+    /// `O_TMPFILE`).
+    Named(std::path::PathBuf),
+}
+
+impl Temp {
+    /// Removes a file that will not be published.
+    pub(crate) fn remove(&self) {
+        if let Temp::Named(tmp) = self {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// The directory `path` is in.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// A new file without a name in the directory of `path`, or `None` where
+/// that is not to be had (no `O_TMPFILE` on this filesystem, no
+/// `/proc/self/fd` entry to name it through later, or any error, which
+/// the named path then reports as before).
+fn open_unnamed(path: &Path) -> Option<File> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let fd = rustix::fs::open(
+        dir_of(path),
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    )
+    .ok()?;
+    // The name `publish` links it by must lead to it.
+    let file = File::from(fd);
+    let by_proc = std::fs::metadata(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    let own = file.metadata().ok()?;
+    use std::os::unix::fs::MetadataExt;
+    (by_proc.ino() == own.ino() && by_proc.dev() == own.dev()).then_some(file)
+}
+
+/// The first half of [`create`]: a new file of `len` bytes beside `path`
+/// (which must not exist), unnamed where the filesystem allows, locked,
+/// its blocks allocated. Returns it and where it lives; the caller fills
+/// it and calls [`publish`] (or [`Temp::remove`]).
+pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, Temp), Error> {
     if std::fs::symlink_metadata(path).is_ok() {
         return Err(Error::io(
             path,
             std::io::Error::from(std::io::ErrorKind::AlreadyExists),
         ));
     }
-    let tmp = temp_name(path);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(|e| Error::io(path, e))?;
+    let (file, tmp) = match open_unnamed(path) {
+        Some(file) => (file, Temp::Unnamed),
+        None => {
+            let tmp = temp_name(path);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| Error::io(path, e))?;
+            (file, Temp::Named(tmp))
+        }
+    };
     let built = lock(path, &file, Access::Exclusive)
         .and_then(|()| refuse_beyond_free_space(&file, len, path))
         .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))
@@ -148,8 +204,10 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, std::path::Pat
                     path: path.to_path_buf(),
                     needed: len,
                 }),
-                // A filesystem without fallocate: the file stays sparse.
-                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+                // A filesystem without fallocate: its blocks written.
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
+                    crate::persist::write_blocks(&file, 0, len).map_err(|e| no_space(path, len, e))
+                }
                 Err(e) => Err(Error::io(path, e.into())),
             }
         });
@@ -157,9 +215,66 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, std::path::Pat
         Ok(()) => Ok((file, tmp)),
         Err(e) => {
             // Nothing of a refused pool stays behind.
-            let _ = std::fs::remove_file(&tmp);
+            tmp.remove();
             Err(e)
         }
+    }
+}
+
+/// Gives the first `len` bytes of `file` (an existing pool, opened
+/// read-write) their blocks where it has holes: a copy made by `cp` or
+/// `rsync --sparse` leaves out the blocks the pool never wrote, and a store
+/// into a hole of the mapping on a full disk kills the process with
+/// `SIGBUS`. Where the disk has too little room for the holes it is
+/// `NoSpace`, asked before `fallocate` (which on ext4 would take what it
+/// can first). A file without holes costs one `lseek`.
+pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), Error> {
+    use rustix::fs::SeekFrom;
+    use std::os::unix::fs::MetadataExt;
+    // `SEEK_HOLE` may also report blocks allocated but never written
+    // (ext4's unwritten extents): `fallocate` leaves those as they are.
+    // A filesystem that finds no holes (ext2 says the whole file is data)
+    // still counts the blocks a file has.
+    let hole = rustix::fs::seek(file, SeekFrom::Hole(0));
+    let _ = rustix::fs::seek(file, SeekFrom::Start(0));
+    let allocated = file
+        .metadata()
+        .map_err(|e| Error::io(path, e))?
+        .blocks()
+        .saturating_mul(512);
+    if allocated >= len && !matches!(hole, Ok(at) if at < len) {
+        return Ok(());
+    }
+    if let Ok(st) = rustix::fs::fstatvfs(file) {
+        if st.f_bavail.saturating_mul(st.f_frsize) < len.saturating_sub(allocated) {
+            return Err(Error::NoSpace {
+                path: path.to_path_buf(),
+                needed: len,
+            });
+        }
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::NOSPC) => Err(Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
+        }),
+        // A filesystem without fallocate: its holes written.
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
+            crate::persist::write_blocks(file, 0, len).map_err(|e| no_space(path, len, e))
+        }
+        Err(e) => Err(Error::io(path, e.into())),
+    }
+}
+
+/// `NoSpace` for `ENOSPC`, `Io` for any other error.
+fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
+        },
+        _ => Error::io(path, e),
     }
 }
 
@@ -178,13 +293,31 @@ fn refuse_beyond_free_space(file: &File, len: u64, path: &Path) -> Result<(), Er
     }
 }
 
-/// The second half of [`create`]: makes `file` durable, renames it from
-/// `tmp` to `path` without replacing anything, and makes the directory
-/// durable.
-pub(crate) fn publish(file: &File, tmp: &Path, path: &Path) -> Result<(), Error> {
+/// The second half of [`create`]: makes `file` durable, names it `path`
+/// without replacing anything (an unnamed file is linked there, a named
+/// one renamed from `tmp`), and makes the directory durable.
+pub(crate) fn publish(file: &File, tmp: &Temp, path: &Path) -> Result<(), Error> {
     file.sync_all().map_err(|e| Error::io(path, e))?;
-    rename_no_replace(tmp, path)?;
+    match tmp {
+        Temp::Unnamed => link_unnamed(file, path)?,
+        Temp::Named(tmp) => rename_no_replace(tmp, path)?,
+    }
     sync_dir(path)
+}
+
+/// Gives the unnamed `file` the name `path` unless `path` exists
+/// (`AlreadyExists`: `link` never replaces).
+fn link_unnamed(file: &File, path: &Path) -> Result<(), Error> {
+    use std::os::fd::AsRawFd;
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    rustix::fs::linkat(
+        rustix::fs::CWD,
+        proc_path.as_str(),
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::SYMLINK_FOLLOW,
+    )
+    .map_err(|e| Error::io(path, e.into()))
 }
 
 /// `.NAME.PID.N.creating` beside `path`.
@@ -217,10 +350,7 @@ fn rename_no_replace(from: &Path, to: &Path) -> Result<(), Error> {
 
 /// Makes the directory entry of `path` durable.
 pub(crate) fn sync_dir(path: &Path) -> Result<(), Error> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = dir_of(path);
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))

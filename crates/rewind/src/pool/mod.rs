@@ -344,6 +344,10 @@ impl Pool {
             (None, Backend::Sim) => Backend::Pmem,
             (None, b) => b,
         };
+        // Blocks for every byte the pool may store to (up to its maximum
+        // size: growth reuses a file longer than the heap without
+        // allocating): a sparse copy is `NoSpace` now, not a `SIGBUS` later.
+        file::allocate_holes(path, &f, len.min(hdr.layout.pool_size))?;
         let stamp = file::identity(path, &f)?;
         let mut dom = Domain::map_reserved(path, f, backend, hdr.layout.pool_size)?;
         dom.set_latency(opts.nvm_latency);
