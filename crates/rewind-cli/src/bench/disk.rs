@@ -423,6 +423,8 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 (sample.values).push(("commits_per_flush", group, "count"));
                 let parks = c.order_parks as f64 / commits;
                 (sample.values).push(("order_parks_per_commit", parks, "count"));
+                let ahead = c.ahead_write_backs as f64 / commits;
+                (sample.values).push(("ahead_per_commit", ahead, "count"));
             }
             let d = sample.digest.take();
             let mut seen = digests.borrow_mut();
@@ -442,6 +444,7 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             "commits_per_flush",
             "device_flushes_per_commit",
             "order_parks_per_commit",
+            "ahead_per_commit",
         ] {
             report.push(l, name, med(name), "count");
         }
