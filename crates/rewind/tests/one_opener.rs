@@ -173,18 +173,9 @@ fn growth_beyond_the_free_space_is_refused_before_taking_blocks() {
     let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("grow.pool");
-    let st = rustix::fs::statvfs(dir.path()).unwrap();
-    let free = st.f_bavail * st.f_frsize;
-    let max = free + (1 << 30);
-    // Large enough for the chunk table of that maximum (544 bytes for
-    // each 256 KiB chunk), the log taking an eighth.
-    let first = (max / 400 + (16 << 20)).next_multiple_of(1 << 20);
-    if first > free / 16 {
-        eprintln!("too little free space for the chunk table: skipped");
+    let Some((pool, free)) = common::pool_beyond_free_space(&path, "opener") else {
         return;
-    }
-    let cfg = PoolConfig::default().backend(Backend::Msync).max_size(max);
-    let pool = Pool::create(&path, "opener", first, &cfg).unwrap();
+    };
     let len = std::fs::metadata(&path).unwrap().len();
     let e = pool.grow(free + (512 << 20)).unwrap_err();
     assert!(matches!(e, Error::NoSpaceToGrow { .. }), "{e}");

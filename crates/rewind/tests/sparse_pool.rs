@@ -5,10 +5,12 @@
 //! disk has no room for them, open is `NoSpace`, refused before any block
 //! is taken.
 
+mod common;
+
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
-use rewind::{Backend, Error, OpenOptions, PPtr, Pool, PoolConfig};
+use rewind::{Error, OpenOptions, PPtr, Pool, PoolConfig};
 
 const LAYOUT: &str = "sparse";
 
@@ -60,18 +62,9 @@ fn a_sparse_pool_file_has_its_blocks_allocated_at_open() {
 fn a_sparse_pool_larger_than_the_free_space_is_refused_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.pool");
-    let st = rustix::fs::statvfs(dir.path()).unwrap();
-    let free = st.f_bavail * st.f_frsize;
-    let max = free + (1 << 30);
-    // Large enough for the chunk table of that maximum (544 bytes for
-    // each 256 KiB chunk), the log taking an eighth.
-    let first = (max / 400 + (16 << 20)).next_multiple_of(1 << 20);
-    if first > free / 16 {
-        eprintln!("too little free space for the chunk table: skipped");
+    let Some((pool, free)) = common::pool_beyond_free_space(&path, LAYOUT) else {
         return;
-    }
-    let cfg = PoolConfig::default().backend(Backend::Msync).max_size(max);
-    let pool = Pool::create(&path, LAYOUT, first, &cfg).unwrap();
+    };
     let r: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
     pool.transaction(|tx| tx.write(r, &7)).unwrap();
     pool.close().unwrap();

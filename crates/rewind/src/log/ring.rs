@@ -978,14 +978,7 @@ impl Ring {
             if d.schedule_point() {
                 continue;
             }
-            let crowded = match d.lazy_write_back() {
-                true => d.crowded(),
-                false => backoff::crowded(self.watch.inflight.load(Ordering::Relaxed)),
-            };
-            let limit = match d.lazy_write_back() || crowded {
-                true => SPINS_DISK,
-                false => SPINS,
-            };
+            let (crowded, limit) = self.wait_bounds(d);
             if (0..limit).any(|_| {
                 std::hint::spin_loop();
                 cleared()
@@ -1002,6 +995,21 @@ impl Ring {
         }
         d.count_order_wait(false);
         Ok(())
+    }
+
+    /// How a commit waits for another group here: whether the processors
+    /// are crowded (the wait yields before it sleeps), and how many spins
+    /// it makes first.
+    fn wait_bounds(&self, d: &Domain) -> (bool, u32) {
+        let crowded = match d.lazy_write_back() {
+            true => d.crowded(),
+            false => backoff::crowded(self.watch.inflight.load(Ordering::Relaxed)),
+        };
+        let limit = match d.lazy_write_back() || crowded {
+            true => SPINS_DISK,
+            false => SPINS,
+        };
+        (crowded, limit)
     }
 
     /// Whether group `c`'s fence is done, or (on a disk) a device flush
@@ -1037,14 +1045,7 @@ impl Ring {
         // slept on nearly every commit: 35 µs a commit against 0.4 µs
         // alone). Crowded, a waiter spins briefly and yields before it
         // sleeps.
-        let crowded = match d.lazy_write_back() {
-            true => d.crowded(),
-            false => backoff::crowded(self.watch.inflight.load(Ordering::Relaxed)),
-        };
-        let limit = match d.lazy_write_back() || crowded {
-            true => SPINS_DISK,
-            false => SPINS,
-        };
+        let (crowded, limit) = self.wait_bounds(d);
         let mut spins = 0u32;
         let mut yielded = false;
         let (r, parked) = loop {

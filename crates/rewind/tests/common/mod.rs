@@ -59,3 +59,28 @@ pub fn spawn_test_child(name: &str, envs: &[(&str, OsString)]) -> Child {
         .spawn()
         .expect("spawn child")
 }
+
+/// A pool on the filesystem of `dir` whose maximum size is 1 GiB more than
+/// the free space there, created at the least size its chunk table allows
+/// (544 bytes for each 256 KiB chunk, the log taking an eighth), on
+/// Msync; with the free space. `None` (the caller skips) where that least
+/// size would take more than a sixteenth of the free space.
+#[allow(dead_code)]
+pub fn pool_beyond_free_space(path: &std::path::Path, layout: &str) -> Option<(rewind::Pool, u64)> {
+    let dir = path.parent().expect("a directory");
+    let st = rustix::fs::statvfs(dir).unwrap();
+    let free = st.f_bavail * st.f_frsize;
+    let max = free + (1 << 30);
+    let first = (max / 400 + (16 << 20)).next_multiple_of(1 << 20);
+    if first > free / 16 {
+        eprintln!("too little free space for the chunk table: skipped");
+        return None;
+    }
+    let cfg = rewind::PoolConfig::default()
+        .backend(rewind::Backend::Msync)
+        .max_size(max);
+    Some((
+        rewind::Pool::create(path, layout, first, &cfg).unwrap(),
+        free,
+    ))
+}
