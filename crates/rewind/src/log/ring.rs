@@ -27,7 +27,9 @@
 //! - write-back in place happens after the commit point of its group and
 //!   of every earlier one, in sequence order where bytes meet: a group's
 //!   values are stored once group `n - 1` is applied, or, for a group of
-//!   values alone, once every earlier group not yet applied is durable and
+//!   values alone on a disk or the simulator
+//!   (`Domain::writes_back_ahead`), once every earlier group not yet
+//!   applied is durable and
 //!   published byte ranges none of which meets its own
 //!   (`State::may_write_back`: recovery replays them all then, in order).
 //!   Two groups that write the same bytes (a program that does not lock
@@ -781,7 +783,10 @@ impl Ring {
             // With a commit in flight before it, a group of values alone
             // publishes them, so that a later group that writes none of
             // their bytes need not wait for its write-back.
-            let claims = st.inflight > 1 && b.bits().next().is_none() && b.count() <= MAX_CLAIMS;
+            let claims = st.inflight > 1
+                && d.writes_back_ahead()
+                && b.bits().next().is_none()
+                && b.count() <= MAX_CLAIMS;
             if claims {
                 for (t, v) in b.values() {
                     st.claims.push((csn, t, t + v.len() as u64));
@@ -936,7 +941,7 @@ impl Ring {
     /// another's write-back in turn.
     fn wait_turn(&self, d: &Domain, csn: u64, b: &Builder) -> Result<(), Error> {
         let due = self.watch.applied.load(Ordering::Acquire) >= csn - 1;
-        if !due || self.watch.inflight.load(Ordering::Relaxed) > 1 {
+        if d.writes_back_ahead() && (!due || self.watch.inflight.load(Ordering::Relaxed) > 1) {
             // Said, so that a later group may be written back beside this
             // one rather than after it (alone, no group is told).
             let slot = &self.watch.durable[(csn % DURABLE_SLOTS as u64) as usize];
@@ -945,7 +950,7 @@ impl Ring {
         if due {
             return Ok(());
         }
-        if b.bits().next().is_some() {
+        if b.bits().next().is_some() || !d.writes_back_ahead() {
             // Bits entries rewrite bitmap words that other groups share.
             return self.wait_applied(d, csn - 1);
         }

@@ -946,6 +946,18 @@ impl Domain {
         matches!(self.kind, Kind::Msync(_))
     }
 
+    /// Whether a redo commit may be written back ahead of earlier groups
+    /// that write none of its bytes (`log::ring`): on a disk, where the
+    /// wait for them is behind a device flush, and on the simulator, whose
+    /// crash images prove it. Not on persistent memory: the wait there is
+    /// for another thread's fence, not a device flush (two threads on
+    /// their own trees wait for none: `examples/threadloop.rs`), so the
+    /// byte ranges each group would publish under the ring's latch would
+    /// be work for nothing.
+    pub(crate) fn writes_back_ahead(&self) -> bool {
+        !matches!(self.kind, Kind::Pmem { .. })
+    }
+
     /// Whether a thread waiting for another commit should yield the
     /// processor before it sleeps: on Msync, while more threads commit at
     /// once than there are processors (see `backoff`).
