@@ -86,6 +86,10 @@ impl Pool {
         let _gate = self.gate.write();
         let size = self.eng.dom.len();
         f.set_len(size).map_err(|e| Error::io(path, e))?;
+        // The blocks of what the pool grew by while the backup waited
+        // (the copy's first size was allocated at its create): a full disk
+        // is `NoSpace` here, asked before anything is taken.
+        file::allocate_holes(path, f, size)?;
         self.eng.sync()?;
         let mut buf = vec![0u8; STEP.min(size) as usize];
         let mut at = 0;
@@ -98,7 +102,7 @@ impl Pool {
                 buf[s..s + 8].fill(0);
             }
             f.write_all_at(&buf[..n], at)
-                .map_err(|e| Error::io(path, e))?;
+                .map_err(|e| file::no_space(path, size, e))?;
             at += n as u64;
         }
         Ok(())

@@ -268,7 +268,7 @@ pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), E
 }
 
 /// `NoSpace` for `ENOSPC`, `Io` for any other error.
-fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
+pub(crate) fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
     match e.raw_os_error() {
         Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Error::NoSpace {
             path: path.to_path_buf(),
