@@ -27,11 +27,10 @@
 //! - write-back in place happens after the commit point of its group and
 //!   of every earlier one, in sequence order where bytes meet: a group's
 //!   values are stored once group `n - 1` is applied, or, for a group of
-//!   values alone on a disk or the simulator
-//!   (`Domain::writes_back_ahead`), once every earlier group not yet
-//!   applied is durable and
-//!   published byte ranges none of which meets its own
-//!   (`State::may_write_back`: recovery replays them all then, in order).
+//!   values alone on a disk or the simulator (`Domain::writes_back_ahead`),
+//!   once every earlier group not yet applied is durable and published
+//!   byte ranges none of which meets its own (`State::may_write_back`:
+//!   recovery replays them all then, in order).
 //!   Two groups that write the same bytes (a program that does not lock
 //!   what it shares) leave the later group's value in place, as replay
 //!   does; a crash before group `n` is durable replays neither `n` nor
@@ -914,17 +913,10 @@ impl Ring {
         if !self.watch.pending.load(Ordering::Relaxed) {
             self.watch.pending.store(true, Ordering::Release);
         }
-        match st.applied - before {
-            0 => {}
-            1 => {
-                self.order_cv(csn).notify_all();
-            }
-            n if n >= ORDER_SLOTS as u64 => self.order.iter().for_each(|cv| {
-                cv.notify_all();
-            }),
-            _ => (before + 1..=st.applied).for_each(|c| {
-                self.order_cv(c).notify_all();
-            }),
+        // The commits parked for each group the applied count passed (any
+        // `ORDER_SLOTS` groups in a row name every slot).
+        for c in (before + 1..=st.applied).take(ORDER_SLOTS) {
+            self.order_cv(c).notify_all();
         }
         self.cv.notify_all();
         Ok(Some(csn))

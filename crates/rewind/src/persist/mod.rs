@@ -429,6 +429,15 @@ pub fn kill_at_fence(n: u64) {
     KILL_AT_FENCE.arm(n);
 }
 
+/// Bytes free to this user on the filesystem of `file`; `None` where it
+/// cannot say. Asked before `fallocate`, because ext4 allocates what it
+/// can before it answers `ENOSPC`: the disk would be full, for every
+/// process on it, until the refused file is removed or truncated.
+pub(crate) fn free_bytes(file: &std::fs::File) -> Option<u64> {
+    let st = rustix::fs::fstatvfs(file).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
 /// What `fallocate` does, for a filesystem without it (ext2, ext4 without
 /// extents, some network filesystems), as glibc's `posix_fallocate` does
 /// it: a zero byte written into each block of `[from, to)` that reads zero
@@ -441,15 +450,15 @@ pub(crate) fn write_blocks(file: &std::fs::File, from: u64, to: u64) -> std::io:
         .map(|st| st.f_frsize)
         .unwrap_or(512)
         .clamp(512, 4096);
-    let mut at = from - from % block;
-    while at < to {
+    use std::os::unix::fs::FileExt;
+    let mut start = from - from % block;
+    while start < to {
+        let at = start.max(from);
         let mut b = [0u8];
-        let at_ = at.max(from);
-        use std::os::unix::fs::FileExt;
-        if file.read_at(&mut b, at_)? == 0 || b[0] == 0 {
-            file.write_all_at(&[0], at_)?;
+        if file.read_at(&mut b, at)? == 0 || b[0] == 0 {
+            file.write_all_at(&[0], at)?;
         }
-        at += block;
+        start += block;
     }
     Ok(())
 }
@@ -554,11 +563,8 @@ impl Domain {
         if let Some(file) = &self.file {
             let path = Path::new("<pool file>");
             use rustix::fs::{fallocate, FallocateFlags};
-            // Asked first: ext4 would fill the disk before it refuses.
-            if let Ok(st) = rustix::fs::fstatvfs(file) {
-                if st.f_bavail.saturating_mul(st.f_frsize) < len - now {
-                    return Err(Error::NoSpaceToGrow { needed: len - now });
-                }
+            if free_bytes(file).is_some_and(|free| free < len - now) {
+                return Err(Error::NoSpaceToGrow { needed: len - now });
             }
             match fallocate(file, FallocateFlags::empty(), now, len - now) {
                 Ok(()) => {}

@@ -197,20 +197,7 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, Temp), Error> 
     let built = lock(path, &file, Access::Exclusive)
         .and_then(|()| refuse_beyond_free_space(&file, len, path))
         .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))
-        .and_then(|()| {
-            match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len) {
-                Ok(()) => Ok(()),
-                Err(rustix::io::Errno::NOSPC) => Err(Error::NoSpace {
-                    path: path.to_path_buf(),
-                    needed: len,
-                }),
-                // A filesystem without fallocate: its blocks written.
-                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
-                    crate::persist::write_blocks(&file, 0, len).map_err(|e| no_space(path, len, e))
-                }
-                Err(e) => Err(Error::io(path, e.into())),
-            }
-        });
+        .and_then(|()| allocate(path, &file, len));
     match built {
         Ok(()) => Ok((file, tmp)),
         Err(e) => {
@@ -245,21 +232,26 @@ pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), E
     if allocated >= len && !matches!(hole, Ok(at) if at < len) {
         return Ok(());
     }
-    if let Ok(st) = rustix::fs::fstatvfs(file) {
-        if st.f_bavail.saturating_mul(st.f_frsize) < len.saturating_sub(allocated) {
-            return Err(Error::NoSpace {
-                path: path.to_path_buf(),
-                needed: len,
-            });
-        }
+    if crate::persist::free_bytes(file).is_some_and(|free| free < len.saturating_sub(allocated)) {
+        return Err(Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
+        });
     }
+    allocate(path, file, len)
+}
+
+/// Allocates the blocks of the first `len` bytes of `file` (at least that
+/// long already): `fallocate`, or on a filesystem without it a byte written
+/// into each block that has none (`persist::write_blocks`). A full disk is
+/// `NoSpace`.
+fn allocate(path: &Path, file: &File, len: u64) -> Result<(), Error> {
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::NOSPC) => Err(Error::NoSpace {
             path: path.to_path_buf(),
             needed: len,
         }),
-        // A filesystem without fallocate: its holes written.
         Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
             crate::persist::write_blocks(file, 0, len).map_err(|e| no_space(path, len, e))
         }
@@ -279,16 +271,14 @@ pub(crate) fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
 }
 
 /// `NoSpace` when the filesystem of `file` has fewer than `len` bytes free
-/// for this user. Asked before `fallocate`, because ext4 allocates what it
-/// can before it answers `ENOSPC`: the disk would be full, for every
-/// process on it, until the refused file is removed.
+/// for this user ([`crate::persist::free_bytes`], asked before
+/// `fallocate`); where it cannot say, `fallocate` answers instead.
 fn refuse_beyond_free_space(file: &File, len: u64, path: &Path) -> Result<(), Error> {
-    match rustix::fs::fstatvfs(file) {
-        Ok(st) if st.f_bavail.saturating_mul(st.f_frsize) < len => Err(Error::NoSpace {
+    match crate::persist::free_bytes(file) {
+        Some(free) if free < len => Err(Error::NoSpace {
             path: path.to_path_buf(),
             needed: len,
         }),
-        // A filesystem that cannot say: `fallocate` answers instead.
         _ => Ok(()),
     }
 }
