@@ -245,7 +245,7 @@ pub enum RegisterError {
 /// block size that is not a multiple of 64 of at least 4096 or that a
 /// pool of the maximum size ([`Config::pool_max`]) could not hold twice.
 pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
-    if cfg.block_size < 4096 || !cfg.block_size.is_multiple_of(64) {
+    if !log::block_size_shaped(cfg.block_size) {
         return Err(RegisterError::BadBlockSize {
             block_size: cfg.block_size,
         });

@@ -194,6 +194,13 @@ fn chain(
     Ok(blocks)
 }
 
+/// Whether `block_size` is one a log block may have: a multiple of 64 of
+/// at least 4096 (`register` refuses others; a pool of the maximum size
+/// must also hold two).
+pub(crate) fn block_size_shaped(block_size: u64) -> bool {
+    block_size >= 4096 && block_size.is_multiple_of(64)
+}
+
 impl WalLog {
     /// Opens the log in `pool` (creating it in an empty pool) and recovers
     /// its committed frames.
@@ -229,7 +236,7 @@ impl WalLog {
         let block_size = word(BLOCK_SIZE_OFF);
         // What `register` accepts and `grow` allocates: a damaged root
         // must be an error, not an out-of-range index or a huge buffer.
-        if block_size < 4096 || !block_size.is_multiple_of(64) || block_size > pool.max_size() / 2 {
+        if !block_size_shaped(block_size) || block_size > pool.max_size() / 2 {
             return Err(Error::Damaged {
                 what: "the root's block size is not one a log was made with",
             });

@@ -400,14 +400,12 @@ unsafe extern "C" fn x_delete(
 /// Makes the database file durable (a database that is gone has nothing
 /// to keep).
 fn sync_db(db: &Path) -> Result<(), Error> {
-    let io = |source| Error::Io {
-        path: db.to_path_buf(),
-        source,
-    };
-    match std::fs::File::open(db) {
-        Ok(f) => f.sync_data().map_err(io),
+    match crate::wal::sync_db(db) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io(e)),
+        r => r.map_err(|source| Error::Io {
+            path: db.to_path_buf(),
+            source,
+        }),
     }
 }
 

@@ -98,6 +98,11 @@ pub fn checksum(big: bool, bytes: &[u8], mut s: [u32; 2]) -> [u32; 2] {
     s
 }
 
+/// Makes the database file at `db` durable (its data: `fdatasync`).
+pub(crate) fn sync_db(db: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(db)?.sync_data()
+}
+
 /// Whether a WAL header holds SQLite's magic and its own checksum (as
 /// `walIndexRecover` checks it before it reads any frame).
 pub(crate) fn header_checks(h: &WalHeader) -> bool {
@@ -380,11 +385,7 @@ impl WalFile {
     /// generation, once the database file is durable.
     fn restart(&mut self, header: Option<WalHeader>) -> Result<(), Error> {
         if self.committed > 0 {
-            let f = std::fs::File::open(&self.db_path).map_err(|source| Error::Io {
-                path: self.db_path.clone(),
-                source,
-            })?;
-            f.sync_data().map_err(|source| Error::Io {
+            sync_db(&self.db_path).map_err(|source| Error::Io {
                 path: self.db_path.clone(),
                 source,
             })?;
