@@ -194,6 +194,24 @@ fn chain(
     Ok(blocks)
 }
 
+/// Refuses a root whose generation is older than a record of the head
+/// block's: the head block is zeroed when the log is made and never
+/// freed, and its first record always starts at [`BLOCK_HDR`], so the
+/// record there is one a generation up to the root's wrote (stale ones
+/// carry smaller generations). One of a later generation means the root's
+/// generation was damaged, and the scan would otherwise end at that record
+/// and drop every committed frame without a word.
+fn check_head_generation(pool: &Pool, head: u64, block_size: u64, gen: u64) -> Result<(), Error> {
+    let mut h = [0u8; REC_HDR];
+    pool.read_bytes(head + BLOCK_HDR, &mut h)?;
+    match Header::decode(&h, (block_size - BLOCK_HDR) as usize) {
+        Some(r) if r.gen > gen => Err(Error::Damaged {
+            what: "the root's generation is older than a record of its log",
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `block_size` is one a log block may have: a multiple of 64 of
 /// at least 4096 (`register` refuses others; a pool of the maximum size
 /// must also hold two).
@@ -247,6 +265,14 @@ impl WalLog {
             });
         }
         let gen = word(GEN_OFF);
+        // A log starts at generation 1 and a restart moves it up by one:
+        // 0 was never written, and the largest cannot be moved up (a
+        // restart would overflow).
+        if gen == 0 || gen == u64::MAX {
+            return Err(Error::Damaged {
+                what: "the root's generation is 0 or cannot be moved up",
+            });
+        }
         let header = match word(HAS_HEADER_OFF) {
             0 => None,
             1 => {
@@ -273,6 +299,7 @@ impl WalLog {
             0 => Vec::new(),
             first => chain(&pool, first, &mut seen)?,
         };
+        check_head_generation(&pool, word(HEAD_OFF), block_size, gen)?;
         let mut log = WalLog {
             pool,
             root,
@@ -586,7 +613,10 @@ impl WalLog {
     /// every committed frame durably.
     pub fn restart(&mut self, header: Option<&WalHeader>) -> Result<(), Error> {
         let (root, head) = (self.root, self.blocks[0]);
-        let gen = self.gen + 1;
+        // (open refuses the one generation that cannot move up)
+        let gen = self.gen.checked_add(1).ok_or(Error::Damaged {
+            what: "the log's generation cannot be moved up",
+        })?;
         let c0 = self.pool.counters();
         // A reclaim chain a failed restart left is freed first: the root
         // has one.

@@ -103,3 +103,23 @@ fn a_damaged_root_is_an_error_never_an_abort_or_a_silent_loss() {
         );
     }
 }
+
+/// The root's generation (offset 8): the records of the crashed database
+/// are of generation 2. A generation older than a record of the head
+/// block's, 0, or one a restart cannot move up is damage: before, 1 opened
+/// an empty database (every commit dropped without a word) and `u64::MAX`
+/// opened, then aborted the process at the next checkpoint (an overflow
+/// panic inside a VFS callback).
+#[test]
+fn a_damaged_generation_is_an_error_never_an_abort_or_a_silent_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = crashed_db(dir.path());
+    for (name, gen) in [("gen-1", 1u64), ("gen-0", 0), ("gen-max", u64::MAX)] {
+        let p = damaged(dir.path(), name, &files, 8, &gen.to_le_bytes());
+        let e = open_and_count(&p).expect_err(name);
+        assert!(
+            e.starts_with("unable to open database file") && e.contains("generation"),
+            "{name}: {e}"
+        );
+    }
+}
