@@ -45,6 +45,9 @@ struct Extra {
     key: *mut PathBuf,
     /// The connection's wal-index, once mapped.
     shm: *mut Conn,
+    /// The file's identity, counted by `db_sync::hold` (`None` when it
+    /// could not be found, and so was not counted).
+    id: Option<crate::db_sync::FileId>,
 }
 
 /// One database's wal-index in this process.
@@ -80,12 +83,17 @@ static NODES: LazyLock<Mutex<HashMap<PathBuf, Arc<Node>>>> = LazyLock::new(Defau
 /// `file` points to at least [`FILE_SIZE`] bytes, of which the default VFS
 /// has filled its own (at most [`EXTRA_OFF`]) and set `pMethods`.
 pub unsafe fn adopt(file: *mut ffi::sqlite3_file, key: PathBuf) {
+    let id = crate::db_sync::id_of(&key).ok();
+    if let Some(id) = id {
+        crate::db_sync::hold(id);
+    }
     // SAFETY: the caller's promise: the extra bytes are ours.
     unsafe {
         let e = extra(file);
         (*e).orig = (*file).pMethods;
         (*e).key = Box::into_raw(Box::new(key));
         (*e).shm = std::ptr::null_mut();
+        (*e).id = id;
         (*file).pMethods = &DB_METHODS;
     }
 }
@@ -137,7 +145,13 @@ unsafe extern "C" fn d_close(f: *mut ffi::sqlite3_file) -> c_int {
         let m = orig(f);
         drop(Box::from_raw((*e).key));
         (*e).key = std::ptr::null_mut();
-        (m.xClose.expect("xClose"))(f)
+        let rc = (m.xClose.expect("xClose"))(f);
+        // Only now, with this handle's locks released, may the sync
+        // descriptor of its last handle be closed.
+        if let Some(id) = (*e).id.take() {
+            crate::db_sync::release(id);
+        }
+        rc
     }
 }
 

@@ -75,6 +75,7 @@
 #![deny(unsafe_code)]
 
 mod db;
+mod db_sync;
 mod error;
 pub mod log;
 pub mod record;

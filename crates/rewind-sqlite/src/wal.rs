@@ -98,9 +98,10 @@ pub fn checksum(big: bool, bytes: &[u8], mut s: [u32; 2]) -> [u32; 2] {
     s
 }
 
-/// Makes the database file at `db` durable (its data: `fdatasync`).
+/// Makes the database file at `db` durable (its data: `fdatasync`),
+/// keeping the process's locks on it (`db_sync`).
 pub(crate) fn sync_db(db: &std::path::Path) -> std::io::Result<()> {
-    std::fs::File::open(db)?.sync_data()
+    crate::db_sync::sync_data(db)
 }
 
 /// Whether a WAL header holds SQLite's magic and its own checksum (as
