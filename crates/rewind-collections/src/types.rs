@@ -12,8 +12,8 @@
 //! The name is the type's own choice ([`Stored::type_name`]), not
 //! `std::any::type_name`, whose output the compiler may change between
 //! versions: a type renamed or moved in the source keeps its name, and its
-//! pools open. (The pool's named roots will carry a fingerprint of the same
-//! shape; this trait can then delegate to that one.)
+//! pools open. (The pool's named roots carry rewind's own
+//! `TypeFingerprint`, of another shape: 64 bytes, a 40-byte name prefix.)
 //!
 //! On media (48 bytes, little-endian):
 //!

@@ -4,7 +4,7 @@
 
 use rewind::{LogVariant, Policy, PoolConfig};
 
-/// Every log variant × commit policy the engine offers (12 today), as the
+/// Every log variant × commit policy the engine offers (16 today), as the
 /// engine's own tests enumerate them.
 pub fn configs() -> Vec<PoolConfig> {
     LogVariant::ALL
