@@ -1,5 +1,6 @@
 //! The repository README's first example is `examples/readme.rs`, word for
-//! word, so it compiles (`cargo test` builds examples) and runs (below).
+//! word, so it compiles (`cargo test` builds examples); `cargo run -p
+//! rewind-collections --example readme` runs it.
 
 use std::path::Path;
 
