@@ -124,7 +124,7 @@ struct Bucket {
     live: u32,
     body_used: u64,
     /// Bodies of one-fence records placed here: invalidated when the
-    /// bucket leaves the list (see [`tagged_cell`]).
+    /// block is reused, before it rejoins the list (see [`tagged_cell`]).
     tagged: Vec<u64>,
 }
 
