@@ -1,7 +1,7 @@
 //! Defects found by black-box probing of the public API, each kept as a
 //! named scenario. Counts only, never time.
 
-use rewind::{LogVariant, PPtr, Policy, Pool, PoolConfig};
+use rewind::{LogVariant, PPtr, Policy, Pool, PoolConfig, WriteBack};
 
 /// Under redo-async the Simple and two-layer logs commit through the log
 /// blocks, and a committed transaction's records stay there until
@@ -44,5 +44,27 @@ fn redo_async_log_full_of_committed_groups_is_written_back_not_full() {
             pool.read(PPtr::<[u64; 8]>::from_offset(last)).unwrap(),
             [n; 8]
         );
+    }
+}
+
+/// `WriteBack::Lru { lines }` takes any count of at least 16; the cache's
+/// back-pressure limit was `2 * lines`, which overflowed for counts above
+/// `usize::MAX / 2` and panicked in the first commit (debug builds), or
+/// wrapped to a limit of 0 or so (release). A count that large means
+/// "hold as many lines as you can": the limit saturates.
+#[test]
+fn lru_write_back_of_any_size_commits() {
+    for lines in [usize::MAX, usize::MAX / 2 + 1] {
+        let cfg = PoolConfig::default()
+            .policy(Policy::RedoAsync)
+            .write_back(WriteBack::Lru { lines });
+        let pool = Pool::create_sim("probe", 2 << 20, &cfg).unwrap();
+        let slot: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+        for i in 0..100u64 {
+            pool.transaction(|tx| tx.write(slot, &i)).unwrap();
+        }
+        assert_eq!(pool.read(slot).unwrap(), 99);
+        pool.sync().unwrap();
+        assert_eq!(pool.write_back_pending(), 0, "{lines}");
     }
 }
