@@ -187,11 +187,13 @@ impl WriteCache {
         self.threaded
     }
 
-    /// Lines held before a commit must help.
+    /// Lines held before a commit must help: twice the LRU capacity,
+    /// saturated, since `lines` is the program's (`usize::MAX` asks to hold
+    /// all it can, and twice it overflowed inside a commit).
     fn limit(&self) -> usize {
         match self.mode {
             WriteBack::Eager => EAGER_LINES,
-            WriteBack::Lru { lines } => 2 * lines.max(16),
+            WriteBack::Lru { lines } => lines.max(16).saturating_mul(2),
         }
     }
 

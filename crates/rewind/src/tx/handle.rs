@@ -590,6 +590,20 @@ impl Handle {
                 .log
                 .append(&eng.dom, drafts, &mut self.placed, &mut self.res);
         }
+        if matches!(r, Err(Error::LogFull { .. })) && eng.write_back.is_some() {
+            // Under redo-async the log may be full of committed groups
+            // waiting for write-back (the Simple and two-layer logs commit
+            // through the log blocks): written back, their records make
+            // room, as for a write set's entry (`reserve_entry`).
+            eng.sync()?;
+            r = if one_fence {
+                eng.log
+                    .append_commit(&eng.dom, drafts, &mut self.placed, &mut self.res)
+            } else {
+                eng.log
+                    .append(&eng.dom, drafts, &mut self.placed, &mut self.res)
+            };
+        }
         r?;
         if let Some(ring) = &eng.ring {
             // The append fenced: a Log Start this thread's drain stored is

@@ -1,0 +1,70 @@
+//! Defects found by black-box probing of the public API, each kept as a
+//! named scenario. Counts only, never time.
+
+use rewind::{LogVariant, PPtr, Policy, Pool, PoolConfig, WriteBack};
+
+/// Under redo-async the Simple and two-layer logs commit through the log
+/// blocks, and a committed transaction's records stay there until
+/// write-back has put its values in place. A pool whose write-back lags
+/// (here: the simulated domain, which runs no write-back thread) filled
+/// its log with such records, and the next transaction's allocation
+/// failed with `LogFull` although writing back would have made room: a
+/// program filling a 4 MiB pool with hash-map entries got `LogFull` at a
+/// third to two thirds of what the other configurations hold, whenever its
+/// commits outran the write-back thread. Now an append that finds the log
+/// full writes back first, as a write set's entry already did.
+#[test]
+fn redo_async_log_full_of_committed_groups_is_written_back_not_full() {
+    for v in [LogVariant::Simple, LogVariant::TwoLayer] {
+        let cfg = PoolConfig::default()
+            .log(v)
+            .policy(Policy::RedoAsync)
+            .log_size(64 << 10);
+        let pool = Pool::create_sim("probe", 2 << 20, &cfg).unwrap();
+        // The root: the last block allocated and how many came before.
+        let root: PPtr<[u64; 2]> = pool.transaction(|tx| tx.root()).unwrap();
+        // Far more records than the log and the heap hold at once: each
+        // transaction allocates a block, writes it and frees the last one.
+        for i in 1..=5_000u64 {
+            pool.transaction(|tx| {
+                let [last, _] = tx.read(root)?;
+                let b = tx.alloc::<[u64; 8]>()?;
+                tx.write(b, &[i; 8])?;
+                if last != 0 {
+                    tx.free(PPtr::<[u64; 8]>::from_offset(last))?;
+                }
+                tx.write(root, &[b.offset(), i])
+            })
+            .unwrap_or_else(|e| panic!("{v}: commit {i}: {e}"));
+        }
+        pool.sync().unwrap();
+        let [last, n] = pool.read(root).unwrap();
+        assert_eq!(n, 5_000, "{v}");
+        assert_eq!(
+            pool.read(PPtr::<[u64; 8]>::from_offset(last)).unwrap(),
+            [n; 8]
+        );
+    }
+}
+
+/// `WriteBack::Lru { lines }` takes any count of at least 16; the cache's
+/// back-pressure limit was `2 * lines`, which overflowed for counts above
+/// `usize::MAX / 2` and panicked in the first commit (debug builds), or
+/// wrapped to a limit of 0 or so (release). A count that large means
+/// "hold as many lines as you can": the limit saturates.
+#[test]
+fn lru_write_back_of_any_size_commits() {
+    for lines in [usize::MAX, usize::MAX / 2 + 1] {
+        let cfg = PoolConfig::default()
+            .policy(Policy::RedoAsync)
+            .write_back(WriteBack::Lru { lines });
+        let pool = Pool::create_sim("probe", 2 << 20, &cfg).unwrap();
+        let slot: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+        for i in 0..100u64 {
+            pool.transaction(|tx| tx.write(slot, &i)).unwrap();
+        }
+        assert_eq!(pool.read(slot).unwrap(), 99);
+        pool.sync().unwrap();
+        assert_eq!(pool.write_back_pending(), 0, "{lines}");
+    }
+}
