@@ -1,5 +1,5 @@
-//! The README's SQLite example, word for word between the markers (see
-//! `tests/readme.rs`), in a temporary directory.
+// The README's SQLite example, word for word between the markers (see
+// `tests/readme.rs`), in a temporary directory.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;

@@ -1,6 +1,6 @@
 //! The README's SQLite example is `examples/readme.rs` word for word, so it
-//! compiles (`cargo test` builds examples; `cargo run -p rewind-sqlite
-//! --example sqlite-readme` runs it).
+//! compiles (`cargo test` builds examples), and it runs here as `cargo run
+//! -p rewind-sqlite --example sqlite-readme` runs it.
 
 use std::path::Path;
 
@@ -25,4 +25,19 @@ fn readme_sqlite_example_is_examples_readme() {
         squeeze(body),
         "README.md's SQLite example differs from examples/readme.rs"
     );
+}
+
+/// The example itself, compiled into this test: its `main` is private.
+mod example {
+    include!("../examples/readme.rs");
+
+    pub fn run() -> Result<(), Box<dyn std::error::Error>> {
+        main()
+    }
+}
+
+#[test]
+fn readme_sqlite_example_runs() {
+    // (It works in a temporary directory of its own, made current.)
+    example::run().unwrap();
 }
