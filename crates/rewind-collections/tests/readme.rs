@@ -41,7 +41,7 @@ fn readme_first_example_runs_and_runs_again_on_its_pool() {
     example::run().unwrap();
     example::run().unwrap();
     let pool = rewind::Pool::open(
-        &dir.path().join("balances.pool"),
+        dir.path().join("balances.pool"),
         "balances",
         &rewind::OpenOptions::default(),
     )
