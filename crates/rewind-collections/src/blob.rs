@@ -141,7 +141,7 @@ impl Blob {
 
     /// The number of bytes.
     pub fn len(&self, pool: &Pool) -> Result<u64> {
-        Ok(self.header(&mut { pool })?.len)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.len))
     }
 
     /// True if it holds no bytes.
@@ -157,12 +157,12 @@ impl Blob {
 
     /// Bytes the buffer holds before the next change must move it.
     pub fn capacity(&self, pool: &Pool) -> Result<u64> {
-        Ok(self.header(&mut { pool })?.cap)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.cap))
     }
 
     /// Every byte (committed state).
     pub fn read(&self, pool: &Pool) -> Result<std::vec::Vec<u8>> {
-        self.read_in(&mut { pool })
+        pool.read_isolated(self.hdr, |r| self.read_in(r))
     }
 
     /// Every byte as `tx` sees them.
@@ -184,13 +184,14 @@ impl Blob {
     /// Fills `buf` from byte `at` on (committed state);
     /// [`Error::IndexOutOfBounds`] if that runs past the end.
     pub fn read_at(&self, pool: &Pool, at: u64, buf: &mut [u8]) -> Result<()> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        let end = Self::end_within(at, buf.len(), h.len)?;
-        if end > at {
-            m.read_at(h.buf + at, buf)?;
-        }
-        Ok(())
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            let end = Self::end_within(at, buf.len(), h.len)?;
+            if end > at {
+                r.read_at(h.buf + at, buf)?;
+            }
+            Ok(())
+        })
     }
 
     /// `at + n`, if within `len`.

@@ -290,7 +290,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// The number of entries.
     pub fn len(&self, pool: &Pool) -> Result<u64> {
-        Ok(self.header(&mut { pool })?.len)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.len))
     }
 
     /// True if the map has no entries.
@@ -304,11 +304,13 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
         Ok(self.header(tx)?.len)
     }
 
-    /// The value of `k` (committed state).
+    /// The value of `k` (committed state: isolated from the transactions
+    /// changing the map, see [`Pool::read_isolated`]).
     pub fn get(&self, pool: &Pool, k: &K) -> Result<Option<V>> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        Ok(self.find(&mut m, &h, k)?.map(|f| f.val))
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            Ok(self.find(r, &h, k)?.map(|f| f.val))
+        })
     }
 
     /// The value of `k` as `tx` sees it.
@@ -470,21 +472,22 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// Every entry, in no particular order (committed state).
     pub fn entries(&self, pool: &Pool) -> Result<Vec<(K, V)>> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        let mut out = Vec::with_capacity(h.len as usize);
-        for i in 0..h.heads() {
-            let mut cur = Self::read64(&mut m, h.head(i))?;
-            while cur != 0 {
-                if out.len() as u64 >= h.len {
-                    return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            let mut out = Vec::with_capacity(h.len as usize);
+            for i in 0..h.heads() {
+                let mut cur = Self::read64(r, h.head(i))?;
+                while cur != 0 {
+                    if out.len() as u64 >= h.len {
+                        return Err(corrupt(WHAT, self.hdr, "more entries than the length"));
+                    }
+                    let (next, k, v) = Self::entry(r, cur)?;
+                    out.push((k, v));
+                    cur = next;
                 }
-                let (next, k, v) = Self::entry(&mut m, cur)?;
-                out.push((k, v));
-                cur = next;
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// The offsets of every block the map owns: header, table, then every

@@ -197,7 +197,7 @@ impl<T: Stored> List<T> {
 
     /// The number of elements.
     pub fn len(&self, pool: &Pool) -> Result<u64> {
-        Ok(self.header(&mut { pool })?.len)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.len))
     }
 
     /// True if there are no elements.
@@ -374,7 +374,7 @@ impl<T: Stored> List<T> {
 
     /// Element `i`, or `None` past the end (committed state).
     pub fn get(&self, pool: &Pool, i: u64) -> Result<Option<T>> {
-        self.get_in(&mut { pool }, i)
+        pool.read_isolated(self.hdr, |r| self.get_in(r, i))
     }
 
     /// Element `i` as `tx` sees it.
@@ -399,16 +399,18 @@ impl<T: Stored> List<T> {
 
     /// The last element (committed state).
     pub fn back(&self, pool: &Pool) -> Result<Option<T>> {
-        let n = self.len(pool)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        self.get(pool, n - 1)
+        pool.read_isolated(self.hdr, |r| {
+            let n = self.header(r)?.len;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.get_in(r, n - 1)
+        })
     }
 
     /// A cursor at element `i`, or `None` past the end (committed state).
     pub fn cursor(&self, pool: &Pool, i: u64) -> Result<Option<Cursor>> {
-        self.cursor_in(&mut { pool }, i)
+        pool.read_isolated(self.hdr, |r| self.cursor_in(r, i))
     }
 
     /// A cursor at element `i` as `tx` sees the list.
@@ -427,22 +429,23 @@ impl<T: Stored> List<T> {
 
     /// The cursor after `c`, or `None` at the back (committed state).
     pub fn next(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
-        let next = Self::links(&mut { pool }, c.0)?.next;
+        let next = pool.read_isolated(self.hdr, |r| Self::links(r, c.0))?.next;
         Ok((next != 0).then_some(Cursor(next)))
     }
 
     /// The cursor before `c`, or `None` at the front (committed state).
     pub fn prev(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
-        let prev = Self::links(&mut { pool }, c.0)?.prev;
+        let prev = pool.read_isolated(self.hdr, |r| Self::links(r, c.0))?.prev;
         Ok((prev != 0).then_some(Cursor(prev)))
     }
 
     /// The element at `c` (committed state).
     pub fn value(&self, pool: &Pool, c: Cursor) -> Result<T> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        self.check_linked(&mut m, &h, c.0)?;
-        Self::value_in(&mut m, c.0)
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            self.check_linked(r, &h, c.0)?;
+            Self::value_in(r, c.0)
+        })
     }
 
     /// Every element from front to back, or back to front with `.rev()`

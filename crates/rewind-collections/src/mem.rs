@@ -32,6 +32,13 @@ impl Mem for Reader<'_> {
     }
 }
 
+impl Mem for &mut Reader<'_> {
+    #[inline]
+    fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.read_bytes(off, buf)?)
+    }
+}
+
 impl Mem for Tx<'_> {
     #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {

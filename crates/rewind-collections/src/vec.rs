@@ -142,7 +142,7 @@ impl<T: Stored> Vec<T> {
 
     /// The number of elements.
     pub fn len(&self, pool: &Pool) -> Result<u64> {
-        Ok(self.header(&mut { pool })?.len)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.len))
     }
 
     /// True if there are no elements.
@@ -156,9 +156,11 @@ impl<T: Stored> Vec<T> {
         Ok(self.header(tx)?.len)
     }
 
-    /// Element `i`, or `None` past the end (committed state).
+    /// Element `i`, or `None` past the end (committed state: isolated
+    /// from the transactions changing the vector, see
+    /// [`Pool::read_isolated`]).
     pub fn get(&self, pool: &Pool, i: u64) -> Result<Option<T>> {
-        self.get_in(&mut { pool }, i)
+        pool.read_isolated(self.hdr, |r| self.get_in(r, i))
     }
 
     /// Element `i` as `tx` sees it.
@@ -253,13 +255,15 @@ impl<T: Stored> Vec<T> {
 
     /// Every element, in order (committed state).
     pub fn to_vec(&self, pool: &Pool) -> Result<std::vec::Vec<T>> {
-        let h = self.header(&mut { pool })?;
-        let mut out = vec![T::zeroed(); h.len as usize];
-        if h.len == 0 || Self::SIZE == 0 {
-            return Ok(out);
-        }
-        pool.read_bytes(h.buf, bytemuck::cast_slice_mut(&mut out))?;
-        Ok(out)
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            let mut out = vec![T::zeroed(); h.len as usize];
+            if h.len == 0 || Self::SIZE == 0 {
+                return Ok(out);
+            }
+            r.read_at(h.buf, bytemuck::cast_slice_mut(&mut out))?;
+            Ok(out)
+        })
     }
 
     /// The offsets of every block the vector owns, header first

@@ -102,3 +102,87 @@ fn eight_threads_on_one_hash_map_keep_exactly_the_committed_entries() {
         .collect();
     assert_eq!(found, model);
 }
+
+/// Readers outside transactions (`map.get(&pool, k)`, `len`, `to_vec`)
+/// beside writers. Each writer transaction writes one key of a tree with
+/// a value naming its transaction, inserts and removes churn keys (so
+/// nodes split and merge under the readers) and pushes onto a vector the
+/// index it pushes at; one in three rolls back, and its value is odd. A
+/// reader must never see a value no commit wrote (an odd one), a torn
+/// vector (an element that is not its index), or an error, however its
+/// reads interleave with the writers' stores in place (under force and
+/// no-force those come before the commit; under redo during its
+/// write-back). Counted, not timed: each reader reads `EACH` rounds, and
+/// the writers write `EACH` transactions each.
+#[test]
+fn readers_outside_transactions_see_only_whole_commits() {
+    use rewind_collections::Vec as PVec;
+    for policy in [
+        Policy::Redo,
+        Policy::Force,
+        Policy::NoForce,
+        Policy::RedoAsync,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = pool(&dir, policy);
+        let (map, vec) = pool
+            .transaction(|tx| {
+                let map = BTreeMap::<u64, u64>::create_with_fanout(tx, 4)?;
+                for k in 0..64 {
+                    map.insert(tx, k, 0)?;
+                }
+                Ok::<_, Error>((map, PVec::<u64>::create(tx)?))
+            })
+            .unwrap();
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let pool = &pool;
+                s.spawn(move || {
+                    for i in 0..EACH {
+                        let abort = i % 3 == 2;
+                        let r = pool.transaction(|tx| {
+                            let n = t * EACH + i;
+                            map.insert(tx, n % 64, 2 * n + u64::from(abort))?;
+                            map.insert(tx, 10_000 + n % 50, n)?;
+                            if n.is_multiple_of(2) {
+                                map.remove(tx, &(10_000 + (n + 25) % 50))?;
+                            }
+                            let len = vec.len_tx(tx)?;
+                            vec.push(tx, len)?;
+                            if abort {
+                                return Err(Error::from(PoolError::Aborted));
+                            }
+                            Ok(())
+                        });
+                        match r {
+                            Ok(()) | Err(Error::Pool(PoolError::Aborted)) => {}
+                            Err(e) => panic!("{policy:?}: writer: {e}"),
+                        }
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let pool = &pool;
+                s.spawn(move || {
+                    for _ in 0..EACH {
+                        for k in 0..64 {
+                            let v = map.get(pool, &k);
+                            let v = v.unwrap_or_else(|e| panic!("{policy:?}: get: {e}"));
+                            let v = v.unwrap_or_else(|| panic!("{policy:?}: key {k} missing"));
+                            assert_eq!(v % 2, 0, "{policy:?}: a value no commit wrote");
+                        }
+                        let v = vec.to_vec(pool);
+                        let v = v.unwrap_or_else(|e| panic!("{policy:?}: to_vec: {e}"));
+                        for (i, &x) in v.iter().enumerate() {
+                            assert_eq!(x, i as u64, "{policy:?}: a torn vector");
+                        }
+                        map.len(pool).unwrap();
+                    }
+                });
+            }
+        });
+        map.check_invariants(&pool).unwrap();
+        let v = vec.to_vec(&pool).unwrap();
+        assert_eq!(v.len() as u64, 2 * (EACH - EACH / 3), "{policy:?}");
+    }
+}

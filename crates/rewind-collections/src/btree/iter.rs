@@ -38,7 +38,9 @@ where
     }
 
     /// Every entry, in key order (committed state); `.rev()` for
-    /// descending order.
+    /// descending order. Not isolated from writers (each leaf is read as
+    /// the scan reaches it): beside a running transaction it can see part
+    /// of a change; [`iter_tx`](Self::iter_tx) scans under the map's lock.
     pub fn iter<'a>(&self, pool: &'a Pool) -> Result<Iter<'a, K, V>> {
         self.range(pool, ..)
     }
@@ -60,14 +62,20 @@ where
         self.range_tx(tx, ..)
     }
 
-    /// The entry of the smallest key (committed state).
+    /// The entry of the smallest key (committed state, isolated as
+    /// [`get`](Self::get)).
     pub fn first_key_value(&self, pool: &Pool) -> Result<Option<(K, V)>> {
-        self.iter(pool)?.next().transpose()
+        pool.read_isolated(self.hdr, |r| {
+            Iter::new(self, Box::new(r), ..)?.next().transpose()
+        })
     }
 
-    /// The entry of the largest key (committed state).
+    /// The entry of the largest key (committed state, isolated as
+    /// [`get`](Self::get)).
     pub fn last_key_value(&self, pool: &Pool) -> Result<Option<(K, V)>> {
-        self.iter(pool)?.next_back().transpose()
+        pool.read_isolated(self.hdr, |r| {
+            Iter::new(self, Box::new(r), ..)?.next_back().transpose()
+        })
     }
 
     /// The entry of the smallest key, as `tx` sees it.

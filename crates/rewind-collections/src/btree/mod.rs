@@ -274,7 +274,7 @@ where
 
     /// The number of entries (stored in the header: O(1)).
     pub fn len(&self, pool: &Pool) -> Result<u64> {
-        Ok(self.header(&mut { pool })?.len)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.len))
     }
 
     /// True if the map has no entries.
@@ -290,27 +290,29 @@ where
 
     /// Keys per node, chosen at creation.
     pub fn fanout(&self, pool: &Pool) -> Result<usize> {
-        Ok(self.header(&mut { pool })?.geo.fanout)
+        pool.read_isolated(self.hdr, |r| Ok(self.header(r)?.geo.fanout))
     }
 
     /// Levels of the tree: 1 while the root is a leaf (committed state).
     pub fn height(&self, pool: &Pool) -> Result<u32> {
-        let mut m = pool;
-        let h = self.header(&mut m)?;
-        let mut node = Raw::load(&mut m, &h.geo, h.root)?;
-        for height in 1..=MAX_DEPTH as u32 {
-            if node.is_leaf() {
-                return Ok(height);
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            let mut node = Raw::load(r, &h.geo, h.root)?;
+            for height in 1..=MAX_DEPTH as u32 {
+                if node.is_leaf() {
+                    return Ok(height);
+                }
+                node = Raw::load(r, &h.geo, node.kid(&h.geo, 0))?;
             }
-            node = Raw::load(&mut m, &h.geo, node.kid(&h.geo, 0))?;
-        }
-        Err(corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
+            Err(corrupt(WHAT, h.root, "deeper than 64 levels (a cycle?)"))
+        })
     }
 
-    /// The value of `k` (committed state).
+    /// The value of `k` (committed state: isolated from the transactions
+    /// changing the map, see [`Pool::read_isolated`]).
     pub fn get(&self, pool: &Pool, k: &K::Ref) -> Result<Option<V>> {
         // A reader checks each node's block once, not each read in it.
-        self.get_in(&mut pool.reader(), k)
+        pool.read_isolated(self.hdr, |r| self.get_in(r, k))
     }
 
     /// The value of `k` as transaction `tx` sees it (its own writes too).

@@ -33,6 +33,18 @@
 //! (`rewind bench threads`, shared tree). A release with no one in line
 //! (the common case) bumps nothing and wakes no one: a waiter joins the
 //! line under the latch before it waits, and tests under it.
+//!
+//! **Readers outside transactions** (`Pool::read_isolated`) first take no
+//! lock: they read optimistically and check that no exclusive hold of the
+//! lock began or ended meanwhile, as a sequence lock's readers do. Each key
+//! falls in one of [`STRIPES`] stripes, each with two counters: exclusive
+//! holds granted and exclusive holds released. A reader that sees them
+//! equal before its reads and `granted` unchanged after them read bytes no
+//! exclusive holder was changing (a holder writes only between its grant
+//! and its release). Keys that share a stripe only make a reader retry.
+//! A reader that finds a writer in the way takes the lock shared instead,
+//! in line like a transaction (so writers that follow one another cannot
+//! starve it), under an id of its own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -131,9 +143,36 @@ impl Table {
     }
 }
 
+/// Stripes of the exclusive-hold counters (see the module docs).
+const STRIPES: usize = 256;
+
+/// The exclusive holds of the keys of one stripe, granted and released
+/// (a line of its own: threads on locks of different stripes share none).
+#[derive(Default)]
+#[repr(align(64))]
+struct Stripe {
+    granted: AtomicU64,
+    released: AtomicU64,
+}
+
+/// The stripe of `key`.
+fn stripe_of(key: u64) -> usize {
+    ((key >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - STRIPES.trailing_zeros())) as usize
+}
+
+/// A reader's view of a key's stripe with no exclusive hold in it
+/// ([`LockTable::quiet`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Quiet {
+    stripe: usize,
+    granted: u64,
+}
+
 /// The volatile lock table of one open pool.
 pub(crate) struct LockTable {
     table: Mutex<Table>,
+    /// Exclusive holds granted and released, by stripe of their key.
+    stripes: Box<[Stripe]>,
     changed: Condvar,
     /// Bumped by every change a waiter may wait for (a release, a request
     /// leaving the line), once the change is made: what a spinning waiter
@@ -158,6 +197,7 @@ impl LockTable {
     pub(crate) fn new() -> LockTable {
         LockTable {
             table: Mutex::new(Table::default()),
+            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
             changed: Condvar::new(),
             changes: AtomicU64::new(0),
             timeout_ms: AtomicU64::new(DEFAULT_TIMEOUT.as_millis() as u64),
@@ -214,6 +254,9 @@ impl LockTable {
             // Most requests: a lock no one holds, and no one in line for
             // any lock. One probe of the table, the grant made in it.
             if let std::collections::hash_map::Entry::Vacant(v) = t.locks.entry(key) {
+                if mode == Mode::Exclusive {
+                    self.granted(key);
+                }
                 v.insert(match mode {
                     Mode::Exclusive => Entry {
                         exclusive: Some(tx),
@@ -237,6 +280,7 @@ impl LockTable {
                     Mode::Exclusive => {
                         entry.shared.retain(|&h| h != tx);
                         entry.exclusive = Some(tx);
+                        self.granted(key);
                     }
                     Mode::Shared => entry.shared.push(tx),
                 }
@@ -302,6 +346,11 @@ impl LockTable {
                 let e = o.get_mut();
                 if e.exclusive == Some(tx) {
                     e.exclusive = None;
+                    // After the holder's last write (its commit's write-back
+                    // or its rollback): readers may take what they read.
+                    self.stripes[stripe_of(key)]
+                        .released
+                        .fetch_add(1, Ordering::Release);
                 }
                 e.shared.retain(|&h| h != tx);
                 if e.is_free() {
@@ -321,6 +370,31 @@ impl LockTable {
         if any && waiters {
             self.notify();
         }
+    }
+
+    /// Counts an exclusive hold of `key` granted, before its holder's
+    /// first write (a full barrier: the holder's writes come after it).
+    fn granted(&self, key: u64) {
+        self.stripes[stripe_of(key)]
+            .granted
+            .fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// `key`'s stripe, if no exclusive hold is in it now: a reader outside
+    /// transactions may read, then ask [`still`](Self::still).
+    pub(crate) fn quiet(&self, key: u64) -> Option<Quiet> {
+        let stripe = stripe_of(key);
+        let s = &self.stripes[stripe];
+        let released = s.released.load(Ordering::Acquire);
+        let granted = s.granted.load(Ordering::Acquire);
+        (granted == released).then_some(Quiet { stripe, granted })
+    }
+
+    /// Whether no exclusive hold in the stripe began since `q` was seen:
+    /// what was read in between no holder was changing.
+    pub(crate) fn still(&self, q: Quiet) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        self.stripes[q.stripe].granted.load(Ordering::Acquire) == q.granted
     }
 
     /// How many locks are held.
@@ -354,6 +428,36 @@ mod tests {
         assert_eq!(t.held(), 1);
         t.release_all(3, [64].into_iter());
         assert_eq!(t.held(), 0);
+    }
+
+    #[test]
+    fn a_reader_sees_an_exclusive_hold_begin_and_end() {
+        let t = LockTable::new();
+        let q = t.quiet(64).expect("no hold yet");
+        assert!(t.still(q));
+        // Shared holds change nothing for a reader.
+        t.acquire(1, 64, Mode::Shared, None).unwrap();
+        assert!(t.still(q) && t.quiet(64).is_some());
+        // An upgrade is an exclusive hold: in force until released.
+        t.acquire(1, 64, Mode::Exclusive, Some(Mode::Shared))
+            .unwrap();
+        assert!(!t.still(q));
+        assert!(t.quiet(64).is_none());
+        t.release_all(1, [64].into_iter());
+        let q = t.quiet(64).expect("released");
+        // A hold granted and released between a reader's two looks.
+        t.acquire(2, 64, Mode::Exclusive, None).unwrap();
+        t.release_all(2, [64].into_iter());
+        assert!(!t.still(q));
+        // Another key's hold in another stripe leaves the reader alone.
+        let other = (1..)
+            .map(|i| 64 + 8 * i)
+            .find(|&k| stripe_of(k) != stripe_of(64))
+            .unwrap();
+        let q = t.quiet(64).unwrap();
+        t.acquire(3, other, Mode::Exclusive, None).unwrap();
+        assert!(t.still(q) && t.quiet(64).is_some() && t.quiet(other).is_none());
+        t.release_all(3, [other].into_iter());
     }
 
     #[test]

@@ -560,6 +560,73 @@ impl Pool {
         crate::Reader::new(&self.eng)
     }
 
+    /// Runs `read` on a [`Reader`](crate::Reader), outside any
+    /// transaction, isolated from the transactions that lock `key`
+    /// exclusively ([`Tx::lock`]): what `read` returns was read while no
+    /// such transaction was changing anything, so it is committed state,
+    /// whole, as if read under [`Tx::lock_shared`], but without taking the
+    /// lock (readers never hold up writers, and cost two loads of a
+    /// counter more than an unlocked read).
+    ///
+    /// `read` may run twice. It first runs with no lock taken, if no
+    /// exclusive hold of `key` is in force, and its result counts if none
+    /// began meanwhile. Otherwise (its result dropped, errors included:
+    /// bytes read while a writer was changing them may look damaged) it
+    /// runs under the lock taken shared, in line with the transactions
+    /// that wait for it, and the pool's lock timeout applies
+    /// (`Error::LockTimeout`). Called inside a transaction of this pool,
+    /// it runs once, unchecked: that transaction may hold the lock itself.
+    ///
+    /// This is how `rewind-collections` reads a collection outside a
+    /// transaction (`map.get(&pool, k)`): every one of its operations
+    /// locks the collection's header.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("iso.pool");
+    /// use rewind::{Pool, PoolConfig};
+    /// let pool = Pool::create(&path, "doc", 4 << 20, &PoolConfig::default())?;
+    /// let pair = pool.transaction(|tx| tx.root::<[u64; 2]>())?;
+    /// pool.transaction(|tx| {
+    ///     tx.lock(pair)?; // writers of the pair lock it
+    ///     tx.write(pair, &[1, 1])
+    /// })?;
+    /// // Both words from one commit, never half of one.
+    /// let [a, b] = pool.read_isolated(pair.offset(), |r| r.read(pair))?;
+    /// assert_eq!(a, b);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn read_isolated<R, E: From<Error>>(
+        &self,
+        key: u64,
+        mut read: impl FnMut(&mut crate::Reader<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        if nesting::InTransaction::active(self.nesting_key()) {
+            return read(&mut self.reader());
+        }
+        if let Some(q) = self.eng.locks.quiet(key) {
+            let r = read(&mut self.reader());
+            if self.eng.locks.still(q) {
+                return r;
+            }
+        }
+        // A writer in the way: the lock, shared, under an id no
+        // transaction has (a reader holds one lock and waits for nothing
+        // else: it closes no cycle).
+        let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
+        let locks = &self.eng.locks;
+        locks.acquire(id, key, crate::engine::locks::Mode::Shared, None)?;
+        // Released however `read` ends, a panic included.
+        struct Held<'a>(&'a crate::engine::locks::LockTable, u64, u64);
+        impl Drop for Held<'_> {
+            fn drop(&mut self) {
+                self.0.release_all(self.1, std::iter::once(self.2));
+            }
+        }
+        let _held = Held(locks, id, key);
+        read(&mut self.reader())
+    }
+
     /// Reads bytes at a pool offset.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.eng.usable()?;
