@@ -68,3 +68,28 @@ fn lru_write_back_of_any_size_commits() {
         assert_eq!(pool.write_back_pending(), 0, "{lines}");
     }
 }
+
+/// A log size below the log's least (four blocks of its bucket) is taken
+/// as that least; when the pool has no room for it and the heap's first
+/// chunk, the error says so, and says how to make room, instead of asking
+/// for a log "small enough" while the request was already below the least.
+#[test]
+fn a_log_too_large_for_a_small_pool_names_the_size_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2,048 cells a bucket: blocks of about 200 KiB, four of them.
+    let cfg = PoolConfig::default().bucket_cells(2048).log_size(4096);
+    match Pool::create(dir.path().join("small.pool"), "probe", 1 << 20, &cfg) {
+        Err(rewind::Error::InvalidConfig {
+            what: "log size",
+            value,
+            expected,
+        }) => {
+            assert!(value.starts_with("4096 (taken as "), "{value}");
+            assert!(expected.contains("fewer bucket cells"), "{expected}");
+        }
+        r => panic!("{:?}", r.map(|_| ())),
+    }
+    // Fewer cells per bucket: smaller blocks, and the pool has room.
+    let cfg = cfg.bucket_cells(8);
+    Pool::create(dir.path().join("fits.pool"), "probe", 1 << 20, &cfg).unwrap();
+}

@@ -920,12 +920,24 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
             expected:
                 "small enough for its chunk table to fit in the pool's first size beside the log",
         }),
-        None => return Err(Error::InvalidConfig {
-            what: "log size",
-            value: log_size.to_string(),
-            expected:
-                "small enough to leave room for the heap (with the chunk table of the maximum size)",
-        }),
+        // The log takes at least four blocks of its bucket's size: a
+        // request below that is rounded up, and the pool may be too small
+        // for those and one heap chunk.
+        None => {
+            let least = 4 * Layout::block_size_for(cells);
+            return Err(Error::InvalidConfig {
+                what: "log size",
+                value: match log_size < least {
+                    true => format!(
+                        "{log_size} (taken as {least}: four blocks of {cells} bucket cells)"
+                    ),
+                    false => log_size.to_string(),
+                },
+                expected: "a log that leaves room for the heap's first 256 KiB chunk (and the \
+                           chunk table of the maximum size): a smaller log, fewer bucket cells \
+                           or a larger pool",
+            });
+        }
     };
     let mut uuid = [0u8; 16];
     let t = std::time::SystemTime::now()
