@@ -564,9 +564,9 @@ impl Pool {
     /// transaction, isolated from the transactions that lock `key`
     /// exclusively ([`Tx::lock`]): what `read` returns was read while no
     /// such transaction was changing anything, so it is committed state,
-    /// whole, as if read under [`Tx::lock_shared`], but without taking the
-    /// lock (readers never hold up writers, and cost two loads of a
-    /// counter more than an unlocked read).
+    /// whole, as if read under [`Tx::lock_shared`]. While no writer is in
+    /// the way it takes no lock (it costs three loads of a counter more
+    /// than an unlocked read, and holds up no writer).
     ///
     /// `read` may run twice. It first runs with no lock taken, if no
     /// exclusive hold of `key` is in force, and its result counts if none
