@@ -1,17 +1,48 @@
 //! Per-operation cost of `BTreeMap` updates, for callgrind: N entries
 //! loaded, then M transactions each inserting one new key or removing a
-//! present one (bench btree's 100 % updates), on /dev/shm.
-//! `cargo run --release -p rewind-collections --example profile_btree -- [N] [M]`
+//! present one (bench btree's 100 % updates), on /dev/shm; with `str`,
+//! 32-byte string keys (bench btree-str's) in place of `u64` ones.
+//! `cargo run --release -p rewind-collections --example profile_btree -- [N] [M] [str]`
 
 use rewind::{Pool, PoolConfig};
-use rewind_collections::{BTreeMap, Error};
+use rewind_collections::{BTreeMap, Error, Storable};
+
+/// The `i`-th key of a run, spread over the key space.
+trait Key: Storable + Sized
+where
+    Self::Ref: Ord,
+{
+    fn key(i: u64) -> Self;
+}
+
+impl Key for u64 {
+    fn key(i: u64) -> u64 {
+        i.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+impl Key for Vec<u8> {
+    /// `user`, 12 hex digits of a mix of `i`, then `i` in 16: 32 bytes.
+    fn key(i: u64) -> Vec<u8> {
+        let mix = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16;
+        format!("user{mix:012x}{i:016x}").into_bytes()
+    }
+}
 
 fn main() -> Result<(), Error> {
-    let mut args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse::<u64>().expect("a number"));
-    let n = args.next().unwrap_or(50_000);
-    let m = args.next().unwrap_or(3_000);
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, d| a.get(i).map_or(d, |s| s.parse::<u64>().expect("a number"));
+    let (n, m) = (num(0, 50_000), num(1, 3_000));
+    match a.get(2).map(String::as_str) {
+        Some("str") => run::<Vec<u8>>(n, m),
+        _ => run::<u64>(n, m),
+    }
+}
+
+fn run<K: Key>(n: u64, m: u64) -> Result<(), Error>
+where
+    K::Ref: Ord,
+{
     let dir = if std::path::Path::new("/dev/shm").is_dir() {
         "/dev/shm".into()
     } else {
@@ -19,12 +50,11 @@ fn main() -> Result<(), Error> {
     };
     let path = dir.join(format!("rewind-profile-{}.pool", std::process::id()));
     let pool = Pool::create(&path, "profile", 96 << 20, &PoolConfig::default())?;
-    let map = pool.transaction(BTreeMap::<u64, [u8; 24]>::create)?;
-    let key = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let map = pool.transaction(BTreeMap::<K, [u8; 24]>::create)?;
     for c in 0..n.div_ceil(1000) {
         pool.transaction(|tx| {
             for i in c * 1000..((c + 1) * 1000).min(n) {
-                map.insert(tx, key(i), [i as u8; 24])?;
+                map.insert(tx, K::key(i), [i as u8; 24])?;
             }
             Ok::<_, Error>(())
         })?;
@@ -40,13 +70,16 @@ fn main() -> Result<(), Error> {
 
 /// The measured phase (`valgrind --tool=callgrind --toggle-collect='*updates*'`).
 #[inline(never)]
-fn updates(pool: &Pool, map: BTreeMap<u64, [u8; 24]>, n: u64, m: u64) -> Result<(), Error> {
-    let key = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+fn updates<K: Key>(pool: &Pool, map: BTreeMap<K, [u8; 24]>, n: u64, m: u64) -> Result<(), Error>
+where
+    K::Ref: Ord,
+{
     for j in 0..m {
         if j % 2 == 0 {
-            pool.transaction(|tx| map.insert(tx, key(n + j), [j as u8; 24]))?;
+            pool.transaction(|tx| map.insert(tx, K::key(n + j), [j as u8; 24]))?;
         } else {
-            pool.transaction(|tx| map.remove(tx, &key(j)))?;
+            let k = K::key(j);
+            pool.transaction(|tx| map.remove(tx, k.borrowed()))?;
         }
     }
     Ok(())

@@ -382,18 +382,32 @@ fn descend<K: Storable, M: Mem + ?Sized>(
     m: &mut M,
     h: &Header,
     k: &K::Ref,
+    path: Option<&mut Path>,
+) -> Result<Raw>
+where
+    K::Ref: Ord,
+{
+    node::with_seps::<K, _>(|seps| descend_in::<K, M>(m, h, k, path, seps))
+}
+
+/// [`descend`] with a buffer for the separators, zeroed once for all
+/// levels.
+fn descend_in<K: Storable, M: Mem + ?Sized>(
+    m: &mut M,
+    h: &Header,
+    k: &K::Ref,
     mut path: Option<&mut Path>,
+    seps: &mut [u8],
 ) -> Result<Raw>
 where
     K::Ref: Ord,
 {
     let mut node = Raw::load_head(m, &h.geo, h.root)?;
-    let mut seps = [0; node::SEPS_MAX];
     for _ in 0..MAX_DEPTH {
         if node.is_leaf() {
             return Ok(node);
         }
-        let i = node.child_for_in::<K, M>(m, &h.geo, k, &mut seps)?;
+        let i = node.child_for_in::<K, M>(m, &h.geo, k, seps)?;
         let kid = node.kid_in(m, &h.geo, i)?;
         if let Some(p) = path.as_deref_mut() {
             if !p.push((node.off, i)) {
