@@ -390,3 +390,40 @@ fn an_earlier_layout_is_a_typed_error() {
         })
     ));
 }
+
+/// A scan through `&Pool` runs beside transactions: entries inserted ahead
+/// of it while it runs are yielded, and the map outgrowing the length it
+/// read at its start is no cycle (it was reported as `Corrupt`). Through a
+/// transaction, which locks the map, the length is the bound still.
+#[test]
+fn a_scan_outside_transactions_sees_the_map_grow_ahead_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir, 16 << 20);
+    let map = pool
+        .transaction(|tx| {
+            let map = BTreeMap::<u64, u64>::create_with_fanout(tx, 4)?;
+            for k in 0..10 {
+                map.insert(tx, k, k)?;
+            }
+            Ok::<_, Error>(map)
+        })
+        .unwrap();
+    let mut it = map.iter(&pool).unwrap();
+    let mut seen = vec![it.next().unwrap().unwrap().0];
+    // A thousand keys ahead of the scan, committed while it runs.
+    for chunk in 0..10u64 {
+        pool.transaction(|tx| {
+            for k in 0..100 {
+                map.insert(tx, 1_000 + chunk * 100 + k, k)?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+    for e in it {
+        seen.push(e.unwrap().0);
+    }
+    assert_eq!(seen.len(), 1_010);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+    map.check_invariants(&pool).unwrap();
+}
