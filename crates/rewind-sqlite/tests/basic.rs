@@ -5,9 +5,10 @@ use rusqlite::{Connection, OpenFlags};
 
 const VFS: &str = "rewind-basic";
 
+mod common;
+
 fn vfs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| rewind_sqlite::register(VFS, &rewind_sqlite::Config::default()).unwrap());
+    common::register_once(VFS, &rewind_sqlite::Config::default());
 }
 
 fn open(path: &std::path::Path) -> Connection {

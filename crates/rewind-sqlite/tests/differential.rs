@@ -10,12 +10,10 @@ use rusqlite::{Connection, OpenFlags};
 
 const VFS: &str = "rewind-differential";
 
+mod common;
+
 fn vfs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let cfg = rewind_sqlite::Config::default().pool_size(16 << 20);
-        rewind_sqlite::register(VFS, &cfg).unwrap()
-    });
+    common::register_once(VFS, &rewind_sqlite::Config::default().pool_size(16 << 20));
 }
 
 fn open(path: &std::path::Path, ours: bool) -> Connection {

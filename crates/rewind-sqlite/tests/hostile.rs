@@ -9,12 +9,10 @@ use rusqlite::{Connection, OpenFlags};
 
 const VFS: &str = "rewind-hostile";
 
+mod common;
+
 fn vfs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let cfg = rewind_sqlite::Config::default().pool_size(8 << 20);
-        rewind_sqlite::register(VFS, &cfg).unwrap()
-    });
+    common::register_once(VFS, &rewind_sqlite::Config::default().pool_size(8 << 20));
 }
 
 /// A database whose 40 committed transactions are all in its WAL pool (the

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{params, Connection};
 
 const VFS: &str = "rewind-kill";
 const CHILD_DIR: &str = "REWIND_SQLITE_KILL_DIR";
@@ -25,19 +25,11 @@ const CHILD_SEED: &str = "REWIND_SQLITE_KILL_SEED";
 /// Transactions a child runs at most (it is normally killed long before).
 const CHILD_TXS: u64 = 20_000;
 
-fn vfs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let cfg = rewind_sqlite::Config::default().pool_size(16 << 20);
-        rewind_sqlite::register(VFS, &cfg).unwrap()
-    });
-}
+mod common;
 
 fn open(path: &Path) -> Connection {
-    vfs();
-    let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap();
-    c.pragma_update(None, "journal_mode", "WAL").unwrap();
-    c
+    let cfg = rewind_sqlite::Config::default().pool_size(16 << 20);
+    common::open_wal(VFS, &cfg, path)
 }
 
 /// One statement of a transaction, decided by the seed and the

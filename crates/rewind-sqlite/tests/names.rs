@@ -7,16 +7,14 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 const VFS: &str = "rewind-names";
 
+mod common;
+
 fn open(path: &Path) -> Connection {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| rewind_sqlite::register(VFS, &rewind_sqlite::Config::default()).unwrap());
-    let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap();
-    c.pragma_update(None, "journal_mode", "WAL").unwrap();
-    c
+    common::open_wal(VFS, &rewind_sqlite::Config::default(), path)
 }
 
 fn values(c: &Connection) -> String {

@@ -3,16 +3,14 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 const VFS: &str = "rewind-probes";
 
+mod common;
+
 fn open(path: &Path) -> Connection {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| rewind_sqlite::register(VFS, &rewind_sqlite::Config::default()).unwrap());
-    let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap();
-    c.pragma_update(None, "journal_mode", "WAL").unwrap();
-    c
+    common::open_wal(VFS, &rewind_sqlite::Config::default(), path)
 }
 
 /// Whether some process holds a POSIX lock on SQLite's shared byte range

@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+mod common;
+
 const VFS: &str = "rewind-threads";
 const WRITERS: u64 = 4;
 const TXS: u64 = 150;
 const ROWS: u64 = 3;
 
 fn open(path: &std::path::Path) -> Connection {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| rewind_sqlite::register(VFS, &rewind_sqlite::Config::default()).unwrap());
+    common::register_once(VFS, &rewind_sqlite::Config::default());
     let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap();
     // A writer waits for the others' locks as long as it takes (every
     // holder lets go), so no outcome depends on the machine's speed.
