@@ -572,23 +572,20 @@ impl Handle {
         eng.before_bucket_log()?;
         self.placed.clear();
         let mut prev = self.res.last;
-        let mut r = if one_fence {
-            eng.log
-                .append_commit(&eng.dom, drafts, &mut self.placed, &mut self.res)
-        } else {
-            eng.log
-                .append(&eng.dom, drafts, &mut self.placed, &mut self.res)
+        let append = |placed: &mut Vec<Placed>, res: &mut Reservation| match one_fence {
+            true => eng.log.append_commit(&eng.dom, drafts, placed, res),
+            false => eng.log.append(&eng.dom, drafts, placed, res),
         };
+        let mut r = append(&mut self.placed, &mut self.res);
         if matches!(r, Err(Error::LogFull { .. }))
             && eng.durability.keeps_records()
             && !self.committing
         {
             // The log may be full of finished transactions' records: a
             // checkpoint clears them (nothing was written by the failure).
+            // (Not while committing, so never a one-fence commit.)
             eng.checkpoint()?;
-            r = eng
-                .log
-                .append(&eng.dom, drafts, &mut self.placed, &mut self.res);
+            r = append(&mut self.placed, &mut self.res);
         }
         if matches!(r, Err(Error::LogFull { .. })) && eng.write_back.is_some() {
             // Under redo-async the log may be full of committed groups
@@ -596,13 +593,7 @@ impl Handle {
             // through the log blocks): written back, their records make
             // room, as for a write set's entry (`reserve_entry`).
             eng.sync()?;
-            r = if one_fence {
-                eng.log
-                    .append_commit(&eng.dom, drafts, &mut self.placed, &mut self.res)
-            } else {
-                eng.log
-                    .append(&eng.dom, drafts, &mut self.placed, &mut self.res)
-            };
+            r = append(&mut self.placed, &mut self.res);
         }
         r?;
         if let Some(ring) = &eng.ring {
