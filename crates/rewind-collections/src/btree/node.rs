@@ -566,8 +566,8 @@ impl Raw {
         let bytes = hi * geo.ks;
         if KEYS_OFF + bytes > self.b.len() && bytes <= seps.len() {
             // Separators past the head: read together, one read (and one
-            // access check) rather than one per comparison; at most
-            // `SEPS_MAX` bytes, a few lines the search touches anyway.
+            // access check) rather than one per comparison; at most the
+            // buffer's bytes (`with_seps`), lines the search touches anyway.
             m.read_at(self.off + KEYS_OFF as u64, &mut seps[..bytes])?;
             while lo < hi {
                 let mid = (lo + hi) / 2;
