@@ -492,3 +492,227 @@ fn a_full_pool_reopens_after_a_crash_with_every_commit() {
     c.execute("INSERT INTO t VALUES (?1, x'00')", [acked + 1])
         .unwrap();
 }
+
+fn count(c: &Connection, table: &str) -> i64 {
+    c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+fn mode(c: &Connection, m: &str) -> String {
+    c.pragma_update_and_check(None, "journal_mode", m, |r| r.get(0))
+        .unwrap()
+}
+
+/// `journal_mode` switched from WAL to each rollback mode and back, with
+/// writes in every mode, a second connection of the process that holds
+/// the database open meanwhile (the switch away from WAL waits for it:
+/// SQLite leaves WAL mode only under an exclusive lock), and frames not
+/// yet checkpointed at each switch: no write is lost, the pool is gone
+/// after each switch away from WAL, and the other connection reads the
+/// same rows whatever mode the first left the file in.
+#[test]
+fn journal_mode_switched_from_wal_and_back_keeps_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.db");
+    let pool = rewind_sqlite::pool_path(&dir.path().join("j.db-wal"));
+    let c1 = connect(&path, true);
+    wal(&c1);
+    c1.execute_batch(
+        "PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB, m TEXT);
+         CREATE INDEX tm ON t(m);",
+    )
+    .unwrap();
+    let mut expect = 0;
+    let mut insert = |c: &Connection, m: &str, n: i64| {
+        for _ in 0..n {
+            c.execute("INSERT INTO t(v, m) VALUES (zeroblob(1500), ?1)", [m])
+                .unwrap();
+        }
+        expect += n;
+        expect
+    };
+    for (round, other) in ["DELETE", "TRUNCATE", "PERSIST", "MEMORY", "DELETE"]
+        .iter()
+        .enumerate()
+    {
+        let n = insert(&c1, "wal", 40);
+        assert!(pool.exists(), "round {round}: the WAL's pool");
+        // A second connection, reading in WAL mode, holds its lock: the
+        // switch cannot happen under it.
+        let c2 = connect(&path, true);
+        c2.busy_handler(None).unwrap();
+        assert_eq!(count(&c2, "t"), n, "round {round}: c2 in WAL mode");
+        c1.busy_handler(None).unwrap();
+        let stuck =
+            c1.pragma_update_and_check(None, "journal_mode", other, |r| r.get::<_, String>(0));
+        match &stuck {
+            Ok(m) => assert_eq!(m, "wal", "round {round}: the switch waits for c2"),
+            Err(e) => assert_eq!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy),
+                "round {round}: {e}"
+            ),
+        }
+        drop(c2);
+        assert_eq!(mode(&c1, other), other.to_lowercase(), "round {round}");
+        assert!(
+            !pool.exists(),
+            "round {round}: no pool once out of WAL mode"
+        );
+        let n = insert(&c1, other, 25);
+        // Another connection reads the rollback-mode file, then turns it
+        // back to WAL while c1 stays open.
+        let c3 = connect(&path, true);
+        assert_eq!(count(&c3, "t"), n, "round {round}: c3 in {other} mode");
+        let n = insert(&c3, other, 5);
+        if *other != "MEMORY" {
+            // (MEMORY is the connection's own setting, not the file's.)
+            wal(&c3);
+            assert_eq!(
+                count(&c1, "t"),
+                n,
+                "round {round}: c1 after c3 turned WAL on"
+            );
+            let n = insert(&c3, "wal3", 7);
+            assert_eq!(
+                count(&c1, "t"),
+                n,
+                "round {round}: c1 sees c3's WAL commits"
+            );
+            drop(c3);
+            // c1 follows the file into WAL mode.
+            assert_eq!(mode(&c1, "WAL"), "wal");
+        } else {
+            drop(c3);
+            assert_eq!(mode(&c1, "WAL"), "wal");
+        }
+        c1.execute_batch("PRAGMA wal_autocheckpoint = 0").unwrap();
+    }
+    let n = insert(&c1, "end", 3);
+    assert_eq!(count(&c1, "t"), n);
+    drop(c1);
+    let c = connect(&path, true);
+    assert_eq!(count(&c, "t"), n, "reopened");
+    assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
+}
+
+/// Readers that hold their snapshot across checkpoints of every mode
+/// (PASSIVE, FULL, RESTART, TRUNCATE, from a thread of their own, beside
+/// a writer moving amounts between accounts): each snapshot is whole
+/// (the accounts' sum never changes, a reread inside one read
+/// transaction gives the same rows), and the database ends with every
+/// transfer, reopened too.
+#[test]
+fn readers_keep_their_snapshots_across_checkpoints_of_every_mode() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    const ACCOUNTS: i64 = 50;
+    const TRANSFERS: i64 = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let setup = connect(&path, true);
+    wal(&setup);
+    setup
+        .execute_batch(&format!(
+            "PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER, pad BLOB);
+             CREATE TABLE log(id INTEGER PRIMARY KEY, src INTEGER, dst INTEGER, amt INTEGER);
+             WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {ACCOUNTS})
+             INSERT INTO acct SELECT i, 1000, zeroblob(600) FROM s;"
+        ))
+        .unwrap();
+    let total = ACCOUNTS * 1000;
+    // Threads still running but the checkpointer: a writer, two readers.
+    let running = AtomicU64::new(3);
+    let checkpoints = AtomicU64::new(0);
+    let snapshot = |c: &Connection| -> (i64, i64, String) {
+        let (sum, n): (i64, i64) = c
+            .query_row(
+                "SELECT sum(bal), (SELECT count(*) FROM log) FROM acct",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        (
+            sum,
+            n,
+            run(c, "SELECT id, bal FROM acct ORDER BY bal, id LIMIT 5"),
+        )
+    };
+    std::thread::scope(|s| {
+        let path = &path;
+        let (running, checkpoints) = (&running, &checkpoints);
+        s.spawn(move || {
+            let mut c = connect(path, true);
+            let mut r = SmallRng::seed_from_u64(11);
+            for i in 0..TRANSFERS {
+                let (a, b) = (r.gen_range(1..=ACCOUNTS), r.gen_range(1..=ACCOUNTS));
+                let amt = r.gen_range(1..100);
+                let tx = c
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .unwrap();
+                tx.execute("UPDATE acct SET bal = bal - ?2 WHERE id = ?1", [a, amt])
+                    .unwrap();
+                tx.execute("UPDATE acct SET bal = bal + ?2 WHERE id = ?1", [b, amt])
+                    .unwrap();
+                tx.execute("INSERT INTO log VALUES (?1, ?2, ?3, ?4)", [i, a, b, amt])
+                    .unwrap();
+                tx.commit().unwrap();
+            }
+            running.fetch_sub(1, SeqCst);
+        });
+        s.spawn(move || {
+            let c = connect(path, true);
+            // A checkpoint that waits for readers gives up after a while
+            // (it then reports itself blocked); nothing checked depends
+            // on whether it did.
+            c.busy_handler(Some(|n| {
+                std::thread::sleep(Duration::from_micros(200));
+                n < 500
+            }))
+            .unwrap();
+            let mut k = 0;
+            while running.load(SeqCst) > 0 || k < 8 {
+                let m = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"][k % 4];
+                let (busy, log, ckpt): (i64, i64, i64) = c
+                    .query_row(&format!("PRAGMA wal_checkpoint({m})"), [], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .unwrap();
+                assert!(ckpt <= log, "{m}: {busy} {log} {ckpt}");
+                checkpoints.fetch_add(1, SeqCst);
+                k += 1;
+            }
+        });
+        for reader in 0..2 {
+            s.spawn(move || {
+                let c = connect(path, true);
+                let mut last = 0;
+                for _ in 0..60 {
+                    c.execute_batch("BEGIN").unwrap();
+                    let first = snapshot(&c);
+                    assert_eq!(first.0, total, "reader {reader}: a torn snapshot");
+                    assert!(first.1 >= last, "reader {reader}: time went back");
+                    last = first.1;
+                    // Hold the snapshot until a checkpoint or two ran.
+                    let ck = checkpoints.load(SeqCst);
+                    for _ in 0..200 {
+                        if checkpoints.load(SeqCst) > ck + 1 {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
+                    assert_eq!(snapshot(&c), first, "reader {reader}: the snapshot moved");
+                    c.execute_batch("COMMIT").unwrap();
+                }
+                running.fetch_sub(1, SeqCst);
+            });
+        }
+    });
+    assert_eq!(snapshot(&setup).0, total);
+    assert_eq!(count(&setup, "log"), TRANSFERS);
+    drop(setup);
+    let c = connect(&path, true);
+    assert_eq!((snapshot(&c).0, count(&c, "log")), (total, TRANSFERS));
+    assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
+}
