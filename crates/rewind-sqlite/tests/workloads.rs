@@ -716,3 +716,344 @@ fn readers_keep_their_snapshots_across_checkpoints_of_every_mode() {
     assert_eq!((snapshot(&c).0, count(&c, "log")), (total, TRANSFERS));
     assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
 }
+
+const PROC_DIR: &str = "REWIND_WORKLOADS_PROC_DIR";
+const PROC_ID: &str = "REWIND_WORKLOADS_PROC_ID";
+const PROCS: u64 = 3;
+const PROC_COMMITS: u64 = 30;
+
+/// This test binary again, running the ignored test `name` with `envs`.
+fn child(name: &str, envs: &[(&str, String)]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// A child of `processes_taking_turns_keep_every_acknowledged_commit`:
+/// commits its rows one transaction at a time, each through a fresh
+/// connection (so that the others get their turn at the WAL), retrying a
+/// transaction that could not start because another process has the WAL
+/// open (`SQLITE_CANTOPEN`) or the database locked (`SQLITE_BUSY`);
+/// prints `ack P I` once its commit returned, `error ...` for any other
+/// outcome.
+#[test]
+#[ignore = "child process of processes_taking_turns_keep_every_acknowledged_commit"]
+fn proc_child() {
+    use std::io::Write;
+    let (Ok(dir), Ok(id)) = (std::env::var(PROC_DIR), std::env::var(PROC_ID)) else {
+        return;
+    };
+    let id: u64 = id.parse().unwrap();
+    let path = Path::new(&dir).join("p.db");
+    common::register_once(VFS, &cfg());
+    let mut out = std::io::stdout().lock();
+    writeln!(out).unwrap();
+    let (mut cantopen, mut busy) = (0u64, 0u64);
+    for i in 0..PROC_COMMITS {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            assert!(
+                tries < 200_000,
+                "process {id}: commit {i} never got its turn"
+            );
+            let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), VFS).unwrap();
+            let r = c
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+                .and_then(|m| {
+                    assert_eq!(m, "wal");
+                    c.execute_batch(&format!(
+                        "BEGIN IMMEDIATE;
+                         CREATE TABLE IF NOT EXISTS t(p INTEGER, i INTEGER, v BLOB, PRIMARY KEY (p, i));
+                         INSERT INTO t VALUES ({id}, {i}, zeroblob({}));
+                         COMMIT;",
+                        100 + (i * 997 + id * 131) % 3000
+                    ))
+                });
+            match r {
+                Ok(()) => {
+                    writeln!(out, "ack {id} {i}").unwrap();
+                    out.flush().unwrap();
+                    if i % 4 == 3 {
+                        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                            .ok();
+                    }
+                    match c.close() {
+                        Ok(()) => {}
+                        Err((_, e)) => writeln!(out, "error close: {e}").unwrap(),
+                    }
+                    break;
+                }
+                Err(e) => {
+                    let _ = c.execute_batch("ROLLBACK");
+                    match e.sqlite_error_code() {
+                        Some(rusqlite::ErrorCode::CannotOpen) => cantopen += 1,
+                        Some(rusqlite::ErrorCode::DatabaseBusy) => busy += 1,
+                        _ => {
+                            writeln!(
+                                out,
+                                "error {id} {i}: {e} ({:?}; last error {:?})",
+                                e.sqlite_error_code(),
+                                rewind_sqlite::last_error()
+                            )
+                            .unwrap();
+                            out.flush().unwrap();
+                        }
+                    }
+                    drop(c);
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+            }
+        }
+    }
+    writeln!(out, "done {id} cantopen {cantopen} busy {busy}").unwrap();
+}
+
+/// Three processes commit into one database by turns (one process at a
+/// time has the WAL open; the others wait with `SQLITE_CANTOPEN` or
+/// `SQLITE_BUSY` and try again): every acknowledged commit is in the
+/// database at the end, nothing else, `integrity_check` ok, and no
+/// process met any other error.
+#[test]
+fn processes_taking_turns_keep_every_acknowledged_commit() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let kids: Vec<_> = (0..PROCS)
+        .map(|id| {
+            child(
+                "proc_child",
+                &[
+                    (PROC_DIR, dir.path().display().to_string()),
+                    (PROC_ID, id.to_string()),
+                ],
+            )
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let mut acked = std::collections::BTreeSet::new();
+    let mut errors = Vec::new();
+    for mut k in kids {
+        let out = k.stdout.take().unwrap();
+        for line in std::io::BufReader::new(out).lines() {
+            let line = line.unwrap();
+            if let Some(rest) = line.strip_prefix("ack ") {
+                let (p, i) = rest.split_once(' ').unwrap();
+                acked.insert((p.parse::<i64>().unwrap(), i.parse::<i64>().unwrap()));
+            } else if line.starts_with("error") {
+                errors.push(line);
+            } else if line.starts_with("done") {
+                eprintln!("{line}");
+            }
+        }
+        assert!(k.wait().unwrap().success(), "a child failed");
+    }
+    assert_eq!(errors, Vec::<String>::new(), "the children's errors");
+    assert_eq!(acked.len() as u64, PROCS * PROC_COMMITS);
+    let c = connect(&path, true);
+    wal(&c);
+    let rows: std::collections::BTreeSet<(i64, i64)> = c
+        .prepare("SELECT p, i FROM t")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(rows, acked);
+    assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
+}
+
+const KILL_DIR: &str = "REWIND_WORKLOADS_KILL_DIR";
+const KILL_AT: &str = "REWIND_WORKLOADS_KILL_AT";
+
+/// The blob transaction `i` writes into row `id` (its length and fill
+/// depend on both, so every version of a row differs).
+fn blob(i: i64, id: i64) -> Vec<u8> {
+    let len = 50 + ((i * 7919 + id * 104_729) % 9000) as usize;
+    vec![(i * 31 + id) as u8; len]
+}
+
+/// What transaction `i` does to the table: inserts row `i`, rewrites row
+/// `i / 2`, deletes row `i - 5` every third transaction; `(id, Some(v))`
+/// writes, `(id, None)` deletes.
+fn kill_tx(i: i64) -> Vec<(i64, Option<Vec<u8>>)> {
+    let mut ops = vec![(i, Some(blob(i, i)))];
+    if i / 2 >= 1 {
+        ops.push((i / 2, Some(blob(i, i / 2))));
+    }
+    if i % 3 == 0 && i > 5 {
+        ops.push((i - 5, None));
+    }
+    ops
+}
+
+/// The child of `self_kills_at_exact_points_lose_and_add_nothing`: runs
+/// transactions from the one after the last committed, each acknowledged
+/// on stdout (`ack I`) once its commit returned, with checkpoints of every
+/// mode, and kills itself with SIGKILL at a point given by counts:
+/// `fence N` just before the pool's `N`th fence from the start of the
+/// first transaction (inside a commit, a block link, a WAL restart or the
+/// freeing of its blocks), or `hook N` inside SQLite's commit hook of the
+/// `N`th transaction (its frames written to the WAL buffer, not yet to
+/// the pool).
+#[test]
+#[ignore = "child process of self_kills_at_exact_points_lose_and_add_nothing"]
+fn kill_point_child() {
+    use std::io::Write;
+    let (Ok(dir), Ok(at)) = (std::env::var(KILL_DIR), std::env::var(KILL_AT)) else {
+        return;
+    };
+    let (kind, n) = at.split_once(' ').unwrap();
+    let n: u64 = n.parse().unwrap();
+    let c = connect(&Path::new(&dir).join("k.db"), true);
+    wal(&c);
+    c.execute_batch(
+        "PRAGMA cache_size = 6; PRAGMA wal_autocheckpoint = 20;
+         CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v BLOB NOT NULL);
+         CREATE TABLE IF NOT EXISTS meta(k INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+         INSERT OR IGNORE INTO meta VALUES (0, 0);",
+    )
+    .unwrap();
+    let start: i64 = c.query_row("SELECT n FROM meta", [], |r| r.get(0)).unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out).unwrap();
+    out.flush().unwrap();
+    match kind {
+        "fence" => rewind::persist::kill_at_fence(n),
+        "hook" => {
+            use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+            static LEFT: AtomicU64 = AtomicU64::new(0);
+            unsafe extern "C" fn hook(_: *mut std::ffi::c_void) -> std::ffi::c_int {
+                if LEFT.fetch_sub(1, SeqCst) == 1 {
+                    // SAFETY: raise only sends this process a signal.
+                    unsafe { libc::raise(libc::SIGKILL) };
+                }
+                0
+            }
+            LEFT.store(n, SeqCst);
+            // SAFETY: the connection's handle is open for the hook's
+            // life (this function's), and the hook takes no argument.
+            unsafe {
+                rusqlite::ffi::sqlite3_commit_hook(c.handle(), Some(hook), std::ptr::null_mut())
+            };
+        }
+        _ => panic!("{kind}"),
+    }
+    for i in start + 1..start + 200 {
+        c.execute_batch("BEGIN").unwrap();
+        for (id, v) in kill_tx(i) {
+            match v {
+                Some(v) => c
+                    .execute(
+                        "INSERT OR REPLACE INTO t VALUES (?1, ?2)",
+                        rusqlite::params![id, v],
+                    )
+                    .unwrap(),
+                None => c.execute("DELETE FROM t WHERE id = ?1", [id]).unwrap(),
+            };
+        }
+        c.execute("UPDATE meta SET n = ?1", [i]).unwrap();
+        c.execute_batch("COMMIT").unwrap();
+        writeln!(out, "ack {i}").unwrap();
+        out.flush().unwrap();
+        if i % 5 == 0 {
+            let m = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"][(i / 5 % 4) as usize];
+            c.query_row(&format!("PRAGMA wal_checkpoint({m})"), [], |_| Ok(()))
+                .unwrap();
+        }
+    }
+    writeln!(out, "finished").unwrap();
+}
+
+/// A writer killed (SIGKILL) at exact points chosen by a seed, counted in
+/// the pool's fences (every fence of commits, block links, WAL restarts
+/// and frees is a candidate) and in SQLite's commit hooks, then reopened:
+/// `integrity_check` ok, and the table holds exactly the acknowledged
+/// transactions (or one more, whose commit the kill cut off from its
+/// report).
+#[test]
+fn self_kills_at_exact_points_lose_and_add_nothing() {
+    use std::collections::BTreeMap;
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let mut r = SmallRng::seed_from_u64(23);
+    let mut model: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
+    let mut done = 0i64;
+    let mut finished = 0;
+    for round in 0..30 {
+        let at = if round % 4 == 3 {
+            format!("hook {}", r.gen_range(1..12))
+        } else {
+            format!("fence {}", r.gen_range(1..120))
+        };
+        let mut kid = child(
+            "kill_point_child",
+            &[
+                (KILL_DIR, dir.path().display().to_string()),
+                (KILL_AT, at.clone()),
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        let mut acked = done;
+        for line in std::io::BufReader::new(kid.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(i) = line.strip_prefix("ack ") {
+                acked = i.parse().unwrap();
+            } else if line == "finished" {
+                finished += 1;
+            }
+        }
+        let status = kid.wait().unwrap();
+        let c = connect(&path, true);
+        assert_eq!(
+            run(&c, "PRAGMA integrity_check"),
+            "T[111, 107]|\n",
+            "round {round} ({at}, {status})"
+        );
+        let n: i64 = c.query_row("SELECT n FROM meta", [], |r| r.get(0)).unwrap();
+        assert!(
+            n == acked || n == acked + 1,
+            "round {round} ({at}): {n} committed, {acked} acknowledged"
+        );
+        while done < n {
+            done += 1;
+            for (id, v) in kill_tx(done) {
+                match v {
+                    Some(v) => model.insert(id, v),
+                    None => model.remove(&id),
+                };
+            }
+        }
+        let rows: BTreeMap<i64, Vec<u8>> = c
+            .prepare("SELECT id, v FROM t")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert!(
+            rows == model,
+            "round {round} ({at}): the rows differ from the {n} transactions"
+        );
+    }
+    assert!(done > 30, "the children made progress: {done}");
+    assert!(
+        finished < 10,
+        "most children were killed: {finished} finished"
+    );
+}
