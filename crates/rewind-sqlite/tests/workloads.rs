@@ -1057,3 +1057,136 @@ fn self_kills_at_exact_points_lose_and_add_nothing() {
         "most children were killed: {finished} finished"
     );
 }
+
+/// A small tmpfs mounted for a test (root only), unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(bytes: u64) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs { dir })
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+const DISK: &str = "rewind-workloads-disk";
+
+/// Row `i`'s bytes in the full-disk test: not zeros (a differential frame
+/// of a zeroed page costs nothing), some of several pages.
+fn disk_blob(i: i64) -> Vec<u8> {
+    let len = if i % 10 == 0 { 30_000 } else { 1500 };
+    (0..len).map(|k| (k as i64 * 7 + i) as u8 | 1).collect()
+}
+
+/// A full disk (a 6 MiB tmpfs, where the test may mount one; skipped
+/// otherwise) under a writer with checkpoints on: every failure is an
+/// error SQLite reports (`SQLITE_FULL`), never a panic or an abort, and
+/// once space is back, the database opens with exactly the acknowledged
+/// commits and `integrity_check` ok.
+#[test]
+fn a_full_disk_is_an_error_and_loses_no_acknowledged_commit() {
+    let Some(fs) = Tmpfs::mount(6 << 20) else {
+        eprintln!("skipped: no tmpfs could be mounted (not root?)");
+        return;
+    };
+    let cfg = rewind_sqlite::Config::default()
+        .pool_size(1 << 20)
+        .max_pool_size(32 << 20);
+    common::register_once(DISK, &cfg);
+    let path = fs.path().join("d.db");
+    // Room given back at the end.
+    let ballast = fs.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 1 << 20]).unwrap();
+    let open = || {
+        let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), DISK).unwrap();
+        wal(&c);
+        c
+    };
+    let c = open();
+    c.execute_batch(
+        "PRAGMA wal_autocheckpoint = 200;
+         CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);",
+    )
+    .unwrap();
+    let mut acked = 0i64;
+    let mut errors = std::collections::BTreeMap::new();
+    let mut i = 0i64;
+    // Until ten writes in a row failed.
+    let mut failed_in_a_row = 0;
+    while failed_in_a_row < 10 {
+        i += 1;
+        assert!(i < 100_000, "the disk never filled");
+        match c.execute(
+            "INSERT INTO t VALUES (?1, ?2)",
+            rusqlite::params![i, disk_blob(i)],
+        ) {
+            Ok(_) => {
+                acked = i;
+                failed_in_a_row = 0;
+            }
+            Err(e) => {
+                failed_in_a_row += 1;
+                *errors
+                    .entry(format!("{:?}", e.sqlite_error_code()))
+                    .or_insert(0) += 1;
+                let _ = c.execute_batch("ROLLBACK");
+                if failed_in_a_row % 3 == 0 {
+                    // A checkpoint may free the log, or fail itself.
+                    let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                }
+            }
+        }
+    }
+    assert!(acked > 20, "{acked} commits before the disk filled");
+    assert_eq!(
+        errors.keys().cloned().collect::<Vec<_>>(),
+        ["Some(DiskFull)"],
+        "every failure is SQLITE_FULL: {errors:?}, last {:?}",
+        rewind_sqlite::last_error()
+    );
+    let rows = |c: &Connection| -> Vec<(i64, bool)> {
+        c.prepare("SELECT id, v FROM t ORDER BY id")
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get::<_, Vec<u8>>(1)? == disk_blob(r.get(0)?)))
+            })
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let before = rows(&c);
+    assert_eq!(
+        before.len() as i64,
+        acked - errors.values().sum::<i64>() + failed_in_a_row
+    );
+    drop(c);
+    std::fs::remove_file(&ballast).unwrap();
+    let c = open();
+    assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
+    let after = rows(&c);
+    assert_eq!(after, before, "the rows seen before the close");
+    assert!(after.iter().all(|r| r.1), "every row holds its bytes");
+    assert_eq!(after.last().map(|r| r.0), Some(acked));
+    // Writes go on now there is room.
+    c.execute("INSERT INTO t VALUES (?1, x'00')", [i + 1])
+        .unwrap();
+}
