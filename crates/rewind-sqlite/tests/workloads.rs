@@ -1190,3 +1190,160 @@ fn a_full_disk_is_an_error_and_loses_no_acknowledged_commit() {
     c.execute("INSERT INTO t VALUES (?1, x'00')", [i + 1])
         .unwrap();
 }
+
+/// Settings that change how SQLite sizes and keeps its WAL, each beside
+/// stock SQLite with the same statements: `journal_size_limit` (the WAL
+/// truncated after the first commit of a restarted log), persistent WAL
+/// (`SQLITE_FCNTL_PERSIST_WAL`: truncated to nothing at close rather than
+/// deleted), exclusive locking mode (SQLite's wal-index on its heap), and
+/// the page size changed by a VACUUM outside WAL mode between two WAL
+/// sessions.
+#[test]
+fn wal_size_limits_persistent_wal_exclusive_mode_and_page_size_changes_match_stock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut results = Vec::new();
+    for ours in [false, true] {
+        let path = dir.path().join(if ours { "ours.db" } else { "stock.db" });
+        let mut out = String::new();
+        let work = |c: &Connection, out: &mut String, tag: i64| {
+            for i in 0..60 {
+                c.execute(
+                    "INSERT INTO t(v, tag) VALUES (?1, ?2)",
+                    rusqlite::params![vec![(i + tag) as u8; 200 + (i as usize * 37) % 3000], tag],
+                )
+                .unwrap();
+                if i % 20 == 19 {
+                    let m = ["RESTART", "PASSIVE", "TRUNCATE"][(i / 20) as usize % 3];
+                    let busy: i64 = c
+                        .query_row(&format!("PRAGMA wal_checkpoint({m})"), [], |r| r.get(0))
+                        .unwrap();
+                    out.push_str(&format!("{m} {busy}\n"));
+                }
+            }
+            out.push_str(&run(
+                c,
+                "SELECT tag, count(*), sum(length(v)), hex(max(v)) FROM t GROUP BY tag",
+            ));
+        };
+        // journal_size_limit, at two limits.
+        let c = connect(&path, ours);
+        wal(&c);
+        c.execute_batch(
+            "PRAGMA journal_size_limit = 0; PRAGMA wal_autocheckpoint = 15;
+             CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB, tag INTEGER);",
+        )
+        .unwrap();
+        work(&c, &mut out, 1);
+        c.execute_batch("PRAGMA journal_size_limit = 20000")
+            .unwrap();
+        work(&c, &mut out, 2);
+        // Persistent WAL: the close truncates rather than deletes.
+        let mut on: std::ffi::c_int = 1;
+        // SAFETY: the handle is open; PERSIST_WAL reads and writes an int.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_file_control(
+                c.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+                &mut on as *mut _ as *mut std::ffi::c_void,
+            )
+        };
+        assert_eq!(rc, 0);
+        work(&c, &mut out, 3);
+        drop(c);
+        let c = connect(&path, ours);
+        wal(&c);
+        work(&c, &mut out, 4);
+        drop(c);
+        // Exclusive locking mode: the wal-index in SQLite's heap.
+        let c = connect(&path, ours);
+        c.execute_batch("PRAGMA locking_mode = EXCLUSIVE").unwrap();
+        wal(&c);
+        work(&c, &mut out, 5);
+        drop(c);
+        // The page size changed outside WAL mode, then WAL again.
+        let c = connect(&path, ours);
+        out.push_str(&mode(&c, "DELETE"));
+        c.execute_batch("PRAGMA page_size = 1024; VACUUM;").unwrap();
+        out.push_str(&run(&c, "PRAGMA page_size"));
+        wal(&c);
+        work(&c, &mut out, 6);
+        c.execute_batch("PRAGMA wal_autocheckpoint = 0").unwrap();
+        work(&c, &mut out, 7);
+        drop(c);
+        let c = connect(&path, ours);
+        out.push_str(&run(&c, "PRAGMA page_size"));
+        out.push_str(&run(&c, "PRAGMA integrity_check"));
+        out.push_str(&run(
+            &c,
+            "SELECT tag, count(*), sum(length(v)), hex(max(v)) FROM t GROUP BY tag",
+        ));
+        results.push(out);
+    }
+    assert_eq!(results[0], results[1]);
+}
+
+/// A WAL of more than 12,000 frames (checkpoints off, 512-byte pages):
+/// the wal-index spans several of its 32 KiB regions, in process memory;
+/// a second connection reads it whole, a reopen rebuilds it from the pool,
+/// and a read-only connection, alone and beside a writer, sees the same.
+#[test]
+fn a_wal_of_many_frames_and_read_only_connections_read_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let c = connect(&path, true);
+    c.execute_batch("PRAGMA page_size = 512").unwrap();
+    wal(&c);
+    c.execute_batch(
+        "PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
+         CREATE INDEX tv ON t(v);",
+    )
+    .unwrap();
+    let v = |i: i64| vec![(i % 251) as u8; 100 + (i % 300) as usize];
+    let sum = |c: &Connection| -> (i64, i64, String) {
+        c.query_row(
+            "SELECT count(*), sum(length(v)), hex(max(v)) FROM t",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    };
+    for i in 0..3000i64 {
+        c.execute("INSERT INTO t VALUES (?1, ?2)", rusqlite::params![i, v(i)])
+            .unwrap();
+    }
+    let frames = rewind_sqlite::stats(&path).unwrap().frames;
+    assert!(frames > 12_000, "{frames} frames");
+    let want = sum(&c);
+    let c2 = connect(&path, true);
+    assert_eq!(sum(&c2), want);
+    drop((c, c2));
+    // Read-only, alone: the pool was removed at the close.
+    let ro = |p: &Path| {
+        common::register_once(VFS, &cfg());
+        Connection::open_with_flags_and_vfs(p, OpenFlags::SQLITE_OPEN_READ_ONLY, VFS).unwrap()
+    };
+    let r = ro(&path);
+    assert_eq!(sum(&r), want, "read-only, alone");
+    // Beside a writer that fills the WAL again.
+    let w = connect(&path, true);
+    w.execute_batch("PRAGMA wal_autocheckpoint = 0").unwrap();
+    for i in 3000..4000i64 {
+        w.execute("INSERT INTO t VALUES (?1, ?2)", rusqlite::params![i, v(i)])
+            .unwrap();
+    }
+    let want = sum(&w);
+    assert_eq!(sum(&r), want, "read-only, beside the writer");
+    // A crash: the files as they are, opened elsewhere, read-only first.
+    let crash = dir.path().join("crash");
+    std::fs::create_dir(&crash).unwrap();
+    for f in ["m.db", "m.db-wal.rewind"] {
+        std::fs::copy(dir.path().join(f), crash.join(f)).unwrap();
+    }
+    let r2 = ro(&crash.join("m.db"));
+    assert_eq!(sum(&r2), want, "read-only, recovering a crashed WAL");
+    let w2 = connect(&crash.join("m.db"), true);
+    assert_eq!(sum(&w2), want);
+    assert_eq!(run(&w2, "PRAGMA integrity_check"), "T[111, 107]|\n");
+}
