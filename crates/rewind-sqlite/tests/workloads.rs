@@ -1347,3 +1347,198 @@ fn a_wal_of_many_frames_and_read_only_connections_read_every_commit() {
     assert_eq!(sum(&w2), want);
     assert_eq!(run(&w2, "PRAGMA integrity_check"), "T[111, 107]|\n");
 }
+
+/// Threads whose transactions start as readers and upgrade to writers
+/// (`BEGIN DEFERRED`, a read, then an increment): an upgrade on a stale
+/// snapshot must fail (`SQLITE_BUSY`, as SQLite's `BUSY_SNAPSHOT`) and be
+/// retried, never commit over another's increment, so the counter ends
+/// at exactly the number of acknowledged commits; with checkpoints of
+/// every mode from another thread meanwhile.
+#[test]
+fn deferred_transactions_upgrading_on_stale_snapshots_lose_no_increment() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    const THREADS: u64 = 4;
+    const INCS: u64 = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let setup = connect(&path, true);
+    wal(&setup);
+    setup
+        .execute_batch(
+            "PRAGMA wal_autocheckpoint = 10;
+             CREATE TABLE c(id INTEGER PRIMARY KEY, n INTEGER, pad BLOB);
+             INSERT INTO c VALUES (1, 0, zeroblob(3000));
+             CREATE TABLE h(t INTEGER, k INTEGER, seen INTEGER);",
+        )
+        .unwrap();
+    let running = AtomicU64::new(THREADS);
+    let retries = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let (path, running, retries) = (&path, &running, &retries);
+        for t in 0..THREADS {
+            s.spawn(move || {
+                let c = connect(path, true);
+                for k in 0..INCS {
+                    loop {
+                        c.execute_batch("BEGIN DEFERRED").unwrap();
+                        let n: i64 = c
+                            .query_row("SELECT n FROM c WHERE id = 1", [], |r| r.get(0))
+                            .unwrap();
+                        // Let the others move on from this snapshot now
+                        // and then.
+                        if k % 3 == t % 3 {
+                            std::thread::yield_now();
+                        }
+                        let r = c
+                            .execute(
+                                "UPDATE c SET n = ?1, pad = randomblob(3000) WHERE id = 1",
+                                [n + 1],
+                            )
+                            .and_then(|_| {
+                                c.execute(
+                                    "INSERT INTO h VALUES (?1, ?2, ?3)",
+                                    [t as i64, k as i64, n],
+                                )
+                            })
+                            .and_then(|_| c.execute_batch("COMMIT"));
+                        match r {
+                            Ok(_) => break,
+                            Err(e) => {
+                                assert_eq!(
+                                    e.sqlite_error_code(),
+                                    Some(rusqlite::ErrorCode::DatabaseBusy),
+                                    "thread {t}: {e}"
+                                );
+                                let _ = c.execute_batch("ROLLBACK");
+                                retries.fetch_add(1, SeqCst);
+                            }
+                        }
+                    }
+                }
+                running.fetch_sub(1, SeqCst);
+            });
+        }
+        s.spawn(move || {
+            let c = connect(path, true);
+            c.busy_handler(Some(|n| {
+                std::thread::sleep(Duration::from_micros(100));
+                n < 100
+            }))
+            .unwrap();
+            let mut k = 0;
+            while running.load(SeqCst) > 0 {
+                let m = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"][k % 4];
+                c.query_row(&format!("PRAGMA wal_checkpoint({m})"), [], |_| Ok(()))
+                    .unwrap();
+                k += 1;
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+    });
+    let total = (THREADS * INCS) as i64;
+    let n: i64 = setup
+        .query_row("SELECT n FROM c", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, total, "{} retries", retries.load(SeqCst));
+    // Each commit saw the one before it: the values seen are 0..total.
+    let seen: Vec<i64> = setup
+        .prepare("SELECT seen FROM h ORDER BY seen")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(seen, (0..total).collect::<Vec<_>>());
+    drop(setup);
+    let c = connect(&path, true);
+    assert_eq!(
+        c.query_row("SELECT n FROM c", [], |r| r.get::<_, i64>(0))
+            .unwrap(),
+        total
+    );
+    assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
+}
+
+/// Transactions that spill pages into the WAL (a cache of 5 pages) and
+/// then fail with `SQLITE_FULL` at their commit (a pool of 2 MiB at its
+/// maximum), between small ones that commit, with savepoints rolled back
+/// inside the large ones: the later commits reuse the frames the failed
+/// ones left in the WAL's buffer, and the rows stay exactly stock
+/// SQLite's for the same committed statements, after a crash (the files
+/// copied as they are) and a reopen too.
+#[test]
+fn commits_after_spilled_transactions_that_failed_full_match_stock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let stock = connect(&dir.path().join("stock.db"), false);
+    wal(&stock);
+    let c = connect_small(&path);
+    let schema = "PRAGMA cache_size = 5; PRAGMA wal_autocheckpoint = 0;
+                  CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB, w INTEGER);
+                  CREATE INDEX tw ON t(w);";
+    stock.execute_batch(schema).unwrap();
+    c.execute_batch(schema).unwrap();
+    let mut r = SmallRng::seed_from_u64(5);
+    let mut fulls = 0;
+    for round in 0..40 {
+        let big = round % 4 == 1;
+        let n = if big { 700 } else { r.gen_range(1..6) };
+        let mut stmts = vec!["BEGIN".to_string()];
+        for k in 0..n {
+            let id = r.gen_range(0..400);
+            let len = r.gen_range(10..(if big { 4000 } else { 1500 }));
+            stmts.push(format!(
+                "INSERT OR REPLACE INTO t VALUES ({id}, CAST(printf('%.*c', {len}, '{}') AS BLOB), {})",
+                (b'a' + (k % 26) as u8) as char,
+                r.gen_range(0..50)
+            ));
+            if k % 50 == 10 {
+                stmts.push("SAVEPOINT s".into());
+            }
+            if k % 50 == 30 {
+                stmts.push("ROLLBACK TO s".into());
+                stmts.push("RELEASE s".into());
+            }
+        }
+        stmts.push(format!("DELETE FROM t WHERE w = {}", r.gen_range(0..50)));
+        stmts.push("COMMIT".into());
+        let mut failed = false;
+        for s in &stmts {
+            if let Err(e) = c.execute_batch(s) {
+                assert_eq!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DiskFull),
+                    "round {round}: {s}: {e}"
+                );
+                failed = true;
+                break;
+            }
+        }
+        if failed {
+            let _ = c.execute_batch("ROLLBACK");
+            fulls += 1;
+            // Room again for what follows.
+            let busy: i64 = c
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(busy, 0);
+        } else {
+            for s in &stmts {
+                stock.execute_batch(s).unwrap();
+            }
+        }
+        assert_eq!(dump(&stock), dump(&c), "round {round}");
+    }
+    assert!(fulls >= 3, "{fulls} transactions failed with SQLITE_FULL");
+    let crash = dir.path().join("crash");
+    std::fs::create_dir(&crash).unwrap();
+    for f in ["s.db", "s.db-wal.rewind"] {
+        std::fs::copy(dir.path().join(f), crash.join(f)).unwrap();
+    }
+    drop(c);
+    for p in [path, crash.join("s.db")] {
+        let c = connect_small(&p);
+        assert_eq!(dump(&stock), dump(&c), "{}", p.display());
+        assert_eq!(run(&c, "PRAGMA integrity_check"), "T[111, 107]|\n");
+    }
+}
