@@ -283,6 +283,13 @@ impl<'p> Tx<'p> {
         self.eng.alloc.free_epoch()
     }
 
+    /// The size the pool may grow to, as [`Pool::max_size`]: no count of
+    /// blocks stored in it can exceed what that many bytes hold (a bound
+    /// for a walk that a damaged length would otherwise set).
+    pub fn max_size(&self) -> u64 {
+        self.eng.hdr.layout.pool_size
+    }
+
     /// Reads a value, seeing this transaction's own writes.
     pub fn read<T: Pod>(&mut self, p: PPtr<T>) -> Result<T, Error> {
         let mut v = T::zeroed();
