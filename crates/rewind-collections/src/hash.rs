@@ -42,7 +42,7 @@ use rewind::{PPtr, Pool, Tx};
 
 use crate::checked;
 use crate::error::{corrupt, Result};
-use crate::mem::{check_span, le64, put64, Mem};
+use crate::mem::{check_count, check_span, le64, put64, Mem};
 use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
@@ -222,6 +222,8 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
             old_table: le64(&h, OLD_TABLE_OFF),
             moved: le64(&h, MOVED_OFF),
         };
+        // Each entry is a block of its own, of at least 64 bytes.
+        check_count(&*m, WHAT, self.hdr, h.len, Self::ENTRY.max(64))?;
         if !h.buckets.is_power_of_two() || h.table == 0 {
             return Err(corrupt(
                 WHAT,
@@ -474,7 +476,10 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     pub fn entries(&self, pool: &Pool) -> Result<Vec<(K, V)>> {
         pool.read_isolated(self.hdr, |r| {
             let h = self.header(r)?;
-            let mut out = Vec::with_capacity(h.len as usize);
+            // The length is bounded by the pool (`header`); the buffer
+            // grows with the entries found, not with what a damaged
+            // length claims.
+            let mut out = Vec::with_capacity(h.len.min(1024) as usize);
             for i in 0..h.heads() {
                 let mut cur = Self::read64(r, h.head(i))?;
                 while cur != 0 {

@@ -28,7 +28,7 @@ use std::marker::PhantomData;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{le64, put64, read_header, Mem};
+use crate::mem::{check_count, le64, put64, read_header, Mem};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "list";
@@ -46,6 +46,14 @@ const HEADER_SIZE: usize = ELEM_TAG_OFF + TAG_SIZE;
 const PREV_OFF: u64 = 0;
 const NEXT_OFF: u64 = PREV_OFF + 8;
 const VALUE_OFF: u64 = NEXT_OFF + 8;
+
+/// The offset of a field of the node at `node`: a damaged link (an end
+/// in the header, a neighbour's word) so near the end of the address
+/// space that the sum wraps is `Corrupt`, never an overflow.
+fn field(node: u64, at: u64) -> Result<u64> {
+    node.checked_add(at)
+        .ok_or_else(|| corrupt(WHAT, node, "a node at the end of the address space"))
+}
 
 /// A position in a [`List`]: the offset of one element's node. Valid until
 /// that element is removed; [`List::remove_at`] checks that it is still
@@ -169,6 +177,8 @@ impl<T: Stored> List<T> {
         if (h.len == 0) != (h.head == 0) || (h.len == 0) != (h.tail == 0) {
             return Err(corrupt(WHAT, self.hdr, "length disagrees with the ends"));
         }
+        // Each node is a block of its own, of at least 64 bytes.
+        check_count(&*m, WHAT, self.hdr, h.len, (VALUE_OFF + Self::SIZE).max(64))?;
         Ok(h)
     }
 
@@ -191,7 +201,7 @@ impl<T: Stored> List<T> {
 
     fn value_in<M: Mem>(m: &mut M, node: u64) -> Result<T> {
         let mut v = T::zeroed();
-        m.read_at(node + VALUE_OFF, bytemuck::bytes_of_mut(&mut v))?;
+        m.read_at(field(node, VALUE_OFF)?, bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
     }
 
@@ -236,7 +246,7 @@ impl<T: Stored> List<T> {
         if h.head == 0 {
             h.tail = node;
         } else {
-            put64(tx, h.head + PREV_OFF, node)?;
+            put64(tx, field(h.head, PREV_OFF)?, node)?;
         }
         h.head = node;
         h.len = Self::grown(h.len, self.hdr)?;
@@ -251,7 +261,7 @@ impl<T: Stored> List<T> {
         if h.tail == 0 {
             h.head = node;
         } else {
-            put64(tx, h.tail + NEXT_OFF, node)?;
+            put64(tx, field(h.tail, NEXT_OFF)?, node)?;
         }
         h.tail = node;
         h.len = Self::grown(h.len, self.hdr)?;
@@ -336,11 +346,11 @@ impl<T: Stored> List<T> {
         let v = Self::value_in(tx, node)?;
         match l.prev {
             0 => h.head = l.next,
-            p => put64(tx, p + NEXT_OFF, l.next)?,
+            p => put64(tx, field(p, NEXT_OFF)?, l.next)?,
         }
         match l.next {
             0 => h.tail = l.prev,
-            n => put64(tx, n + PREV_OFF, l.prev)?,
+            n => put64(tx, field(n, PREV_OFF)?, l.prev)?,
         }
         h.len -= 1;
         self.put_header(tx, h)?;

@@ -16,12 +16,18 @@ pub trait Mem {
     fn free_epoch(&self) -> Option<u64> {
         None
     }
+    /// The size the pool may grow to: a stored count of blocks above what
+    /// it holds is damage (`check_count`).
+    fn max_size(&self) -> u64;
 }
 
 impl Mem for &Pool {
     #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
+    }
+    fn max_size(&self) -> u64 {
+        Pool::max_size(self)
     }
 }
 
@@ -30,12 +36,18 @@ impl Mem for Reader<'_> {
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
     }
+    fn max_size(&self) -> u64 {
+        Reader::max_size(self)
+    }
 }
 
 impl Mem for &mut Reader<'_> {
     #[inline]
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.read_bytes(off, buf)?)
+    }
+    fn max_size(&self) -> u64 {
+        Reader::max_size(self)
     }
 }
 
@@ -48,6 +60,9 @@ impl Mem for Tx<'_> {
     fn free_epoch(&self) -> Option<u64> {
         Some(Tx::free_epoch(self))
     }
+    fn max_size(&self) -> u64 {
+        Tx::max_size(self)
+    }
 }
 
 impl Mem for &mut Tx<'_> {
@@ -58,6 +73,9 @@ impl Mem for &mut Tx<'_> {
     #[inline]
     fn free_epoch(&self) -> Option<u64> {
         Some(Tx::free_epoch(self))
+    }
+    fn max_size(&self) -> u64 {
+        Tx::max_size(self)
     }
 }
 
@@ -130,6 +148,28 @@ pub(crate) fn check_magic(
             found,
             expected,
         });
+    }
+    Ok(())
+}
+
+/// Checks a count a header stores (entries, elements) against the most
+/// the pool could hold, each item taking at least `per` bytes of it: a
+/// damaged length is `Corrupt` before a walk is bounded by it or a buffer
+/// sized by it (a chain's cycle would otherwise run until the length, and
+/// a length of 2^60 is no bound at all).
+pub(crate) fn check_count<M: Mem + ?Sized>(
+    m: &M,
+    what: &'static str,
+    hdr: u64,
+    count: u64,
+    per: u64,
+) -> Result<()> {
+    if count > m.max_size() / per.max(1) {
+        return Err(corrupt(
+            what,
+            hdr,
+            "a length larger than the pool could hold",
+        ));
     }
     Ok(())
 }

@@ -120,6 +120,11 @@ pub struct Iter<'a, K, V> {
     back_started: bool,
     /// Entries yielded: more than the stored length is a cycle.
     yielded: u64,
+    /// Entries passed over outside the range (`skip`).
+    skipped: u64,
+    /// The most entries the scan may yield (`count`): the stored length
+    /// at first.
+    limit: u64,
 }
 
 impl<'a, K: Storable, V: Storable> Iter<'a, K, V>
@@ -141,6 +146,7 @@ where
         Ok(Iter {
             mem,
             map: *map,
+            limit: h.len,
             h,
             start: range.start_bound().map(|b| b.to_owned()),
             end: range.end_bound().map(|b| b.to_owned()),
@@ -151,6 +157,7 @@ where
             front_started: false,
             back_started: false,
             yielded: 0,
+            skipped: 0,
         })
     }
 
@@ -291,26 +298,43 @@ where
     /// one outside (through `&Pool`) runs beside writers, whose inserts may
     /// add entries ahead of it and whose removals may take ones it yielded:
     /// its bound is twice the largest length seen, plus a leaf's worth, so
-    /// that only a cycle reaches it, never a map that changed.
+    /// that only a cycle reaches it, never a map that changed. (The largest
+    /// length *read from the header*: a bound grown from the previous bound
+    /// would double at every check and let a cycle run for ever.)
     fn count(&mut self) -> Result<()> {
         self.yielded += 1;
-        if self.yielded > self.h.len {
+        if self.yielded > self.limit {
             let now = self.map.header(&mut *self.mem)?.len;
-            let bound = match self.mem.free_epoch() {
+            self.limit = match self.mem.free_epoch() {
                 Some(_) => now,
-                None => now
-                    .max(self.h.len)
-                    .saturating_mul(2)
-                    .saturating_add(super::MAX_FANOUT as u64),
+                None => {
+                    self.h.len = self.h.len.max(now);
+                    (self.h.len)
+                        .saturating_mul(2)
+                        .saturating_add(super::MAX_FANOUT as u64)
+                }
             };
-            if self.yielded > bound {
+            if self.yielded > self.limit {
                 return Err(corrupt(
                     WHAT,
                     self.h.root,
                     "more entries than the map's length",
                 ));
             }
-            self.h.len = bound;
+        }
+        Ok(())
+    }
+
+    /// Counts an entry passed over outside the range. In a tree each end
+    /// passes over at most the entries of its first leaf; past that
+    /// allowance they count as entries yielded (`count`), so that a leaf
+    /// chain that cycles through entries outside the range (a leaf whose
+    /// `next` names itself, below a range's start) ends in `Corrupt`
+    /// rather than being read for ever.
+    fn skip(&mut self) -> Result<()> {
+        self.skipped += 1;
+        if self.skipped > 2 * super::MAX_FANOUT as u64 {
+            return self.count();
         }
         Ok(())
     }
@@ -327,6 +351,7 @@ where
                 continue;
             };
             if self.below_start(&k) {
+                self.skip()?;
                 continue;
             }
             let met = (self.back_key.as_ref()).is_some_and(|b| k.borrowed() >= b.borrowed());
@@ -352,6 +377,7 @@ where
                 continue;
             };
             if self.above_end(&k) {
+                self.skip()?;
                 continue;
             }
             let met = (self.front_key.as_ref()).is_some_and(|f| k.borrowed() <= f.borrowed());

@@ -69,7 +69,7 @@ use smallvec::SmallVec;
 
 use crate::checked;
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{le32, le64, Mem};
+use crate::mem::{check_count, le32, le64, Mem};
 use crate::storable::Storable;
 use crate::types::TAG_SIZE;
 use node::{fingerprint, store_leaf, Geo, Raw};
@@ -264,10 +264,14 @@ where
         if !(MIN_FANOUT..=MAX_FANOUT).contains(&fanout) {
             return Err(corrupt(WHAT, self.hdr, "fan-out out of range"));
         }
+        let geo = Self::geo(fanout);
+        let len = le64(&h, LEN_OFF);
+        // Each leaf, a block of a node's size, holds at most `fanout`.
+        check_count(&*m, WHAT, self.hdr, len, (geo.size() / fanout) as u64)?;
         Ok(Header {
-            geo: Self::geo(fanout),
+            geo,
             root: le64(&h, ROOT_OFF),
-            len: le64(&h, LEN_OFF),
+            len,
             first: le64(&h, FIRST_OFF),
         })
     }

@@ -243,6 +243,12 @@ impl<'p> Reader<'p> {
         }
         self.eng.read_committed(off, buf)
     }
+
+    /// The size the pool may grow to, as [`Pool::max_size`](crate::Pool::max_size):
+    /// no count of blocks stored in it can exceed what that many bytes hold.
+    pub fn max_size(&self) -> u64 {
+        self.eng.hdr.layout.pool_size
+    }
 }
 
 impl Drop for Reader<'_> {

@@ -283,6 +283,13 @@ impl<'p> Tx<'p> {
         self.eng.alloc.free_epoch()
     }
 
+    /// The size the pool may grow to, as [`Pool::max_size`]: no count of
+    /// blocks stored in it can exceed what that many bytes hold (a bound
+    /// for a walk that a damaged length would otherwise set).
+    pub fn max_size(&self) -> u64 {
+        self.eng.hdr.layout.pool_size
+    }
+
     /// Reads a value, seeing this transaction's own writes.
     pub fn read<T: Pod>(&mut self, p: PPtr<T>) -> Result<T, Error> {
         let mut v = T::zeroed();
@@ -616,7 +623,9 @@ impl<'p> Tx<'p> {
         }
         let eng = self.eng;
         if self.log.is_empty() && self.ring_allocs.is_empty() && self.ring_frees.is_empty() {
-            return Ok(()); // read-only
+            // Nothing to commit; but a block it reserved and freed again,
+            // and the log space of writes a rollback dropped, go back.
+            return self.release_unused();
         }
         self.log.committing = true;
         let bits = self.ring_bits(self.ring_allocs.len(), self.ring_frees.len());
@@ -667,6 +676,26 @@ impl<'p> Tx<'p> {
             // checkpoint leaves the log to recovery.
             if let Err(e) = eng.checkpoint() {
                 eng.poison(&e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of a transaction with nothing to commit: the blocks it
+    /// reserved in the ring and freed again (`unalloc`) go back to the
+    /// allocator, and the log space held for writes a `rollback_to` or a
+    /// failed nested top action dropped goes back to the log. Neither was
+    /// ever on media.
+    fn release_unused(&mut self) -> Result<(), Error> {
+        let eng = self.eng;
+        for (off, size) in self.unalloc.drain(..) {
+            eng.alloc.release(off, size);
+        }
+        if self.log.res.bytes > 0 {
+            if let Err(e) = eng.log.unreserve(&eng.dom, &mut self.log.res) {
+                // Only giving a log chunk back failed.
+                eng.poison(&e);
+                return Err(e);
             }
         }
         Ok(())
