@@ -3,7 +3,8 @@
 //! SIGKILLed once the parent has read a seeded number of acknowledgements,
 //! for every log variant × policy (the multi-threaded kill test,
 //! `torture_threads.rs`, runs the default configuration only); and
-//! processes racing to open or create one pool. Counts and seeds only.
+//! processes racing to open or create one pool; a transaction started
+//! inside an isolated read. Counts and seeds only.
 
 use std::io::{BufRead, BufReader, Write};
 use std::mem::offset_of;
@@ -379,4 +380,68 @@ fn processes_racing_to_open_or_create_one_pool_take_turns() {
             "round {round}"
         );
     }
+}
+
+/// A transaction started inside `Pool::read_isolated`'s read: its
+/// exclusive hold of the key makes the read's first, unlocked run not
+/// count, and the second run, under the lock taken shared, starts it again:
+/// it waits for a lock its own thread holds, which no cycle of the lock
+/// table shows (the reader waits for nothing), for ever under
+/// `Duration::MAX` (and `LockTimeout` after the bound otherwise). Such a
+/// transaction is nested in the read and refused as `NestedTransaction`.
+#[test]
+fn a_transaction_inside_an_isolated_read_is_refused_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(
+        dir.path().join("ri.pool"),
+        LAYOUT,
+        4 << 20,
+        &PoolConfig::default(),
+    )
+    .unwrap();
+    pool.set_lock_timeout(std::time::Duration::MAX);
+    let obj = pool.transaction(|tx| tx.root::<u64>()).unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let pool = &pool;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut runs = 0;
+            let r = pool.read_isolated(obj.offset(), |r| {
+                runs += 1;
+                let v = r.read(obj)?;
+                let inner = pool.transaction(|tx| {
+                    tx.lock(obj)?;
+                    tx.write(obj, &(v + 10))
+                });
+                Ok::<_, Error>((v, inner))
+            });
+            done_tx.send((runs, r)).unwrap();
+        });
+        // The hang guard: a generous bound, never a measurement.
+        let (runs, r) = done_rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| {
+                eprintln!("HANG: a transaction inside read_isolated waits for its own thread");
+                std::process::abort()
+            });
+        let (v, inner) = r.unwrap();
+        assert_eq!((runs, v), (1, 0));
+        assert!(matches!(inner, Err(Error::NestedTransaction)), "{inner:?}");
+    });
+    assert_eq!(
+        pool.read(obj).unwrap(),
+        0,
+        "the refused transaction changed nothing"
+    );
+    // Atomic writes are transactions too; a read inside a transaction and
+    // a transaction after the read are unaffected.
+    let r = pool.read_isolated(obj.offset(), |_| Ok::<_, Error>(pool.atomic_write(obj, &5)));
+    assert!(matches!(r, Ok(Err(Error::NestedTransaction))), "{r:?}");
+    pool.transaction(|tx| {
+        tx.lock(obj)?;
+        let v = pool.read_isolated(obj.offset(), |r| r.read(obj))?;
+        tx.write(obj, &(v + 1))
+    })
+    .unwrap();
+    assert_eq!(pool.read(obj).unwrap(), 1);
 }
