@@ -117,7 +117,7 @@ fn conc_probe_child() {
         s.spawn(|| {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let r = if n % 2 == 0 {
+                let r = if n.is_multiple_of(2) {
                     pool.checkpoint()
                 } else {
                     pool.sync()
