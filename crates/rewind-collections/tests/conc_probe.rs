@@ -514,6 +514,17 @@ fn contents(pool: &Pool, c: &Colls) -> Models {
     Models { a, s, h, v, n }
 }
 
+/// Opens the pool, again while it is in use: a sibling test's child holds
+/// a copy of its descriptor (and so its lock) from its fork until its exec.
+fn open_retrying(path: &std::path::Path, layout: &str) -> Result<Pool, PoolError> {
+    loop {
+        match Pool::open(path, layout, &Default::default()) {
+            Err(PoolError::PoolInUse { .. }) => std::thread::sleep(Duration::from_millis(1)),
+            r => return r,
+        }
+    }
+}
+
 /// Fails the test (the process) if `f` does not return within `secs`:
 /// the hang guard, never a measurement.
 fn with_watchdog<R>(what: &str, secs: u64, f: impl FnOnce() -> R) -> R {
@@ -675,7 +686,7 @@ fn run_config_with(
     assert_eq!(root.seq, all.len() as u64, "{name}: committed count");
     assert_eq!(contents(&pool, &c), m, "{name}: contents");
     pool.close().unwrap();
-    let pool = Pool::open(&path, LAYOUT, &Default::default()).unwrap();
+    let pool = open_retrying(&path, LAYOUT).unwrap();
     let c = open_colls(&pool);
     assert_eq!(contents(&pool, &c), m, "{name}: contents after reopen");
     let retries: u64 = logs.iter().map(|l| l.retries).sum();
@@ -768,7 +779,7 @@ mod kill {
 
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
-    use rewind::{Backend, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
+    use rewind::{Backend, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
     use rewind_collections::{BTreeMap, Error, HashMap, Vec as PVec};
 
     use super::{is_retryable, with_watchdog};
@@ -883,8 +894,7 @@ mod kill {
             return;
         };
         let seed: u64 = std::env::var(ENV_SEED).unwrap().parse().unwrap();
-        let pool = Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default())
-            .unwrap_or_else(|e| panic!("child: open: {e}"));
+        let pool = open_retrying(Path::new(&path)).unwrap_or_else(|e| panic!("child: open: {e}"));
         pool.set_lock_timeout(Duration::MAX);
         let rp = pool.root::<Root>().unwrap().expect("root");
         let root = pool.read(rp).unwrap();
@@ -1005,6 +1015,10 @@ mod kill {
         ended
     }
 
+    fn open_retrying(path: &Path) -> Result<Pool, rewind::Error> {
+        super::open_retrying(path, LAYOUT)
+    }
+
     fn pool_dir() -> PathBuf {
         let shm = Path::new("/dev/shm");
         if shm.is_dir() {
@@ -1042,7 +1056,7 @@ mod kill {
         for cycle in 0..cycles {
             let kill = rng.gen_range(1..150);
             let ended = run_child(&path, seed, kill);
-            let pool = Pool::open(&path, LAYOUT, &OpenOptions::default())
+            let pool = open_retrying(&path)
                 .unwrap_or_else(|e| panic!("{name} cycle {cycle}: recovery: {e}"));
             let rp = pool.root::<Root>().unwrap().expect("root");
             let root = pool.read(rp).unwrap();

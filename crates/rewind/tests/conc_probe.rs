@@ -105,8 +105,7 @@ fn conc_probe_child() {
         return;
     };
     let seed: u64 = std::env::var(ENV_SEED).unwrap().parse().unwrap();
-    let pool = Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default())
-        .unwrap_or_else(|e| panic!("child: open: {e}"));
+    let pool = open_retrying(Path::new(&path)).unwrap_or_else(|e| panic!("child: open: {e}"));
     pool.set_lock_timeout(std::time::Duration::MAX);
     let root = pool.root::<Root>().expect("root").expect("root");
     let out = Mutex::new(std::io::stdout());
@@ -171,6 +170,15 @@ fn conc_probe_child() {
     });
 }
 
+/// Opens the pool, again while it is in use: a sibling test's child holds
+/// a copy of its descriptor (and so its lock) from its fork until its exec.
+fn open_retrying(path: &Path) -> Result<Pool, Error> {
+    common::retry_while(
+        || Pool::open(path, LAYOUT, &OpenOptions::default()),
+        |r| matches!(r, Err(Error::PoolInUse { .. })),
+    )
+}
+
 /// Runs a child until `kill` acknowledgements were read, then SIGKILLs
 /// it; returns per thread the last transaction it reported ended.
 fn run_child(path: &Path, seed: u64, kill: u64) -> [Option<u64>; THREADS] {
@@ -220,8 +228,8 @@ fn kills(cfg: &PoolConfig, seed: u64, cycles: u64) {
     for cycle in 0..cycles {
         let kill = rng.gen_range(1..200);
         let ended = run_child(&path, seed, kill);
-        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default())
-            .unwrap_or_else(|e| panic!("{name} cycle {cycle}: recovery: {e}"));
+        let pool =
+            open_retrying(&path).unwrap_or_else(|e| panic!("{name} cycle {cycle}: recovery: {e}"));
         let root = pool.root::<Root>().unwrap().expect("root");
         let state: Root = pool.read(root).unwrap();
         let mut committed = 0;
@@ -372,7 +380,7 @@ fn processes_racing_to_open_or_create_one_pool_take_turns() {
             }
         }
         assert_eq!(created, 1, "round {round}: pools created");
-        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+        let pool = open_retrying(&path).unwrap();
         let counter = pool.root::<u64>().unwrap().expect("root");
         assert_eq!(
             pool.read(counter).unwrap(),
