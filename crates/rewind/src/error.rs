@@ -262,8 +262,10 @@ pub enum Error {
     /// `Pool::transaction` (or `atomic_write`) was called on a thread that is
     /// already inside a transaction of the same pool. The inner one could
     /// commit and then be undone by the outer one's rollback, so it is
-    /// refused: do the work in the outer transaction's `Tx`.
-    #[error("a transaction of this pool is already running on this thread: use its Tx instead of starting another")]
+    /// refused: do the work in the outer transaction's `Tx`. Also inside the
+    /// read of a `Pool::read_isolated` of the same pool, which may hold a
+    /// lock shared that the transaction would wait for.
+    #[error("a transaction or isolated read of this pool is already running on this thread: use its Tx instead of starting another")]
     NestedTransaction,
     /// Waiting for the lock at `offset` would never end: the holder waits,
     /// directly or through others, for a lock this transaction holds. The

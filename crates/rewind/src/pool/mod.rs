@@ -514,8 +514,10 @@ impl Pool {
 
     /// [`atomic_write`](Self::atomic_write) of bytes at a pool offset.
     pub fn atomic_write_bytes(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        // It is a transaction of its own: not inside one of this pool.
-        if nesting::InTransaction::active(self.nesting_key()) {
+        // It is a transaction of its own: not inside one of this pool, nor
+        // inside an isolated read of it (see `read_isolated`).
+        let key = self.nesting_key();
+        if nesting::InTransaction::active(key) || nesting::InRead::inside(key) {
             return Err(Error::NestedTransaction);
         }
         let _gate = self.enter();
@@ -576,6 +578,9 @@ impl Pool {
     /// that wait for it, and the pool's lock timeout applies
     /// (`Error::LockTimeout`). Called inside a transaction of this pool,
     /// it runs once, unchecked: that transaction may hold the lock itself.
+    /// A transaction of this pool (or an atomic write) started inside
+    /// `read` is [`Error::NestedTransaction`]: under the lock, taken shared
+    /// by this thread, it could never lock `key`.
     ///
     /// This is how `rewind-collections` reads a collection outside a
     /// transaction (`map.get(&pool, k)`): every one of its operations
@@ -604,6 +609,9 @@ impl Pool {
         if nesting::InTransaction::active(self.nesting_key()) {
             return read(&mut self.reader());
         }
+        // No transaction of this pool may start inside `read` (it would
+        // wait for the lock the second run holds shared: for ever).
+        let _reading = nesting::InRead::enter(self.nesting_key());
         if let Some(q) = self.eng.locks.quiet(key) {
             let r = read(&mut self.reader());
             if self.eng.locks.still(q) {
