@@ -5,12 +5,12 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
 const VFS: &str = "rewind-differential";
 
 mod common;
+use common::run;
 
 fn vfs() {
     common::register_once(VFS, &rewind_sqlite::Config::default().pool_size(16 << 20));
@@ -31,42 +31,6 @@ fn open(path: &std::path::Path, ours: bool) -> Connection {
     // Results do not depend on it; the stock side's fsyncs would dominate.
     c.pragma_update(None, "synchronous", "NORMAL").unwrap();
     c
-}
-
-/// Runs one statement; its result as text (rows, or changes, or the error).
-fn run(c: &Connection, sql: &str) -> String {
-    let mut st = match c.prepare(sql) {
-        Ok(st) => st,
-        Err(e) => return format!("prepare error: {e}"),
-    };
-    let n = st.column_count();
-    if n == 0 {
-        return match st.execute([]) {
-            Ok(k) => format!("changes {k}"),
-            Err(e) => format!("error: {e}"),
-        };
-    }
-    let mut out = String::new();
-    let mut rows = match st.query([]) {
-        Ok(r) => r,
-        Err(e) => return format!("error: {e}"),
-    };
-    loop {
-        match rows.next() {
-            Ok(Some(row)) => {
-                for i in 0..n {
-                    match row.get_ref(i).unwrap() {
-                        ValueRef::Text(b) => out.push_str(&format!("T{b:?}|")),
-                        v => out.push_str(&format!("{:?}|", Value::from(v))),
-                    }
-                }
-                out.push('\n');
-            }
-            Ok(None) => break,
-            Err(e) => return format!("{out}error: {e}"),
-        }
-    }
-    out
 }
 
 fn statement(r: &mut SmallRng, in_tx: &mut bool) -> String {

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
 mod common;
+use common::run;
 
 const VFS: &str = "rewind-workloads";
 
@@ -48,54 +48,6 @@ fn wal(c: &Connection) {
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
-}
-
-/// Runs one statement; its result as text (rows, or changes, or the error).
-fn run(c: &Connection, sql: &str) -> String {
-    let mut st = match c.prepare(sql) {
-        Ok(st) => st,
-        Err(e) => return format!("prepare error: {e}"),
-    };
-    let n = st.column_count();
-    if sql.starts_with("PRAGMA incremental_vacuum") {
-        // It steps without a row; rusqlite's execute refuses it.
-        drop(st);
-        return match c.execute_batch(sql) {
-            Ok(()) => format!("changes {}", c.changes()),
-            Err(e) => format!("error: {e}"),
-        };
-    }
-    if n == 0 {
-        return match st.execute([]) {
-            Ok(k) => format!("changes {k}"),
-            Err(e) => format!("error: {e}"),
-        };
-    }
-    let mut out = String::new();
-    let mut rows = match st.query([]) {
-        Ok(r) => r,
-        Err(e) => return format!("error: {e}"),
-    };
-    loop {
-        match rows.next() {
-            Ok(Some(row)) => {
-                for i in 0..n {
-                    match row.get_ref(i).unwrap() {
-                        ValueRef::Text(b) => out.push_str(&format!("T{b:?}|")),
-                        ValueRef::Blob(b) => {
-                            let h = crc32fast::hash(b);
-                            out.push_str(&format!("B{}:{h:08x}|", b.len()))
-                        }
-                        v => out.push_str(&format!("{:?}|", Value::from(v))),
-                    }
-                }
-                out.push('\n');
-            }
-            Ok(None) => break,
-            Err(e) => return format!("{out}error: {e}"),
-        }
-    }
-    out
 }
 
 /// Every table's rows, in a stable order, as text.

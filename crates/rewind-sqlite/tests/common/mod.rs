@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
 /// Registers the VFS `name` with `cfg`, once per test process (the tests
@@ -25,4 +26,52 @@ pub fn open_wal(name: &'static str, cfg: &rewind_sqlite::Config, path: &Path) ->
     let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), name).unwrap();
     c.pragma_update(None, "journal_mode", "WAL").unwrap();
     c
+}
+
+/// Runs one statement; its result as text (rows, or changes, or the error).
+pub fn run(c: &Connection, sql: &str) -> String {
+    let mut st = match c.prepare(sql) {
+        Ok(st) => st,
+        Err(e) => return format!("prepare error: {e}"),
+    };
+    let n = st.column_count();
+    if sql.starts_with("PRAGMA incremental_vacuum") {
+        // It steps without a row; rusqlite's execute refuses it.
+        drop(st);
+        return match c.execute_batch(sql) {
+            Ok(()) => format!("changes {}", c.changes()),
+            Err(e) => format!("error: {e}"),
+        };
+    }
+    if n == 0 {
+        return match st.execute([]) {
+            Ok(k) => format!("changes {k}"),
+            Err(e) => format!("error: {e}"),
+        };
+    }
+    let mut out = String::new();
+    let mut rows = match st.query([]) {
+        Ok(r) => r,
+        Err(e) => return format!("error: {e}"),
+    };
+    loop {
+        match rows.next() {
+            Ok(Some(row)) => {
+                for i in 0..n {
+                    match row.get_ref(i).unwrap() {
+                        ValueRef::Text(b) => out.push_str(&format!("T{b:?}|")),
+                        ValueRef::Blob(b) => {
+                            let h = crc32fast::hash(b);
+                            out.push_str(&format!("B{}:{h:08x}|", b.len()))
+                        }
+                        v => out.push_str(&format!("{:?}|", Value::from(v))),
+                    }
+                }
+                out.push('\n');
+            }
+            Ok(None) => break,
+            Err(e) => return format!("{out}error: {e}"),
+        }
+    }
+    out
 }
