@@ -580,7 +580,12 @@ impl Pool {
     /// it runs once, unchecked: that transaction may hold the lock itself.
     /// A transaction of this pool (or an atomic write) started inside
     /// `read` is [`Error::NestedTransaction`]: under the lock, taken shared
-    /// by this thread, it could never lock `key`.
+    /// by this thread, it could never lock `key`. An isolated read of
+    /// another key inside `read` (a collection's `get` inside another's)
+    /// may, under its own lock, wait for a writer that waits for `key`:
+    /// that wait is not seen as a deadlock and ends at the lock timeout
+    /// ([`Error::LockTimeout`]); read several collections as of one moment
+    /// in a transaction instead.
     ///
     /// This is how `rewind-collections` reads a collection outside a
     /// transaction (`map.get(&pool, k)`): every one of its operations
