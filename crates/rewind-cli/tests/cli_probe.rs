@@ -696,3 +696,59 @@ fn edited_headers_are_refused_by_every_command() {
         .assert_fails(mentions);
     }
 }
+
+/// `bench --out` where no result can be written: under a regular file,
+/// under /proc, in a read-only directory (when this test is not run by
+/// root, for whom none is). Refused before the run, not after it (found by
+/// this probe: only an `--out` that existed as a file was found early; the
+/// others failed once every measurement was taken, and lost them).
+#[test]
+fn bench_out_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let mut outs = vec![
+        file.join("results"),
+        PathBuf::from("/proc/rewind-cli-probe/results"),
+    ];
+    let ro = dir.path().join("read-only");
+    std::fs::create_dir(&ro).unwrap();
+    let mut perms = std::fs::metadata(&ro).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o555);
+    std::fs::set_permissions(&ro, perms).unwrap();
+    if tempfile::NamedTempFile::new_in(&ro).is_err() {
+        outs.push(ro.join("results"));
+        outs.push(ro.clone());
+    }
+    for out in outs {
+        let run = rewind(&[
+            std::ffi::OsStr::new("bench"),
+            "fence".as_ref(),
+            "--tiny".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ]);
+        run.assert_fails(&["--out"]);
+        assert!(
+            !run.stdout.contains("bench fence"),
+            "{out:?}: the run started before the results directory was found unwritable:\n{}",
+            run.stdout
+        );
+    }
+    // A fresh directory, parents and all, is made and filled.
+    let fresh = dir.path().join("a/b/c");
+    let run = rewind(&[
+        std::ffi::OsStr::new("bench"),
+        "fence".as_ref(),
+        "--tiny".as_ref(),
+        "--out".as_ref(),
+        fresh.as_os_str(),
+    ]);
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(fresh.join("fence.json").is_file());
+    assert_eq!(
+        std::fs::read_dir(&fresh).unwrap().count(),
+        3,
+        "json, csv and svg only"
+    );
+}
