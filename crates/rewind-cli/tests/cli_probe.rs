@@ -752,3 +752,34 @@ fn bench_out_that_cannot_be_written_is_refused_before_the_run() {
         "json, csv and svg only"
     );
 }
+
+/// `crashtest` with its output going to files (a CI job, a log): progress
+/// lines on stderr as the budget is spent, not silence until the end
+/// (found by this probe: the spinner draws only on a terminal, so a run of
+/// the default 60 s printed nothing between its first and its last lines).
+#[test]
+fn crashtest_shows_progress_when_not_on_a_terminal() {
+    let run = rewind(&[
+        "crashtest",
+        "--budget",
+        "1500",
+        "--threads",
+        "1",
+        "--config",
+        "batch-force",
+    ]);
+    run.assert_sane();
+    assert!(run.ok(), "{}", run.stderr);
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("progress"))
+        .collect();
+    assert!(lines.len() >= 2, "progress lines:\n{}", run.stderr);
+    assert!(
+        lines.last().unwrap().contains("progress 100%"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("crash states: "), "{}", run.stdout);
+}
