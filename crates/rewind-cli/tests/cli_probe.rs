@@ -783,3 +783,115 @@ fn crashtest_shows_progress_when_not_on_a_terminal() {
     );
     assert!(run.stdout.contains("crash states: "), "{}", run.stdout);
 }
+
+/// A pool another opener holds: the commands that open it (`copy`, `grow`,
+/// `recover`) and the scanners refuse it as in use, write no copy and leave
+/// the file alone; `info` shows the header. Once closed, `copy` works.
+#[test]
+fn a_pool_in_use_is_refused_by_every_opener() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held.pool");
+    build_pool(&path, LogVariant::Batch, Policy::NoForce);
+    let held = Pool::open(&path, LAYOUT, &rewind::OpenOptions::default()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let copy = dir.path().join("copy.pool");
+    let p = path.as_os_str();
+    for args in [
+        vec!["copy".as_ref(), p, copy.as_os_str()],
+        vec!["grow".as_ref(), p, "+0".as_ref()],
+        vec!["grow".as_ref(), p, "1T".as_ref()],
+        vec!["recover".as_ref(), p],
+        vec!["check".as_ref(), "--deep".as_ref(), p],
+        vec!["dump-log".as_ref(), "--json".as_ref(), p],
+    ] {
+        let run = rewind(&args);
+        run.assert_fails(&["in use"]);
+        assert!(!copy.exists(), "{:?} wrote a copy", run.args);
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{:?}", run.args);
+    }
+    let info = rewind(&[std::ffi::OsStr::new("info"), p]);
+    assert!(
+        info.ok() && info.stdout.contains("IN USE"),
+        "{}",
+        info.stdout
+    );
+    drop(held);
+    // A sibling test's child forked while the pool was open holds its lock
+    // until it execs: ask again while that is so.
+    let run = loop {
+        let run = rewind(&[std::ffi::OsStr::new("copy"), p, copy.as_os_str()]);
+        if run.ok() || !run.stderr.contains("in use") {
+            break run;
+        }
+    };
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(readers_on(&copy).ok());
+}
+
+/// Arguments: numbers that are not numbers, negative, huge or past a
+/// limit; conflicting flags; layout names that cannot be. Usage errors
+/// (status 2) or clean failures, never a panic; nothing is changed.
+#[test]
+fn bad_arguments_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("args.pool");
+    build_pool(&path, LogVariant::Simple, Policy::Force);
+    let p = path.to_str().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for args in [
+        &["grow", p, ""][..],
+        &["grow", p, "-1"],
+        &["grow", p, "1.5G"],
+        &["grow", p, "0x100000"],
+        &["grow", p, "99999999999999999999"],
+        &["grow", p, "18446744073709551615T"],
+        &["grow", p, "+٣"],
+        &["grow", p, "0"],
+        &["grow", p, "+1"],
+        &["grow", p, "18446744073709551615"],
+        &["crashtest", "--budget", "0"],
+        &["crashtest", "--budget", "-1"],
+        &["crashtest", "--budget", "18446744073709551616"],
+        &["crashtest", "--threads", "0"],
+        &["crashtest", "--threads", "65"],
+        &["crashtest", "--seconds", "nan"],
+        &["crashtest", "--seconds", "inf"],
+        &["crashtest", "--seconds", "0"],
+        &["crashtest", "--seconds", "1", "--budget", "1"],
+        &["crashtest", "--replay", "1"],
+        &["crashtest", "--replay", "1", "--config", "nope"],
+        &["crashtest", "--mutate", "no.such.site"],
+        &["demo", "--seconds-before-kill", "nan"],
+        &["demo", "--seconds-before-kill", "-0.5"],
+        &["demo", "--log", "fastest"],
+        &["demo", "--policy", "maybe"],
+        &["demo", "--seed", "-3"],
+        &["bench", "fence", "--nvm-write-ns", "-1"],
+        &["bench", "fence", "--backend", "tape"],
+        &["bench", "🚀"],
+        &["info"],
+        &["info", p, p],
+        &["copy", p],
+    ] {
+        let run = rewind(args);
+        run.assert_sane();
+        assert!(!run.ok(), "{args:?} succeeded:\n{}", run.stdout);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{args:?} changed the pool"
+        );
+    }
+    for args in [
+        &["recover", "--layout", "", p][..],
+        &["recover", "--layout", &"L".repeat(100), p],
+        &["recover", "--layout", "another", p],
+    ] {
+        rewind(args).assert_fails(&["layout"]);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{args:?} changed the pool"
+        );
+    }
+}
