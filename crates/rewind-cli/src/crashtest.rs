@@ -2,6 +2,8 @@
 //! policy (see `rewind::crashtest`), and the mutations that prove it can
 //! fail.
 
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -123,8 +125,13 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     let start = Instant::now();
+    // The spinner draws only on a terminal; elsewhere (a log file, a CI
+    // job) a line goes to stderr at each tenth of the budget spent, so a
+    // run of minutes is not silent until its end.
+    let plain = !std::io::stderr().is_terminal();
+    let tenths_shown = AtomicU64::new(0);
     let stats = crashtest::explore(&opts, &|s| {
-        bar.set_message(format!(
+        let line = format!(
             "{:>5.1} s  {} programs, {} crash points, {} images ({} at depth 2), {} violations",
             start.elapsed().as_secs_f64(),
             s.programs,
@@ -132,7 +139,19 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
             s.images,
             s.depth2,
             s.violations
-        ));
+        );
+        if plain {
+            let tenths = match budget {
+                Budget::Images(n) => s.images.saturating_mul(10) / n.max(1),
+                Budget::Programs(n) => s.programs.saturating_mul(10) / n.max(1),
+                Budget::Seconds(secs) => (start.elapsed().as_secs_f64() * 10.0 / secs) as u64,
+            }
+            .min(10);
+            if tenths > tenths_shown.fetch_max(tenths, Ordering::Relaxed) {
+                eprintln!("  progress {:>3}%: {line}", tenths * 10);
+            }
+        }
+        bar.set_message(line);
         bar.tick();
     })
     .map_err(|source| CliError::Rewind {

@@ -280,6 +280,23 @@ fn report(args: &BenchArgs) -> Result<(), CliError> {
     )))
 }
 
+/// Makes the results directory `out` (and its parents) and writes a
+/// scratch file into it, so that a directory the results could not be
+/// written to (read-only, under a file, on a file system that refuses new
+/// entries) fails the command before the run, not after it.
+fn check_writable(out: &Path) -> Result<(), CliError> {
+    let action = || {
+        format!(
+            "--out {}: the results could not be written there",
+            out.display()
+        )
+    };
+    std::fs::create_dir_all(out).map_err(CliError::io(action()))?;
+    tempfile::NamedTempFile::new_in(out)
+        .map(drop)
+        .map_err(CliError::io(action()))
+}
+
 /// The longest emulated latency, per write or fence: a millisecond, far
 /// past any memory's, so a run stays a run.
 const MAX_LATENCY_NS: u64 = 1_000_000;
@@ -295,6 +312,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             args.out.display()
         )));
     }
+    check_writable(&args.out)?;
     let scale = match (args.tiny, args.quick) {
         (true, _) => Scale::Tiny,
         (false, true) => Scale::Quick,

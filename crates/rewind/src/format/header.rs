@@ -218,11 +218,35 @@ impl Header {
                 supported: VERSION,
             });
         }
+        // No flag is defined: a set one is a feature of another build
+        // that this one would not honour.
+        let flags = get_u32(b, FLAGS_OFF);
+        if flags != 0 {
+            return Err(Error::BadHeader {
+                field: "flags",
+                value: flags as u64,
+                reason: "expected 0 (this build knows no flags)",
+            });
+        }
         let name_bytes = &b[LAYOUT_NAME_OFF..LAYOUT_NAME_OFF + LAYOUT_NAME_LEN];
         let name_len = name_bytes
             .iter()
             .position(|&c| c == 0)
             .unwrap_or(LAYOUT_NAME_LEN);
+        if name_len == 0 || name_len > MAX_LAYOUT {
+            return Err(Error::BadHeader {
+                field: "layout name",
+                value: name_len as u64,
+                reason: "expected 1 to 63 bytes, zero-padded",
+            });
+        }
+        if let Some(i) = name_bytes[name_len..].iter().position(|&c| c != 0) {
+            return Err(Error::BadHeader {
+                field: "layout name",
+                value: (LAYOUT_NAME_OFF + name_len + i) as u64,
+                reason: "not zero-padded: a byte after the name's end is not zero",
+            });
+        }
         let layout_name = std::str::from_utf8(&name_bytes[..name_len])
             .map_err(|_| Error::BadHeader {
                 field: "layout name",
