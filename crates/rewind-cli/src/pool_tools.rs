@@ -77,6 +77,16 @@ fn parse_size(s: &str) -> Option<(bool, u64)> {
     Some((relative, n.checked_mul(1 << shift)?))
 }
 
+/// `grow`'s refusal of a size past the pool's maximum (`by`: SIZE was
+/// +BYTES).
+fn too_large(a: &GrowArgs, bytes: u64, by: bool, max: u64) -> CliError {
+    let what = if by { "by" } else { "to" };
+    CliError::Usage(format!(
+        "{} cannot grow {what} {bytes} bytes: its maximum size is {max} (set at create)",
+        a.pool.display()
+    ))
+}
+
 /// What `rewind grow --json` prints.
 #[derive(serde::Serialize)]
 struct Grown<'a> {
@@ -98,6 +108,11 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
         "reading pool {}",
         a.pool.display()
     )))?;
+    // A size past the maximum is refused from the header alone, before
+    // opening runs recovery on the pool.
+    if bytes > info.max_size {
+        return Err(too_large(a, bytes, relative, info.max_size));
+    }
     let pool = Pool::open(&a.pool, info.layout_name(), &OpenOptions::default()).map_err(
         CliError::rewind(format!("opening pool {}", a.pool.display())),
     )?;
@@ -114,11 +129,7 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
         )));
     }
     if target > pool.max_size() {
-        return Err(CliError::Usage(format!(
-            "{} cannot grow to {target} bytes: its maximum size is {} (set at create)",
-            a.pool.display(),
-            pool.max_size()
-        )));
+        return Err(too_large(a, target, false, pool.max_size()));
     }
     if target > before {
         let r = if relative {

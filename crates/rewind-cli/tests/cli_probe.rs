@@ -421,6 +421,29 @@ fn a_pool_left_mid_transaction_is_read_unchanged_then_recovered() {
     }
 }
 
+/// `grow` to a size past the pool's maximum, or by more than it, is
+/// refused from the header alone: a pool left mid-transaction is not
+/// recovered by the refused command (its bytes stay as they were), and
+/// `recover` then finds the transaction still to undo.
+#[test]
+fn grow_past_the_maximum_is_refused_before_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed-grow.pool");
+    pool_left_mid_transaction(&path, LogVariant::Batch, Policy::Force);
+    let before = contents(&path);
+    for size in ["1T", "+1T", "18446744073709551615"] {
+        let run = rewind(&[
+            std::ffi::OsStr::new("grow"),
+            path.as_os_str(),
+            size.as_ref(),
+        ]);
+        run.assert_fails(&["maximum size"]);
+        assert_eq!(contents(&path), before, "grow {size} changed the pool");
+    }
+    let log = rewind(&[std::ffi::OsStr::new("dump-log"), path.as_os_str()]);
+    assert!(log.stdout.contains("in flight"), "{}", log.stdout);
+}
+
 /// A regular file's bytes (`None` for anything else: reading a FIFO
 /// would wait for a writer).
 fn contents(path: &Path) -> Option<Vec<u8>> {
