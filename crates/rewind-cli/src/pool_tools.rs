@@ -109,8 +109,9 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
         a.pool.display()
     )))?;
     // A size past the maximum is refused from the header alone, before
-    // opening runs recovery on the pool.
-    if bytes > info.max_size {
+    // opening runs recovery on the pool (a pool in use is refused as such,
+    // by the open, as by every command that opens one).
+    if !info.in_use && bytes > info.max_size {
         return Err(too_large(a, bytes, relative, info.max_size));
     }
     let pool = Pool::open(&a.pool, info.layout_name(), &OpenOptions::default()).map_err(
