@@ -444,6 +444,25 @@ fn grow_past_the_maximum_is_refused_before_recovery() {
     assert!(log.stdout.contains("in flight"), "{}", log.stdout);
 }
 
+/// `--check` and `--markdown` belong to `bench report`: given to a run,
+/// they are a usage error before anything is measured, not ignored.
+#[test]
+fn report_flags_on_a_run_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for flags in [&["--check"][..], &["--markdown", "X.md"][..]] {
+        let mut args = vec!["bench", "fence", "--tiny", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(flags);
+        let run = rewind(&args);
+        run.assert_fails(&["report"]);
+        assert!(
+            !run.stdout.contains("bench fence"),
+            "{flags:?} ran:\n{}",
+            run.stdout
+        );
+    }
+}
+
 /// A regular file's bytes (`None` for anything else: reading a FIFO
 /// would wait for a writer).
 fn contents(path: &Path) -> Option<Vec<u8>> {

@@ -45,9 +45,9 @@ pub struct BenchArgs {
     /// With `report`: write nothing, fail if regenerating would change a file.
     #[arg(long)]
     check: bool,
-    /// With `report`: the document to write.
-    #[arg(long, default_value = "BENCHMARKS.md")]
-    markdown: PathBuf,
+    /// With `report`: the document to write [default: BENCHMARKS.md].
+    #[arg(long)]
+    markdown: Option<PathBuf>,
     /// Fewer transactions per measurement: the whole run takes well under two minutes.
     #[arg(long)]
     quick: bool,
@@ -256,7 +256,7 @@ fn machine(ctx: &Ctx) -> String {
 fn report(args: &BenchArgs) -> Result<(), CliError> {
     let mut files = markdown::generate(&BENCHES, &args.out)?;
     if let Some(md) = files.last_mut() {
-        md.0 = args.markdown.clone();
+        md.0 = (args.markdown.clone()).unwrap_or_else(|| PathBuf::from("BENCHMARKS.md"));
     }
     let mut stale = Vec::new();
     for (path, text) in &files {
@@ -304,6 +304,12 @@ const MAX_LATENCY_NS: u64 = 1_000_000;
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     if args.name == "report" {
         return report(args);
+    }
+    if args.check || args.markdown.is_some() {
+        return Err(CliError::Usage(
+            "--check and --markdown go with `report` only (a run writes its results to --out)"
+                .to_string(),
+        ));
     }
     // Found unwritable now, not after the run.
     if args.out.exists() && !args.out.is_dir() {
