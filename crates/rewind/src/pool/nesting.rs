@@ -26,83 +26,122 @@ use std::cell::{Cell, RefCell};
 
 use crate::error::Error;
 
+/// The pools (by engine address) a thread is inside something of: the
+/// first one entered in a `Cell` (no destructor to register, no borrow
+/// flag), the others, entered while it is, in a list touched only then.
+struct Pools {
+    /// The pool entered first, 0 for none.
+    first: Cell<usize>,
+    /// The other pools entered.
+    more: RefCell<Vec<usize>>,
+}
+
+/// Where [`Pools::enter`] recorded a pool.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum At {
+    First,
+    More,
+    /// Not recorded: the thread was inside that pool already.
+    Already,
+}
+
+impl Pools {
+    /// No pool entered.
+    const fn new() -> Pools {
+        Pools {
+            first: Cell::new(0),
+            more: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Records `key` (not 0: an engine's address), unless it is in already.
+    #[inline]
+    fn enter(&self, key: usize) -> At {
+        debug_assert_ne!(key, 0);
+        match self.first.get() {
+            0 => {
+                self.first.set(key);
+                At::First
+            }
+            k if k == key => At::Already,
+            _ => self.enter_more(key),
+        }
+    }
+
+    /// [`enter`](Self::enter) with another pool entered first.
+    #[cold]
+    fn enter_more(&self, key: usize) -> At {
+        let mut m = self.more.borrow_mut();
+        if m.contains(&key) {
+            return At::Already;
+        }
+        m.push(key);
+        At::More
+    }
+
+    /// Whether `key` is recorded.
+    #[inline]
+    fn holds(&self, key: usize) -> bool {
+        let first = self.first.get();
+        first == key || (first != 0 && self.more.borrow().contains(&key))
+    }
+
+    /// Forgets `key`, recorded `at`.
+    #[inline]
+    fn leave(&self, key: usize, at: At) {
+        match at {
+            At::First => self.first.set(0),
+            At::Already => {}
+            At::More => {
+                let mut m = self.more.borrow_mut();
+                if let Some(i) = m.iter().rposition(|&k| k == key) {
+                    m.swap_remove(i);
+                }
+            }
+        }
+    }
+}
+
 thread_local! {
-    /// The pool (by engine address) this thread entered a transaction of
-    /// first, 0 for none.
-    static FIRST: Cell<usize> = const { Cell::new(0) };
-    /// The other pools this thread is in a transaction of.
-    static MORE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-    /// The pool this thread entered an isolated read of first, 0 for none.
-    static READ_FIRST: Cell<usize> = const { Cell::new(0) };
-    /// The other pools this thread is in an isolated read of.
-    static READ_MORE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The pools this thread is in a transaction of.
+    static TRANSACTIONS: Pools = const { Pools::new() };
+    /// The pools this thread is in an isolated read of.
+    static READS: Pools = const { Pools::new() };
 }
 
 /// Marks the thread as inside a transaction of the pool `key` until dropped.
 pub(super) struct InTransaction {
     key: usize,
-    /// Recorded in `FIRST` (else in `MORE`).
-    first: bool,
+    /// Where it is recorded (never `Already`).
+    at: At,
 }
 
 impl InTransaction {
     /// Enters, or refuses when the thread is already inside one of `key`
-    /// (not 0: an engine's address).
+    /// (not 0: an engine's address), or inside an isolated read of it.
     #[inline]
     pub(super) fn enter(key: usize) -> Result<InTransaction, Error> {
-        debug_assert_ne!(key, 0);
         if InRead::inside(key) {
             return Err(Error::NestedTransaction);
         }
-        let first = FIRST.with(|f| {
-            let now = f.get();
-            if now == 0 {
-                f.set(key);
-            }
-            now
-        });
-        match first {
-            0 => Ok(InTransaction { key, first: true }),
-            k if k == key => Err(Error::NestedTransaction),
-            _ => Self::enter_more(key),
+        match TRANSACTIONS.with(|p| p.enter(key)) {
+            At::Already => Err(Error::NestedTransaction),
+            at => Ok(InTransaction { key, at }),
         }
-    }
-
-    /// [`enter`](Self::enter) with a transaction of another pool open.
-    #[cold]
-    fn enter_more(key: usize) -> Result<InTransaction, Error> {
-        MORE.with(|m| {
-            let mut m = m.borrow_mut();
-            if m.contains(&key) {
-                return Err(Error::NestedTransaction);
-            }
-            m.push(key);
-            Ok(InTransaction { key, first: false })
-        })
     }
 
     /// Whether the thread is inside a transaction of `key` (and so holds
     /// its gate).
     #[inline]
     pub(super) fn active(key: usize) -> bool {
-        let first = FIRST.with(Cell::get);
-        first == key || (first != 0 && MORE.with(|m| m.borrow().contains(&key)))
+        TRANSACTIONS.with(|p| p.holds(key))
     }
 }
 
 impl Drop for InTransaction {
     #[inline]
     fn drop(&mut self) {
-        if self.first {
-            FIRST.with(|f| f.set(0));
-            return;
-        }
-        MORE.with(|m| {
-            let mut m = m.borrow_mut();
-            if let Some(i) = m.iter().rposition(|&k| k == self.key) {
-                m.swap_remove(i);
-            }
-        });
+        TRANSACTIONS.with(|p| p.leave(self.key, self.at));
     }
 }
 
@@ -110,60 +149,31 @@ impl Drop for InTransaction {
 /// nest) until dropped: no transaction of that pool may start meanwhile.
 pub(super) struct InRead {
     key: usize,
-    /// Recorded in `READ_FIRST`, in `READ_MORE`, or not at all (a read
-    /// inside a read of the same pool as `READ_FIRST`'s).
-    at: ReadAt,
-}
-
-enum ReadAt {
-    First,
-    More,
-    Nested,
+    /// Where it is recorded (`Already`: a read inside a read of the same
+    /// pool, recorded by the outer one).
+    at: At,
 }
 
 impl InRead {
     /// Enters a read of `key` (not 0: an engine's address).
     #[inline]
     pub(super) fn enter(key: usize) -> InRead {
-        debug_assert_ne!(key, 0);
-        let first = READ_FIRST.with(|f| {
-            let now = f.get();
-            if now == 0 {
-                f.set(key);
-            }
-            now
-        });
-        let at = match first {
-            0 => ReadAt::First,
-            k if k == key => ReadAt::Nested,
-            _ => {
-                READ_MORE.with(|m| m.borrow_mut().push(key));
-                ReadAt::More
-            }
-        };
-        InRead { key, at }
+        InRead {
+            key,
+            at: READS.with(|p| p.enter(key)),
+        }
     }
 
     /// Whether the thread is inside an isolated read of `key`.
     #[inline]
     pub(super) fn inside(key: usize) -> bool {
-        let first = READ_FIRST.with(Cell::get);
-        first == key || (first != 0 && READ_MORE.with(|m| m.borrow().contains(&key)))
+        READS.with(|p| p.holds(key))
     }
 }
 
 impl Drop for InRead {
     #[inline]
     fn drop(&mut self) {
-        match self.at {
-            ReadAt::First => READ_FIRST.with(|f| f.set(0)),
-            ReadAt::Nested => {}
-            ReadAt::More => READ_MORE.with(|m| {
-                let mut m = m.borrow_mut();
-                if let Some(i) = m.iter().rposition(|&k| k == self.key) {
-                    m.swap_remove(i);
-                }
-            }),
-        }
+        READS.with(|p| p.leave(self.key, self.at));
     }
 }
