@@ -14,10 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 mod common;
+use common::configs;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable};
+use rewind::{Error, OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
 
 const LAYOUT: &str = "conc-probe";
 const THREADS: usize = 4;
@@ -267,17 +268,6 @@ fn kills(cfg: &PoolConfig, seed: u64, cycles: u64) {
     }
 }
 
-fn configs() -> Vec<PoolConfig> {
-    LogVariant::ALL
-        .into_iter()
-        .flat_map(|v| {
-            Policy::ALL
-                .into_iter()
-                .map(move |p| PoolConfig::default().log(v).policy(p))
-        })
-        .collect()
-}
-
 #[test]
 fn threads_with_checkpoints_killed_keep_exactly_the_acknowledged_commits() {
     let cycles = std::env::var("P_CYCLES")
@@ -288,8 +278,12 @@ fn threads_with_checkpoints_killed_keep_exactly_the_acknowledged_commits() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
-    for (i, cfg) in configs().iter().enumerate() {
-        kills(cfg, seed + i as u64, cycles);
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        kills(
+            &PoolConfig::default().log(v).policy(p),
+            seed + i as u64,
+            cycles,
+        );
     }
 }
 

@@ -5,18 +5,14 @@
 //! transaction. Every case must end in `Ok` or a typed error, leave the
 //! pool usable and consistent, and reopen to exactly what was committed.
 
+mod common;
+use common::configs;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rewind::{Backend, Error, LogVariant, PPtr, Policy, Pool, PoolConfig};
 
 const LAYOUT: &str = "hostile";
-
-fn configs() -> Vec<(LogVariant, Policy)> {
-    LogVariant::ALL
-        .iter()
-        .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
-        .collect()
-}
 
 fn cfg(v: LogVariant, p: Policy) -> PoolConfig {
     PoolConfig::default().log(v).policy(p).backend(Backend::Sim)

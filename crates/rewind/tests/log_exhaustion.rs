@@ -5,6 +5,9 @@
 //! exhaustion (every fence sampled by count, as a process kill would leave
 //! it and as a power failure would).
 
+mod common;
+use common::configs;
+
 use std::sync::{Arc, Mutex};
 
 use rewind::persist::sim::Point;
@@ -13,13 +16,6 @@ use rewind::{Backend, Error, LogVariant, PPtr, Policy, Pool, PoolConfig};
 const LAYOUT: &str = "log-exhaustion";
 /// Words in the root array.
 const WORDS: u64 = 4096;
-
-fn configs() -> Vec<(LogVariant, Policy)> {
-    LogVariant::ALL
-        .iter()
-        .flat_map(|&v| Policy::ALL.iter().map(move |&p| (v, p)))
-        .collect()
-}
 
 /// A simulated pool with a tiny log (four buckets of 16 cells) and an
 /// array of `WORDS` words as its root.

@@ -3,6 +3,9 @@
 //! what a pool of the previous format version gets. (Crash states of the
 //! same operations: the explorer's control programs and `tests/model.rs`.)
 
+mod common;
+use common::configs;
+
 use rewind::{
     Backend, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
 };
@@ -17,13 +20,6 @@ struct Root {
     obj: u64,
     kept: u64,
     big: [u8; 600],
-}
-
-fn configs() -> Vec<(LogVariant, Policy)> {
-    LogVariant::ALL
-        .into_iter()
-        .flat_map(|v| Policy::ALL.map(|p| (v, p)))
-        .collect()
 }
 
 fn pool(dir: &std::path::Path, v: LogVariant, p: Policy) -> (Pool, PPtr<Root>) {

@@ -8,6 +8,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+/// Every log variant × commit policy the engine offers, as the tests
+/// that run in each enumerate them.
+pub fn configs() -> Vec<(rewind::LogVariant, rewind::Policy)> {
+    rewind::LogVariant::ALL
+        .into_iter()
+        .flat_map(|v| rewind::Policy::ALL.map(|p| (v, p)))
+        .collect()
+}
+
 /// Waits for the next message of a watched child or worker. By default it
 /// waits as long as it takes, so that no outcome depends on the machine's
 /// speed (a true hang is left to the CI's own time limit). With
