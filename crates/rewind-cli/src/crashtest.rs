@@ -33,8 +33,12 @@ pub struct CrashtestArgs {
     /// `batch-force-2t-handoff`.
     #[arg(long)]
     config: Option<String>,
-    /// List the engine's ordering points (mutation sites) and exit.
-    #[arg(long)]
+    /// List the engine's ordering points (mutation sites) and exit (alone:
+    /// with any option of a run it is a usage error, not a run ignored).
+    #[arg(
+        long,
+        conflicts_with_all = ["seconds", "budget", "seed", "threads", "config", "replay", "mutate"]
+    )]
     list_mutations: bool,
     /// Run only the program of this seed (a reproducer), with --config.
     #[arg(long, value_name = "SEED", requires = "config")]

@@ -456,6 +456,20 @@ fn crashtest_lists_and_applies_mutations() {
         stdout.lines().any(|l| l.contains("\tredundant: ")),
         "{stdout}"
     );
+    // The listing takes no option of a run: one given is a usage error,
+    // not ignored (an unknown site named beside it too).
+    for extra in [
+        &["--mutate", "no.such.site"][..],
+        &["--budget", "10"],
+        &["--seed", "3"],
+    ] {
+        let out = rewind(&[&["crashtest", "--list-mutations"][..], extra].concat());
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(
+            text(&out.stderr).contains("cannot be used with"),
+            "{extra:?}"
+        );
+    }
     // A needed ordering point, disabled: violations found, exit 0.
     let out = rewind(&[
         "crashtest",
