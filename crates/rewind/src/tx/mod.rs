@@ -668,7 +668,12 @@ impl<'p> Tx<'p> {
                 eng.poison(&e);
             }
         }
-        for &(off, size) in self.freed.iter().chain(&self.unalloc) {
+        if let Err(e) = self.release_freed(0) {
+            // Committed; only the drain before the blocks' reuse failed
+            // (they stay out of the allocator until the pool is reopened).
+            eng.poison(&e);
+        }
+        for &(off, size) in &self.unalloc {
             eng.alloc.release(off, size);
         }
         if eng.durability.keeps_records() && eng.log.fill() >= eng.checkpoint_fill {
@@ -677,6 +682,21 @@ impl<'p> Tx<'p> {
             if let Err(e) = eng.checkpoint() {
                 eng.poison(&e);
             }
+        }
+        Ok(())
+    }
+
+    /// Gives the blocks freed from `freed[from..]` on, whose frees are
+    /// committed, back to the allocator, each once the engine has made
+    /// sure no committed value of it can still be stored over its next use
+    /// (`Engine::before_reuse`).
+    pub(super) fn release_freed(&mut self, from: usize) -> Result<(), Error> {
+        let eng = self.eng;
+        for &(off, size) in &self.freed[from..] {
+            eng.before_reuse(off, size)?;
+        }
+        for (off, size) in self.freed.drain(from..) {
+            eng.alloc.release(off, size);
         }
         Ok(())
     }
