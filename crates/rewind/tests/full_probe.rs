@@ -48,7 +48,9 @@ struct Block {
 /// Every slot's block as the pool shows it, checked whole against the
 /// model.
 fn check_model(pool: &Pool, root: PPtr<Table>, model: &[Option<Block>], who: &str) {
-    let table = pool.read(root).unwrap_or_else(|e| panic!("{who}: root: {e}"));
+    let table = pool
+        .read(root)
+        .unwrap_or_else(|e| panic!("{who}: root: {e}"));
     for (i, m) in model.iter().enumerate() {
         match m {
             None => assert_eq!(table[i], 0, "{who}: slot {i}"),
@@ -139,7 +141,10 @@ fn random_transactions_on_a_small_pool_keep_exactly_the_committed_state() {
             }
             check_model(&pool, root, &model, &format!("{who} after {n}"));
         }
-        assert!(commits > 0 && full > 0, "{who}: {commits} commits, {full} full");
+        assert!(
+            commits > 0 && full > 0,
+            "{who}: {commits} commits, {full} full"
+        );
         let c = rewind::inspect::check_pool(&pool);
         assert!(c.is_ok(), "{who}: {c}");
         let again = reopen_sim(&pool);
@@ -199,12 +204,14 @@ fn values_waiting_for_write_back_never_land_on_a_log_chunk_that_reused_their_blo
         let c = rewind::inspect::check_pool(&pool);
         assert!(c.is_ok(), "{who}: {c}");
         for n in 0..SLOTS as u64 {
-            let want = (0..4000u64).filter(|k| k % SLOTS as u64 == n).max().unwrap();
+            let want = (0..4000u64)
+                .filter(|k| k % SLOTS as u64 == n)
+                .max()
+                .unwrap();
             assert_eq!(pool.read(slot.at(n)).unwrap(), want, "{who}: slot {n}");
         }
         let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
-        let again =
-            Pool::open_image(img, LAYOUT).unwrap_or_else(|e| panic!("{who}: reopen: {e}"));
+        let again = Pool::open_image(img, LAYOUT).unwrap_or_else(|e| panic!("{who}: reopen: {e}"));
         let c = rewind::inspect::check_pool(&again);
         assert!(c.is_ok(), "{who} reopened: {c}");
         again.transaction(|tx| tx.alloc_bytes(200_000)).unwrap();
@@ -236,7 +243,11 @@ fn a_log_grown_into_the_heap_and_drained_mid_transaction_keeps_every_block() {
                 Ok::<_, Error>(off)
             });
             let off = r.unwrap_or_else(|e| panic!("{who}: transaction {n}: {e}"));
-            model[i] = Some(Block { off, size: 64, fill });
+            model[i] = Some(Block {
+                off,
+                size: 64,
+                fill,
+            });
             check_model(&pool, root, &model, &format!("{who} after {n}"));
             if n % 50 == 0 || p == Policy::RedoAsync {
                 let c = rewind::inspect::check_pool(&pool);

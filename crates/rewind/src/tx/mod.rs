@@ -468,7 +468,18 @@ impl<'p> Tx<'p> {
         }
         self.settle_ring()?;
         self.log.settle(eng)?;
-        let (off, bsize) = eng.alloc.reserve(&eng.dom, size)?;
+        let (off, bsize) = match eng.alloc.reserve(&eng.dom, size) {
+            // Under redo-async the log may hold heap chunks with records of
+            // committed groups waiting for write-back: written back, their
+            // records go and the chunks return to the heap (as a full log
+            // is drained in `TxLog::append_as`). A 2 MiB pool ran out of
+            // memory with a hash map of 1,000 entries.
+            Err(Error::OutOfMemory { .. }) if eng.write_back.is_some() => {
+                eng.sync()?;
+                eng.alloc.reserve(&eng.dom, size)?
+            }
+            r => r?,
+        };
         let draft = Draft::block(self.log.id, Kind::Alloc, off, bsize);
         if let Err(e) = self.log.append(eng, &[draft]) {
             eng.alloc.release(off, bsize);
