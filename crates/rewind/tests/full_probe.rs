@@ -419,3 +419,125 @@ fn failing_transactions_on_a_full_file_pool_leak_nothing_and_leave_the_committed
         assert!(c.is_ok(), "{who}: {c}");
     }
 }
+
+/// A tmpfs of `mib` MiB mounted for the test (unmounted when dropped), or
+/// `None` where mounting is not permitted (not root, no tmpfs, a
+/// container without the capability): the caller skips.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount(mib: u64) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("cannot mount a tmpfs here: skipped");
+            return None;
+        }
+        Some(SmallFs { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// On a real file system that fills up (a 6 MiB tmpfs, the Msync
+/// backend): a pool larger than the free space is `NoSpace` and leaves no
+/// file; a pool that grows until the file system is full gets
+/// `NoSpaceToGrow` (or `OutOfMemory` from its last chunk), never a panic
+/// or a `SIGBUS`; it stays usable with the file system full (commits of
+/// what exists, frees and allocations of freed space), and reopens with
+/// exactly the committed state.
+#[test]
+fn a_pool_on_a_full_file_system_gets_typed_errors_and_stays_usable() {
+    let Some(fs) = SmallFs::mount(6) else {
+        return;
+    };
+    for (v, p) in [
+        (LogVariant::Batch, Policy::Redo),
+        (LogVariant::Simple, Policy::Force),
+        (LogVariant::TwoLayer, Policy::NoForce),
+        (LogVariant::Optimized, Policy::RedoAsync),
+    ] {
+        let who = format!("{v}-{p}");
+        let grow_cfg = cfg(v, p).backend(Backend::Msync).max_size(64 << 20);
+        let path = fs.path().join("grow.pool");
+        // Larger than the file system: refused, nothing left behind.
+        let e = Pool::create(fs.path().join("huge.pool"), LAYOUT, 32 << 20, &cfg(v, p))
+            .err()
+            .unwrap_or_else(|| panic!("{who}: a 32 MiB pool on a 6 MiB file system"));
+        assert!(matches!(e, Error::NoSpace { .. }), "{who}: {e}");
+        assert_eq!(std::fs::read_dir(fs.path()).unwrap().count(), 0, "{who}");
+        let pool = Pool::create(&path, LAYOUT, 1 << 20, &grow_cfg).unwrap();
+        let root = pool.transaction(|tx| tx.root::<Table>()).unwrap();
+        let slots = root.cast::<u64>();
+        // Allocate 64 KiB blocks until the file system is full.
+        let mut blocks = Vec::new();
+        let e = loop {
+            match pool.transaction(|tx| {
+                let b = tx.alloc_bytes(64 << 10)?;
+                tx.write_bytes(b, &[0xab; 64])?;
+                Ok::<_, Error>(b)
+            }) {
+                Ok(b) => blocks.push(b),
+                Err(e) => break e,
+            }
+            assert!(blocks.len() < 1024, "{who}: the file system never filled");
+        };
+        assert!(
+            matches!(
+                e,
+                Error::NoSpaceToGrow { .. } | Error::OutOfMemory { .. } | Error::LogFull { .. }
+            ),
+            "{who}: {e}"
+        );
+        assert!(blocks.len() > 16, "{who}: only {} blocks", blocks.len());
+        let e = pool.grow(4 << 20).unwrap_err();
+        assert!(matches!(e, Error::NoSpaceToGrow { .. }), "{who}: {e}");
+        // Still usable on the full file system.
+        for (i, &b) in blocks.iter().enumerate().take(SLOTS) {
+            pool.transaction(|tx| tx.write(slots.at(i as u64), &b))
+                .unwrap_or_else(|e| panic!("{who}: commit on a full file system: {e}"));
+        }
+        let last = *blocks.last().unwrap();
+        pool.transaction(|tx| tx.free(PPtr::<u8>::from_offset(last)))
+            .unwrap();
+        let again = pool
+            .transaction(|tx| tx.alloc_bytes(64 << 10))
+            .unwrap_or_else(|e| panic!("{who}: reuse of a freed block: {e}"));
+        pool.atomic_write(slots.at(SLOTS as u64 - 1), &again)
+            .unwrap();
+        let want = pool.read(root).unwrap();
+        pool.close().unwrap();
+        let pool = Pool::open(&path, LAYOUT, &rewind::OpenOptions::default())
+            .unwrap_or_else(|e| panic!("{who}: reopen on a full file system: {e}"));
+        assert_eq!(pool.read(root).unwrap(), want, "{who}");
+        // (The last block was freed and allocated again, zeroed.)
+        for &b in &blocks[..blocks.len() - 1] {
+            assert_eq!(
+                pool.read(PPtr::<u8>::from_offset(b)).unwrap(),
+                0xab,
+                "{who}"
+            );
+        }
+        let c = rewind::inspect::check_pool(&pool);
+        assert!(c.is_ok(), "{who}: {c}");
+        drop(pool);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
