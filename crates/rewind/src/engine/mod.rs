@@ -149,6 +149,23 @@ impl Engine {
         }
     }
 
+    /// Before a block freed by a committed transaction goes back to the
+    /// allocator. Under redo-async its lines may still wait in the write
+    /// cache (values committed before the free): drained first, with a
+    /// durable Log Start covering them, so that neither write-back nor
+    /// recovery stores them over the block's next use. An allocation's
+    /// zeroing drains too, but a chunk the log grows into is written
+    /// without one (its records are stored non-temporally, under the log's
+    /// latch, where no drain can run), and stale values stored there broke
+    /// the log list. (The commit ring's groups need nothing here: a
+    /// transaction drains the ring before anything reaches the bucket log.)
+    pub(crate) fn before_reuse(&self, off: u64, len: u64) -> Result<(), Error> {
+        match &self.write_back {
+            Some(wb) => wb.before_store(self, off, len),
+            None => Ok(()),
+        }
+    }
+
     /// Before a transaction appends to the bucket log, whose records'
     /// stores in place no ring group covers: the ring drained.
     pub(crate) fn before_bucket_log(&self) -> Result<(), Error> {

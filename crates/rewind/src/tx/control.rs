@@ -394,9 +394,7 @@ impl<'p> Tx<'p> {
             self.log.append(eng, &[end])?;
             self.log.undo.truncate(start.undo_len);
             // Frees the action made are final.
-            for (off, size) in self.freed.drain(freed_from..) {
-                eng.alloc.release(off, size);
-            }
+            self.release_freed(freed_from)?;
         }
         // Blocks the action allocated are the pool's now: later writes
         // into them are logged.

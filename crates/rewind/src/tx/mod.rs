@@ -468,7 +468,18 @@ impl<'p> Tx<'p> {
         }
         self.settle_ring()?;
         self.log.settle(eng)?;
-        let (off, bsize) = eng.alloc.reserve(&eng.dom, size)?;
+        let (off, bsize) = match eng.alloc.reserve(&eng.dom, size) {
+            // Under redo-async the log may hold heap chunks with records of
+            // committed groups waiting for write-back: written back, their
+            // records go and the chunks return to the heap (as a full log
+            // is drained in `TxLog::append_as`). A 2 MiB pool ran out of
+            // memory with a hash map of 1,000 entries.
+            Err(Error::OutOfMemory { .. }) if eng.write_back.is_some() => {
+                eng.sync()?;
+                eng.alloc.reserve(&eng.dom, size)?
+            }
+            r => r?,
+        };
         let draft = Draft::block(self.log.id, Kind::Alloc, off, bsize);
         if let Err(e) = self.log.append(eng, &[draft]) {
             eng.alloc.release(off, bsize);
@@ -668,7 +679,12 @@ impl<'p> Tx<'p> {
                 eng.poison(&e);
             }
         }
-        for &(off, size) in self.freed.iter().chain(&self.unalloc) {
+        if let Err(e) = self.release_freed(0) {
+            // Committed; only the drain before the blocks' reuse failed
+            // (they stay out of the allocator until the pool is reopened).
+            eng.poison(&e);
+        }
+        for &(off, size) in &self.unalloc {
             eng.alloc.release(off, size);
         }
         if eng.durability.keeps_records() && eng.log.fill() >= eng.checkpoint_fill {
@@ -677,6 +693,21 @@ impl<'p> Tx<'p> {
             if let Err(e) = eng.checkpoint() {
                 eng.poison(&e);
             }
+        }
+        Ok(())
+    }
+
+    /// Gives the blocks freed from `freed[from..]` on, whose frees are
+    /// committed, back to the allocator, each once the engine has made
+    /// sure no committed value of it can still be stored over its next use
+    /// (`Engine::before_reuse`).
+    pub(super) fn release_freed(&mut self, from: usize) -> Result<(), Error> {
+        let eng = self.eng;
+        for &(off, size) in &self.freed[from..] {
+            eng.before_reuse(off, size)?;
+        }
+        for (off, size) in self.freed.drain(from..) {
+            eng.alloc.release(off, size);
         }
         Ok(())
     }
