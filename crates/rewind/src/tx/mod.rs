@@ -283,7 +283,7 @@ impl<'p> Tx<'p> {
         self.eng.alloc.free_epoch()
     }
 
-    /// The size the pool may grow to, as [`Pool::max_size`]: no count of
+    /// The size the pool may grow to, as [`Pool::max_size`](crate::Pool::max_size): no count of
     /// blocks stored in it can exceed what that many bytes hold (a bound
     /// for a walk that a damaged length would otherwise set).
     pub fn max_size(&self) -> u64 {
