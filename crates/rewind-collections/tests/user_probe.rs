@@ -1,0 +1,585 @@
+//! A new user's programs with the collections, written from the README and
+//! `docs/collections.md` only: the whole API of each collection called the
+//! documented way, with the inputs a user tries first (empty and very long
+//! keys, keys of every `Storable` type, empty and inverted ranges, indices
+//! past the end, handles destroyed, of another type or from another pool).
+//! Each must give the documented answer or a typed error, never a panic or
+//! a wrong answer.
+
+use std::collections::BTreeMap as StdMap;
+use std::ops::Bound;
+
+use rewind::{OpenOptions, PPtr, Pool, PoolConfig};
+use rewind_collections::{BTreeMap, Blob, Error, FixedBytes, HashMap, List, Storable, Vec as PVec};
+
+fn pool(dir: &std::path::Path, name: &str) -> Pool {
+    Pool::create(dir.join(name), "probe", 16 << 20, &PoolConfig::default()).unwrap()
+}
+
+fn new_map<K: Storable, V: Storable>(p: &Pool) -> BTreeMap<K, V>
+where
+    K::Ref: Ord,
+{
+    p.transaction(|tx| BTreeMap::<K, V>::create(tx)).unwrap()
+}
+
+/// A map of `K` keys filled with `keys` (values their index), compared
+/// against std through every read.
+fn check_keys<K>(p: &Pool, keys: &[K])
+where
+    K: Storable + Ord + Clone + std::fmt::Debug + std::borrow::Borrow<K::Ref>,
+    K::Ref: Ord,
+{
+    let map = new_map::<K, u64>(p);
+    let mut model = StdMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        let old = p
+            .transaction(|tx| map.insert(tx, k.clone(), i as u64))
+            .unwrap();
+        assert_eq!(old, model.insert(k.clone(), i as u64), "{k:?}");
+    }
+    assert_eq!(map.len(p).unwrap(), model.len() as u64);
+    let got: Vec<(K, u64)> = map.iter(p).unwrap().map(|e| e.unwrap()).collect();
+    let want: Vec<(K, u64)> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    assert_eq!(got, want);
+    let rev: Vec<(K, u64)> = map.iter(p).unwrap().rev().map(|e| e.unwrap()).collect();
+    assert_eq!(rev, want.iter().rev().cloned().collect::<Vec<_>>());
+    for (k, v) in &model {
+        assert_eq!(map.get(p, k.borrow()).unwrap(), Some(*v), "{k:?}");
+    }
+    map.check_invariants(p).unwrap();
+    // Remove every other key, then the rest.
+    for (i, k) in model.keys().enumerate() {
+        if i % 2 == 0 {
+            let v = p.transaction(|tx| map.remove(tx, k.borrow())).unwrap();
+            assert!(v.is_some(), "{k:?}");
+        }
+    }
+    map.check_invariants(p).unwrap();
+    p.transaction(|tx| map.clear(tx)).unwrap();
+    assert!(map.is_empty(p).unwrap());
+    assert_eq!(map.iter(p).unwrap().count(), 0);
+    p.transaction(|tx| map.destroy(tx)).unwrap();
+}
+
+#[test]
+fn keys_of_every_storable_type_order_as_std() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "k.pool");
+    check_keys::<u8>(&p, &(0..=255).rev().collect::<Vec<u8>>());
+    check_keys::<i8>(&p, &(-128..=127).collect::<Vec<i8>>());
+    check_keys::<i16>(&p, &[i16::MIN, -1, 0, 1, i16::MAX, -300, 300]);
+    check_keys::<i32>(&p, &[i32::MIN, -1, 0, 1, i32::MAX]);
+    let i64s: Vec<i64> = (0..300).map(|i| (i - 150) * 1_000_000_007).collect();
+    check_keys::<i64>(&p, &i64s);
+    check_keys::<i128>(&p, &[i128::MIN, -1, 0, 1, i128::MAX]);
+    check_keys::<u128>(&p, &[0, 1, u128::MAX, 1 << 64, (1 << 64) - 1]);
+    check_keys::<isize>(&p, &[isize::MIN, -5, 0, 5, isize::MAX]);
+    check_keys::<usize>(&p, &[0, 5, usize::MAX]);
+    check_keys::<u64>(
+        &p,
+        &(0..500u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect::<Vec<_>>(),
+    );
+    check_keys::<[u8; 3]>(&p, &[[0, 0, 0], [255, 0, 0], [0, 0, 255], [1, 2, 3]]);
+    check_keys::<[u64; 2]>(&p, &[[0, 1], [1, 0], [u64::MAX, 0], [0, u64::MAX]]);
+    check_keys::<FixedBytes<8>>(
+        &p,
+        &["", "a", "ab", "abc", "b", "zzzzzzzz", "\0", "\0\0"]
+            .iter()
+            .map(|s| FixedBytes::new(s).unwrap())
+            .collect::<Vec<_>>(),
+    );
+    check_keys::<FixedBytes<0>>(&p, &[FixedBytes::new("").unwrap()]);
+    let mut strings: Vec<String> = vec![
+        String::new(),
+        "a".into(),
+        "\0".into(),
+        "é".into(),
+        "x".repeat(27),
+        "x".repeat(28),
+        "x".repeat(29),
+        "x".repeat(35),
+        "x".repeat(36),
+        "x".repeat(37),
+        "x".repeat(100_000),
+    ];
+    for i in 0..60 {
+        strings.push(format!("{}{i:03}", "p".repeat(40)));
+    }
+    check_keys::<String>(&p, &strings);
+    let bytes: Vec<Vec<u8>> = strings
+        .iter()
+        .map(|s| s.clone().into_bytes())
+        .chain([vec![0xff; 40], vec![0xff; 36], vec![0, 0xff]])
+        .collect();
+    check_keys::<Vec<u8>>(&p, &bytes);
+}
+
+#[test]
+fn empty_and_very_long_keys_and_values_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "l.pool");
+    let map = new_map::<String, Vec<u8>>(&p);
+    let long_key = "k".repeat(1 << 20);
+    let long_val = vec![7u8; 3 << 20];
+    p.transaction(|tx| {
+        map.insert(tx, String::new(), Vec::new())?;
+        map.insert(tx, long_key.clone(), long_val.clone())
+    })
+    .unwrap();
+    assert_eq!(map.get(&p, "").unwrap(), Some(Vec::new()));
+    assert_eq!(map.get(&p, &long_key).unwrap().as_ref(), Some(&long_val));
+    assert!(map.contains_key(&p, "").unwrap());
+    assert!(!map.contains_key(&p, &long_key[1..]).unwrap());
+    assert_eq!(
+        map.first_key_value(&p).unwrap(),
+        Some((String::new(), Vec::new()))
+    );
+    assert_eq!(map.last_key_value(&p).unwrap().unwrap().0, long_key);
+    // A value larger than the pool can hold is OutOfMemory (or LogFull),
+    // the transaction rolls back, the map is as it was.
+    let e = p
+        .transaction(|tx| map.insert(tx, "big".into(), vec![1u8; 64 << 20]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Pool(rewind::Error::OutOfMemory { .. } | rewind::Error::LogFull { .. })
+        ),
+        "{e:?}"
+    );
+    assert_eq!(map.len(&p).unwrap(), 2);
+    assert_eq!(map.get(&p, "big").unwrap(), None);
+    map.check_invariants(&p).unwrap();
+    // Replacing a long value with an empty one and back frees and
+    // allocates its block.
+    let blocks = p.alloc_stats().bytes_used;
+    p.transaction(|tx| map.insert(tx, long_key.clone(), Vec::new()))
+        .unwrap();
+    assert!(p.alloc_stats().bytes_used < blocks);
+    p.transaction(|tx| map.remove(tx, &long_key)).unwrap();
+    p.transaction(|tx| map.remove(tx, "")).unwrap();
+    assert!(map.is_empty(&p).unwrap());
+}
+
+#[test]
+fn ranges_of_every_shape_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "r.pool");
+    let map = p
+        .transaction(|tx| BTreeMap::<u64, u64>::create_with_fanout(tx, 4))
+        .unwrap();
+    p.transaction(|tx| {
+        for k in (0..200).step_by(2) {
+            map.insert(tx, k, k * 10)?;
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    let model: StdMap<u64, u64> = (0..200).step_by(2).map(|k| (k, k * 10)).collect();
+    let bounds = |x: u64| [Bound::Included(x), Bound::Excluded(x), Bound::Unbounded];
+    for a in [0u64, 1, 50, 51, 198, 199, 500, u64::MAX] {
+        for b in [0u64, 1, 50, 51, 198, 199, 500, u64::MAX] {
+            for lo in bounds(a) {
+                for hi in bounds(b) {
+                    let got: Result<Vec<(u64, u64)>, Error> =
+                        map.range(&p, (lo, hi)).and_then(|it| it.collect());
+                    // std panics on an inverted or empty-excluded range;
+                    // here it is empty or an InvalidArgument.
+                    let inverted = match (lo, hi) {
+                        (Bound::Included(x), Bound::Included(y)) => x > y,
+                        (Bound::Included(x) | Bound::Excluded(x), Bound::Excluded(y))
+                        | (Bound::Excluded(x), Bound::Included(y)) => {
+                            x > y
+                                || x == y
+                                    && matches!((lo, hi), (Bound::Excluded(_), Bound::Excluded(_)))
+                        }
+                        _ => false,
+                    };
+                    if inverted {
+                        match got {
+                            Ok(v) => assert!(v.is_empty(), "{lo:?}..{hi:?}: {v:?}"),
+                            Err(e) => assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}"),
+                        }
+                        continue;
+                    }
+                    let want: Vec<(u64, u64)> =
+                        model.range((lo, hi)).map(|(k, v)| (*k, *v)).collect();
+                    assert_eq!(got.unwrap(), want, "{lo:?}..{hi:?}");
+                    let back: Vec<(u64, u64)> = map
+                        .range(&p, (lo, hi))
+                        .unwrap()
+                        .rev()
+                        .map(|e| e.unwrap())
+                        .collect();
+                    assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+    // Both ends of one iterator meet once.
+    let mut it = map.iter(&p).unwrap();
+    let mut seen = 0;
+    loop {
+        let f = it.next();
+        let b = it.next_back();
+        seen += f.is_some() as usize + b.is_some() as usize;
+        if f.is_none() && b.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, 100);
+    // String ranges.
+    let smap = new_map::<String, u64>(&p);
+    p.transaction(|tx| {
+        for s in ["", "a", "ab", "b", "ba", "c"] {
+            smap.insert(tx, s.into(), 1)?;
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    let keys = |r: (Bound<&str>, Bound<&str>)| -> Vec<String> {
+        smap.range(&p, r).unwrap().map(|e| e.unwrap().0).collect()
+    };
+    assert_eq!(
+        keys((Bound::Included("a"), Bound::Excluded("b"))),
+        ["a", "ab"]
+    );
+    assert_eq!(
+        keys((Bound::Excluded(""), Bound::Included("b"))),
+        ["a", "ab", "b"]
+    );
+    assert_eq!(
+        keys((Bound::Unbounded, Bound::Excluded(""))),
+        Vec::<String>::new()
+    );
+    let r: Result<Vec<_>, _> = smap
+        .range(&p, (Bound::Included("c"), Bound::Included("a")))
+        .and_then(|it| it.collect());
+    match r {
+        Ok(v) => assert!(v.is_empty()),
+        Err(e) => assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}"),
+    }
+}
+
+#[test]
+fn the_std_like_calls_on_empty_and_full_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "s.pool");
+    let map = new_map::<u64, [u64; 3]>(&p);
+    assert_eq!(map.first_key_value(&p).unwrap(), None);
+    assert_eq!(map.last_key_value(&p).unwrap(), None);
+    p.transaction(|tx| {
+        assert_eq!(map.pop_first(tx)?, None);
+        assert_eq!(map.pop_last(tx)?, None);
+        assert_eq!(map.remove(tx, &1)?, None);
+        assert_eq!(map.update(tx, &1, |v| v[0] += 1)?, None);
+        map.retain(tx, |_, _| false)?;
+        map.clear(tx)?;
+        assert_eq!(map.len_tx(tx)?, 0);
+        assert_eq!(map.first_key_value_tx(tx)?, None);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    p.transaction(|tx| {
+        for k in 0..1000u64 {
+            assert_eq!(map.insert(tx, k, [k; 3])?, None);
+        }
+        assert_eq!(map.insert(tx, 5, [0; 3])?, Some([5; 3]));
+        assert_eq!(
+            map.update(tx, &6, |v| {
+                v[1] = 66;
+                v[1]
+            })?,
+            Some(66)
+        );
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    assert_eq!(map.get(&p, &6).unwrap(), Some([6, 66, 6]));
+    assert_eq!(map.get(&p, &5).unwrap(), Some([0; 3]));
+    p.transaction(|tx| {
+        assert_eq!(map.pop_first(tx)?, Some((0, [0; 3])));
+        assert_eq!(map.pop_last(tx)?, Some((999, [999; 3])));
+        map.retain(tx, |k, _| k % 3 == 0)
+    })
+    .unwrap();
+    let keys: Vec<u64> = map.iter(&p).unwrap().map(|e| e.unwrap().0).collect();
+    let want: Vec<u64> = (1..999).filter(|k| k % 3 == 0).collect();
+    assert_eq!(keys, want);
+    map.check_invariants(&p).unwrap();
+    // A rolled-back transaction's changes are gone, its reads saw them.
+    let e = p
+        .transaction(|tx| {
+            map.clear(tx)?;
+            assert_eq!(map.len_tx(tx)?, 0);
+            assert_eq!(map.iter_tx(tx)?.count(), 0);
+            Err::<(), _>(Error::Pool(rewind::Error::Aborted))
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::Pool(rewind::Error::Aborted)));
+    assert_eq!(map.len(&p).unwrap(), want.len() as u64);
+    // clear, then reuse; destroy, then the handle is refused.
+    p.transaction(|tx| map.clear(tx)).unwrap();
+    p.transaction(|tx| map.insert(tx, 1, [1; 3])).unwrap();
+    assert_eq!(map.len(&p).unwrap(), 1);
+    p.transaction(|tx| map.destroy(tx)).unwrap();
+    assert!(map.len(&p).is_err());
+    assert!(map.get(&p, &1).is_err());
+    assert!(p.transaction(|tx| map.insert(tx, 2, [2; 3])).is_err());
+    assert!(map
+        .iter(&p)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .is_err());
+}
+
+#[test]
+fn handles_of_another_type_kind_or_pool_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = pool(dir.path(), "a.pool");
+    let b = pool(dir.path(), "b.pool");
+    let map = new_map::<u64, u64>(&a);
+    a.transaction(|tx| map.insert(tx, 1, 1)).unwrap();
+    // Other types of the same size.
+    let wrong = BTreeMap::<i64, u64>::from_ptr(map.as_ptr().cast());
+    let e = wrong.get(&a, &1).unwrap_err();
+    assert!(matches!(e, Error::TypeMismatch { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("i64") && msg.contains("u64"), "{msg}");
+    let e = a.transaction(|tx| wrong.insert(tx, 1, 1)).unwrap_err();
+    assert!(matches!(e, Error::TypeMismatch { .. }), "{e:?}");
+    // Another kind of collection.
+    let h = HashMap::<u64, u64>::from_ptr(map.as_ptr().cast());
+    let e = h.get(&a, &1).unwrap_err();
+    assert!(matches!(e, Error::WrongMagic { .. }), "{e:?}");
+    let v = PVec::<u64>::from_ptr(map.as_ptr().cast());
+    assert!(matches!(v.len(&a).unwrap_err(), Error::WrongMagic { .. }));
+    let l = List::<u64>::from_ptr(map.as_ptr().cast());
+    assert!(matches!(l.len(&a).unwrap_err(), Error::WrongMagic { .. }));
+    let bl = Blob::from_ptr(map.as_ptr().cast());
+    assert!(matches!(bl.len(&a).unwrap_err(), Error::WrongMagic { .. }));
+    // Null and absurd handles.
+    for off in [0u64, 8, 1 << 40, u64::MAX] {
+        let m = BTreeMap::<u64, u64>::from_ptr(PPtr::from_offset(off));
+        assert!(m.get(&a, &1).is_err());
+        assert!(m
+            .iter(&a)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .is_err());
+        assert!(a.transaction(|tx| m.insert(tx, 1, 1)).is_err());
+        assert!(a.transaction(|tx| m.destroy(tx)).is_err());
+        let hm = HashMap::<u64, u64>::from_ptr(PPtr::from_offset(off));
+        assert!(hm.get(&a, &1).is_err());
+        let v = PVec::<u64>::from_ptr(PPtr::from_offset(off));
+        assert!(v.get(&a, 0).is_err());
+        let l = List::<u64>::from_ptr(PPtr::from_offset(off));
+        assert!(l.front(&a).is_err());
+        let bl = Blob::from_ptr(PPtr::from_offset(off));
+        assert!(bl.read(&a).is_err());
+    }
+    // The handle used with another pool: an error, and that pool intact.
+    b.transaction(|tx| {
+        let r: PPtr<u64> = tx.root()?;
+        tx.write(r, &9)
+    })
+    .unwrap();
+    assert!(map.get(&b, &1).is_err());
+    assert!(map.len(&b).is_err());
+    assert!(b.transaction(|tx| map.insert(tx, 2, 2)).is_err());
+    assert!(b.transaction(|tx| map.clear(tx)).is_err());
+    assert!(b.transaction(|tx| map.destroy(tx)).is_err());
+    assert_eq!(b.read(b.root::<u64>().unwrap().unwrap()).unwrap(), 9);
+    assert_eq!(map.get(&a, &1).unwrap(), Some(1));
+    // A map of pool `b` at the same offset as `a`'s (both made first):
+    // same types, so a handle of one reads the other; the user's to keep
+    // apart (a handle is an offset). Only check nothing breaks.
+    let mb = new_map::<u64, u64>(&b);
+    let _ = mb.get(&a, &1);
+}
+
+#[test]
+fn vec_list_blob_hash_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "v.pool");
+    // Vec.
+    let v = p.transaction(|tx| PVec::<u64>::create(tx)).unwrap();
+    assert_eq!(v.get(&p, 0).unwrap(), None);
+    assert_eq!(v.get(&p, u64::MAX).unwrap(), None);
+    let e = p.transaction(|tx| v.set(tx, 0, 1)).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    assert_eq!(p.transaction(|tx| v.pop(tx)).unwrap(), None);
+    p.transaction(|tx| {
+        for i in 0..100 {
+            v.push(tx, i)?;
+        }
+        v.set(tx, 99, 7)
+    })
+    .unwrap();
+    let e = p.transaction(|tx| v.set(tx, 100, 1)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::IndexOutOfBounds {
+                index: 100,
+                len: 100,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = p.transaction(|tx| v.set(tx, u64::MAX, 1)).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    assert_eq!(v.get(&p, 99).unwrap(), Some(7));
+    assert_eq!(v.to_vec(&p).unwrap().len(), 100);
+    p.transaction(|tx| v.clear(tx)).unwrap();
+    assert!(v.is_empty(&p).unwrap());
+    p.transaction(|tx| v.destroy(tx)).unwrap();
+    assert!(v.len(&p).is_err());
+    // List.
+    let l = p.transaction(|tx| List::<u32>::create(tx)).unwrap();
+    let other = p.transaction(|tx| List::<u32>::create(tx)).unwrap();
+    assert_eq!(l.front(&p).unwrap(), None);
+    assert_eq!(l.cursor(&p, 0).unwrap(), None);
+    assert_eq!(p.transaction(|tx| l.pop_front(tx)).unwrap(), None);
+    let e = p.transaction(|tx| l.remove(tx, 0)).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    p.transaction(|tx| {
+        for i in 0..10 {
+            l.push_back(tx, i)?;
+            other.push_front(tx, i)?;
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    let c = l.cursor(&p, 3).unwrap().unwrap();
+    let oc = other.cursor(&p, 3).unwrap().unwrap();
+    // A cursor at an element inside another list of the same type (its
+    // neighbours link to it): refused, and neither list changes. (It was
+    // unlinked from the other list through this one's header.)
+    let e = p.transaction(|tx| l.remove_at(tx, oc)).unwrap_err();
+    assert!(matches!(e, Error::InvalidCursor { .. }), "{e:?}");
+    assert!(matches!(l.value(&p, oc), Err(Error::InvalidCursor { .. })));
+    for end in [0, 9] {
+        let oc = other.cursor(&p, end).unwrap().unwrap();
+        let e = p.transaction(|tx| l.remove_at(tx, oc)).unwrap_err();
+        assert!(matches!(e, Error::InvalidCursor { .. }), "{e:?}");
+    }
+    assert_eq!(l.len(&p).unwrap(), 10);
+    assert_eq!(other.len(&p).unwrap(), 10);
+    other.check_invariants(&p).unwrap();
+    l.check_invariants(&p).unwrap();
+    // Every cursor of the list itself is accepted.
+    for i in 0..10 {
+        let c = l.cursor(&p, i).unwrap().unwrap();
+        assert_eq!(l.value(&p, c).unwrap(), i as u32);
+    }
+    assert_eq!(p.transaction(|tx| l.remove_at(tx, c)).unwrap(), 3);
+    let e = p.transaction(|tx| l.remove_at(tx, c)).unwrap_err();
+    assert!(matches!(e, Error::InvalidCursor { .. }), "{e:?}");
+    assert!(l.value(&p, c).is_err());
+    assert!(l.next(&p, c).is_err());
+    let e = p.transaction(|tx| l.remove(tx, 9)).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    let all: Vec<u32> = l.iter(&p).unwrap().map(|e| e.unwrap()).collect();
+    assert_eq!(all, [0, 1, 2, 4, 5, 6, 7, 8, 9]);
+    l.check_invariants(&p).unwrap();
+    // Blob.
+    let b = p.transaction(|tx| Blob::create(tx)).unwrap();
+    assert_eq!(b.read(&p).unwrap(), Vec::<u8>::new());
+    let mut one = [0u8; 1];
+    let e = b.read_at(&p, 0, &mut one).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    b.read_at(&p, 0, &mut []).unwrap();
+    let e = p.transaction(|tx| b.write_at(tx, 1, b"x")).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    let e = p
+        .transaction(|tx| b.write_at(tx, u64::MAX, b"x"))
+        .unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    p.transaction(|tx| b.append(tx, b"")).unwrap();
+    p.transaction(|tx| b.append(tx, b"hello")).unwrap();
+    let e = b.read_at(&p, u64::MAX, &mut one).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    p.transaction(|tx| b.truncate(tx, 100)).map_or_else(
+        |e| assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}"),
+        |()| (),
+    );
+    assert_eq!(b.read(&p).unwrap(), b"hello");
+    p.transaction(|tx| b.truncate(tx, 0)).unwrap();
+    p.transaction(|tx| b.shrink_to_fit(tx)).unwrap();
+    assert!(b.is_empty(&p).unwrap());
+    let big = vec![3u8; 5 << 20];
+    p.transaction(|tx| b.replace(tx, &big)).unwrap();
+    assert_eq!(b.read(&p).unwrap(), big);
+    let e = p
+        .transaction(|tx| b.append(tx, &vec![0u8; 64 << 20]))
+        .unwrap_err();
+    assert!(matches!(e, Error::Pool(_)), "{e:?}");
+    assert_eq!(b.len(&p).unwrap(), 5 << 20);
+    // HashMap with FixedBytes keys, empty and full.
+    let h = p
+        .transaction(|tx| HashMap::<FixedBytes<16>, u64>::create(tx))
+        .unwrap();
+    let k = |s: &str| FixedBytes::<16>::new(s).unwrap();
+    assert!(matches!(
+        FixedBytes::<16>::new("x".repeat(17)),
+        Err(Error::TooLong {
+            len: 17,
+            max: 16,
+            ..
+        })
+    ));
+    p.transaction(|tx| {
+        assert_eq!(h.insert(tx, k(""), 1)?, None);
+        assert_eq!(h.insert(tx, k(""), 2)?, Some(1));
+        assert_eq!(h.insert(tx, k(&"y".repeat(16)), 3)?, None);
+        assert_eq!(h.remove(tx, &k("nope"))?, None);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    assert_eq!(h.get(&p, &k("")).unwrap(), Some(2));
+    let mut entries = h.entries(&p).unwrap();
+    entries.sort();
+    assert_eq!(entries.len(), 2);
+    h.check_invariants(&p).unwrap();
+    p.transaction(|tx| h.destroy(tx)).unwrap();
+    assert!(h.get(&p, &k("")).is_err());
+}
+
+#[test]
+fn a_reopened_pool_keeps_every_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("re.pool");
+    let p = Pool::create(&path, "probe", 16 << 20, &PoolConfig::default()).unwrap();
+    let (m, s) = p
+        .transaction(|tx| {
+            let m = BTreeMap::<u64, u64>::create(tx)?;
+            let s = BTreeMap::<String, String>::create(tx)?;
+            let r: PPtr<[PPtr<u8>; 2]> = tx.root_named("maps")?;
+            tx.write(r, &[m.as_ptr().cast(), s.as_ptr().cast()])?;
+            m.insert(tx, 1, 2)?;
+            s.insert(tx, "k".repeat(50), "v".repeat(50))?;
+            Ok::<_, Error>((m, s))
+        })
+        .unwrap();
+    drop(p);
+    let p = Pool::open(&path, "probe", &OpenOptions::default()).unwrap();
+    let r = p.root_named::<[PPtr<u8>; 2]>("maps").unwrap().unwrap();
+    let [a, b] = p.read(r).unwrap();
+    assert_eq!(a.offset(), m.as_ptr().offset());
+    let m2 = BTreeMap::<u64, u64>::from_ptr(a.cast());
+    let s2 = BTreeMap::<String, String>::from_ptr(b.cast());
+    assert_eq!(m2.get(&p, &1).unwrap(), Some(2));
+    assert_eq!(s2.get(&p, &"k".repeat(50)).unwrap(), Some("v".repeat(50)));
+    assert_eq!(s.len(&p).unwrap(), 1);
+    // The String tree read as Vec<u8>: TypeMismatch naming both.
+    let wrong = BTreeMap::<Vec<u8>, String>::from_ptr(b.cast());
+    let e = wrong.get(&p, b"k").unwrap_err();
+    assert!(matches!(e, Error::TypeMismatch { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("String") && e.to_string().contains("Vec<u8>"),
+        "{e}"
+    );
+}
