@@ -789,3 +789,139 @@ fn error_messages_name_the_problem_and_what_to_do() {
     let e = pool.read(PPtr::<u64>::null()).unwrap_err();
     assert!(e.to_string().contains("null"), "{e}");
 }
+
+// The README's code blocks for `rewind`, word for word between the markers
+// (the test below compares them), run as a user runs them. The
+// named-roots block backs up to "/backups/bank-copy.pool"; here to a
+// temporary path named `backup`, which the comparison puts back.
+
+#[rustfmt::skip]
+fn readme_named_roots(path: &Path, backup: &Path) -> Result<(), Error> {
+    // README begin
+    use rewind::{field, Error, PPtr, Pod, Pool, PoolConfig, Typed, Zeroable};
+
+    #[derive(Clone, Copy, Pod, Zeroable)]
+    #[bytemuck(crate = "rewind::bytemuck")]
+    #[repr(C)]
+    struct Account { id: u64, balance: u64 }
+    impl Typed for Account {
+        fn type_name() -> String { "bank::Account".into() }
+    }
+
+    let pool = Pool::open_or_create(&path, "bank", 64 << 20, &PoolConfig::default())?;
+    let acc: PPtr<Account> = pool.transaction(|tx| tx.root_named("accounts"))?;
+    pool.transaction(|tx| tx.write(field!(acc, Account, balance), &100))?;
+    assert!(matches!(
+        pool.transaction(|tx| tx.root_named::<[u64; 2]>("accounts")),
+        Err(Error::TypeMismatch { .. })
+    ));
+    pool.backup_to(backup)?; // one committed state, others keep committing
+    // README end
+    pool.close()?;
+    let copy = Pool::open(backup, "bank", &OpenOptions::default())?;
+    let acc = copy.root_named::<Account>("accounts")?.expect("in the copy");
+    assert_eq!(copy.read(acc)?.balance, 100);
+    assert_eq!(copy.read(acc)?.id, 0);
+    Ok(())
+}
+
+#[rustfmt::skip]
+#[allow(unused_variables)]
+fn readme_growth(path: &Path) -> Result<(), Error> {
+    // README begin
+    let cfg = PoolConfig::default().max_size(1 << 30);
+    let pool = Pool::create(&path, "big", 8 << 20, &cfg)?;
+    let block = pool.transaction(|tx| tx.alloc_bytes(256 << 20))?; // the file grows
+    assert!(pool.size() > 256 << 20);
+    // README end
+    Ok(())
+}
+
+#[rustfmt::skip]
+fn readme_savepoint(pool: &Pool) -> Result<(), Error> {
+    // README begin
+    let slot: PPtr<u64> = pool.transaction(|tx| tx.root())?;
+    pool.transaction(|tx| {
+        tx.write(slot, &1)?;
+        let sp = tx.savepoint()?;
+        tx.write(slot, &2)?;
+        tx.rollback_to(sp)?;                                     // slot is 1 again, crash-safe
+        tx.write(slot, &3)                                       // commits 3
+    })?;
+    assert_eq!(pool.read(slot)?, 3);
+    // README end
+    Ok(())
+}
+
+/// The `rust` blocks of README.md after the first (the collections'
+/// example, `rewind-collections/examples/readme.rs`) and before the
+/// SQLite one (`rewind-sqlite/examples/readme.rs`).
+fn readme_blocks() -> Vec<String> {
+    let readme = include_str!("../../../README.md");
+    readme
+        .split("```rust\n")
+        .skip(1)
+        .map(|b| b[..b.find("```").expect("a closed block")].to_string())
+        .collect()
+}
+
+/// This file's copies of them, unindented.
+fn our_blocks() -> Vec<String> {
+    let src = include_str!("user_probe.rs");
+    src.split("    // README begin\n")
+        .skip(1)
+        .map(|b| {
+            let b = &b[..b.find("    // README end").expect("an end marker")];
+            b.lines()
+                .map(|l| l.strip_prefix("    ").unwrap_or(l))
+                .map(|l| {
+                    l.replace(
+                        "backup_to(backup)",
+                        "backup_to(\"/backups/bank-copy.pool\")",
+                    )
+                })
+                .map(|l| l + "\n")
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn readme_rewind_examples_are_these_word_for_word() {
+    let readme = readme_blocks();
+    let ours = our_blocks();
+    assert_eq!(
+        readme.len(),
+        5,
+        "README's rust blocks changed: update this test"
+    );
+    assert_eq!(ours.len(), 3);
+    assert_eq!(ours[0], readme[1], "README's named-roots block");
+    assert_eq!(ours[1], readme[2], "README's growth block");
+    assert_eq!(ours[2], readme[3], "README's savepoint block");
+}
+
+#[test]
+fn readme_rewind_examples_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.pool");
+    readme_named_roots(&path, &dir.path().join("bank-copy.pool")).unwrap();
+    // Again on the pool it made: open_or_create opens it and the root is
+    // found; a backup path that exists is refused, never replaced.
+    let e = readme_named_roots(&path, &dir.path().join("bank-copy.pool")).unwrap_err();
+    assert!(
+        matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists),
+        "{e:?}"
+    );
+    readme_named_roots(&path, &dir.path().join("bank-copy-2.pool")).unwrap();
+    readme_growth(&dir.path().join("big.pool")).unwrap();
+    let pool = Pool::create(
+        dir.path().join("sp.pool"),
+        "sp",
+        4 << 20,
+        &PoolConfig::default(),
+    )
+    .unwrap();
+    readme_savepoint(&pool).unwrap();
+    readme_savepoint(&pool).unwrap();
+}
