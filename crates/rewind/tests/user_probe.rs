@@ -925,3 +925,189 @@ fn readme_rewind_examples_run() {
     readme_savepoint(&pool).unwrap();
     readme_savepoint(&pool).unwrap();
 }
+
+#[test]
+fn nested_top_actions_and_savepoints_used_across_their_frames() {
+    for cfg in configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, pool) = create(dir.path(), "nta.pool", &cfg);
+        let r: PPtr<[u64; 4]> = pool.transaction(|tx| tx.root()).unwrap();
+        let w = |i: u64| r.cast::<u64>().at(i);
+        // An action's effects outlive the enclosing transaction's abort;
+        // a savepoint from inside it is dead once it ends; one from
+        // outside cannot be rolled back to from inside.
+        let e = pool
+            .transaction(|tx| {
+                tx.write(w(0), &1)?;
+                let outer = tx.savepoint()?;
+                let inner = tx.nested_top_action(|tx| {
+                    tx.write(w(1), &2)?;
+                    let e = tx.rollback_to(outer).unwrap_err();
+                    assert!(matches!(e, Error::InvalidSavepoint { .. }), "{e:?}");
+                    let sp = tx.savepoint()?;
+                    tx.write(w(2), &3)?;
+                    Ok::<_, Error>(sp)
+                })?;
+                let e = tx.rollback_to(inner).unwrap_err();
+                assert!(matches!(e, Error::InvalidSavepoint { .. }), "{e:?}");
+                // Nested in a nested one.
+                tx.nested_top_action(|tx| {
+                    tx.nested_top_action(|tx| tx.write(w(3), &4))?;
+                    Ok::<_, Error>(())
+                })?;
+                Err::<(), _>(Error::Aborted)
+            })
+            .unwrap_err();
+        assert!(matches!(e, Error::Aborted), "{cfg:?}: {e:?}");
+        assert_eq!(pool.read(r).unwrap(), [0, 2, 3, 4], "{cfg:?}");
+        // An action that fails is undone whole; the transaction goes on.
+        pool.transaction(|tx| {
+            let e = tx
+                .nested_top_action(|tx| {
+                    tx.write(w(1), &20)?;
+                    Err::<(), _>(Error::Aborted)
+                })
+                .unwrap_err();
+            assert!(matches!(e, Error::Aborted));
+            tx.write(w(0), &10)
+        })
+        .unwrap();
+        assert_eq!(pool.read(r).unwrap(), [10, 2, 3, 4], "{cfg:?}");
+        // A panic inside an action rolls the whole transaction back and
+        // leaves the pool usable.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.transaction(|tx| -> Result<(), Error> {
+                tx.write(w(0), &99)?;
+                tx.nested_top_action(|tx| -> Result<(), Error> {
+                    tx.write(w(1), &99)?;
+                    panic!("user panic in an action")
+                })
+            })
+        }));
+        assert!(caught.is_err());
+        let now = pool.read(r).unwrap();
+        assert_eq!(now[0], 10, "{cfg:?}");
+        // The action had not ended: it is undone with the transaction.
+        assert_eq!(now[1], 2, "{cfg:?}: {now:?}");
+        pool.transaction(|tx| tx.write(w(2), &30)).unwrap();
+        pool.close().unwrap();
+        let pool = Pool::open(&path, "probe", &OpenOptions::default()).unwrap();
+        let after = pool.read(r).unwrap();
+        assert_eq!(after, [10, now[1], 30, 4], "{cfg:?}");
+        pool.close().unwrap();
+    }
+}
+
+#[test]
+fn locks_on_bad_objects_and_isolated_reads_of_bad_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, pool) = create(dir.path(), "lk.pool", &PoolConfig::default());
+    let r: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+    pool.transaction(|tx| {
+        let e = tx.lock(PPtr::<u64>::null()).unwrap_err();
+        assert!(matches!(e, Error::NullPointer { .. }), "{e:?}");
+        let e = tx.lock_shared(PPtr::<u64>::from_offset(8)).unwrap_err();
+        assert!(matches!(e, Error::NotInHeap { .. }), "{e:?}");
+        let e = tx.lock(PPtr::<u64>::from_offset(u64::MAX)).unwrap_err();
+        assert!(matches!(e, Error::NotInHeap { .. }), "{e:?}");
+        // Twice, and shared then exclusive: the holder's own.
+        tx.lock_shared(r)?;
+        tx.lock(r)?;
+        tx.lock(r)?;
+        tx.lock_shared(r)?;
+        tx.write(r, &1)
+    })
+    .unwrap();
+    for key in [0u64, 8, u64::MAX, r.offset()] {
+        let v = pool.read_isolated(key, |rd| {
+            let mut b = [0u8; 8];
+            rd.read_bytes(r.offset(), &mut b)?;
+            Ok::<_, Error>(u64::from_le_bytes(b))
+        });
+        match v {
+            Ok(v) => assert_eq!(v, 1),
+            Err(e) => assert!(
+                matches!(e, Error::NullPointer { .. } | Error::NotInHeap { .. }),
+                "{key}: {e:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn bad_root_names_and_layout_names_are_invalid_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, pool) = create(dir.path(), "nm.pool", &PoolConfig::default());
+    // 46 bytes and a 2-byte character: 48 bytes.
+    let over = format!("{}é", "a".repeat(46));
+    for bad in ["a\0b", over.as_str()] {
+        let e = pool
+            .transaction(|tx| tx.root_named::<u64>(bad))
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig { .. }), "{bad:?}: {e:?}");
+        let e = pool.root_named::<u64>(bad).unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig { .. }), "{bad:?}: {e:?}");
+    }
+    let fits = format!("{}é", "a".repeat(45));
+    pool.transaction(|tx| tx.root_named::<u64>(&fits)).unwrap();
+    for bad in ["a\0b".to_string(), "l".repeat(64)] {
+        let e = Pool::create(
+            dir.path().join("x.pool"),
+            &bad,
+            4 << 20,
+            &PoolConfig::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig { .. }), "{bad:?}: {e:?}");
+        assert!(!dir.path().join("x.pool").exists());
+    }
+    let ok = "l".repeat(63);
+    Pool::create(
+        dir.path().join("y.pool"),
+        &ok,
+        4 << 20,
+        &PoolConfig::default(),
+    )
+    .unwrap()
+    .close()
+    .unwrap();
+    Pool::open(dir.path().join("y.pool"), &ok, &OpenOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    // Create over an existing pool or file: refused, the file kept.
+    let e = Pool::create(
+        dir.path().join("y.pool"),
+        "other",
+        4 << 20,
+        &PoolConfig::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e:?}");
+    Pool::open(dir.path().join("y.pool"), &ok, &OpenOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    // A zero-filled file of a pool's size, and a pool cut in half.
+    let zeros = dir.path().join("zeros");
+    std::fs::write(&zeros, vec![0u8; 4 << 20]).unwrap();
+    let e = Pool::open(&zeros, "probe", &OpenOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::NotAPool { .. }), "{e:?}");
+    let half = dir.path().join("half");
+    std::fs::copy(dir.path().join("y.pool"), &half).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&half).unwrap();
+    f.set_len(2 << 20).unwrap();
+    drop(f);
+    let e = Pool::open(&half, &ok, &OpenOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::Truncated { .. }), "{e:?}");
+    // Open options out of range.
+    let e = Pool::open(
+        dir.path().join("y.pool"),
+        &ok,
+        &OpenOptions::default().write_back(WriteBack::Lru { lines: 1 }),
+    );
+    match e {
+        Ok(p) => p.close().unwrap(), // not RedoAsync: unused
+        Err(e) => assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}"),
+    }
+}
