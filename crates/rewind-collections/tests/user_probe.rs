@@ -714,3 +714,79 @@ fn a_scan_outliving_its_tree_ends_with_an_error() {
     assert!(hi.take(200).all(|e| e.map_or(true, |(k, v)| k == v)));
     assert!(li.take(200).filter(|e| e.is_ok()).count() < 100);
 }
+
+/// A small seeded generator (no wall clock, no dependency).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Multi-byte characters placed across the 28-byte prefix and the 36-byte
+/// inline bounds, with shared prefixes, so separators are cut near
+/// character boundaries.
+fn utf8_key(rng: &mut Rng) -> String {
+    const PARTS: [&str; 8] = ["a", "é", "€", "𝄞", "z", "ß", "\u{7f}", "\u{80}"];
+    let lead = ["", "x", "xx", "xxx"][rng.below(4) as usize];
+    let mut s = format!("{lead}{}", "p".repeat(24 + rng.below(14) as usize));
+    for _ in 0..rng.below(6) {
+        s.push_str(PARTS[rng.below(8) as usize]);
+    }
+    s
+}
+
+#[test]
+fn string_keys_with_multibyte_characters_at_every_bound_agree_with_std() {
+    let cases: u64 = std::env::var("REWIND_PROBE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    for seed in 1..=cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("u.pool");
+        let p = Pool::create(&path, "probe", 16 << 20, &PoolConfig::default()).unwrap();
+        let map = p
+            .transaction(|tx| BTreeMap::<String, String>::create_with_fanout(tx, 4))
+            .unwrap();
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut model: StdMap<String, String> = StdMap::new();
+        for step in 0..400 {
+            let k = utf8_key(&mut rng);
+            if rng.below(3) == 0 && !model.is_empty() {
+                let victim = model.keys().nth(rng.below(model.len() as u64) as usize).cloned().unwrap();
+                let got = p.transaction(|tx| map.remove(tx, &victim)).unwrap();
+                assert_eq!(got, model.remove(&victim), "seed {seed} step {step}");
+            } else {
+                let v = k.repeat(1 + rng.below(2) as usize);
+                let got = p.transaction(|tx| map.insert(tx, k.clone(), v.clone())).unwrap();
+                assert_eq!(got, model.insert(k, v), "seed {seed} step {step}");
+            }
+        }
+        map.check_invariants(&p).unwrap();
+        let got: Vec<(String, String)> = map.iter(&p).unwrap().map(|e| e.unwrap()).collect();
+        let want: Vec<(String, String)> = model.clone().into_iter().collect();
+        assert_eq!(got, want, "seed {seed}");
+        // Ranges bounded by keys cut inside their characters' bytes
+        // (prefixes of stored keys at char boundaries).
+        for k in model.keys().take(40) {
+            let cut: String = k.chars().take(k.chars().count() / 2).collect();
+            let lo = Bound::Included(cut.as_str());
+            let got: Vec<String> = map.range(&p, (lo, Bound::Unbounded)).unwrap().map(|e| e.unwrap().0).collect();
+            let want: Vec<String> = model.range::<str, _>((lo, Bound::Unbounded)).map(|(k, _)| k.clone()).collect();
+            assert_eq!(got, want, "seed {seed} from {cut:?}");
+        }
+        drop(p);
+        let p = Pool::open(&path, "probe", &OpenOptions::default()).unwrap();
+        assert_eq!(map.len(&p).unwrap(), model.len() as u64);
+        for (k, v) in &model {
+            assert_eq!(map.get(&p, k).unwrap().as_ref(), Some(v), "seed {seed}");
+        }
+    }
+}

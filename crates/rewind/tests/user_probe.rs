@@ -1111,3 +1111,34 @@ fn bad_root_names_and_layout_names_are_invalid_config() {
         Err(e) => assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}"),
     }
 }
+
+#[test]
+fn every_log_and_policy_on_msync_reopens_with_its_data_under_any_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, cfg) in configs().into_iter().enumerate() {
+        let cfg = cfg.backend(Backend::Msync);
+        let path = dir.path().join(format!("ms{i}.pool"));
+        let pool = Pool::open_or_create(&path, "probe", MIN_POOL * 2, &cfg).unwrap();
+        assert!(pool.created());
+        let r: PPtr<[u64; 2]> = pool.transaction(|tx| tx.root_named("pair")).unwrap();
+        for k in 0..20u64 {
+            pool.transaction(|tx| tx.write(r, &[k, k + 1])).unwrap();
+        }
+        pool.atomic_write(r.cast::<u64>(), &100).unwrap();
+        pool.sync().unwrap();
+        drop(pool); // no close: the drop closes
+        for opts in [
+            OpenOptions::default(),
+            OpenOptions::default().backend(Backend::Pmem),
+            OpenOptions::default().write_back(WriteBack::Lru { lines: 64 }),
+        ] {
+            let pool = Pool::open(&path, "probe", &opts).unwrap();
+            let r = pool.root_named::<[u64; 2]>("pair").unwrap().unwrap();
+            assert_eq!(pool.read(r).unwrap(), [100, 20], "{cfg:?} {opts:?}");
+            pool.close().unwrap();
+        }
+        let pool = Pool::open_or_create(&path, "probe", MIN_POOL * 2, &cfg).unwrap();
+        assert!(!pool.created());
+        pool.close().unwrap();
+    }
+}
