@@ -790,3 +790,59 @@ fn string_keys_with_multibyte_characters_at_every_bound_agree_with_std() {
         }
     }
 }
+
+/// A user's type of high alignment: slots, entries and nodes place it at
+/// offsets that are not multiples of 64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, rewind::Pod, rewind::Zeroable)]
+#[bytemuck(crate = "rewind::bytemuck")]
+#[repr(C, align(64))]
+struct Wide {
+    words: [u64; 8],
+}
+impl rewind_collections::Stored for Wide {
+    fn type_name() -> std::borrow::Cow<'static, str> {
+        "probe::Wide".into()
+    }
+}
+
+#[test]
+fn values_and_keys_of_high_alignment_in_every_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "al.pool");
+    let w = |i: u64| Wide { words: [i; 8] };
+    let (m, k, h, v, l) = p
+        .transaction(|tx| {
+            let m = BTreeMap::<u8, Wide>::create(tx)?;
+            let k = BTreeMap::<Wide, u8>::create(tx)?;
+            let h = HashMap::<u8, Wide>::create(tx)?;
+            let v = PVec::<Wide>::create(tx)?;
+            let l = List::<Wide>::create(tx)?;
+            for i in 0..100u8 {
+                m.insert(tx, i, w(i.into()))?;
+                k.insert(tx, w(i.into()), i)?;
+                h.insert(tx, i, w(i.into()))?;
+                v.push(tx, w(i.into()))?;
+                l.push_back(tx, w(i.into()))?;
+            }
+            Ok::<_, Error>((m, k, h, v, l))
+        })
+        .unwrap();
+    for i in 0..100u8 {
+        assert_eq!(m.get(&p, &i).unwrap(), Some(w(i.into())));
+        assert_eq!(k.get(&p, &w(i.into())).unwrap(), Some(i));
+        assert_eq!(h.get(&p, &i).unwrap(), Some(w(i.into())));
+        assert_eq!(v.get(&p, i.into()).unwrap(), Some(w(i.into())));
+        assert_eq!(l.get(&p, i.into()).unwrap(), Some(w(i.into())));
+    }
+    let ks: Vec<Wide> = k.iter(&p).unwrap().map(|e| e.unwrap().0).collect();
+    assert_eq!(ks, (0..100).map(w).collect::<Vec<_>>());
+    p.transaction(|tx| {
+        assert_eq!(m.update(tx, &3, |x| x.words[7] = 9)?, Some(()));
+        assert_eq!(l.pop_front(tx)?, Some(w(0)));
+        assert_eq!(v.pop(tx)?, Some(w(99)));
+        assert_eq!(h.remove(tx, &5)?, Some(w(5)));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    assert_eq!(m.get(&p, &3).unwrap().unwrap().words, [3, 3, 3, 3, 3, 3, 3, 9]);
+}
