@@ -404,7 +404,7 @@ fn vec_list_blob_hash_edges() {
     let dir = tempfile::tempdir().unwrap();
     let p = pool(dir.path(), "v.pool");
     // Vec.
-    let v = p.transaction(|tx| PVec::<u64>::create(tx)).unwrap();
+    let v = p.transaction(PVec::<u64>::create).unwrap();
     assert_eq!(v.get(&p, 0).unwrap(), None);
     assert_eq!(v.get(&p, u64::MAX).unwrap(), None);
     let e = p.transaction(|tx| v.set(tx, 0, 1)).unwrap_err();
@@ -438,8 +438,8 @@ fn vec_list_blob_hash_edges() {
     p.transaction(|tx| v.destroy(tx)).unwrap();
     assert!(v.len(&p).is_err());
     // List.
-    let l = p.transaction(|tx| List::<u32>::create(tx)).unwrap();
-    let other = p.transaction(|tx| List::<u32>::create(tx)).unwrap();
+    let l = p.transaction(List::<u32>::create).unwrap();
+    let other = p.transaction(List::<u32>::create).unwrap();
     assert_eq!(l.front(&p).unwrap(), None);
     assert_eq!(l.cursor(&p, 0).unwrap(), None);
     assert_eq!(p.transaction(|tx| l.pop_front(tx)).unwrap(), None);
@@ -486,7 +486,7 @@ fn vec_list_blob_hash_edges() {
     assert_eq!(all, [0, 1, 2, 4, 5, 6, 7, 8, 9]);
     l.check_invariants(&p).unwrap();
     // Blob.
-    let b = p.transaction(|tx| Blob::create(tx)).unwrap();
+    let b = p.transaction(Blob::create).unwrap();
     assert_eq!(b.read(&p).unwrap(), Vec::<u8>::new());
     let mut one = [0u8; 1];
     let e = b.read_at(&p, 0, &mut one).unwrap_err();
@@ -520,7 +520,7 @@ fn vec_list_blob_hash_edges() {
     assert_eq!(b.len(&p).unwrap(), 5 << 20);
     // HashMap with FixedBytes keys, empty and full.
     let h = p
-        .transaction(|tx| HashMap::<FixedBytes<16>, u64>::create(tx))
+        .transaction(HashMap::<FixedBytes<16>, u64>::create)
         .unwrap();
     let k = |s: &str| FixedBytes::<16>::new(s).unwrap();
     assert!(matches!(
@@ -611,7 +611,7 @@ fn zero_sized_and_huge_element_types() {
     assert_eq!(unit.len(&p).unwrap(), 1);
     assert_eq!(unit.iter(&p).unwrap().count(), 1);
     // A Vec, List and HashMap of zero-sized elements.
-    let v = p.transaction(|tx| PVec::<[u8; 0]>::create(tx)).unwrap();
+    let v = p.transaction(PVec::<[u8; 0]>::create).unwrap();
     p.transaction(|tx| {
         for _ in 0..10 {
             v.push(tx, [])?;
@@ -624,10 +624,10 @@ fn zero_sized_and_huge_element_types() {
     assert_eq!(v.to_vec(&p).unwrap().len(), 10);
     assert_eq!(p.transaction(|tx| v.pop(tx)).unwrap(), Some([]));
     p.transaction(|tx| v.destroy(tx)).unwrap();
-    let l = p.transaction(|tx| List::<[u8; 0]>::create(tx)).unwrap();
+    let l = p.transaction(List::<[u8; 0]>::create).unwrap();
     p.transaction(|tx| l.push_back(tx, [])).unwrap();
     assert_eq!(l.front(&p).unwrap(), Some([]));
-    let h = p.transaction(|tx| HashMap::<[u8; 0], [u8; 0]>::create(tx)).unwrap();
+    let h = p.transaction(HashMap::<[u8; 0], [u8; 0]>::create).unwrap();
     p.transaction(|tx| h.insert(tx, [], [])).unwrap();
     assert_eq!(h.len(&p).unwrap(), 1);
     assert_eq!(h.iter(&p).unwrap().count(), 1);
@@ -648,7 +648,7 @@ fn zero_sized_and_huge_element_types() {
     p.transaction(|tx| fb.insert(tx, long, 1)).unwrap();
     assert_eq!(fb.get(&p, &long).unwrap(), Some(1));
     // Elements that do not fit the pool: an error, the vector as it was.
-    let hv = p.transaction(|tx| PVec::<[u8; 1 << 20]>::create(tx)).unwrap();
+    let hv = p.transaction(PVec::<[u8; 1 << 20]>::create).unwrap();
     let r = p.transaction(|tx| {
         for _ in 0..64 {
             hv.push(tx, [1; 1 << 20])?;
@@ -689,11 +689,11 @@ fn a_scan_outliving_its_tree_ends_with_an_error() {
     }
     let mut back = map.iter(&p);
     if let Ok(it) = back.as_mut() {
-        assert!(it.next().map_or(true, |e| e.is_err()));
+        assert!(it.next().is_none_or(|e| e.is_err()));
     }
     // The same with a hash map and a list.
-    let h = p.transaction(|tx| HashMap::<u64, u64>::create(tx)).unwrap();
-    let l = p.transaction(|tx| List::<u64>::create(tx)).unwrap();
+    let h = p.transaction(HashMap::<u64, u64>::create).unwrap();
+    let l = p.transaction(List::<u64>::create).unwrap();
     p.transaction(|tx| {
         for k in 0..100 {
             h.insert(tx, k, k)?;
@@ -760,12 +760,18 @@ fn string_keys_with_multibyte_characters_at_every_bound_agree_with_std() {
         for step in 0..400 {
             let k = utf8_key(&mut rng);
             if rng.below(3) == 0 && !model.is_empty() {
-                let victim = model.keys().nth(rng.below(model.len() as u64) as usize).cloned().unwrap();
+                let victim = model
+                    .keys()
+                    .nth(rng.below(model.len() as u64) as usize)
+                    .cloned()
+                    .unwrap();
                 let got = p.transaction(|tx| map.remove(tx, &victim)).unwrap();
                 assert_eq!(got, model.remove(&victim), "seed {seed} step {step}");
             } else {
                 let v = k.repeat(1 + rng.below(2) as usize);
-                let got = p.transaction(|tx| map.insert(tx, k.clone(), v.clone())).unwrap();
+                let got = p
+                    .transaction(|tx| map.insert(tx, k.clone(), v.clone()))
+                    .unwrap();
                 assert_eq!(got, model.insert(k, v), "seed {seed} step {step}");
             }
         }
@@ -778,8 +784,15 @@ fn string_keys_with_multibyte_characters_at_every_bound_agree_with_std() {
         for k in model.keys().take(40) {
             let cut: String = k.chars().take(k.chars().count() / 2).collect();
             let lo = Bound::Included(cut.as_str());
-            let got: Vec<String> = map.range(&p, (lo, Bound::Unbounded)).unwrap().map(|e| e.unwrap().0).collect();
-            let want: Vec<String> = model.range::<str, _>((lo, Bound::Unbounded)).map(|(k, _)| k.clone()).collect();
+            let got: Vec<String> = map
+                .range(&p, (lo, Bound::Unbounded))
+                .unwrap()
+                .map(|e| e.unwrap().0)
+                .collect();
+            let want: Vec<String> = model
+                .range::<str, _>((lo, Bound::Unbounded))
+                .map(|(k, _)| k.clone())
+                .collect();
             assert_eq!(got, want, "seed {seed} from {cut:?}");
         }
         drop(p);
@@ -844,5 +857,8 @@ fn values_and_keys_of_high_alignment_in_every_collection() {
         Ok::<_, Error>(())
     })
     .unwrap();
-    assert_eq!(m.get(&p, &3).unwrap().unwrap().words, [3, 3, 3, 3, 3, 3, 3, 9]);
+    assert_eq!(
+        m.get(&p, &3).unwrap().unwrap().words,
+        [3, 3, 3, 3, 3, 3, 3, 9]
+    );
 }

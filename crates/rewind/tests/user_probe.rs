@@ -796,6 +796,7 @@ fn error_messages_name_the_problem_and_what_to_do() {
 // temporary path named `backup`, which the comparison puts back.
 
 #[rustfmt::skip]
+#[allow(clippy::needless_borrows_for_generic_args)] // the README's `&path`
 fn readme_named_roots(path: &Path, backup: &Path) -> Result<(), Error> {
     // README begin
     use rewind::{field, Error, PPtr, Pod, Pool, PoolConfig, Typed, Zeroable};
@@ -827,6 +828,7 @@ fn readme_named_roots(path: &Path, backup: &Path) -> Result<(), Error> {
 
 #[rustfmt::skip]
 #[allow(unused_variables)]
+#[allow(clippy::needless_borrows_for_generic_args)] // the README's `&path`
 fn readme_growth(path: &Path) -> Result<(), Error> {
     // README begin
     let cfg = PoolConfig::default().max_size(1 << 30);
