@@ -862,3 +862,203 @@ fn values_and_keys_of_high_alignment_in_every_collection() {
         [3, 3, 3, 3, 3, 3, 3, 9]
     );
 }
+
+#[test]
+fn an_insert_refused_for_space_leaves_nothing_behind_when_the_transaction_goes_on() {
+    for policy in rewind::Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PoolConfig::default().policy(policy);
+        let p = Pool::create(dir.path().join("oom.pool"), "probe", 16 << 20, &cfg).unwrap();
+        let map = new_map::<String, Vec<u8>>(&p);
+        p.transaction(|tx| map.insert(tx, "a".repeat(50), vec![1; 50]))
+            .unwrap();
+        let used = p.alloc_stats().bytes_used;
+        let blocks = map.blocks(&p).unwrap();
+        // The program ignores the error (OutOfMemory does not doom the
+        // transaction) and commits the rest.
+        p.transaction(|tx| {
+            let e = map
+                .insert(tx, "k".repeat(100), vec![0; 64 << 20])
+                .unwrap_err();
+            assert!(
+                matches!(e, Error::Pool(rewind::Error::OutOfMemory { .. })),
+                "{e:?}"
+            );
+            let e = map
+                .insert(tx, "a".repeat(50), vec![0; 64 << 20])
+                .unwrap_err();
+            assert!(
+                matches!(e, Error::Pool(rewind::Error::OutOfMemory { .. })),
+                "{e:?}"
+            );
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        assert_eq!(map.len(&p).unwrap(), 1, "{policy:?}");
+        assert_eq!(map.get(&p, &"a".repeat(50)).unwrap(), Some(vec![1; 50]));
+        assert_eq!(map.get(&p, &"k".repeat(100)).unwrap(), None);
+        map.check_invariants(&p).unwrap();
+        assert_eq!(map.blocks(&p).unwrap(), blocks, "{policy:?}");
+        assert_eq!(
+            p.alloc_stats().bytes_used,
+            used,
+            "{policy:?}: a block leaked"
+        );
+    }
+}
+
+/// Fills `map` in one transaction until an insert fails, commits what
+/// went in, and checks the map holds exactly the inserts that returned Ok.
+fn fill_until_full<K, V>(
+    p: &Pool,
+    map: BTreeMap<K, V>,
+    key: impl Fn(u64) -> K,
+    val: impl Fn(u64) -> V,
+) -> u64
+where
+    K: Storable + Clone + std::fmt::Debug + std::borrow::Borrow<K::Ref>,
+    K::Ref: Ord,
+    V: Storable + PartialEq + std::fmt::Debug,
+{
+    // Transactions of 16 inserts; the one that meets a full pool commits
+    // the inserts before it (OutOfMemory does not doom the transaction).
+    let mut ok = 0u64;
+    let mut full = false;
+    while !full {
+        let mut n = ok;
+        let r = p.transaction(|tx| {
+            n = ok;
+            for _ in 0..16 {
+                match map.insert(tx, key(n), val(n)) {
+                    Ok(_) => n += 1,
+                    Err(Error::Pool(rewind::Error::OutOfMemory { .. })) => {
+                        full = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok::<_, Error>(())
+        });
+        match r {
+            Ok(()) => ok = n,
+            Err(Error::Pool(rewind::Error::LogFull { .. })) => full = true,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(map.len(p).unwrap(), ok);
+    map.check_invariants(p).unwrap();
+    for i in 0..ok {
+        assert_eq!(
+            map.get(p, key(i).borrow()).unwrap(),
+            Some(val(i)),
+            "entry {i} of {ok}"
+        );
+    }
+    ok
+}
+
+#[test]
+fn inserts_until_the_pool_is_full_commit_exactly_those_that_succeeded() {
+    for policy in rewind::Policy::ALL {
+        for fanout in [4, 5, 8] {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = PoolConfig::default().policy(policy);
+            let p = Pool::create(dir.path().join("full.pool"), "probe", 2 << 20, &cfg).unwrap();
+            let map = p
+                .transaction(|tx| BTreeMap::<u64, [u64; 4]>::create_with_fanout(tx, fanout))
+                .unwrap();
+            let n = fill_until_full(
+                &p,
+                map,
+                |i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                |i| [i; 4],
+            );
+            assert!(n > 100, "{policy:?}");
+            let p = Pool::create(dir.path().join("full2.pool"), "probe", 2 << 20, &cfg).unwrap();
+            let map = p
+                .transaction(|tx| BTreeMap::<String, u64>::create_with_fanout(tx, fanout))
+                .unwrap();
+            fill_until_full(&p, map, |i| format!("{:040}{i}", i * 7919 % 1000), |i| i);
+        }
+    }
+}
+
+/// Takes every free block of every size, in transactions that commit.
+fn exhaust(p: &Pool) {
+    for size in [1 << 18, 1 << 16, 4096, 1024, 256, 64] {
+        while p.transaction(|tx| tx.alloc_bytes(size).map(|_| ())).is_ok() {}
+    }
+}
+
+#[test]
+fn removals_and_clear_in_a_full_pool_fail_whole_or_succeed_whole() {
+    for policy in rewind::Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PoolConfig::default().policy(policy);
+        let p = Pool::create(dir.path().join("rm.pool"), "probe", 2 << 20, &cfg).unwrap();
+        let map = p
+            .transaction(|tx| BTreeMap::<String, u64>::create_with_fanout(tx, 8))
+            .unwrap();
+        // Keys sharing 40 bytes: every separator is out of line (a block).
+        let key = |i: u64| format!("{}{i:07}", "s".repeat(40));
+        // Ascending inserts leave leaves of 4 (keys 10·4j .. 10·(4j+3));
+        // four more keys fill each odd leaf to 8.
+        let leaves = 100u64;
+        let mut model = StdMap::new();
+        p.transaction(|tx| {
+            for i in 0..leaves * 4 {
+                map.insert(tx, key(i * 10), i)?;
+                model.insert(key(i * 10), i);
+            }
+            for j in (1..leaves).step_by(2) {
+                for i in 4 * j..4 * j + 4 {
+                    map.insert(tx, key(i * 10 + 5), i)?;
+                    model.insert(key(i * 10 + 5), i);
+                }
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        map.check_invariants(&p).unwrap();
+        exhaust(&p);
+        // Three removals empty an even leaf to one entry: it shares
+        // entries with a full neighbour, which takes a new separator's
+        // block, and the pool has none. Each removal is committed whatever
+        // it returned.
+        let mut refused = 0;
+        for j in (0..leaves - 1).step_by(2) {
+            for i in 4 * j..4 * j + 3 {
+                let k = key(i * 10);
+                let r = p
+                    .transaction(|tx| Ok::<_, Error>(map.remove(tx, &k)))
+                    .unwrap();
+                match r {
+                    Ok(v) => assert_eq!(v, model.remove(&k), "{policy:?}"),
+                    Err(Error::Pool(rewind::Error::OutOfMemory { .. })) => refused += 1,
+                    Err(e) => panic!("{policy:?}: {e:?}"),
+                }
+                // What the removal freed is taken too: the pool stays full.
+                exhaust(&p);
+            }
+            map.check_invariants(&p).unwrap();
+        }
+        let got: Vec<(String, u64)> = map.iter(&p).unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(
+            got,
+            model.clone().into_iter().collect::<Vec<_>>(),
+            "{policy:?}"
+        );
+        assert!(refused > 0, "{policy:?}: no removal met a full pool");
+        // clear in the full pool: all or nothing.
+        let r = p.transaction(|tx| Ok::<_, Error>(map.clear(tx))).unwrap();
+        match r {
+            Ok(()) => assert!(map.is_empty(&p).unwrap()),
+            Err(Error::Pool(rewind::Error::OutOfMemory { .. })) => {
+                assert_eq!(map.len(&p).unwrap(), model.len() as u64);
+            }
+            Err(e) => panic!("{policy:?}: {e:?}"),
+        }
+        map.check_invariants(&p).unwrap();
+    }
+}

@@ -445,7 +445,13 @@ fn pool_sizes_at_and_past_the_limits() {
         assert!(matches!(e, Error::InvalidConfig { .. }), "{size}: {e:?}");
         assert!(!dir.path().join(format!("s{size}")).exists());
     }
-    for size in [MAX_POOL + 1, u64::MAX] {
+    // Larger than the filesystem: NoSpace, no file left, nothing filled.
+    for size in [1 << 40, MAX_POOL - (1 << 20)] {
+        let e = Pool::create(dir.path().join("huge"), "probe", size, &cfg).unwrap_err();
+        assert!(matches!(e, Error::NoSpace { .. }), "{size}: {e:?}");
+        assert!(!dir.path().join("huge").exists());
+    }
+    for size in [MAX_POOL, MAX_POOL + 1, u64::MAX] {
         let e = Pool::create(dir.path().join("big"), "probe", size, &cfg).unwrap_err();
         assert!(
             matches!(e, Error::InvalidConfig { .. } | Error::NoSpace { .. }),
