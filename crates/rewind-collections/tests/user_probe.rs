@@ -1062,3 +1062,62 @@ fn removals_and_clear_in_a_full_pool_fail_whole_or_succeed_whole() {
         map.check_invariants(&p).unwrap();
     }
 }
+
+#[test]
+fn savepoints_rolled_back_across_splits_and_merges_keep_a_sound_tree() {
+    for log in rewind::LogVariant::ALL {
+        for policy in rewind::Policy::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = PoolConfig::default().log(log).policy(policy);
+            let p = Pool::create(dir.path().join("sp.pool"), "probe", 8 << 20, &cfg).unwrap();
+            let base = p.alloc_stats().bytes_used;
+            let map = p
+                .transaction(|tx| BTreeMap::<String, u64>::create_with_fanout(tx, 4))
+                .unwrap();
+            let s = |k: u64| format!("{}{k:04}", "q".repeat(k as usize % 60));
+            let mut model = StdMap::new();
+            let mut rng = Rng(0x1234_5678 ^ (log as u64) << 8 ^ policy as u64);
+            for round in 0..6 {
+                let keys: Vec<u64> = (0..60).map(|_| rng.below(200)).collect();
+                p.transaction(|tx| {
+                    for &k in &keys[..20] {
+                        map.insert(tx, s(k), round)?;
+                    }
+                    let sp = tx.savepoint()?;
+                    for &k in &keys[20..40] {
+                        map.insert(tx, s(k), 1000 + round)?;
+                    }
+                    for &k in &keys[..30] {
+                        map.remove(tx, &s(k))?;
+                    }
+                    tx.rollback_to(sp)?;
+                    for &k in &keys[40..] {
+                        map.remove(tx, &s(k))?;
+                    }
+                    Ok::<_, Error>(())
+                })
+                .unwrap();
+                for &k in &keys[..20] {
+                    model.insert(s(k), round);
+                }
+                for &k in &keys[40..] {
+                    model.remove(&s(k));
+                }
+                map.check_invariants(&p).unwrap();
+                let got: Vec<(String, u64)> = map.iter(&p).unwrap().map(|e| e.unwrap()).collect();
+                assert_eq!(
+                    got,
+                    model
+                        .iter()
+                        .map(|(k, v)| (k.clone(), *v))
+                        .collect::<Vec<_>>(),
+                    "{log:?} {policy:?} round {round}"
+                );
+            }
+            // Every block the rolled-back work took went back: destroying
+            // the tree leaves the pool as before it.
+            p.transaction(|tx| map.destroy(tx)).unwrap();
+            assert_eq!(p.alloc_stats().bytes_used, base, "{log:?} {policy:?}");
+        }
+    }
+}
