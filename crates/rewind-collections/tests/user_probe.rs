@@ -1121,3 +1121,80 @@ fn savepoints_rolled_back_across_splits_and_merges_keep_a_sound_tree() {
         }
     }
 }
+
+fn check_hash_keys<K>(p: &Pool, keys: &[K])
+where
+    K: rewind_collections::Stored + Eq + std::hash::Hash + Clone + std::fmt::Debug,
+{
+    let h = p.transaction(HashMap::<K, u64>::create).unwrap();
+    let mut model = std::collections::HashMap::new();
+    p.transaction(|tx| {
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(h.insert(tx, *k, i as u64)?, model.insert(*k, i as u64), "{k:?}");
+            assert_eq!(h.get_tx(tx, k)?, Some(i as u64));
+        }
+        assert_eq!(h.len_tx(tx)?, model.len() as u64);
+        assert_eq!(h.iter_tx(tx)?.count(), model.len());
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    for (k, v) in &model {
+        assert_eq!(h.get(&p, k).unwrap(), Some(*v), "{k:?}");
+        assert!(h.contains_key(&p, k).unwrap());
+    }
+    let mut got: Vec<(K, u64)> = h.iter(&p).unwrap().map(|e| e.unwrap()).collect();
+    got.sort_by_key(|e| e.1);
+    let mut want: Vec<(K, u64)> = model.into_iter().collect();
+    want.sort_by_key(|e| e.1);
+    assert_eq!(got, want);
+    h.check_invariants(&p).unwrap();
+    p.transaction(|tx| h.destroy(tx)).unwrap();
+}
+
+#[test]
+fn hash_map_keys_of_every_stored_type_and_the_tx_reads_of_every_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "hk.pool");
+    check_hash_keys::<u8>(&p, &(0..=255).collect::<Vec<u8>>());
+    check_hash_keys::<i64>(&p, &(-500..500).map(|i| i * 7_777_777).collect::<Vec<i64>>());
+    check_hash_keys::<u128>(&p, &[0, 1, u128::MAX, 1 << 64]);
+    check_hash_keys::<[u8; 0]>(&p, &[[]]);
+    check_hash_keys::<[u16; 3]>(&p, &[[0, 0, 0], [1, 2, 3], [3, 2, 1], [u16::MAX; 3]]);
+    let fb: Vec<FixedBytes<4>> = ["", "a", "ab", "abcd", "b", "\0"]
+        .iter()
+        .map(|s| FixedBytes::new(s).unwrap())
+        .collect();
+    check_hash_keys::<FixedBytes<4>>(&p, &fb);
+    // The `_tx` reads see the transaction's own writes, before it commits.
+    let (v, l, b) = p
+        .transaction(|tx| {
+            let v = PVec::<u64>::create(tx)?;
+            let l = List::<u64>::create(tx)?;
+            let b = Blob::create_from(tx, b"abc")?;
+            v.push(tx, 1)?;
+            l.push_back(tx, 2)?;
+            b.append(tx, b"def")?;
+            assert_eq!(v.get_tx(tx, 0)?, Some(1));
+            assert_eq!(v.len_tx(tx)?, 1);
+            assert_eq!(l.get_tx(tx, 0)?, Some(2));
+            assert_eq!(l.len_tx(tx)?, 1);
+            let c = l.cursor_tx(tx, 0)?.unwrap();
+            assert_eq!(l.remove_at(tx, c)?, 2);
+            assert_eq!(l.len_tx(tx)?, 0);
+            assert_eq!(b.read_tx(tx)?, b"abcdef");
+            assert_eq!(b.len_tx(tx)?, 6);
+            Ok::<_, Error>((v, l, b))
+        })
+        .unwrap();
+    assert_eq!(v.to_vec(&p).unwrap(), [1]);
+    assert!(l.is_empty(&p).unwrap());
+    assert_eq!(b.read(&p).unwrap(), b"abcdef");
+    let mut mid = [0u8; 2];
+    b.read_at(&p, 2, &mut mid).unwrap();
+    assert_eq!(&mid, b"cd");
+    p.transaction(|tx| b.write_at(tx, 4, b"EF")).unwrap();
+    assert_eq!(b.read(&p).unwrap(), b"abcdEF");
+    let e = p.transaction(|tx| b.write_at(tx, 5, b"GH")).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e:?}");
+    assert!(b.capacity(&p).unwrap() >= 6);
+}
