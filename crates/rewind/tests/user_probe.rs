@@ -1150,3 +1150,28 @@ fn every_log_and_policy_on_msync_reopens_with_its_data_under_any_backend() {
         pool.close().unwrap();
     }
 }
+
+#[test]
+fn open_or_create_after_growth_takes_the_size_given_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grown.pool");
+    let cfg = PoolConfig::default().max_size(64 << 20);
+    let pool = Pool::open_or_create(&path, "probe", 4 << 20, &cfg).unwrap();
+    let big = pool.transaction(|tx| tx.alloc_bytes(20 << 20)).unwrap();
+    pool.transaction(|tx| tx.write_bytes(big + (20 << 20) - 3, b"end"))
+        .unwrap();
+    let grown = pool.size();
+    assert!(grown > 20 << 20);
+    pool.close().unwrap();
+    // The same call as the program's first: opens the grown pool.
+    let pool = Pool::open_or_create(&path, "probe", 4 << 20, &cfg).unwrap();
+    assert!(!pool.created());
+    assert_eq!(pool.size(), grown);
+    let mut end = [0u8; 3];
+    pool.read_bytes(big + (20 << 20) - 3, &mut end).unwrap();
+    assert_eq!(&end, b"end");
+    pool.close().unwrap();
+    // Its grown size is not its size at create.
+    let e = Pool::open_or_create(&path, "probe", grown, &cfg).unwrap_err();
+    assert!(matches!(e, Error::ConfigMismatch { .. }), "{e:?}");
+}
