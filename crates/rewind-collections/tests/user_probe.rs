@@ -1130,7 +1130,11 @@ where
     let mut model = std::collections::HashMap::new();
     p.transaction(|tx| {
         for (i, k) in keys.iter().enumerate() {
-            assert_eq!(h.insert(tx, *k, i as u64)?, model.insert(*k, i as u64), "{k:?}");
+            assert_eq!(
+                h.insert(tx, *k, i as u64)?,
+                model.insert(*k, i as u64),
+                "{k:?}"
+            );
             assert_eq!(h.get_tx(tx, k)?, Some(i as u64));
         }
         assert_eq!(h.len_tx(tx)?, model.len() as u64);
@@ -1139,15 +1143,15 @@ where
     })
     .unwrap();
     for (k, v) in &model {
-        assert_eq!(h.get(&p, k).unwrap(), Some(*v), "{k:?}");
-        assert!(h.contains_key(&p, k).unwrap());
+        assert_eq!(h.get(p, k).unwrap(), Some(*v), "{k:?}");
+        assert!(h.contains_key(p, k).unwrap());
     }
-    let mut got: Vec<(K, u64)> = h.iter(&p).unwrap().map(|e| e.unwrap()).collect();
+    let mut got: Vec<(K, u64)> = h.iter(p).unwrap().map(|e| e.unwrap()).collect();
     got.sort_by_key(|e| e.1);
     let mut want: Vec<(K, u64)> = model.into_iter().collect();
     want.sort_by_key(|e| e.1);
     assert_eq!(got, want);
-    h.check_invariants(&p).unwrap();
+    h.check_invariants(p).unwrap();
     p.transaction(|tx| h.destroy(tx)).unwrap();
 }
 
@@ -1156,7 +1160,10 @@ fn hash_map_keys_of_every_stored_type_and_the_tx_reads_of_every_collection() {
     let dir = tempfile::tempdir().unwrap();
     let p = pool(dir.path(), "hk.pool");
     check_hash_keys::<u8>(&p, &(0..=255).collect::<Vec<u8>>());
-    check_hash_keys::<i64>(&p, &(-500..500).map(|i| i * 7_777_777).collect::<Vec<i64>>());
+    check_hash_keys::<i64>(
+        &p,
+        &(-500..500).map(|i| i * 7_777_777).collect::<Vec<i64>>(),
+    );
     check_hash_keys::<u128>(&p, &[0, 1, u128::MAX, 1 << 64]);
     check_hash_keys::<[u8; 0]>(&p, &[[]]);
     check_hash_keys::<[u16; 3]>(&p, &[[0, 0, 0], [1, 2, 3], [3, 2, 1], [u16::MAX; 3]]);
