@@ -56,8 +56,10 @@ fn field(node: u64, at: u64) -> Result<u64> {
 }
 
 /// A position in a [`List`]: the offset of one element's node. Valid until
-/// that element is removed; [`List::remove_at`] checks that it is still
-/// linked into the list and fails with [`Error::InvalidCursor`] if not.
+/// that element is removed; [`List::remove_at`] and [`List::value`] check
+/// that it is still linked into the list (its neighbours link to it, and
+/// the nearer end it leads to is this list's: steps up to twice its
+/// distance to that end) and fail with [`Error::InvalidCursor`] if not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cursor(u64);
 
@@ -336,7 +338,32 @@ impl<T: Stored> List<T> {
         if back != node || fwd != node {
             return Err(bad("its neighbours do not link to it (removed?)"));
         }
-        Ok(())
+        // Linked, but perhaps into another list: walk out from it both
+        // ways at once until one way reaches an end, which must be this
+        // list's (steps: twice the distance to the nearer end, at most
+        // the length).
+        let (mut fwd, mut fwd_next) = (node, l.next);
+        let (mut back, mut back_prev) = (node, l.prev);
+        for _ in 0..h.len {
+            if fwd_next == 0 {
+                return match fwd == h.tail {
+                    true => Ok(()),
+                    false => Err(bad("an element of another list")),
+                };
+            }
+            if back_prev == 0 {
+                return match back == h.head {
+                    true => Ok(()),
+                    false => Err(bad("an element of another list")),
+                };
+            }
+            (fwd, back) = (fwd_next, back_prev);
+            fwd_next = Self::links(m, fwd)?.next;
+            back_prev = Self::links(m, back)?.prev;
+        }
+        Err(bad(
+            "an element of another list (a chain longer than this one)",
+        ))
     }
 
     /// Unlinks and frees `node` (known to be in the list), returning its

@@ -58,3 +58,52 @@ fn readme_first_example_runs_and_runs_again_on_its_pool() {
     assert_eq!(map.get(&pool, "alice").unwrap(), Some(80));
     assert_eq!(map.get(&pool, "bob").unwrap(), Some(20));
 }
+
+/// docs/collections.md's "Handles and the root" block, word for word
+/// between the markers, in the program around it: create a map in the
+/// pool's root, reopen, rebuild the handle.
+#[rustfmt::skip]
+fn collections_md_handles(path: &Path) -> Result<(), rewind_collections::Error> {
+    use rewind::{OpenOptions, PPtr, Pool, PoolConfig};
+    use rewind_collections::BTreeMap;
+    let pool = Pool::create(path, "handles", 8 << 20, &PoolConfig::default())?;
+    pool.transaction(|tx| {
+        let map = BTreeMap::<u64, u64>::create(tx)?;
+        map.insert(tx, 1, 10)?;
+        // collections.md begin
+        let root = tx.root::<PPtr<BTreeMap<u64, u64>>>()?;    // in the creating transaction
+        tx.write(root, &map.as_ptr())?;
+        // collections.md end
+        Ok::<_, rewind_collections::Error>(())
+    })?;
+    pool.close()?;
+    let pool = Pool::open(path, "handles", &OpenOptions::default())?;
+    // collections.md begin
+    // after reopening:
+    let map = BTreeMap::<u64, u64>::from_ptr(pool.read(pool.root()?.unwrap())?);
+    // collections.md end
+    assert_eq!(map.get(&pool, &1)?, Some(10));
+    Ok(())
+}
+
+#[test]
+fn collections_md_handles_block_is_this_and_runs() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = read(&crate_dir.join("../../docs/collections.md"));
+    let start = doc.find("```rust\n").expect("a rust block") + "```rust\n".len();
+    let block = &doc[start..start + doc[start..].find("```").expect("its end")];
+    let src = read(&crate_dir.join("tests/readme.rs"));
+    let ours: String = src
+        .split("// collections.md begin\n")
+        .skip(1)
+        .flat_map(|b| b[..b.find("// collections.md end").expect("an end")].lines())
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.trim_start().to_string() + "\n")
+        .collect();
+    assert_eq!(
+        ours, block,
+        "docs/collections.md's handles block differs from tests/readme.rs"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    collections_md_handles(&dir.path().join("h.pool")).unwrap();
+}

@@ -396,9 +396,7 @@ fn heap_word(path: &std::path::Path) -> u64 {
 }
 
 fn open_err(path: &std::path::Path) -> Error {
-    Pool::open(path, LAYOUT, &OpenOptions::default())
-        .err()
-        .expect("the pool must not open")
+    Pool::open(path, LAYOUT, &OpenOptions::default()).expect_err("the pool must not open")
 }
 
 /// Hostile heap size words: past the file, past the maximum, damaged; and

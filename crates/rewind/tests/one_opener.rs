@@ -39,7 +39,7 @@ fn second_open_in_this_process_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     let pool = create(&path);
-    let e = open(&path).err().expect("second open must fail");
+    let e = open(&path).expect_err("second open must fail");
     assert!(matches!(e, Error::PoolInUse { .. }), "{e}");
     assert!(e.to_string().contains("in use"), "{e}");
     // Inspection refuses a live pool too, instead of reading it.
@@ -98,12 +98,12 @@ fn special_files_are_refused_without_blocking() {
     let fifo = dir.path().join("fifo");
     let made = Command::new("mkfifo").arg(&fifo).status();
     if made.is_ok_and(|s| s.success()) {
-        let e = open(&fifo).err().expect("a FIFO is not a pool");
+        let e = open(&fifo).expect_err("a FIFO is not a pool");
         assert!(matches!(e, Error::NotAFile { kind: "a FIFO", .. }), "{e}");
         let e = rewind::inspect::info(&fifo).expect_err("a FIFO is not a pool");
         assert!(matches!(e, Error::NotAFile { .. }), "{e}");
     }
-    let e = open(dir.path()).err().expect("a directory is not a pool");
+    let e = open(dir.path()).expect_err("a directory is not a pool");
     assert!(
         matches!(
             e,
@@ -114,9 +114,7 @@ fn special_files_are_refused_without_blocking() {
         ),
         "{e}"
     );
-    let e = open(Path::new("/dev/null"))
-        .err()
-        .expect("a device is not a pool");
+    let e = open(Path::new("/dev/null")).expect_err("a device is not a pool");
     assert!(matches!(e, Error::NotAFile { .. }), "{e}");
 }
 

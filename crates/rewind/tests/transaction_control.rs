@@ -218,8 +218,14 @@ fn atomic_write_takes_one_fence_for_an_aligned_word_under_force_and_redo_and_a_t
             .unwrap();
         pool.atomic_write_bytes(root.offset() + 33, &[5; 500])
             .unwrap();
+        // Null is NullPointer, as for a transaction's write; the header
+        // past it is outside the heap.
         assert!(matches!(
             pool.atomic_write_bytes(0, &[1; 8]),
+            Err(Error::NullPointer { .. })
+        ));
+        assert!(matches!(
+            pool.atomic_write_bytes(8, &[1; 8]),
             Err(Error::NotInHeap { .. })
         ));
         let pool = reopen(pool, dir.path(), v, p);

@@ -30,23 +30,89 @@ where
         };
         let val_slot = leaf.val_slot_in::<V, _>(tx, &geo, i)?;
         let old = V::load(tx, &val_slot)?;
-        V::release(tx, &val_slot)?;
-        if !K::INLINE {
-            let key_slot = leaf.key_slot_in::<K, _>(tx, &geo, i)?;
-            K::release(tx, &key_slot)?;
-        }
-        let (next, bitmap) = (leaf.next(), leaf.bitmap() & !(1u64 << i));
-        leaf.set_words(tx.id(), next, bitmap);
-        leaf.write_words(tx, FPS_OFF)?;
+        let key_slot = match K::INLINE {
+            true => None,
+            false => Some(leaf.key_slot_in::<K, _>(tx, &geo, i)?),
+        };
         let len = (h.len.checked_sub(1))
             .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
+        let (next, bitmap) = (leaf.next(), leaf.bitmap() & !(1u64 << i));
+        leaf.set_words(tx.id(), next, bitmap);
+        // A leaf left underfull is rebalanced. Everything that takes
+        // memory is done before anything is written: the separator a
+        // share of entries needs (a byte string's block), so that a pool
+        // out of memory (an error that leaves the transaction usable)
+        // fails the removal with the tree as it was, never half rebalanced.
+        let rebalance = match !path.is_empty() && leaf.entries() < geo.min_leaf() {
+            true => {
+                let mut full = Raw::load(tx, &geo, leaf.off)?; // all its slots
+                full.set_words(tx.id(), next, bitmap);
+                let path = load_path(tx, &geo, &path)?;
+                let sep = self.shared_separator(tx, &geo, &path, &full)?;
+                Some((full, path, sep))
+            }
+            false => None,
+        };
+        V::release(tx, &val_slot)?;
+        if let Some(key_slot) = key_slot {
+            K::release(tx, &key_slot)?;
+        }
+        leaf.write_words(tx, FPS_OFF)?;
         put64(tx, self.hdr + LEN_OFF as u64, len)?;
-        if !path.is_empty() && leaf.entries() < geo.min_leaf() {
-            let leaf = Raw::load(tx, &geo, leaf.off)?; // all its slots
-            let path = load_path(tx, &geo, &path)?;
-            self.rebalance_leaf(tx, &h, path, leaf)?;
+        if let Some((leaf, path, sep)) = rebalance {
+            self.rebalance_leaf(tx, &h, path, leaf, sep)?;
         }
         Ok(Some(old))
+    }
+
+    /// The sibling `leaf` (underfull, below the last node of `path`)
+    /// rebalances with: the right one, or the left one for a last child.
+    fn sibling(
+        &self,
+        tx: &mut Tx<'_>,
+        geo: &super::node::Geo,
+        parent: &Raw,
+        i: usize,
+        keys: usize,
+        kids: &[u64],
+    ) -> Result<(usize, Raw, bool)> {
+        if i < keys {
+            Ok((i, Raw::load(tx, geo, kids[i + 1])?, true))
+        } else if i > 0 {
+            Ok((i - 1, Raw::load(tx, geo, kids[i - 1])?, false))
+        } else {
+            Err(corrupt(WHAT, parent.off, "inner node without keys"))
+        }
+    }
+
+    /// The separator stored for a share of entries between the underfull
+    /// `leaf` and its sibling (`None` when they merge, and for keys stored
+    /// inline, whose separators take no memory).
+    fn shared_separator(
+        &self,
+        tx: &mut Tx<'_>,
+        geo: &super::node::Geo,
+        path: &[(Raw, usize)],
+        leaf: &Raw,
+    ) -> Result<Option<K::Slot>> {
+        let Some((parent, i)) = path.last().filter(|_| !K::INLINE) else {
+            return Ok(None);
+        };
+        let (keys, kids) = parent.decode_inner::<K>(geo);
+        let (_, sib, sib_right) = self.sibling(tx, geo, parent, *i, keys.len(), &kids)?;
+        let (left, right) = match sib_right {
+            true => (leaf, &sib),
+            false => (&sib, leaf),
+        };
+        let ls = left.sorted::<K, _>(tx, geo)?;
+        let rs = right.sorted::<K, _>(tx, geo)?;
+        let n = ls.len() + rs.len();
+        if n <= geo.fanout {
+            return Ok(None);
+        }
+        let in_order: Vec<&K> = ls.iter().chain(&rs).map(|(k, _)| k).collect();
+        let new = K::separator(in_order[n / 2 - 1].borrowed(), in_order[n / 2].borrowed());
+        K::store(tx, new.borrowed()).map(Some)
     }
 
     /// `leaf` underflowed: merges it with a sibling under the same parent
@@ -57,19 +123,16 @@ where
         h: &Header,
         mut path: Vec<(Raw, usize)>,
         leaf: Raw,
+        stored: Option<K::Slot>,
     ) -> Result<()> {
         let geo = &h.geo;
         let id = tx.id();
         let (parent, i) = path.pop().expect("a leaf below the root has a parent");
         let (mut keys, mut kids) = parent.decode_inner::<K>(geo);
-        let (sep, left, right) = if i < keys.len() {
-            let right = Raw::load(tx, geo, kids[i + 1])?;
-            (i, leaf, right)
-        } else if i > 0 {
-            let left = Raw::load(tx, geo, kids[i - 1])?;
-            (i - 1, left, leaf)
-        } else {
-            return Err(corrupt(WHAT, parent.off, "inner node without keys"));
+        let (sep, sib, sib_right) = self.sibling(tx, geo, &parent, i, keys.len(), &kids)?;
+        let (left, right) = match sib_right {
+            true => (leaf, sib),
+            false => (sib, leaf),
         };
         if !left.is_leaf() || !right.is_leaf() {
             return Err(corrupt(WHAT, parent.off, "a leaf's sibling is not a leaf"));
@@ -97,7 +160,10 @@ where
             keys_in_order[half].borrowed(),
         );
         K::release(tx, &keys[sep])?;
-        keys[sep] = K::store(tx, new.borrowed())?;
+        keys[sep] = match stored {
+            Some(slot) => slot,
+            None => K::store(tx, new.borrowed())?,
+        };
         store_inner(tx, geo, parent.off, id, &keys, &kids, sep)
     }
 
@@ -188,10 +254,13 @@ where
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let blocks = self.blocks_in(tx)?;
         let h = self.header(tx)?;
+        // The new leaf first: a pool out of memory fails the clear with
+        // the map as it was (blocks freed here are reusable only after the
+        // commit).
+        let leaf = tx.alloc_bytes(h.geo.size() as u64)?;
         for &off in &blocks[1..] {
             tx.free(PPtr::<u8>::from_offset(off))?;
         }
-        let leaf = tx.alloc_bytes(h.geo.size() as u64)?;
         store_leaf(tx, &h.geo, leaf, tx.id(), 0, &[])?;
         let mut w = [0u8; FIRST_OFF + 8 - LEN_OFF];
         w[ROOT_OFF - LEN_OFF..FIRST_OFF - LEN_OFF].copy_from_slice(&leaf.to_le_bytes());

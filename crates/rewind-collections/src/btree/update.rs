@@ -2,11 +2,11 @@
 //! (part of the transaction under redo; under undo a nested top action
 //! when the nodes are clean; see the module docs of `btree`).
 
-use rewind::{Policy, Tx};
+use rewind::{PPtr, Policy, Tx};
 
 use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
 use super::{descend, load_path, BTreeMap, Header, Path, LEN_OFF, MAX_DEPTH, ROOT_OFF, WHAT};
-use crate::error::{corrupt, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::mem::put64;
 use crate::storable::Storable;
 
@@ -56,7 +56,15 @@ where
             if free != 0 {
                 let i = free.trailing_zeros() as usize;
                 let ks = K::store(tx, k)?;
-                let vs = V::store(tx, v.borrowed())?;
+                // A value refused for space (OutOfMemory leaves the
+                // transaction usable) takes the key's block back with it.
+                let vs = match V::store(tx, v.borrowed()) {
+                    Ok(vs) => vs,
+                    Err(e) => {
+                        K::release(tx, &ks)?;
+                        return Err(e);
+                    }
+                };
                 leaf.put_slot::<K, V>(tx, &geo, i, kb, &ks, &vs)?;
                 let (next, bitmap) = (leaf.next(), leaf.bitmap() | 1 << i);
                 leaf.set_words(id, next, bitmap);
@@ -172,15 +180,51 @@ where
         // between the halves.
         let sorted = left.sorted::<K, _>(tx, geo)?;
         let mid = sorted.len() / 2;
+        if mid == 0 {
+            return Err(corrupt(
+                WHAT,
+                left.off,
+                "a full leaf with fewer than two entries",
+            ));
+        }
         let moved: Vec<(&[u8], u8)> = sorted[mid..]
             .iter()
             .map(|&(_, i)| left.raw_entry(geo, i))
             .collect();
-        let right = tx.alloc_bytes(size)?;
+        let sep = K::separator(sorted[mid - 1].0.borrowed(), sorted[mid].0.borrowed());
+        // Every block the split takes (the new leaf, one node per full
+        // ancestor, a new root if they all are, the separator's bytes) is
+        // allocated before anything is written: a pool out of memory (an
+        // error that leaves the transaction usable, and a program may
+        // commit after it) fails the insert with the tree as it was and
+        // nothing leaked, never half split.
+        let splits = (path.iter().rev())
+            .take_while(|(n, _)| n.count() >= geo.fanout)
+            .count();
+        let nodes = 1 + splits + usize::from(splits == path.len());
+        let mut fresh = Vec::with_capacity(nodes);
+        let stored = (0..nodes)
+            .try_for_each(|_| tx.alloc_bytes(size).map(|b| fresh.push(b)))
+            .map_err(Error::from)
+            .and_then(|()| K::store(tx, sep.borrowed()));
+        let mut sep = match stored {
+            Ok(sep) => sep,
+            Err(e) => {
+                for &b in &fresh {
+                    tx.free(PPtr::<u8>::from_offset(b))?;
+                }
+                return Err(e);
+            }
+        };
+        let mut fresh = fresh.into_iter();
+        let mut node = || {
+            fresh
+                .next()
+                .ok_or_else(|| corrupt(WHAT, h.root, "a split reaching past the nodes it counted"))
+        };
+        let right = node()?;
         let new_stamp = stamp.unwrap_or(0);
         store_leaf(tx, geo, right, new_stamp, left.next(), &moved)?;
-        let sep = K::separator(sorted[mid - 1].0.borrowed(), sorted[mid].0.borrowed());
-        let mut sep = K::store(tx, sep.borrowed())?;
         let kept = sorted[mid..]
             .iter()
             .fold(left.bitmap(), |b, &(_, i)| b & !(1u64 << i));
@@ -200,12 +244,12 @@ where
             let rkeys = keys.split_off(mid + 1);
             let rkids = kids.split_off(mid + 1);
             sep = keys.pop().expect("the middle key");
-            let r = tx.alloc_bytes(size)?;
+            let r = node()?;
             store_inner(tx, geo, r, new_stamp, &rkeys, &rkids, 0)?;
             store_inner(tx, geo, parent.off, pstamp, &keys, &kids, i.min(keys.len()))?;
             right_off = r;
         }
-        let root = tx.alloc_bytes(size)?;
+        let root = node()?;
         store_inner(tx, geo, root, new_stamp, &[sep], &[h.root, right_off], 0)?;
         put64(tx, self.hdr + ROOT_OFF as u64, root)
     }

@@ -211,6 +211,22 @@ pub struct Pool {
     gate: parking_lot::RwLock<()>,
 }
 
+/// What a pool is, for a program's `{:?}` of a value holding one (and
+/// `Result::unwrap_err` on an open): its layout, configuration and size,
+/// not its bytes.
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("layout", &self.eng.hdr.layout_name)
+            .field("log", &self.variant())
+            .field("policy", &self.policy())
+            .field("size", &self.size())
+            .field("max_size", &self.max_size())
+            .field("created", &self.created)
+            .finish_non_exhaustive()
+    }
+}
+
 fn check_layout_name(name: &str) -> Result<(), Error> {
     if name.is_empty() || name.len() > MAX_LAYOUT || name.contains('\0') {
         return Err(Error::InvalidConfig {

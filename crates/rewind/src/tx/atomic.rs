@@ -20,6 +20,10 @@ use super::Tx;
 pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<(), Error> {
     eng.usable()?;
     let n = bytes.len() as u64;
+    // Null is `NullPointer`, as for every other read and write.
+    if off == 0 {
+        return Err(Error::NullPointer { len: n });
+    }
     eng.hdr.layout.check_in_heap(off, n)?;
     // A policy that keeps committed records for recovery to repeat would
     // redo an older logged value over an unlogged store.

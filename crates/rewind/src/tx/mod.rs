@@ -283,7 +283,7 @@ impl<'p> Tx<'p> {
         self.eng.alloc.free_epoch()
     }
 
-    /// The size the pool may grow to, as [`Pool::max_size`]: no count of
+    /// The size the pool may grow to, as [`Pool::max_size`](crate::Pool::max_size): no count of
     /// blocks stored in it can exceed what that many bytes hold (a bound
     /// for a walk that a damaged length would otherwise set).
     pub fn max_size(&self) -> u64 {
@@ -408,12 +408,17 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
-    /// Allocates a zeroed `T`.
+    /// Allocates a zeroed `T`. A zero-sized `T` is
+    /// [`Error::InvalidConfig`] (an allocation has at least one byte),
+    /// and the transaction goes on.
     pub fn alloc<T: Pod>(&mut self) -> Result<PPtr<T>, Error> {
         self.alloc_array::<T>(1)
     }
 
-    /// Allocates a zeroed array of `n` `T`s.
+    /// Allocates a zeroed array of `n` `T`s. An empty array (`n` = 0 or
+    /// a zero-sized `T`) is [`Error::InvalidConfig`], one whose size
+    /// overflows `u64` [`Error::OutOfMemory`]; neither dooms the
+    /// transaction.
     pub fn alloc_array<T: Pod>(&mut self, n: u64) -> Result<PPtr<T>, Error> {
         let size = (std::mem::size_of::<T>() as u64)
             .checked_mul(n)
@@ -423,7 +428,9 @@ impl<'p> Tx<'p> {
         Ok(PPtr::from_offset(self.alloc_bytes(size)?))
     }
 
-    /// Allocates `size` zeroed bytes; returns the pool offset.
+    /// Allocates `size` zeroed bytes; returns the pool offset. `size` 0 is
+    /// [`Error::InvalidConfig`], more than the pool can hold
+    /// [`Error::OutOfMemory`]; neither dooms the transaction.
     pub fn alloc_bytes(&mut self, size: u64) -> Result<u64, Error> {
         self.live()?;
         let r = self.alloc_logged(size);
