@@ -252,3 +252,295 @@ fn schema_changes_match_stock_and_every_crash_image_recovers_them() {
     let ours = connect(&op, true);
     same(&dump(&ours), &want, "reopened");
 }
+
+/// A pattern of `len` bytes, different for each `seed`.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Values of one to several megabytes (long overflow chains), as TEXT and
+/// BLOB, written whole and through incremental blob I/O
+/// (`sqlite3_blob_write` into a `zeroblob`), read back in pieces, updated,
+/// rolled back and deleted, on stock SQLite and through the VFS: the same
+/// bytes, and every crash image recovers them.
+#[test]
+fn megabyte_values_and_incremental_blob_io_match_stock() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, op) = (dir.path().join("stock.db"), dir.path().join("ours.db"));
+    let (stock, ours) = (connect(&sp, false), connect(&op, true));
+    for c in [&stock, &ours] {
+        wal(c);
+        c.execute_batch(
+            "PRAGMA cache_size = 50;
+             CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB, s TEXT);",
+        )
+        .unwrap();
+    }
+    let mut step = 0;
+    let mut check = |what: &str| {
+        let want = dump(&stock);
+        same(&want, &dump(&ours), what);
+        recovers(dir.path(), &op, step, &want, what);
+        step += 1;
+    };
+    const MB: usize = 1 << 20;
+    for c in [&stock, &ours] {
+        c.execute(
+            "INSERT INTO t VALUES (1, ?1, NULL)",
+            [pattern(1, MB + 17)],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO t VALUES (2, NULL, printf('%.*c', ?1, 'q'))",
+            [3 * MB],
+        )
+        .unwrap();
+        c.execute("INSERT INTO t VALUES (3, zeroblob(?1), 'z')", [2 * MB + 5])
+            .unwrap();
+    }
+    check("inserted");
+    // Incremental writes into the zeroblob, at unaligned offsets across
+    // pages, in one transaction each.
+    for c in [&stock, &ours] {
+        let mut b = c.blob_open(DatabaseName::Main, "t", "v", 3, false).unwrap();
+        for (k, at) in [0usize, 4095, 70_001, MB - 3, 2 * MB - 1000].iter().enumerate() {
+            b.seek(SeekFrom::Start(*at as u64)).unwrap();
+            b.write_all(&pattern(10 + k as u64, 5000.min(2 * MB + 5 - at)))
+                .unwrap();
+        }
+    }
+    check("blob writes");
+    // Read back in pieces: the same bytes on both sides.
+    let read = |c: &Connection| {
+        let mut b = c.blob_open(DatabaseName::Main, "t", "v", 3, true).unwrap();
+        let mut all = Vec::new();
+        let mut piece = vec![0u8; 77_777];
+        loop {
+            let n = b.read(&mut piece).unwrap();
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&piece[..n]);
+        }
+        all
+    };
+    let got = read(&ours);
+    assert_eq!(got.len(), 2 * MB + 5);
+    assert!(got == read(&stock), "the blob read in pieces");
+    // Blob writes inside a transaction that rolls back leave nothing;
+    // inside one that commits, with a savepoint rolled back within.
+    for c in [&stock, &ours] {
+        c.execute_batch("BEGIN").unwrap();
+        {
+            let mut b = c.blob_open(DatabaseName::Main, "t", "v", 1, false).unwrap();
+            b.write_all(&pattern(99, MB)).unwrap();
+        }
+        c.execute_batch("ROLLBACK").unwrap();
+        c.execute_batch("BEGIN; SAVEPOINT a").unwrap();
+        {
+            let mut b = c.blob_open(DatabaseName::Main, "t", "v", 1, false).unwrap();
+            b.seek(SeekFrom::Start(1000)).unwrap();
+            b.write_all(&pattern(98, 300_000)).unwrap();
+        }
+        c.execute_batch("ROLLBACK TO a").unwrap();
+        {
+            let mut b = c.blob_open(DatabaseName::Main, "t", "v", 1, false).unwrap();
+            b.seek(SeekFrom::Start(500_000)).unwrap();
+            b.write_all(&pattern(97, 300_000)).unwrap();
+        }
+        c.execute_batch("RELEASE a; COMMIT").unwrap();
+    }
+    check("blob writes rolled back and committed");
+    // Updates that grow and shrink the values, several megabytes in one
+    // transaction, then a checkpoint and deletes.
+    for c in [&stock, &ours] {
+        c.execute_batch(
+            "BEGIN;
+             UPDATE t SET s = s || printf('%.*c', 1500000, 'r') WHERE id = 2;
+             UPDATE t SET v = substr(v, 1, 100000) WHERE id = 1;
+             INSERT INTO t SELECT 4, v || v, upper(s) FROM t WHERE id = 3;
+             COMMIT;",
+        )
+        .unwrap();
+    }
+    check("updated");
+    for c in [&stock, &ours] {
+        let busy: i64 = c
+            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(busy, 0);
+        c.execute_batch("DELETE FROM t WHERE id IN (2, 3)").unwrap();
+    }
+    check("deleted");
+    for sql in [
+        "SELECT id, length(v), length(s), hex(substr(v, 999990, 20)) FROM t ORDER BY id",
+        "PRAGMA integrity_check",
+    ] {
+        assert_eq!(run(&stock, sql), run(&ours, sql), "{sql}");
+    }
+    drop(ours);
+    let ours = connect(&op, true);
+    same(&dump(&stock), &dump(&ours), "reopened");
+}
+
+/// A statement's outcome as text: its rows, or its error's code.
+fn outcome(c: &Connection, sql: &str) -> String {
+    let r = c.prepare(sql).and_then(|mut st| {
+        let n = st.column_count();
+        let mut rows = st.query([])?;
+        let mut out = String::new();
+        while let Some(row) = rows.next()? {
+            for i in 0..n {
+                out.push_str(&format!("{:?}|", row.get_ref(i)?));
+            }
+            out.push('\n');
+        }
+        Ok(out)
+    });
+    match r {
+        Ok(s) => s,
+        Err(e) => format!(
+            "error {:?} ({:?})",
+            e.sqlite_error_code(),
+            e.sqlite_error().map(|e| e.extended_code)
+        ),
+    }
+}
+
+/// The pragmas users set and read, and two connections of one process
+/// beside each other (a reader's snapshot while the other commits, a
+/// writer's lock against another writer without a busy handler, a stale
+/// snapshot's upgrade, `data_version`, checkpoints blocked by a reader,
+/// memory-mapped reads), on stock SQLite and through the VFS: the same
+/// outcomes, error codes included; then every crash image recovers the
+/// committed rows.
+#[test]
+fn pragmas_and_connections_side_by_side_match_stock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut results = Vec::new();
+    for ours in [false, true] {
+        let path = dir.path().join(if ours { "ours.db" } else { "stock.db" });
+        let a = connect(&path, ours);
+        let mut out = String::new();
+        let mut both = |a: &Connection, b: &Connection, sqls: &[(bool, &str)]| {
+            for (on_a, sql) in sqls {
+                let c = if *on_a { a } else { b };
+                out.push_str(&format!("{} {sql}: {}", if *on_a { 'A' } else { 'B' }, outcome(c, sql)));
+            }
+        };
+        // Settings before the database exists, and their values read back.
+        both(
+            &a,
+            &a,
+            &[
+                (true, "PRAGMA page_size = 16384"),
+                (true, "PRAGMA journal_mode"),
+                (true, "PRAGMA journal_mode = WAL"),
+                (true, "PRAGMA journal_mode"),
+                (true, "PRAGMA main.journal_mode"),
+                (true, "PRAGMA page_size"),
+                (true, "PRAGMA synchronous = OFF"),
+                (true, "PRAGMA synchronous"),
+                (true, "PRAGMA synchronous = EXTRA"),
+                (true, "PRAGMA synchronous"),
+                (true, "PRAGMA synchronous = NORMAL"),
+                (true, "PRAGMA cache_size = -512"),
+                (true, "PRAGMA cache_size"),
+                (true, "PRAGMA wal_autocheckpoint = 0"),
+                (true, "PRAGMA wal_autocheckpoint"),
+                (true, "PRAGMA journal_size_limit = 100000"),
+                (true, "PRAGMA mmap_size = 8388608"),
+                (true, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, pad BLOB)"),
+                (true, "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 400)
+                        INSERT INTO t SELECT i, 'v' || i, zeroblob(i * 37 % 5000) FROM s"),
+                (true, "PRAGMA user_version = 7"),
+                (true, "PRAGMA user_version"),
+                (true, "PRAGMA schema_version"),
+                (true, "PRAGMA wal_checkpoint(PASSIVE)"),
+                (true, "PRAGMA wal_checkpoint(PASSIVE)"),
+                (true, "INSERT INTO t VALUES (1000, 'after', x'00')"),
+                (true, "PRAGMA wal_checkpoint(FULL)"),
+                (true, "PRAGMA wal_checkpoint(TRUNCATE)"),
+                (true, "PRAGMA integrity_check"),
+                (true, "PRAGMA quick_check"),
+            ],
+        );
+        let b = connect(&path, ours);
+        // No busy handlers: a lock a connection cannot take is
+        // SQLITE_BUSY at once.
+        a.busy_handler(None::<fn(i32) -> bool>).unwrap();
+        b.busy_handler(None::<fn(i32) -> bool>).unwrap();
+        b.execute_batch("PRAGMA mmap_size = 8388608").unwrap();
+        both(
+            &a,
+            &b,
+            &[
+                (false, "PRAGMA journal_mode"),
+                (false, "PRAGMA user_version"),
+                (false, "PRAGMA data_version"),
+                (true, "PRAGMA data_version"),
+                // A reader's snapshot while A commits.
+                (false, "BEGIN"),
+                (false, "SELECT count(*), sum(length(pad)) FROM t"),
+                (true, "INSERT INTO t VALUES (1001, 'while B reads', zeroblob(9000))"),
+                (true, "UPDATE t SET v = v || '+' WHERE id % 10 = 0"),
+                (false, "SELECT count(*), sum(length(pad)), max(v) FROM t"),
+                // A checkpoint cannot pass B's snapshot.
+                (true, "PRAGMA wal_checkpoint(TRUNCATE)"),
+                (true, "PRAGMA wal_checkpoint(RESTART)"),
+                // B's stale snapshot cannot become a write.
+                (false, "INSERT INTO t VALUES (2000, 'stale', NULL)"),
+                (false, "COMMIT"),
+                (false, "PRAGMA data_version"),
+                (true, "PRAGMA data_version"),
+                (false, "SELECT count(*), sum(length(pad)), max(v) FROM t"),
+                // A writer holds the write lock: B cannot write or begin
+                // an immediate transaction, but reads the last commit.
+                (true, "BEGIN IMMEDIATE"),
+                (true, "DELETE FROM t WHERE id < 100"),
+                (false, "INSERT INTO t VALUES (2001, 'blocked', NULL)"),
+                (false, "BEGIN IMMEDIATE"),
+                (false, "SELECT count(*) FROM t"),
+                (false, "PRAGMA wal_checkpoint(PASSIVE)"),
+                (true, "COMMIT"),
+                (false, "INSERT INTO t VALUES (2002, 'after', NULL)"),
+                (true, "SELECT count(*), max(id) FROM t"),
+                // Exclusive transactions in WAL mode.
+                (false, "BEGIN EXCLUSIVE"),
+                (true, "SELECT count(*) FROM t"),
+                (true, "INSERT INTO t VALUES (2003, 'blocked', NULL)"),
+                (false, "ROLLBACK"),
+                (true, "PRAGMA wal_checkpoint(TRUNCATE)"),
+                (false, "PRAGMA schema_version"),
+                (true, "CREATE INDEX tv ON t(v)"),
+                (false, "SELECT count(*) FROM t WHERE v > 'v5'"),
+                (false, "PRAGMA schema_version"),
+                (true, "PRAGMA integrity_check"),
+            ],
+        );
+        assert!(!out.contains("error Some(Unknown)"), "{out}");
+        // One connection closed, one left open (a crash image of it).
+        drop(b);
+        let copy = crash_copy(dir.path(), &path, if ours { 1 } else { 0 });
+        let want = dump(&a);
+        drop(a);
+        let c = connect(&path, ours);
+        same(&dump(&c), &want, "reopened");
+        out.push_str(&outcome(&c, "PRAGMA journal_mode"));
+        if ours {
+            let c = connect(&copy, true);
+            same(&dump(&c), &want, "the crash image");
+        }
+        results.push(out);
+    }
+    same(&results[0], &results[1], "stock and the VFS");
+}
