@@ -544,3 +544,133 @@ fn pragmas_and_connections_side_by_side_match_stock() {
     }
     same(&results[0], &results[1], "stock and the VFS");
 }
+
+/// Ways of opening a database users reach for, on stock SQLite and
+/// through the VFS: one file attached twice to a connection, URI names
+/// (shared cache, read-only), a database whose own name ends in `-wal`,
+/// `:memory:` and temporary databases, and the backup API into and out
+/// of a database in WAL mode. The same outcomes, and the files recover
+/// the same rows.
+#[test]
+fn attach_uris_odd_names_and_backups_match_stock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut results = Vec::new();
+    for ours in [false, true] {
+        let sub = dir.path().join(if ours { "ours" } else { "stock" });
+        std::fs::create_dir(&sub).unwrap();
+        let mut out = String::new();
+        let open_uri = |uri: &str, flags: OpenFlags| {
+            let flags = flags | OpenFlags::SQLITE_OPEN_URI;
+            if ours {
+                common::register_once(VFS, &cfg());
+                Connection::open_with_flags_and_vfs(uri, flags, VFS)
+            } else {
+                Connection::open_with_flags(uri, flags)
+            }
+        };
+        // A name that ends in -wal, and a table in it.
+        let odd = sub.join("data-wal");
+        let c = connect(&odd, ours);
+        wal(&c);
+        c.execute_batch(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);
+             INSERT INTO t VALUES (1, 'one'), (2, 'two');",
+        )
+        .unwrap();
+        // The same file attached a second time, written through one name
+        // and read through the other.
+        c.execute("ATTACH ?1 AS again", [odd.to_str().unwrap()])
+            .unwrap();
+        for sql in [
+            "INSERT INTO again.t VALUES (3, 'three')",
+            "SELECT * FROM main.t ORDER BY id",
+            "BEGIN",
+            "INSERT INTO main.t VALUES (4, 'four')",
+            "SELECT count(*) FROM again.t",
+            "COMMIT",
+            "SELECT count(*) FROM again.t",
+            "PRAGMA again.journal_mode",
+            "PRAGMA main.wal_checkpoint(TRUNCATE)",
+            "DETACH again",
+        ] {
+            out.push_str(&format!("{sql}: {}", outcome(&c, sql)));
+        }
+        // Shared cache through a URI, and a read-only URI beside a writer.
+        let uri = format!("file:{}?cache=shared", odd.display());
+        let s1 = open_uri(&uri, OpenFlags::default()).unwrap();
+        let s2 = open_uri(&uri, OpenFlags::default()).unwrap();
+        for (c, sql) in [
+            (&s1, "INSERT INTO t VALUES (5, 'shared')"),
+            (&s2, "SELECT count(*), max(v) FROM t"),
+            (&s2, "PRAGMA journal_mode"),
+        ] {
+            out.push_str(&format!("{sql}: {}", outcome(c, sql)));
+        }
+        let ro = open_uri(
+            &format!("file:{}?mode=ro", odd.display()),
+            OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        c.execute("INSERT INTO t VALUES (6, 'six')", []).unwrap();
+        for sql in [
+            "SELECT count(*), max(id) FROM t",
+            "INSERT INTO t VALUES (7, 'refused')",
+        ] {
+            out.push_str(&format!("ro {sql}: {}", outcome(&ro, sql)));
+        }
+        drop((s1, s2, ro));
+        // :memory: and temporary databases through the VFS: no WAL.
+        for name in [":memory:", ""] {
+            let m = open_uri(name, OpenFlags::default()).unwrap();
+            for sql in [
+                "PRAGMA journal_mode = WAL",
+                "CREATE TABLE m(x)",
+                "INSERT INTO m VALUES (1), (2)",
+                "SELECT sum(x) FROM m",
+            ] {
+                out.push_str(&format!("{name:?} {sql}: {}", outcome(&m, sql)));
+            }
+        }
+        // Backups: from the WAL database into a new file, and from a
+        // plain file into a second WAL database (replacing its pages).
+        let copy = sub.join("copy.db");
+        {
+            let mut dst = connect(&copy, ours);
+            let b = rusqlite::backup::Backup::new(&c, &mut dst).unwrap();
+            b.run_to_completion(7, Duration::ZERO, None).unwrap();
+        }
+        let dst = connect(&copy, ours);
+        out.push_str(&format!("copy: {}", dump(&dst)));
+        let target = sub.join("target.db");
+        let mut t = connect(&target, ours);
+        wal(&t);
+        t.execute_batch("CREATE TABLE gone(x); INSERT INTO gone VALUES (1);")
+            .unwrap();
+        let src = Connection::open_in_memory().unwrap();
+        src.execute_batch(
+            "CREATE TABLE fresh(id INTEGER PRIMARY KEY, v BLOB);
+             WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 300)
+             INSERT INTO fresh SELECT i, zeroblob(i * 13) FROM s;",
+        )
+        .unwrap();
+        {
+            let b = rusqlite::backup::Backup::new(&src, &mut t).unwrap();
+            b.run_to_completion(5, Duration::ZERO, None).unwrap();
+        }
+        let want = dump(&t);
+        out.push_str(&format!("target: {want}"));
+        if ours {
+            for (n, db) in [(10, &target), (11, &odd)] {
+                let w = dump(&connect(db, true));
+                recovers(dir.path(), db, n, &w, &db.display().to_string());
+            }
+        }
+        drop((c, dst, t));
+        let t = connect(&target, ours);
+        same(&dump(&t), &want, "target reopened");
+        let c = connect(&odd, ours);
+        out.push_str(&format!("odd reopened: {}", dump(&c)));
+        results.push(out);
+    }
+    same(&results[0], &results[1], "stock and the VFS");
+}
