@@ -1193,3 +1193,155 @@ fn seeded_spills_and_savepoints_match_stock_and_recover() {
         );
     }
 }
+
+const CHILD_DB: &str = "REWIND_SQL_PROBE_DB";
+const CHILD_SQL: &str = "REWIND_SQL_PROBE_SQL";
+
+/// The other process of `a_second_process_meets_a_clear_error_or_shares`:
+/// opens the database through the VFS, runs the `;`-separated statements
+/// of `CHILD_SQL` printing each outcome, says "ready", and keeps the
+/// connection until a line arrives on its standard input.
+#[test]
+#[ignore = "child process of a_second_process_meets_a_clear_error_or_shares"]
+fn sql_probe_child() {
+    use std::io::BufRead;
+    let (Ok(db), Ok(sqls)) = (std::env::var(CHILD_DB), std::env::var(CHILD_SQL)) else {
+        return;
+    };
+    // The harness printed the test's name without a newline.
+    println!();
+    common::register_once(VFS, &cfg());
+    match Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS) {
+        Ok(c) => {
+            for sql in sqls.split(';') {
+                println!("outcome {sql}: {}", outcome(&c, sql).trim_end());
+            }
+            println!("ready");
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line).unwrap();
+            drop(c);
+        }
+        Err(e) => println!("open failed: {e}"),
+    }
+    println!("done");
+}
+
+/// A second process beside a first on one database, each through the
+/// VFS: while one process has the WAL open, the other's statements fail
+/// with a clear error (`SQLITE_CANTOPEN`, nothing removed, nothing
+/// changed), and once it has closed, the other shares the database as
+/// usual, seeing every commit; a database in rollback mode is shared by
+/// both, and switched to WAL under the other's open connection.
+#[test]
+fn a_second_process_meets_a_clear_error_or_shares() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    // The parent's connection, in rollback mode.
+    let p = connect(&path, true);
+    p.busy_handler(None::<fn(i32) -> bool>).unwrap();
+    p.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let start = |sqls: &str| {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "sql_probe_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DB, &path)
+            .env(CHILD_SQL, sqls)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = Vec::new();
+        loop {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "{seen:?}");
+            let line = line.trim_end().to_string();
+            if line == "ready" || line.starts_with("open failed") {
+                break;
+            }
+            if line.starts_with("outcome") {
+                seen.push(line);
+            }
+        }
+        (child, out, seen)
+    };
+    let finish = |(mut child, mut out, _): (std::process::Child, BufReader<_>, Vec<String>)| {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        assert!(child.wait().unwrap().success(), "{rest}");
+        assert!(rest.contains("done"), "{rest}");
+    };
+    let count = |c: &Connection| outcome(c, "SELECT count(*), sum(x) FROM t");
+    // Rollback mode: both processes read and write.
+    let child = start("INSERT INTO t VALUES (2);SELECT count(*), sum(x) FROM t");
+    assert_eq!(
+        child.2,
+        [
+            "outcome INSERT INTO t VALUES (2):",
+            "outcome SELECT count(*), sum(x) FROM t: Integer(2)|Integer(3)|"
+        ]
+    );
+    assert_eq!(count(&p), "Integer(2)|Integer(3)|\n");
+    finish(child);
+    // The child switches the database to WAL under the parent's open
+    // connection and keeps its WAL open: the parent's reads and writes
+    // fail with SQLITE_CANTOPEN and change nothing.
+    let child = start("PRAGMA journal_mode = WAL;INSERT INTO t VALUES (4)");
+    assert_eq!(
+        child.2,
+        [
+            "outcome PRAGMA journal_mode = WAL: Text([119, 97, 108])|",
+            "outcome INSERT INTO t VALUES (4):"
+        ]
+    );
+    let pool = rewind_sqlite::pool_path(&dir.path().join("p.db-wal"));
+    assert!(pool.exists());
+    for sql in ["SELECT count(*), sum(x) FROM t", "INSERT INTO t VALUES (8)"] {
+        let o = outcome(&p, sql);
+        assert!(o.contains("CannotOpen"), "{sql}: {o}");
+        assert!(
+            rewind_sqlite::last_error().is_some_and(|e| e.contains("in use")),
+            "{:?}",
+            rewind_sqlite::last_error()
+        );
+    }
+    assert!(pool.exists(), "the other process's pool stays");
+    finish(child);
+    // Gone: the parent sees the child's commit and writes in WAL mode.
+    assert_eq!(count(&p), "Integer(3)|Integer(7)|\n");
+    p.execute("INSERT INTO t VALUES (16)", []).unwrap();
+    assert_eq!(
+        outcome(&p, "PRAGMA journal_mode"),
+        "Text([119, 97, 108])|\n"
+    );
+    // Now the parent holds the WAL: the child cannot open it, nor leave
+    // WAL mode, nor remove the parent's pool.
+    let child =
+        start("SELECT count(*) FROM t;PRAGMA journal_mode = DELETE;INSERT INTO t VALUES (32)");
+    for line in &child.2 {
+        assert!(line.contains("CannotOpen"), "{line}");
+    }
+    finish(child);
+    assert!(pool.exists());
+    assert_eq!(count(&p), "Integer(4)|Integer(23)|\n");
+    drop(p);
+    // After the parent's close, a new process reads every commit.
+    let child = start("SELECT count(*), sum(x) FROM t;PRAGMA integrity_check");
+    assert_eq!(
+        child.2,
+        [
+            "outcome SELECT count(*), sum(x) FROM t: Integer(4)|Integer(23)|",
+            "outcome PRAGMA integrity_check: Text([111, 107])|"
+        ]
+    );
+    finish(child);
+}
