@@ -2,11 +2,14 @@
 //! on stock SQLite (a plain file) and through the VFS: schema changes
 //! (ALTER TABLE, DROP, indexes built on full tables, views, ANALYZE,
 //! VACUUM INTO), values of megabytes and incremental blob I/O, the
-//! pragmas users set, connections of one process beside a writer, and
-//! large transactions rolled back. After every step the files as they
-//! are (a crash image: the database and its pool copied while the
-//! connection is open) are opened through the VFS elsewhere and must hold
-//! exactly stock SQLite's committed rows.
+//! pragmas users set, connections of one process beside a writer, a
+//! second process, every `Config` variant, many small transactions, and
+//! large transactions that spill and roll back (whole or to a savepoint;
+//! the one defect found here, a `COMMIT` failing after a `ROLLBACK TO`,
+//! is kept as a named test). After every step the files as they are (a
+//! crash image: the database and its pool copied while the connection is
+//! open) are opened through the VFS elsewhere and must hold exactly stock
+//! SQLite's committed rows.
 //!
 //! Deterministic by seeds and counts; busy handlers wait as long as it
 //! takes, and no outcome depends on how long a step takes.
