@@ -46,7 +46,8 @@
 //! **Limits.**
 //! * *Memory.* A transaction's frames wait in memory until it commits,
 //!   and committed frames are mirrored in memory until a checkpoint (as
-//!   the page cache mirrors a WAL file): a transaction of N bytes of pages
+//!   the page cache mirrors a WAL file), as are the frames a rolled-back
+//!   spill left past the last commit: a transaction of N bytes of pages
 //!   takes a few times N of memory (300 one-megabyte rows in one
 //!   transaction peaked at 1 GB), where stock SQLite spills to its WAL
 //!   file. Commit large loads in pieces, and keep checkpoints on.

@@ -23,6 +23,17 @@
 //! a commit and SQLite's rewrite of the checksums. SQLite verifies them when
 //! it rebuilds its wal-index from this file.
 //!
+//! **Stale frames.** A WAL file keeps the frames a rolled-back spill
+//! wrote past its last commit until they are written over or the file is
+//! truncated, and SQLite may read them: after a `ROLLBACK TO` that
+//! discards frames of which one was overwritten in place, SQLite 3.46
+//! keeps the frame number where checksums must be recomputed from
+//! (`iReCksum`), and at the commit reads the checksum of the frame before
+//! it, past the frames of the transaction. So frames past the last commit
+//! stay here too (in memory, not in the pool) until a restart or a
+//! truncation: a read of one that failed made the `COMMIT` fail after
+//! the pool had committed it.
+//!
 //! **Restart and truncation.** SQLite writes a new WAL header only when a
 //! checkpoint has copied every frame into the database file; a truncation
 //! to 0 likewise. Both become a new generation of the log, which frees the
@@ -371,9 +382,10 @@ impl WalFile {
         self.stats.commits += 1;
         self.stats.frames += (last + 1 - first) as u64;
         // Frames past the commit frame were left by a rolled-back spill.
-        // The headers stay as SQLite wrote them (it rewrites the checksums
-        // of a transaction that overwrote a frame of its own next).
-        self.drop_frames(last + 1);
+        // They stay, as they stay in a WAL file (see "Stale frames"), until
+        // a restart or a truncation. The headers stay as SQLite wrote them
+        // (it rewrites the checksums of a transaction that overwrote a
+        // frame of its own next).
         for i in first..=last {
             let pgno = self.frames[i].pgno();
             self.latest.insert(pgno, i);
@@ -392,7 +404,14 @@ impl WalFile {
             })?;
         }
         self.log.restart(header.as_ref())?;
-        self.drop_frames(0);
+        // A header written again before any commit of its generation (a
+        // ROLLBACK TO back past a restart) leaves the frames spilled after
+        // the first one where they are, as a WAL file would ("Stale
+        // frames"); anything else ends them.
+        let same_page = header.as_ref().is_some_and(|h| page_size(h) == self.page);
+        if self.committed > 0 || !same_page {
+            self.drop_frames(0);
+        }
         self.latest.clear();
         self.committed = 0;
         self.header = None;
