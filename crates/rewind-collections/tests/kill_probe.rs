@@ -38,6 +38,7 @@ const POOL_SIZE: u64 = 16 << 20;
 const ENV_POOL: &str = "COLL_KILL_POOL";
 const ENV_SEED: &str = "COLL_KILL_SEED";
 const ENV_FENCE: &str = "COLL_KILL_FENCE";
+const ENV_OPTS: &str = "COLL_KILL_OPTS";
 /// A child left alone stops after this many transactions.
 const CHILD_TXS: u64 = 200;
 
@@ -61,11 +62,12 @@ struct Colls {
     n: HashMap<u64, u64>,
     l: List<u64>,
     v: PVec<u64>,
-    b: Blob,
+    /// The root's blob pointer: a transaction may replace the blob.
+    b_at: PPtr<PPtr<Blob>>,
 }
 
 impl Colls {
-    fn of(r: &Root) -> Colls {
+    fn of(rp: PPtr<Root>, r: &Root) -> Colls {
         Colls {
             a: BTreeMap::from_ptr(r.a),
             s: BTreeMap::from_ptr(r.s),
@@ -73,8 +75,13 @@ impl Colls {
             n: HashMap::from_ptr(r.n),
             l: List::from_ptr(r.l),
             v: PVec::from_ptr(r.v),
-            b: Blob::from_ptr(r.b),
+            b_at: PPtr::from_offset(rp.offset() + 7 * 8),
         }
+    }
+
+    /// The blob the root names now.
+    fn blob(&self, pool: &Pool) -> Blob {
+        Blob::from_ptr(pool.read(self.b_at).unwrap())
     }
 }
 
@@ -94,6 +101,16 @@ enum Op {
     Append(Vec<u8>),
     WriteAt(u64, Vec<u8>),
     Truncate(u64),
+    /// Keeps the entries of the u64 tree whose `(k + v) % m != 0`.
+    RetainA(u64),
+    PopFirstA,
+    PopLastS,
+    ClearS,
+    ClearV,
+    Replace(Vec<u8>),
+    Shrink,
+    /// The blob destroyed and a new one made with these bytes.
+    Renew(Vec<u8>),
 }
 
 fn op(rng: &mut SmallRng, id: u64) -> Op {
@@ -101,7 +118,7 @@ fn op(rng: &mut SmallRng, id: u64) -> Op {
         let n = rng.gen_range(0..max);
         (0..n).map(|_| rng.gen()).collect()
     };
-    match rng.gen_range(0..16) {
+    match rng.gen_range(0..18) {
         0 | 1 => Op::A(rng.gen_range(0..200), rng.gen_bool(0.7).then(|| rng.gen())),
         2 | 3 => {
             let k = rng.gen_range(0..80u32);
@@ -126,7 +143,17 @@ fn op(rng: &mut SmallRng, id: u64) -> Op {
         12 => [Op::Pop, Op::Set(rng.gen_range(0..8), rng.gen())][rng.gen_range(0..2)].clone(),
         13 => Op::Append(bytes(rng, 200)),
         14 => Op::WriteAt(rng.gen_range(0..300), bytes(rng, 64)),
-        _ => Op::Truncate(rng.gen_range(0..400)),
+        15 => Op::Truncate(rng.gen_range(0..400)),
+        _ => match rng.gen_range(0..16) {
+            0..=2 => Op::RetainA(rng.gen_range(2..6)),
+            3 | 4 => Op::PopFirstA,
+            5 | 6 => Op::PopLastS,
+            7 => Op::ClearS,
+            8 => Op::ClearV,
+            9 | 10 => Op::Replace(bytes(rng, 3000)),
+            11 | 12 => Op::Shrink,
+            _ => Op::Renew(bytes(rng, 500)),
+        },
     }
 }
 
@@ -220,11 +247,19 @@ fn apply(s: &mut State, op: &Op) {
             }
         }
         Op::Truncate(n) => s.b.truncate(*n as usize),
+        Op::RetainA(m) => s.a.retain(|k, v| k.wrapping_add(*v) % m != 0),
+        Op::PopFirstA => drop(s.a.pop_first()),
+        Op::PopLastS => drop(s.s.pop_last()),
+        Op::ClearS => s.s.clear(),
+        Op::ClearV => s.v.clear(),
+        Op::Replace(b) | Op::Renew(b) => s.b = b.clone(),
+        Op::Shrink => {}
     }
 }
 
 /// Runs `op` in the pool (what [`apply`] does to the model).
 fn run_op(c: &Colls, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<(), Error> {
+    let bl = Blob::from_ptr(tx.read(c.b_at)?);
     match op {
         Op::A(k, v) => {
             match v {
@@ -260,19 +295,47 @@ fn run_op(c: &Colls, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<(), Error> {
                 c.v.set(tx, *i, *x)?;
             }
         }
-        Op::Append(b) => c.b.append(tx, b)?,
+        Op::Append(b) => bl.append(tx, b)?,
         Op::WriteAt(at, b) => {
-            if at + b.len() as u64 <= c.b.len_tx(tx)? {
-                c.b.write_at(tx, *at, b)?;
+            if at + b.len() as u64 <= bl.len_tx(tx)? {
+                bl.write_at(tx, *at, b)?;
             }
         }
         Op::Truncate(n) => {
-            if *n <= c.b.len_tx(tx)? {
-                c.b.truncate(tx, *n)?;
+            if *n <= bl.len_tx(tx)? {
+                bl.truncate(tx, *n)?;
             }
+        }
+        Op::RetainA(m) => c.a.retain(tx, |k, v| k.wrapping_add(*v) % m != 0)?,
+        Op::PopFirstA => drop(c.a.pop_first(tx)?),
+        Op::PopLastS => drop(c.s.pop_last(tx)?),
+        Op::ClearS => c.s.clear(tx)?,
+        Op::ClearV => c.v.clear(tx)?,
+        Op::Replace(b) => bl.replace(tx, b)?,
+        Op::Shrink => bl.shrink_to_fit(tx)?,
+        Op::Renew(b) => {
+            bl.destroy(tx)?;
+            let new = Blob::create_from(tx, b)?;
+            tx.write(c.b_at, &new.as_ptr())?;
         }
     }
     Ok(())
+}
+
+/// The child's open options, by name: `msync` (the Msync backend over a
+/// pool created for Pmem), `lru` (redo-async's write-back keeping up to 16
+/// lines), or the defaults.
+fn open_options(name: &str) -> OpenOptions {
+    match name {
+        "msync" => OpenOptions::default().backend(rewind::Backend::Msync),
+        "lru" => OpenOptions::default().write_back(rewind::WriteBack::Lru { lines: 16 }),
+        _ => OpenOptions::default(),
+    }
+}
+
+/// Open options drawn for a run.
+fn draw_options(rng: &mut SmallRng) -> &'static str {
+    ["", "", "msync", "lru"][rng.gen_range(0..4)]
 }
 
 fn say(out: &mut impl Write, line: &str) {
@@ -294,11 +357,12 @@ fn coll_kill_child() {
     }
     let mut out = std::io::stdout().lock();
     say(&mut out, "");
-    let pool = Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default())
+    let opts = open_options(&std::env::var(ENV_OPTS).unwrap_or_default());
+    let pool = Pool::open(Path::new(&path), LAYOUT, &opts)
         .unwrap_or_else(|e| panic!("child: open: {e}"));
     let rp = pool.root::<Root>().unwrap().expect("root");
     let root = pool.read(rp).unwrap();
-    let c = Colls::of(&root);
+    let c = Colls::of(rp, &root);
     let first = root.next;
     say(&mut out, &format!("ready {first}"));
     for id in first..first + CHILD_TXS {
@@ -348,13 +412,14 @@ struct Run {
     killed: bool,
 }
 
-fn run_child(path: &Path, seed: u64, fence: u64, kill_after: u64) -> Run {
+fn run_child(path: &Path, seed: u64, fence: u64, kill_after: u64, opts: &str) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
     let mut child = Command::new(exe)
         .args(["--exact", "coll_kill_child", "--nocapture", "--test-threads=1"])
         .env(ENV_POOL, path)
         .env(ENV_SEED, seed.to_string())
         .env(ENV_FENCE, fence.to_string())
+        .env(ENV_OPTS, opts)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -411,7 +476,7 @@ fn read_state(pool: &Pool, c: &Colls) -> State {
         h: c.h.entries(pool).unwrap().into_iter().collect(),
         l: c.l.iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
         v: c.v.to_vec(pool).unwrap(),
-        b: c.b.read(pool).unwrap(),
+        b: c.blob(pool).read(pool).unwrap(),
     }
 }
 
@@ -469,7 +534,7 @@ fn verify(
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
     let rp = pool.root::<Root>().unwrap().expect("root");
     let root = pool.read(rp).unwrap();
-    let c = Colls::of(&root);
+    let c = Colls::of(rp, &root);
     let committed = run.last_committed.map_or(known.0, |c| c + 1);
     let mut allowed = vec![committed];
     if let Some(id) = run.in_flight {
@@ -526,7 +591,7 @@ fn verify(
     owned.extend(c.n.blocks(&pool).unwrap());
     owned.extend(c.l.blocks(&pool).unwrap());
     owned.extend(c.v.blocks(&pool).unwrap());
-    owned.extend(c.b.blocks(&pool).unwrap());
+    owned.extend(c.blob(&pool).blocks(&pool).unwrap());
     owned.sort_unstable();
     let allocated: Vec<u64> = rewind::alloc::allocated_blocks(pool.domain(), pool.layout())
         .unwrap()
@@ -561,7 +626,9 @@ fn every_collection_survives_kills() {
                 1 => (5 + rng.gen_range(0..800), 0),
                 _ => (0, 1 + rng.gen_range(0..40)),
             };
-            let run = run_child(&path, seed, fence, kill_after);
+            let opts = draw_options(&mut rng);
+            let what = format!("{what} (options {opts:?})");
+            let run = run_child(&path, seed, fence, kill_after, opts);
             if let Some(r) = run.ready {
                 assert_eq!(r, known.0, "{what}: child started at {r}");
             }
@@ -569,8 +636,9 @@ fn every_collection_survives_kills() {
             known = verify(&path, &what, seed, known, &run);
         }
         let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
-        let root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
-        hash_len += Colls::of(&root).h.len(&pool).unwrap();
+        let rp = pool.root::<Root>().unwrap().unwrap();
+        let root = pool.read(rp).unwrap();
+        hash_len += Colls::of(rp, &root).h.len(&pool).unwrap();
     }
     eprintln!("{kills} kills; {hash_len} hash entries in all");
     assert!(kills > 0);

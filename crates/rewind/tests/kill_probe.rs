@@ -57,6 +57,7 @@ const ENV_FENCE: &str = "KILL_PROBE_FENCE";
 const ENV_OP: &str = "KILL_PROBE_OP";
 const ENV_OP_AFTER: &str = "KILL_PROBE_OP_AFTER";
 const ENV_TXS: &str = "KILL_PROBE_TXS";
+const ENV_OPTS: &str = "KILL_PROBE_OPTS";
 
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
@@ -126,6 +127,22 @@ fn cfg_of(i: usize) -> PoolConfig {
 fn cfg_name(i: usize) -> String {
     let (v, p) = configs()[i];
     format!("{v}/{p}")
+}
+
+/// The child's open options, by name: `msync` (the Msync backend over a
+/// pool created for Pmem), `lru` (redo-async's write-back keeping up to 16
+/// lines), or the defaults.
+fn open_options(name: &str) -> OpenOptions {
+    match name {
+        "msync" => OpenOptions::default().backend(rewind::Backend::Msync),
+        "lru" => OpenOptions::default().write_back(rewind::WriteBack::Lru { lines: 16 }),
+        _ => OpenOptions::default(),
+    }
+}
+
+/// Open options drawn for a run.
+fn draw_options(rng: &mut SmallRng) -> &'static str {
+    ["", "", "msync", "lru"][rng.gen_range(0..4)]
 }
 
 fn say(out: &mut impl Write, line: &str) {
@@ -202,10 +219,14 @@ fn kill_probe_child() {
     say(&mut out, "");
     match role.as_str() {
         "create" => {
-            rewind::persist::kill_at_fence(fence);
+            if fence > 0 {
+                rewind::persist::kill_at_fence(fence);
+            }
             let pool = Pool::create(&path, LAYOUT, POOL_SIZE, &cfg)
                 .unwrap_or_else(|e| panic!("child: create: {e}"));
             say(&mut out, "created");
+            pool.transaction(|tx| tx.root::<Root>().map(drop))
+                .unwrap_or_else(|e| panic!("child: root: {e}"));
             drop(pool);
         }
         "work" => {
@@ -385,8 +406,9 @@ fn pool_dir() -> PathBuf {
 /// holds this process's descriptors, and so a pool just closed, from its
 /// fork until its exec.
 fn open_when_free(path: &Path) -> Result<Pool, Error> {
+    let opts = open_options(&std::env::var(ENV_OPTS).unwrap_or_default());
     common::retry_while(
-        || Pool::open(path, LAYOUT, &OpenOptions::default()),
+        || Pool::open(path, LAYOUT, &opts),
         |r| matches!(r, Err(Error::PoolInUse { .. })),
     )
 }
@@ -501,10 +523,13 @@ fn cases() -> u64 {
 }
 
 fn work_envs(c: usize, seed: u64, fence: u64) -> Vec<(&'static str, String)> {
+    // The options drawn from the seed and fence: the same run each time.
+    let mut rng = SmallRng::seed_from_u64(seed ^ fence.wrapping_mul(0x2545_f491_4f6c_dd1d));
     vec![
         (ENV_CFG, c.to_string()),
         (ENV_SEED, seed.to_string()),
         (ENV_FENCE, fence.to_string()),
+        (ENV_OPTS, draw_options(&mut rng).to_string()),
     ]
 }
 
