@@ -58,6 +58,9 @@ const ENV_OP: &str = "KILL_PROBE_OP";
 const ENV_OP_AFTER: &str = "KILL_PROBE_OP_AFTER";
 const ENV_TXS: &str = "KILL_PROBE_TXS";
 const ENV_OPTS: &str = "KILL_PROBE_OPTS";
+const ENV_RACER: &str = "KILL_PROBE_RACER";
+/// Open, three commits, close: a racer's rounds.
+const RACER_ROUNDS: u64 = 12;
 
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
@@ -95,7 +98,13 @@ fn plan(seed: u64, id: u64) -> Plan {
             .map(|_| (rng.gen_range(0..slots), rng.gen::<u64>() | 1))
             .collect()
     };
-    let n = rng.gen_range(1..12);
+    // One in twelve is large: the log grows into the heap (and gives the
+    // chunks back), and kills fall inside its commit or rollback.
+    let n = if rng.gen_ratio(1, 12) {
+        rng.gen_range(200..1500)
+    } else {
+        rng.gen_range(1..12)
+    };
     let kept = writes(n, &mut rng, SLOTS);
     let (undone, undone_alloc) = if rng.gen_ratio(1, 3) {
         let n = rng.gen_range(1..6);
@@ -299,6 +308,29 @@ fn kill_probe_child() {
                 Ok::<_, Error>(())
             });
         }
+        "racer" => {
+            // Opens (or creates) the pool whenever it is free, commits a
+            // few increments, closes it, again and again.
+            let me = env_u64(ENV_RACER) as usize;
+            for _ in 0..RACER_ROUNDS {
+                let pool = when_free(|| Pool::open_or_create(&path, LAYOUT, POOL_SIZE, &cfg))
+                    .unwrap_or_else(|e| panic!("racer {me}: open_or_create: {e}"));
+                for _ in 0..3 {
+                    pool.transaction(|tx| {
+                        let rp = tx.root::<Root>()?;
+                        let total = tx.read(slot(rp, 0))?;
+                        tx.write(slot(rp, 0), &(total + 1))?;
+                        let mine = tx.read(slot(rp, 1 + me))?;
+                        tx.write(slot(rp, 1 + me), &(mine + 1))
+                    })
+                    .unwrap_or_else(|e| panic!("racer {me}: transaction: {e}"));
+                    say(&mut out, "committed 0");
+                }
+                if me % 2 == 0 {
+                    pool.close().unwrap_or_else(|e| panic!("racer {me}: close: {e}"));
+                }
+            }
+        }
         r => panic!("child: no role {r}"),
     }
 }
@@ -431,7 +463,17 @@ fn open(path: &Path) -> Pool {
 }
 
 fn new_pool(path: &Path, c: usize) {
-    let pool = Pool::create(path, LAYOUT, POOL_SIZE, &cfg_of(c)).unwrap();
+    new_pool_with(path, &cfg_of(c));
+}
+
+/// A configuration's tight form: small buckets, the smallest log (it
+/// grows into the heap at once), Batch groups of 64.
+fn tight(cfg: PoolConfig) -> PoolConfig {
+    cfg.bucket_cells(8).log_size(1).group_size(64)
+}
+
+fn new_pool_with(path: &Path, cfg: &PoolConfig) {
+    let pool = Pool::create(path, LAYOUT, POOL_SIZE, cfg).unwrap();
     pool.transaction(|tx| tx.root::<Root>().map(drop)).unwrap();
     pool.close().unwrap();
 }
@@ -540,11 +582,20 @@ fn work_envs(c: usize, seed: u64, fence: u64) -> Vec<(&'static str, String)> {
 fn kills_at_seeded_points_then_kills_during_recovery() {
     let dir = tempfile::tempdir_in(pool_dir()).unwrap();
     let (mut kills, mut in_open) = (0, 0);
-    for c in 0..configs().len() {
-        let what = cfg_name(c);
-        let seed = 0x6b70_0000 ^ (c as u64) << 24;
-        let path = dir.path().join(format!("w{c}.pool"));
-        new_pool(&path, c);
+    for (c, tightly) in (0..configs().len()).flat_map(|c| [(c, false), (c, true)]) {
+        let seed = 0x6b70_0000 ^ (c as u64) << 24 ^ u64::from(tightly) << 20;
+        let path = dir.path().join(format!("w{c}-{tightly}.pool"));
+        let what = match tightly {
+            true => {
+                let cfg = tight(cfg_of(c));
+                new_pool_with(&path, &cfg);
+                format!("{} tight", cfg_name(c))
+            }
+            false => {
+                new_pool(&path, c);
+                cfg_name(c)
+            }
+        };
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut m = Model {
             seed,
@@ -647,18 +698,17 @@ fn kills_inside_grow_sync_checkpoint_and_close() {
                 let pool = verify(&path, &what, &mut m, &run);
                 let after = chunks(&pool);
                 if *op == "grow" {
-                    // 4 MiB: 16 chunks, all or none.
-                    assert!(
-                        after == before || after == before + 16,
-                        "{what}: {after} chunks after a growth from {before}"
-                    );
+                    // 4 MiB: 16 chunks, all or none (a large transaction's
+                    // log may have grown the heap by itself too).
+                    assert!(after >= before, "{what}: {after} chunks, {before} before");
                     if run.op_done {
-                        assert_eq!(after, before + 16, "{what}: growth lost ({run:?})");
+                        assert!(after >= before + 16, "{what}: growth lost ({run:?})");
                     }
                     let want = pool.layout().heap_off + after * (256 << 10);
                     assert!(pool.size() >= want, "{what}: file shorter than its heap");
                 } else {
-                    assert_eq!(after, before, "{what}");
+                    // A large transaction's log may have grown the heap.
+                    assert!(after >= before, "{what}: {after} chunks, {before} before");
                 }
                 drop(pool);
             }
@@ -780,4 +830,100 @@ fn second_opener_while_held_and_after_the_holder_is_killed() {
             Err(e) => panic!("{what}: transaction after recovery: {e}"),
         }
     }
+}
+
+/// Three processes race to create and open one pool, each committing a few
+/// increments between its open and its close and retrying while another
+/// holds it; some are SIGKILLed after a seeded number of their commits
+/// (inside a create, an open's recovery, a transaction or a close). Each
+/// racer's acknowledged increments are all there (plus perhaps the one in
+/// flight when it was killed), and the shared total is their sum: no
+/// racer ever recovered or changed a pool another held.
+#[test]
+fn racing_openers_some_killed() {
+    let dir = tempfile::tempdir_in(pool_dir()).unwrap();
+    const RACERS: usize = 3;
+    let (mut kills, mut acked_all) = (0, 0);
+    for c in 0..configs().len() {
+        for round in 0..cases() {
+            let what = format!("{} round {round}", cfg_name(c));
+            let seed = 0x7261_6365 ^ (c as u64) << 16 ^ round;
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let path = dir.path().join(format!("r{c}-{round}.pool"));
+            let results: Vec<(u64, bool)> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..RACERS)
+                    .map(|me| {
+                        // Killed after 0 (at once: perhaps inside the
+                        // create), some or none of its commits.
+                        let kill_after = match rng.gen_range(0..4) {
+                            0 => None,
+                            1 => Some(0),
+                            _ => Some(rng.gen_range(1..3 * RACER_ROUNDS)),
+                        };
+                        let path = &path;
+                        s.spawn(move || race(path, c, me, kill_after))
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            if !path.exists() {
+                // Every racer killed before its create named the file.
+                assert!(results.iter().all(|&(a, k)| a == 0 && k), "{what}");
+                kills += RACERS as u64;
+                continue;
+            }
+            let pool = open(&path);
+            let rp = pool.root::<Root>().unwrap();
+            let root = rp.map(|rp| pool.read(rp).unwrap());
+            let (mut sum, mut lo, mut hi) = (0, 0, 0);
+            for (me, &(acked, killed)) in results.iter().enumerate() {
+                let mine = root.map_or(0, |r| r.slots[1 + me]);
+                assert!(
+                    mine == acked || (killed && mine == acked + 1),
+                    "{what}: racer {me} has {mine} increments, acknowledged {acked} (killed: {killed})"
+                );
+                sum += mine;
+                lo += acked;
+                hi += acked + u64::from(killed);
+                kills += u64::from(killed);
+            }
+            let total = root.map_or(0, |r| r.slots[0]);
+            assert_eq!(total, sum, "{what}: total against the racers' own counts");
+            assert!((lo..=hi).contains(&total), "{what}");
+            acked_all += lo;
+            let report = rewind::inspect::check_pool(&pool);
+            assert!(report.is_ok(), "{what}: {report}");
+        }
+    }
+    eprintln!("{kills} racers killed, {acked_all} increments acknowledged");
+    assert!(kills > 0);
+}
+
+/// Runs racer `me` (killed once it reported `kill_after` commits); returns
+/// its acknowledged commits and whether it was killed.
+fn race(path: &Path, c: usize, me: usize, kill_after: Option<u64>) -> (u64, bool) {
+    let all = [
+        (ENV_ROLE, OsString::from("racer")),
+        (ENV_POOL, path.as_os_str().to_owned()),
+        (ENV_CFG, OsString::from(c.to_string())),
+        (ENV_RACER, OsString::from(me.to_string())),
+    ];
+    let mut child = spawn_test_child("kill_probe_child", &all);
+    let mut acked = 0;
+    if kill_after == Some(0) {
+        child.kill().unwrap();
+    }
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        if line.starts_with("committed") {
+            acked += 1;
+            if Some(acked) == kill_after {
+                child.kill().unwrap();
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    let killed = status.signal() == Some(9);
+    assert!(killed || status.success(), "racer {me}: {status}");
+    (acked, killed)
 }
