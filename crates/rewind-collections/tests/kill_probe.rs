@@ -57,7 +57,8 @@ struct Root {
 
 struct Colls {
     a: BTreeMap<u64, u64>,
-    s: BTreeMap<String, Vec<u8>>,
+    /// The root's string tree pointer: a transaction may replace the tree.
+    s_at: PPtr<PPtr<BTreeMap<String, Vec<u8>>>>,
     h: HashMap<u64, u64>,
     n: HashMap<u64, u64>,
     l: List<u64>,
@@ -70,13 +71,18 @@ impl Colls {
     fn of(rp: PPtr<Root>, r: &Root) -> Colls {
         Colls {
             a: BTreeMap::from_ptr(r.a),
-            s: BTreeMap::from_ptr(r.s),
+            s_at: PPtr::from_offset(rp.offset() + 2 * 8),
             h: HashMap::from_ptr(r.h),
             n: HashMap::from_ptr(r.n),
             l: List::from_ptr(r.l),
             v: PVec::from_ptr(r.v),
             b_at: PPtr::from_offset(rp.offset() + 7 * 8),
         }
+    }
+
+    /// The string tree the root names now.
+    fn strings(&self, pool: &Pool) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from_ptr(pool.read(self.s_at).unwrap())
     }
 
     /// The blob the root names now.
@@ -111,6 +117,8 @@ enum Op {
     Shrink,
     /// The blob destroyed and a new one made with these bytes.
     Renew(Vec<u8>),
+    /// The string tree destroyed and a new, empty one made.
+    RenewS,
 }
 
 fn op(rng: &mut SmallRng, id: u64) -> Op {
@@ -148,7 +156,7 @@ fn op(rng: &mut SmallRng, id: u64) -> Op {
             0..=2 => Op::RetainA(rng.gen_range(2..6)),
             3 | 4 => Op::PopFirstA,
             5 | 6 => Op::PopLastS,
-            7 => Op::ClearS,
+            7 => [Op::ClearS, Op::RenewS][rng.gen_range(0..2)].clone(),
             8 => Op::ClearV,
             9 | 10 => Op::Replace(bytes(rng, 3000)),
             11 | 12 => Op::Shrink,
@@ -254,12 +262,14 @@ fn apply(s: &mut State, op: &Op) {
         Op::ClearV => s.v.clear(),
         Op::Replace(b) | Op::Renew(b) => s.b = b.clone(),
         Op::Shrink => {}
+        Op::RenewS => s.s.clear(),
     }
 }
 
 /// Runs `op` in the pool (what [`apply`] does to the model).
 fn run_op(c: &Colls, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<(), Error> {
     let bl = Blob::from_ptr(tx.read(c.b_at)?);
+    let st = BTreeMap::<String, Vec<u8>>::from_ptr(tx.read(c.s_at)?);
     match op {
         Op::A(k, v) => {
             match v {
@@ -269,8 +279,8 @@ fn run_op(c: &Colls, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<(), Error> {
         }
         Op::S(k, v) => {
             match v {
-                Some(v) => c.s.insert(tx, k.clone(), v.clone())?,
-                None => c.s.remove(tx, k)?,
+                Some(v) => st.insert(tx, k.clone(), v.clone())?,
+                None => st.remove(tx, k)?,
             };
         }
         Op::H(k, v) => {
@@ -308,8 +318,8 @@ fn run_op(c: &Colls, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<(), Error> {
         }
         Op::RetainA(m) => c.a.retain(tx, |k, v| k.wrapping_add(*v) % m != 0)?,
         Op::PopFirstA => drop(c.a.pop_first(tx)?),
-        Op::PopLastS => drop(c.s.pop_last(tx)?),
-        Op::ClearS => c.s.clear(tx)?,
+        Op::PopLastS => drop(st.pop_last(tx)?),
+        Op::ClearS => st.clear(tx)?,
         Op::ClearV => c.v.clear(tx)?,
         Op::Replace(b) => bl.replace(tx, b)?,
         Op::Shrink => bl.shrink_to_fit(tx)?,
@@ -317,6 +327,11 @@ fn run_op(c: &Colls, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<(), Error> {
             bl.destroy(tx)?;
             let new = Blob::create_from(tx, b)?;
             tx.write(c.b_at, &new.as_ptr())?;
+        }
+        Op::RenewS => {
+            st.destroy(tx)?;
+            let new = BTreeMap::<String, Vec<u8>>::create_with_fanout(tx, 4)?;
+            tx.write(c.s_at, &new.as_ptr())?;
         }
     }
     Ok(())
@@ -472,7 +487,7 @@ fn model(seed: u64, next: u64) -> State {
 fn read_state(pool: &Pool, c: &Colls) -> State {
     State {
         a: c.a.iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
-        s: c.s.iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
+        s: c.strings(pool).iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
         h: c.h.entries(pool).unwrap().into_iter().collect(),
         l: c.l.iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
         v: c.v.to_vec(pool).unwrap(),
@@ -549,7 +564,8 @@ fn verify(
     );
     c.a.check_invariants(&pool)
         .unwrap_or_else(|e| panic!("{what}: u64 tree: {e}"));
-    c.s.check_invariants(&pool)
+    c.strings(&pool)
+        .check_invariants(&pool)
         .unwrap_or_else(|e| panic!("{what}: string tree: {e}"));
     c.h.check_invariants(&pool)
         .unwrap_or_else(|e| panic!("{what}: hash map: {e}"));
@@ -586,7 +602,7 @@ fn verify(
     }
     let mut owned = vec![rp.offset()];
     owned.extend(c.a.blocks(&pool).unwrap());
-    owned.extend(c.s.blocks(&pool).unwrap());
+    owned.extend(c.strings(&pool).blocks(&pool).unwrap());
     owned.extend(c.h.blocks(&pool).unwrap());
     owned.extend(c.n.blocks(&pool).unwrap());
     owned.extend(c.l.blocks(&pool).unwrap());
@@ -613,14 +629,21 @@ fn every_collection_survives_kills() {
         .max(1);
     let dir = tempfile::tempdir_in(pool_dir()).unwrap();
     let (mut kills, mut hash_len) = (0, 0);
-    for (c, cfg) in configs().iter().enumerate() {
+    // Each configuration as it comes, and tight: small buckets, the
+    // smallest log (it grows into the heap at once), Batch groups of 64.
+    let all = configs().into_iter().flat_map(|cfg| {
+        let tight = cfg.clone().bucket_cells(8).log_size(1).group_size(64);
+        [(cfg, ""), (tight, " tight")]
+    });
+    for (c, (cfg, tightly)) in all.enumerate() {
+        let cfg = &cfg;
         let seed = 0x636f_6c6c ^ (c as u64) << 32;
         let path = dir.path().join(format!("c{c}.pool"));
         create(&path, cfg);
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut known = (0, Map::new());
-        for cycle in 0..4 * cases {
-            let what = format!("{} cycle {cycle}", name(cfg));
+        for cycle in 0..2 * cases {
+            let what = format!("{}{tightly} cycle {cycle}", name(cfg));
             let (fence, kill_after) = match rng.gen_range(0..4) {
                 0 => (1 + rng.gen_range(0..4), 0),
                 1 => (5 + rng.gen_range(0..800), 0),
