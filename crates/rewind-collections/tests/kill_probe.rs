@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{OpenOptions, PPtr, Pod, Pool, PoolConfig, Zeroable};
-use rewind_collections::{Blob, BTreeMap, Error, HashMap, List, Vec as PVec};
+use rewind_collections::{BTreeMap, Blob, Error, HashMap, List, Vec as PVec};
 
 use common::{aborted, configs, name};
 
@@ -373,8 +373,8 @@ fn coll_kill_child() {
     let mut out = std::io::stdout().lock();
     say(&mut out, "");
     let opts = open_options(&std::env::var(ENV_OPTS).unwrap_or_default());
-    let pool = Pool::open(Path::new(&path), LAYOUT, &opts)
-        .unwrap_or_else(|e| panic!("child: open: {e}"));
+    let pool =
+        Pool::open(Path::new(&path), LAYOUT, &opts).unwrap_or_else(|e| panic!("child: open: {e}"));
     let rp = pool.root::<Root>().unwrap().expect("root");
     let root = pool.read(rp).unwrap();
     let c = Colls::of(rp, &root);
@@ -430,7 +430,12 @@ struct Run {
 fn run_child(path: &Path, seed: u64, fence: u64, kill_after: u64, opts: &str) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
     let mut child = Command::new(exe)
-        .args(["--exact", "coll_kill_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "coll_kill_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(ENV_POOL, path)
         .env(ENV_SEED, seed.to_string())
         .env(ENV_FENCE, fence.to_string())
@@ -445,7 +450,10 @@ fn run_child(path: &Path, seed: u64, fence: u64, kill_after: u64, opts: &str) ->
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let Ok(line) = line else { break };
         let mut w = line.split_whitespace();
-        let (word, id) = (w.next().unwrap_or(""), w.next().and_then(|x| x.parse().ok()));
+        let (word, id) = (
+            w.next().unwrap_or(""),
+            w.next().and_then(|x| x.parse().ok()),
+        );
         match word {
             "ready" => run.ready = id,
             "begin" => run.in_flight = id,
@@ -487,7 +495,11 @@ fn model(seed: u64, next: u64) -> State {
 fn read_state(pool: &Pool, c: &Colls) -> State {
     State {
         a: c.a.iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
-        s: c.strings(pool).iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
+        s: c.strings(pool)
+            .iter(pool)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap(),
         h: c.h.entries(pool).unwrap().into_iter().collect(),
         l: c.l.iter(pool).unwrap().collect::<Result<_, _>>().unwrap(),
         v: c.v.to_vec(pool).unwrap(),
@@ -598,7 +610,10 @@ fn verify(
         "{what}: nested top actions' map {got_n:?}, want {nta:?} or {with:?}"
     );
     if root.next == committed + 1 {
-        assert_eq!(got_n, with, "{what}: committed without its nested top action");
+        assert_eq!(
+            got_n, with,
+            "{what}: committed without its nested top action"
+        );
     }
     let mut owned = vec![rp.offset()];
     owned.extend(c.a.blocks(&pool).unwrap());

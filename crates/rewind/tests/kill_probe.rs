@@ -276,8 +276,7 @@ fn kill_probe_child() {
                     if pool.is_none() {
                         // Reopened: what a program does next.
                         pool = Some(
-                            open_when_free(&path)
-                                .unwrap_or_else(|e| panic!("child: reopen: {e}")),
+                            open_when_free(&path).unwrap_or_else(|e| panic!("child: reopen: {e}")),
                         );
                     }
                 }
@@ -327,7 +326,8 @@ fn kill_probe_child() {
                     say(&mut out, "committed 0");
                 }
                 if me % 2 == 0 {
-                    pool.close().unwrap_or_else(|e| panic!("racer {me}: close: {e}"));
+                    pool.close()
+                        .unwrap_or_else(|e| panic!("racer {me}: close: {e}"));
                 }
             }
         }
@@ -525,18 +525,19 @@ fn verify(path: &Path, what: &str, m: &mut Model, run: &Run) -> Pool {
         root.nta
     );
     if root.next == known + 1 {
-        assert_eq!(root.nta, with, "{what}: committed without its nested top action");
+        assert_eq!(
+            root.nta, with,
+            "{what}: committed without its nested top action"
+        );
     }
     m.nta = root.nta;
     m.next = root.next;
     // The object: the last committed reallocation's, and the allocated
     // blocks are exactly the root and it.
-    let want_obj = (0..root.next)
-        .rev()
-        .find(|&id| {
-            let p = plan(m.seed, id);
-            p.realloc && !p.abort
-        });
+    let want_obj = (0..root.next).rev().find(|&id| {
+        let p = plan(m.seed, id);
+        p.realloc && !p.abort
+    });
     match want_obj {
         Some(id) => {
             assert!(!root.obj.is_null(), "{what}: object lost");
@@ -752,7 +753,7 @@ fn create_killed_at_each_fence() {
                 info_when_free(&path).unwrap_or_else(|e| panic!("{what}: info: {e}"));
             }
             let pool = when_free(|| Pool::open_or_create(&path, LAYOUT, POOL_SIZE, &cfg_of(c)))
-            .unwrap_or_else(|e| panic!("{what}: open_or_create: {e}"));
+                .unwrap_or_else(|e| panic!("{what}: open_or_create: {e}"));
             pool.transaction(|tx| {
                 let r = tx.root::<Root>()?;
                 tx.write(slot(r, 0), &7)
