@@ -325,7 +325,7 @@ fn kill_probe_child() {
                     .unwrap_or_else(|e| panic!("racer {me}: transaction: {e}"));
                     say(&mut out, "committed 0");
                 }
-                if me % 2 == 0 {
+                if me.is_multiple_of(2) {
                     pool.close()
                         .unwrap_or_else(|e| panic!("racer {me}: close: {e}"));
                 }
@@ -927,4 +927,49 @@ fn race(path: &Path, c: usize, me: usize, kill_after: Option<u64>) -> (u64, bool
     let killed = status.signal() == Some(9);
     assert!(killed || status.success(), "racer {me}: {status}");
     (acked, killed)
+}
+
+/// What a create killed by a tool other than this library's leaves (or a
+/// pool file cut short by a killed copy): the first bytes of a pool, or
+/// none. `open`, `open_or_create` and inspection give typed errors, never
+/// a panic, and never recreate over the file.
+#[test]
+fn cut_pool_files_are_typed_errors() {
+    let dir = tempfile::tempdir_in(pool_dir()).unwrap();
+    let whole = dir.path().join("whole.pool");
+    new_pool(&whole, 0);
+    let bytes = std::fs::read(&whole).unwrap();
+    for len in [
+        0,
+        1,
+        100,
+        4095,
+        4096,
+        4097,
+        8192,
+        65536,
+        bytes.len() / 2,
+        bytes.len() - 1,
+    ] {
+        let path = dir.path().join(format!("cut{len}.pool"));
+        std::fs::write(&path, &bytes[..len]).unwrap();
+        let what = format!("a pool cut to {len} bytes");
+        match Pool::open(&path, LAYOUT, &OpenOptions::default()) {
+            Ok(_) => panic!("{what}: opened"),
+            Err(e) => assert!(!matches!(e, Error::PoolInUse { .. }), "{what}: {e}"),
+        }
+        let e = Pool::open_or_create(&path, LAYOUT, POOL_SIZE, &cfg_of(0))
+            .err()
+            .unwrap_or_else(|| panic!("{what}: open_or_create made a pool over it"));
+        assert!(!e.to_string().is_empty());
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            &bytes[..len],
+            "{what}: changed"
+        );
+        let _ = rewind::inspect::info(&path);
+        if let Ok(r) = rewind::inspect::check(&path) {
+            assert!(!r.is_ok(), "{what}: check passes it");
+        }
+    }
 }
