@@ -713,45 +713,58 @@ fn every_collection_survives_kills() {
     assert!(kills > 0);
 }
 
-/// Found by this probe, with no kill: on a Batch/no-force pool with small
-/// buckets and the smallest log, transaction 78 of seed 6 made the log
-/// take a new bucket, which unlisted the old tail and gave its heap chunk
-/// back in the middle of the append; the next record found no block
-/// (`LogFull` with the heap nearly empty), and that failed append had
-/// already marked the checkpoint's reservation held without adding its
-/// bytes, so the next checkpoint took them back: an underflow of the
-/// log's reserved bytes (a panic with overflow checks, else every later
-/// append `LogFull`). Every transaction must commit or abort as planned,
-/// and the pool must hold exactly the committed ones.
+/// Found by this probe, with no kill: on a Batch pool with 8-cell buckets
+/// and the smallest log, seed 6's transactions made the log take a new
+/// bucket, which unlisted the old tail and gave its heap chunk back in the
+/// middle of the append; the next record found no block: `LogFull` ("0
+/// free, and the heap has no free chunk") with the heap nearly empty
+/// (transaction 123 under force, with reopens after drops as a crash
+/// leaves them). Under no-force that failed append had already marked the
+/// checkpoint's reservation held without adding its bytes, and the next
+/// checkpoint took them back: the log's reserved count underflowed
+/// (transaction 78: a panic with overflow checks, else `LogFull` for every
+/// later append). Every transaction must commit or abort as planned, and
+/// the pool must hold exactly the committed ones.
 #[test]
-fn tight_batch_no_force_log_keeps_its_reservations() {
+fn tight_batch_log_keeps_its_reservations() {
     let dir = tempfile::tempdir_in(pool_dir()).unwrap();
-    let path = dir.path().join("tight.pool");
-    let cfg = PoolConfig::default()
-        .log(rewind::LogVariant::Batch)
-        .policy(rewind::Policy::NoForce)
-        .bucket_cells(8)
-        .log_size(1)
-        .group_size(64);
-    create(&path, &cfg);
-    let seed = 6;
-    let mut run = Run {
-        ready: Some(0),
-        ..Run::default()
-    };
-    {
-        let pool = when_free(|| Pool::open(&path, LAYOUT, &OpenOptions::default())).unwrap();
-        let rp = pool.root::<Root>().unwrap().unwrap();
-        let colls = Colls::of(rp, &pool.read(rp).unwrap());
-        for id in 0..120 {
+    for policy in [rewind::Policy::NoForce, rewind::Policy::Force] {
+        let path = dir.path().join(format!("tight-{policy}.pool"));
+        let cfg = PoolConfig::default()
+            .log(rewind::LogVariant::Batch)
+            .policy(policy)
+            .bucket_cells(8)
+            .log_size(1)
+            .group_size(64);
+        create(&path, &cfg);
+        let seed = 6;
+        let mut run = Run {
+            ready: Some(0),
+            ..Run::default()
+        };
+        let open = || when_free(|| Pool::open(&path, LAYOUT, &OpenOptions::default())).unwrap();
+        let mut pool = open();
+        for id in 0..130 {
+            if id % 37 == 36 {
+                // Reopened as after a crash: the log as it was.
+                pool.crash();
+                pool = open();
+            }
+            let rp = pool.root::<Root>().unwrap().unwrap();
+            let colls = Colls::of(rp, &pool.read(rp).unwrap());
             let p = plan(seed, id);
             match run_plan(&pool, &colls, rp, id, &p) {
                 Ok(()) => run.last_committed = Some(id),
                 Err(Error::Pool(rewind::Error::Aborted)) if p.abort => {}
-                Err(e) => panic!("transaction {id}: {e}; {:?}", pool.log_stats()),
+                Err(e) => panic!(
+                    "{}: transaction {id}: {e}; {:?}",
+                    name(&cfg),
+                    pool.log_stats()
+                ),
             }
             run.ended.push(id);
         }
+        drop(pool);
+        verify(&path, &name(&cfg), seed, (0, Map::new()), &run);
     }
-    verify(&path, "batch/no-force tight", seed, (0, Map::new()), &run);
 }
