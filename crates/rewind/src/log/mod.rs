@@ -618,12 +618,6 @@ impl Log {
                 });
             }
         }
-        res.bytes -= paid;
-        st.reserved -= paid;
-        if forward > 0 {
-            res.started = true;
-            st.checkpoint_held = true;
-        }
         st.batch_index.clear();
         st.batch_cells.clear();
         if self.variant != LogVariant::Batch || one_fence {
@@ -746,6 +740,17 @@ impl Log {
             // Valid once in the tree, before the caller's in-place stores.
             let placed: Vec<Placed> = out[first_out..].to_vec();
             self.tree_insert(d, st, &placed)?;
+        }
+        // The accounting changes once the records are placed: an append
+        // that fails on the way (`room` finding no block after all) holds
+        // nothing, and leaves no checkpoint reservation marked held whose
+        // bytes `reserved` never got (the next checkpoint would take them
+        // back: an underflow that made every later append `LogFull`).
+        res.bytes -= paid;
+        st.reserved -= paid;
+        if forward > 0 {
+            res.started = true;
+            st.checkpoint_held = true;
         }
         st.reserved += reserve + held;
         res.bytes += reserve;
@@ -959,23 +964,36 @@ impl Log {
             },
         );
         st.order.push(block);
-        // The old tail may be empty now that it is no longer the tail.
+        // The old tail may be empty now that it is no longer the tail. It
+        // leaves the list, but its chunk stays with the log until the
+        // transaction gives its reservation back (`unreserve`): the space
+        // this append was sure of (`available`, checked before its first
+        // record) must not go back to the heap halfway through it.
         if let Some(old) = st.order.before_last() {
-            self.maybe_remove(d, st, old)?;
+            self.maybe_unlist(d, st, old)?;
         }
         Ok(block)
     }
 
     fn maybe_remove(&self, d: &Domain, st: &mut State, block: u64) -> Result<(), Error> {
+        if self.maybe_unlist(d, st, block)? {
+            self.maybe_shrink(d, st, block)?;
+        }
+        Ok(())
+    }
+
+    /// Takes `block` out of the list if no live record keeps it there;
+    /// returns whether it did.
+    fn maybe_unlist(&self, d: &Domain, st: &mut State, block: u64) -> Result<bool, Error> {
         let Some(b) = st.buckets.get(&block) else {
-            return Ok(());
+            return Ok(false);
         };
         let full = b.next_cell as u64 == self.layout.bucket_cells;
         if b.live == 0 && (full || st.order.last() != Some(block)) {
             st.unlist(d, block)?;
-            self.maybe_shrink(d, st, block)?;
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Clears a finished transaction's records: their cells become gaps,
