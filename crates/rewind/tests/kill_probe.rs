@@ -806,12 +806,10 @@ fn second_opener_while_held_and_after_the_holder_is_killed() {
         let inside = lines.any(|l| l.is_ok_and(|l| l == "inside"));
         assert!(inside, "{what}: the holder never got inside");
         let e = Pool::open(&path, LAYOUT, &OpenOptions::default())
-            .err()
-            .expect("a second open of a held pool");
+            .expect_err("a second open of a held pool");
         assert!(matches!(e, Error::PoolInUse { .. }), "{what}: {e}");
         let e = Pool::open_or_create(&path, LAYOUT, POOL_SIZE, &cfg_of(c))
-            .err()
-            .expect("open_or_create of a held pool");
+            .expect_err("open_or_create of a held pool");
         assert!(matches!(e, Error::PoolInUse { .. }), "{what}: {e}");
         let e = rewind::inspect::check(&path).expect_err("check of a held pool");
         assert!(matches!(e, Error::PoolInUse { .. }), "{what}: {e}");
