@@ -681,15 +681,22 @@ impl Pool {
     }
 
     /// The named roots in the catalog, in the order they were created.
+    /// Isolated from the transactions adding a root (they hold the
+    /// catalog's lock until they end): a root of one still running, which
+    /// may roll back, is not among them, nor is a catalog half rewritten
+    /// (or freed and reused) read as a damaged one.
     pub fn roots(&self) -> Result<Vec<NamedRoot>, Error> {
         self.eng.usable()?;
         let e = &self.eng;
-        crate::alloc::catalog::read(&e.dom, &e.hdr.layout, &|o, b| e.read_committed(o, b))
+        self.read_isolated(meta::CATALOG, |_| {
+            crate::alloc::catalog::read(&e.dom, &e.hdr.layout, &|o, b| e.read_committed(o, b))
+        })
     }
 
-    /// The root object, if one was created (see [`Tx::root`]).
+    /// The root object, if one was created (see [`Tx::root`]); isolated,
+    /// as [`roots`](Self::roots), from a transaction creating it.
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
-        self.eng.root::<T>()
+        self.read_isolated(meta::ROOT, |_| self.eng.root::<T>())
     }
 
     /// Fences, flushed lines and non-temporal lines so far.

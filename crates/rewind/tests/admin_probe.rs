@@ -1,0 +1,550 @@
+//! Administrative and read calls racing transactions on one pool, in
+//! every log variant × policy (and on Msync): writer threads commit
+//! transfers between accounts and whole updates of a record of their own
+//! (with a block allocated and one freed in each), some roll back by
+//! returning `Err`, some panic inside the closure, some create named
+//! roots (one name all race for); beside them a thread calls `sync`,
+//! `checkpoint`, `grow` and `backup_to`, and a reader calls
+//! `read_isolated` on each record, `counters`, the statistics and
+//! `root_named`. Each writer counts the transactions it started and those
+//! whose commit returned `Ok`: every backup must open, check clean and
+//! hold, for each writer, a state between the two (exactly a prefix of
+//! its transactions, whole); an isolated read never sees half a
+//! transaction; after a close and a reopen the pool holds exactly the
+//! acknowledged commits and checks clean. Counts and seeds only: no
+//! outcome depends on time (`REWIND_HANG_LIMIT_SECS` arms a watchdog for
+//! runs by hand).
+
+mod common;
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use common::{configs, recv_watched};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rewind::{
+    inspect, Backend, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig,
+    Zeroable,
+};
+
+const LAYOUT: &str = "admin-probe";
+const WRITERS: usize = 3;
+const ACCOUNTS: usize = 8;
+const START: u64 = 1000;
+/// Words of a record's history: transaction `d` of its writer sets
+/// `mine[d % K]` to `d + 1`.
+const K: usize = 8;
+/// The name every writer races to create.
+const SHARED: &str = "shared";
+
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct Root {
+    records: [PPtr<Record>; WRITERS],
+    accounts: [PPtr<u64>; ACCOUNTS],
+}
+
+/// A writer's own record, locked by each of its transactions.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct Record {
+    /// Its transactions committed.
+    done: u64,
+    /// A block (replaced by each transaction) holding `done`.
+    note: PPtr<u64>,
+    mine: [u64; K],
+}
+
+/// Transactions per writer; `REWIND_PROBE_CASES` for more.
+fn txs() -> u64 {
+    std::env::var("REWIND_PROBE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60)
+}
+
+/// The directory pools go in: /dev/shm where there is one.
+fn tempdir() -> tempfile::TempDir {
+    match Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Tells the test's thread that a thread ended, however it ended (its
+/// panic, if any, comes out of the scope's join).
+struct Ended(mpsc::Sender<()>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// Waits until `n` threads ended ([`recv_watched`]: as long as it takes,
+/// unless `REWIND_HANG_LIMIT_SECS` is set).
+fn wait_ended(rx: &mpsc::Receiver<()>, n: usize, what: &str) {
+    for _ in 0..n {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = recv_watched(rx) {
+            panic!("{what}: a thread hung (REWIND_HANG_LIMIT_SECS)");
+        }
+    }
+}
+
+#[derive(Debug)]
+enum TestErr {
+    Pool(Error),
+    Abort,
+}
+
+impl From<Error> for TestErr {
+    fn from(e: Error) -> TestErr {
+        TestErr::Pool(e)
+    }
+}
+
+fn retryable(e: &Error) -> bool {
+    matches!(e, Error::Deadlock { .. } | Error::LockTimeout { .. })
+}
+
+/// What one of a writer's transactions does besides its record.
+#[derive(Clone, Copy)]
+enum End {
+    Commit,
+    Abort,
+    Panic,
+}
+
+fn setup(pool: &Pool) -> Root {
+    pool.transaction(|tx| {
+        let rp: PPtr<Root> = tx.root()?;
+        let mut root = Root::zeroed();
+        for r in &mut root.records {
+            *r = tx.alloc()?;
+        }
+        for a in &mut root.accounts {
+            *a = tx.alloc()?;
+            tx.write(*a, &START)?;
+        }
+        tx.write(rp, &root)?;
+        Ok::<_, Error>(root)
+    })
+    .unwrap()
+}
+
+/// The record a writer leaves after `done` transactions, its note's value
+/// read beside it; `Err` says what is wrong.
+fn check_record(rec: &Record, note: Option<u64>) -> Result<(), String> {
+    for (j, &v) in rec.mine.iter().enumerate() {
+        // The last d < done with d % K == j, plus one; 0 if none.
+        let want = match rec.done > j as u64 {
+            true => (rec.done - 1 - j as u64) / K as u64 * K as u64 + j as u64 + 1,
+            false => 0,
+        };
+        if v != want {
+            return Err(format!("done {} but mine[{j}] = {v}, not {want}", rec.done));
+        }
+    }
+    match (rec.done, rec.note.is_null(), note) {
+        (0, true, _) => Ok(()),
+        (d, false, Some(n)) if n == d => Ok(()),
+        (d, _, n) => Err(format!("done {d} but note {:?} holds {n:?}", rec.note)),
+    }
+}
+
+/// Reads everything of `pool` and checks it: the sum of the accounts,
+/// every record whole; returns each writer's `done`.
+fn check_state(pool: &Pool, what: &str) -> [u64; WRITERS] {
+    let report = inspect::check_pool(pool);
+    assert!(report.is_ok(), "{what}: check_pool: {:?}", report.problems);
+    let root: Root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
+    let sum: u64 = root.accounts.iter().map(|&a| pool.read(a).unwrap()).sum();
+    assert_eq!(sum, START * ACCOUNTS as u64, "{what}: the accounts' sum");
+    let mut done = [0; WRITERS];
+    for (t, &r) in root.records.iter().enumerate() {
+        let rec = pool.read(r).unwrap();
+        let note = (!rec.note.is_null()).then(|| pool.read(rec.note).unwrap());
+        if let Err(e) = check_record(&rec, note) {
+            panic!("{what}: writer {t}'s record: {e}");
+        }
+        done[t] = rec.done;
+    }
+    done
+}
+
+/// Per writer: transactions started (counted before `transaction` is
+/// called) and acknowledged (counted once it returned `Ok`).
+struct Counts {
+    started: [AtomicU64; WRITERS],
+    acked: [AtomicU64; WRITERS],
+}
+
+impl Counts {
+    fn snapshot(c: &[AtomicU64; WRITERS]) -> [u64; WRITERS] {
+        std::array::from_fn(|t| c[t].load(Ordering::SeqCst))
+    }
+}
+
+/// A writer: `txs` transactions committed, besides those it aborts or
+/// panics in; returns the named roots it created (name, pointer, value)
+/// and the pointer it got for [`SHARED`].
+#[allow(clippy::type_complexity)]
+fn writer(
+    pool: &Pool,
+    root: Root,
+    t: usize,
+    seed: u64,
+    counts: &Counts,
+) -> (Vec<(String, PPtr<u64>, u64)>, Option<PPtr<u64>>) {
+    let mut rng = SmallRng::seed_from_u64(seed ^ (t as u64) << 40);
+    let rec_p = root.records[t];
+    let mut names = Vec::new();
+    let mut shared = None;
+    let mut committed = 0;
+    while committed < txs() {
+        let end = match rng.gen_range(0..10) {
+            0 => End::Abort,
+            1 => End::Panic,
+            _ => End::Commit,
+        };
+        let (a, b) = {
+            let a = rng.gen_range(0..ACCOUNTS);
+            let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+            (a.min(b), a.max(b))
+        };
+        let amount = rng.gen_range(0..50u64);
+        let named = rng.gen_ratio(1, 5).then(|| format!("w{t}-{committed}"));
+        let before = pool.read(rec_p).unwrap();
+        loop {
+            counts.started[t].fetch_add(1, Ordering::SeqCst);
+            let run = |tx: &mut rewind::Tx<'_>| -> Result<Option<PPtr<u64>>, TestErr> {
+                tx.lock(rec_p)?;
+                let mut rec = tx.read(rec_p)?;
+                let d = rec.done;
+                rec.mine[d as usize % K] = d + 1;
+                rec.done = d + 1;
+                let note = tx.alloc::<u64>()?;
+                tx.write(note, &(d + 1))?;
+                if !rec.note.is_null() {
+                    tx.free(rec.note)?;
+                }
+                rec.note = note;
+                tx.write(rec_p, &rec)?;
+                tx.lock(root.accounts[a])?;
+                tx.lock(root.accounts[b])?;
+                let va = tx.read(root.accounts[a])?;
+                let vb = tx.read(root.accounts[b])?;
+                let m = amount.min(va);
+                tx.write(root.accounts[a], &(va - m))?;
+                tx.write(root.accounts[b], &(vb + m))?;
+                let mut got = None;
+                if let Some(name) = &named {
+                    let p: PPtr<u64> = tx.root_named(name)?;
+                    tx.write(p, &(d + 1))?;
+                    got = Some(tx.root_named::<u64>(SHARED)?);
+                }
+                match end {
+                    End::Commit => Ok(got),
+                    End::Abort => Err(TestErr::Abort),
+                    End::Panic => panic!("admin-probe: a planned panic"),
+                }
+            };
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| pool.transaction(run)));
+            match (end, r) {
+                (End::Commit, Ok(Ok(got))) => {
+                    counts.acked[t].fetch_add(1, Ordering::SeqCst);
+                    committed += 1;
+                    if let (Some(name), Some(s)) = (&named, got) {
+                        let p = pool.root_named::<u64>(name).unwrap().unwrap();
+                        names.push((name.clone(), p, committed));
+                        assert!(shared.is_none_or(|x| x == s), "two roots named {SHARED}");
+                        shared = Some(s);
+                    }
+                    break;
+                }
+                (_, Ok(Err(TestErr::Pool(e)))) if retryable(&e) => continue,
+                (End::Abort, Ok(Err(TestErr::Abort))) | (End::Panic, Err(_)) => {
+                    // Rolled back whole: the record as before, the pool usable.
+                    let after = pool.read(rec_p).unwrap();
+                    assert_eq!(after.done, before.done, "writer {t}: a rollback kept done");
+                    assert_eq!(after.note, before.note, "writer {t}: a rollback kept note");
+                    assert_eq!(after.mine, before.mine, "writer {t}: a rollback kept mine");
+                    if let Some(name) = &named {
+                        // A root created by a transaction rolled back is gone.
+                        assert_eq!(pool.root_named::<u64>(name).unwrap(), None);
+                    }
+                    break;
+                }
+                (_, Ok(Err(e))) => panic!("writer {t}: {e:?}"),
+                (_, Ok(Ok(_))) => panic!("writer {t}: an aborted transaction returned Ok"),
+                (_, Err(p)) => std::panic::resume_unwind(p),
+            }
+        }
+    }
+    (names, shared)
+}
+
+/// A reader: `rounds` passes over the records by `read_isolated` (never
+/// half a transaction), the statistics and the roots.
+fn reader(pool: &Pool, root: Root, rounds: u64) {
+    for _ in 0..rounds {
+        for (t, &r) in root.records.iter().enumerate() {
+            let (rec, note) = pool
+                .read_isolated(r.offset(), |rd| {
+                    let rec = rd.read(r)?;
+                    let note = match rec.note.is_null() {
+                        true => None,
+                        false => Some(rd.read(rec.note)?),
+                    };
+                    Ok::<_, Error>((rec, note))
+                })
+                .unwrap();
+            if let Err(e) = check_record(&rec, note) {
+                panic!("read_isolated of writer {t}'s record: {e}");
+            }
+        }
+        let _ = pool.counters();
+        let s = pool.alloc_stats();
+        assert!(s.total_chunks > 0);
+        let _ = pool.log_stats();
+        assert!(pool.size() <= pool.max_size());
+        let roots = pool.roots().unwrap();
+        if let Some(s) = roots.iter().find(|r| r.name == SHARED) {
+            assert_eq!(pool.root_named::<u64>(SHARED).unwrap().unwrap().offset(), s.offset);
+        }
+    }
+}
+
+/// The administrator: `rounds` of sync, checkpoint, grow and a backup,
+/// each backup opened and checked: for each writer, between the
+/// transactions acknowledged before it began and those started after it
+/// ended.
+fn admin(pool: &Pool, dir: &Path, tag: &str, rounds: usize, counts: &Counts) -> Vec<PathBuf> {
+    let mut copies = Vec::new();
+    for i in 0..rounds {
+        pool.sync().unwrap();
+        pool.checkpoint().unwrap();
+        match pool.grow(256 << 10) {
+            Ok(size) => assert!(size <= pool.max_size()),
+            Err(Error::OutOfMemory { .. }) => {}
+            Err(e) => panic!("{tag}: grow: {e:?}"),
+        }
+        let copy = dir.join(format!("{tag}-copy-{i}.pool"));
+        let lo = Counts::snapshot(&counts.acked);
+        pool.backup_to(&copy).unwrap();
+        let hi = Counts::snapshot(&counts.started);
+        let report = inspect::check(&copy).unwrap();
+        assert!(report.is_ok(), "{tag}: backup {i}: {:?}", report.problems);
+        let c = Pool::open(&copy, LAYOUT, &OpenOptions::default()).unwrap();
+        let done = check_state(&c, &format!("{tag}: backup {i}"));
+        for t in 0..WRITERS {
+            assert!(
+                lo[t] <= done[t] && done[t] <= hi[t],
+                "{tag}: backup {i}: writer {t} done {} outside [{}, {}]",
+                done[t],
+                lo[t],
+                hi[t]
+            );
+        }
+        c.close().unwrap();
+        copies.push(copy);
+    }
+    copies
+}
+
+fn run(name: &str, cfg: &PoolConfig, seed: u64) {
+    let dir = tempdir();
+    let path = dir.path().join("live.pool");
+    let cfg = cfg.clone().max_size(8 << 20);
+    let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+    let root = setup(&pool);
+    let counts = Counts {
+        started: Default::default(),
+        acked: Default::default(),
+    };
+    let (tx_done, rx_done) = mpsc::channel();
+    let results = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let (pool, counts, tx_done) = (&pool, &counts, tx_done.clone());
+                s.spawn(move || {
+                    let _ended = Ended(tx_done);
+                    writer(pool, root, t, seed, counts)
+                })
+            })
+            .collect();
+        let reader = {
+            let (pool, tx_done) = (&pool, tx_done.clone());
+            s.spawn(move || {
+                let _ended = Ended(tx_done);
+                reader(pool, root, 2 * txs());
+            })
+        };
+        let admin = {
+            let (pool, counts, tx_done) = (&pool, &counts, tx_done.clone());
+            let dir = dir.path();
+            s.spawn(move || {
+                let _ended = Ended(tx_done);
+                admin(pool, dir, name, 3 + txs() as usize / 100, counts)
+            })
+        };
+        drop(tx_done);
+        wait_ended(&rx_done, WRITERS + 2, name);
+        let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        reader.join().unwrap();
+        admin.join().unwrap();
+        results
+    });
+    let acked = Counts::snapshot(&counts.acked);
+    assert_eq!(acked, [txs(); WRITERS]);
+    // Dropped (not closed) for the policies that write back on a thread:
+    // the drop must leave what a reopen needs.
+    match cfg_policy(&pool) {
+        Policy::RedoAsync => drop(pool),
+        _ => pool.close().unwrap(),
+    }
+    let report = inspect::check(&path).unwrap();
+    assert!(report.is_ok(), "{name}: after close: {:?}", report.problems);
+    let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+    let done = check_state(&pool, name);
+    assert_eq!(done, acked, "{name}: the reopened pool's commits");
+    let mut shared = None;
+    for (names, s) in &results {
+        for (n, p, v) in names {
+            assert_eq!(pool.root_named::<u64>(n).unwrap(), Some(*p), "{name}: root {n}");
+            assert!(pool.read(*p).unwrap() == *v, "{name}: root {n}'s value");
+        }
+        if let Some(s) = s {
+            assert!(shared.is_none_or(|x| x == *s), "{name}: two roots named {SHARED}");
+            shared = Some(*s);
+        }
+    }
+    assert_eq!(pool.root_named::<u64>(SHARED).unwrap(), shared);
+    pool.close().unwrap();
+}
+
+fn cfg_policy(pool: &Pool) -> Policy {
+    pool.policy()
+}
+
+/// Quiets the planned panics' messages (others still print).
+fn quiet_planned_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let planned = info
+                .payload()
+                .downcast_ref::<&str>()
+                .is_some_and(|s| s.starts_with("admin-probe"));
+            if !planned {
+                hook(info);
+            }
+        }));
+    });
+}
+
+#[test]
+fn admin_calls_beside_writers_every_config() {
+    quiet_planned_panics();
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let cfg = PoolConfig::default().log(v).policy(p);
+        run(&format!("{v:?}-{p:?}"), &cfg, 0xad31 + i as u64);
+    }
+}
+
+#[test]
+fn admin_calls_beside_writers_msync() {
+    quiet_planned_panics();
+    for (v, p) in [
+        (LogVariant::Batch, Policy::Redo),
+        (LogVariant::Simple, Policy::Force),
+        (LogVariant::TwoLayer, Policy::RedoAsync),
+    ] {
+        let cfg = PoolConfig::default()
+            .log(v)
+            .policy(p)
+            .backend(Backend::Msync);
+        run(&format!("msync-{v:?}-{p:?}"), &cfg, 0x3517);
+    }
+}
+
+/// `Pool::roots`, `Pool::root_named` and `Pool::root` (the committed
+/// catalog and root word) while other threads' transactions create roots,
+/// some of them rolled back: a lookup returns committed roots only, never
+/// an error (the catalog is not damaged: a transaction is changing it),
+/// and never a root of a transaction that then rolls back.
+#[test]
+fn root_lookups_beside_root_creations_see_committed_roots_only() {
+    let creators = 2;
+    let per = txs() * 2;
+    for (v, p) in configs() {
+        let dir = tempdir();
+        let path = dir.path().join("roots.pool");
+        let cfg = PoolConfig::default().log(v).policy(p);
+        let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+        let (tx_done, rx_done) = mpsc::channel();
+        std::thread::scope(|s| {
+            for t in 0..creators {
+                let (pool, tx_done) = (&pool, tx_done.clone());
+                s.spawn(move || {
+                    let _ended = Ended(tx_done);
+                    for i in 0..per {
+                        let keep = i % 3 != 2;
+                        let r = pool.transaction(|tx| {
+                            if t == 0 && i == per / 2 {
+                                tx.root::<[u64; 4]>()?;
+                            }
+                            let p: PPtr<u64> = tx.root_named(&format!("c{t}-{i}"))?;
+                            tx.write(p, &(i + 1))?;
+                            match keep {
+                                true => Ok(()),
+                                false => Err(TestErr::Abort),
+                            }
+                        });
+                        match (keep, r) {
+                            (true, Ok(())) | (false, Err(TestErr::Abort)) => {}
+                            (_, Err(TestErr::Pool(e))) if retryable(&e) => {}
+                            (_, r) => panic!("{v:?}-{p:?}: creator {t}: {r:?}"),
+                        }
+                    }
+                });
+            }
+            let (pool, tx_read) = (&pool, tx_done.clone());
+            s.spawn(move || {
+                let _ended = Ended(tx_read);
+                for _ in 0..per * 4 {
+                    let roots = pool
+                        .roots()
+                        .unwrap_or_else(|e| panic!("{v:?}-{p:?}: roots: {e:?}"));
+                    for r in &roots {
+                        let i: u64 = r.name.rsplit('-').next().unwrap().parse().unwrap();
+                        assert!(i % 3 != 2, "{v:?}-{p:?}: roots() names {}, rolled back", r.name);
+                    }
+                    if let Some(r) = roots.last() {
+                        let got = pool.root_named::<u64>(&r.name);
+                        assert!(
+                            matches!(got, Ok(Some(x)) if x.offset() == r.offset),
+                            "{v:?}-{p:?}: root_named({}): {got:?}",
+                            r.name
+                        );
+                    }
+                    if let Err(e) = pool.root::<[u64; 4]>() {
+                        panic!("{v:?}-{p:?}: root: {e:?}");
+                    }
+                }
+            });
+            drop(tx_done);
+            wait_ended(&rx_done, creators + 1, &format!("{v:?}-{p:?}"));
+        });
+        let n = pool.roots().unwrap().len() as u64;
+        pool.close().unwrap();
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+        assert_eq!(pool.roots().unwrap().len() as u64, n);
+        let report = inspect::check_pool(&pool);
+        assert!(report.is_ok(), "{v:?}-{p:?}: {:?}", report.problems);
+    }
+}
