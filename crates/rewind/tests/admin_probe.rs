@@ -548,3 +548,130 @@ fn root_lookups_beside_root_creations_see_committed_roots_only() {
         assert!(report.is_ok(), "{v:?}-{p:?}: {:?}", report.problems);
     }
 }
+
+/// The pool's other calls made inside a transaction's closure, while
+/// other threads commit and back up: `checkpoint`, `sync`, `grow`, the
+/// statistics, `roots` and `read_isolated` work there; `backup_to`, an
+/// atomic write and a transaction of the same pool are typed refusals
+/// that leave the transaction able to commit; and two backups to one
+/// path at once give one copy and one `AlreadyExists`.
+#[test]
+fn admin_calls_inside_transactions_beside_writers() {
+    quiet_planned_panics();
+    for (v, p) in configs() {
+        let name = format!("{v:?}-{p:?}");
+        let dir = tempdir();
+        let path = dir.path().join("inside.pool");
+        let cfg = PoolConfig::default().log(v).policy(p).max_size(8 << 20);
+        let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+        let root = setup(&pool);
+        let counts = Counts {
+            started: Default::default(),
+            acked: Default::default(),
+        };
+        let (tx_done, rx_done) = mpsc::channel();
+        let (dir, name) = (dir.path(), name.as_str());
+        let copies = std::thread::scope(|s| {
+            for t in 1..WRITERS {
+                let (pool, counts, tx_done) = (&pool, &counts, tx_done.clone());
+                s.spawn(move || {
+                    let _ended = Ended(tx_done);
+                    writer(pool, root, t, 0x1de + t as u64, counts)
+                });
+            }
+            let (pool, counts, ended) = (&pool, &counts, tx_done.clone());
+            s.spawn(move || {
+                let _ended = Ended(ended);
+                let rec_p = root.records[0];
+                for i in 0..txs() {
+                    counts.started[0].fetch_add(1, Ordering::SeqCst);
+                    let copy = dir.join(format!("inside-{i}.pool"));
+                    pool.transaction(|tx| {
+                        tx.lock(rec_p)?;
+                        let mut rec = tx.read(rec_p)?;
+                        let d = rec.done;
+                        rec.mine[d as usize % K] = d + 1;
+                        rec.done = d + 1;
+                        let note = tx.alloc::<u64>()?;
+                        tx.write(note, &(d + 1))?;
+                        if !rec.note.is_null() {
+                            tx.free(rec.note)?;
+                        }
+                        rec.note = note;
+                        tx.write(rec_p, &rec)?;
+                        match i % 8 {
+                            0 => pool.checkpoint()?,
+                            1 => pool.sync()?,
+                            2 => match pool.grow(256 << 10) {
+                                Ok(_) | Err(Error::OutOfMemory { .. }) => {}
+                                Err(e) => return Err(e),
+                            },
+                            3 => {
+                                let _ = (pool.counters(), pool.log_stats(), pool.alloc_stats());
+                                pool.roots()?;
+                                assert_eq!(pool.root::<Root>()?.is_some(), true);
+                            }
+                            4 => {
+                                let got = pool.read_isolated(rec_p.offset(), |r| r.read(rec_p))?;
+                                assert!(got.done == d || got.done == d + 1, "{name}");
+                            }
+                            5 => {
+                                let e = pool.backup_to(&copy).unwrap_err();
+                                assert!(matches!(e, Error::TxMisuse(_)), "{name}: {e:?}");
+                                assert!(!copy.exists(), "{name}: a refused backup left a file");
+                            }
+                            6 => {
+                                let e = pool.atomic_write(root.accounts[0], &1).unwrap_err();
+                                assert!(matches!(e, Error::NestedTransaction), "{name}: {e:?}");
+                            }
+                            _ => {
+                                let e = pool.transaction(|_| Ok::<_, Error>(())).unwrap_err();
+                                assert!(matches!(e, Error::NestedTransaction), "{name}: {e:?}");
+                            }
+                        }
+                        Ok::<_, Error>(())
+                    })
+                    .unwrap_or_else(|e| panic!("{name}: transaction {i}: {e:?}"));
+                    counts.acked[0].fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            // Two backups to each path at once: one copy, one refusal.
+            let (pool, ended) = (pool, tx_done.clone());
+            let copies = s.spawn(move || {
+                let _ended = Ended(ended);
+                let mut copies = Vec::new();
+                for i in 0..2 {
+                    let copy = dir.join(format!("twice-{i}.pool"));
+                    let r = std::thread::scope(|s2| {
+                        let c = &copy;
+                        let a = s2.spawn(move || pool.backup_to(c));
+                        let b = pool.backup_to(&copy);
+                        [a.join().unwrap(), b]
+                    });
+                    let ok = r.iter().filter(|r| r.is_ok()).count();
+                    assert_eq!(ok, 1, "{v:?}-{p:?}: two backups to one path: {r:?}");
+                    for r in r.into_iter().filter_map(Result::err) {
+                        assert!(
+                            matches!(&r, Error::Io { source, .. }
+                                if source.kind() == std::io::ErrorKind::AlreadyExists),
+                            "{v:?}-{p:?}: the second backup to one path: {r:?}"
+                        );
+                    }
+                    copies.push(copy);
+                }
+                copies
+            });
+            drop(tx_done);
+            wait_ended(&rx_done, WRITERS + 1, name);
+            copies.join().unwrap()
+        });
+        for copy in copies {
+            let c = Pool::open(&copy, LAYOUT, &OpenOptions::default()).unwrap();
+            check_state(&c, &format!("{name}: {}", copy.display()));
+        }
+        let acked = Counts::snapshot(&counts.acked);
+        pool.close().unwrap();
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+        assert_eq!(check_state(&pool, name), acked, "{name}: the reopened pool");
+    }
+}
