@@ -675,3 +675,77 @@ fn admin_calls_inside_transactions_beside_writers() {
         assert_eq!(check_state(&pool, name), acked, "{name}: the reopened pool");
     }
 }
+
+/// `backup_to` inside `read_isolated`'s read, under the key's lock taken
+/// shared (a writer held the key during its first run), while another
+/// thread's transaction waits for that key: the backup waits for that
+/// transaction to end, and it for the reader's lock. It is refused as a
+/// misuse (as inside a transaction), not a wait until the writer's lock
+/// timeout (for ever under `Duration::MAX`) that fails the writer.
+#[test]
+fn a_backup_inside_an_isolated_read_is_refused_not_a_wait_for_itself() {
+    let dir = tempdir();
+    let pool = Pool::create(
+        dir.path().join("read.pool"),
+        LAYOUT,
+        4 << 20,
+        &PoolConfig::default(),
+    )
+    .unwrap();
+    let key: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+    let copy = dir.path().join("copy.pool");
+    let (to_w2, w2_go) = mpsc::channel::<()>();
+    let (w2_holds, holds) = mpsc::channel::<()>();
+    let (to_w3, w3_go) = mpsc::channel::<()>();
+    let (w3_in, inside) = mpsc::channel::<()>();
+    let (tx_done, rx_done) = mpsc::channel();
+    let (pool, copy_at) = (&pool, copy.as_path());
+    let (read, w3) = std::thread::scope(|s| {
+        let ended = tx_done.clone();
+        s.spawn(move || {
+            let _ended = Ended(ended);
+            let _ = w2_go.recv();
+            pool.transaction(|tx| {
+                tx.lock(key)?;
+                let _ = w2_holds.send(());
+                tx.write(key, &2)
+            })
+            .unwrap();
+        });
+        let ended = tx_done.clone();
+        let w3 = s.spawn(move || {
+            let _ended = Ended(ended);
+            let _ = w3_go.recv();
+            pool.transaction(|tx| {
+                let _ = w3_in.send(());
+                tx.lock(key)?;
+                tx.write(key, &3)
+            })
+        });
+        let ended = tx_done.clone();
+        let read = s.spawn(move || {
+            let _ended = Ended(ended);
+            let mut runs = 0;
+            pool.read_isolated(key.offset(), |_| {
+                runs += 1;
+                if runs == 1 {
+                    // A writer takes the key meanwhile: this run does not count.
+                    to_w2.send(()).unwrap();
+                    holds.recv().unwrap();
+                    return Ok(());
+                }
+                // Under the key's lock, shared: a transaction waits for it.
+                to_w3.send(()).unwrap();
+                inside.recv().unwrap();
+                pool.backup_to(copy_at)
+            })
+        });
+        drop(tx_done);
+        wait_ended(&rx_done, 3, "backup inside a read");
+        (read.join().unwrap(), w3.join().unwrap())
+    });
+    assert!(matches!(read, Err(Error::TxMisuse(_))), "{read:?}");
+    assert!(!copy.exists());
+    w3.unwrap();
+    assert_eq!(pool.read(key).unwrap(), 3);
+}

@@ -34,7 +34,10 @@ impl Pool {
     /// Writes a consistent copy of this pool to `path` (which must not
     /// exist) while other threads keep using the pool, pausing them only
     /// while the bytes are copied. The copy opens as the state after the
-    /// last transaction that committed before the pause.
+    /// last transaction that committed before the pause. Called inside a
+    /// transaction or a [`read_isolated`](Self::read_isolated) read of
+    /// this pool, it is [`Error::TxMisuse`]: it would wait for a
+    /// transaction that waits for the caller.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -53,6 +56,13 @@ impl Pool {
         if super::nesting::InTransaction::active(self.nesting_key()) {
             return Err(Error::TxMisuse(
                 "backup_to inside a transaction of the same pool would wait for itself",
+            ));
+        }
+        // Its read may hold a lock shared that a transaction the backup
+        // waits for is waiting for.
+        if super::nesting::InRead::inside(self.nesting_key()) {
+            return Err(Error::TxMisuse(
+                "backup_to inside an isolated read of the same pool would wait for itself",
             ));
         }
         let size = self.eng.dom.len();

@@ -596,7 +596,9 @@ impl Pool {
     /// it runs once, unchecked: that transaction may hold the lock itself.
     /// A transaction of this pool (or an atomic write) started inside
     /// `read` is [`Error::NestedTransaction`]: under the lock, taken shared
-    /// by this thread, it could never lock `key`. An isolated read of
+    /// by this thread, it could never lock `key` (and a
+    /// [`backup_to`](Self::backup_to) there is [`Error::TxMisuse`]: it
+    /// would wait for such a transaction). An isolated read of
     /// another key inside `read` (a collection's `get` inside another's)
     /// may, under its own lock, wait for a writer that waits for `key`:
     /// that wait is not seen as a deadlock and ends at the lock timeout
