@@ -81,8 +81,15 @@ impl Pool {
     /// its start to its end, see `nesting`): a fair read lock, so a backup
     /// waiting for the gate is not starved by transactions that overlap.
     pub(super) fn enter(&self) -> Option<Gate<'_>> {
-        if super::nesting::InTransaction::active(self.nesting_key()) {
+        let key = self.nesting_key();
+        if super::nesting::InTransaction::active(key) {
             return None;
+        }
+        // Inside an isolated read (a `checkpoint` or a `grow` there), past
+        // a waiting backup: the read may hold a lock shared that a
+        // transaction the backup waits for is waiting for.
+        if super::nesting::InRead::inside(key) {
+            return Some(self.gate.read_recursive());
         }
         Some(self.gate.read())
     }
