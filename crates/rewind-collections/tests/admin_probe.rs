@@ -165,7 +165,10 @@ fn check_state(pool: &Pool, what: &str) -> [u64; WRITERS] {
     let mut done = [0; WRITERS];
     for (s, &w) in all.iter().enumerate() {
         let (t, n) = ((w >> 32) as usize, w & 0xffff_ffff);
-        assert!(t < WRITERS && n == done[t], "{what}: vec[{s}] = {w:#x}, {done:?}");
+        assert!(
+            t < WRITERS && n == done[t],
+            "{what}: vec[{s}] = {w:#x}, {done:?}"
+        );
         done[t] += 1;
     }
     let tree: Vec<(u64, u64)> = c.tree.iter(pool).unwrap().map(|e| e.unwrap()).collect();

@@ -26,8 +26,7 @@ use common::{configs, recv_watched};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rewind::{
-    inspect, Backend, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig,
-    Zeroable,
+    inspect, Backend, Error, LogVariant, OpenOptions, PPtr, Pod, Policy, Pool, PoolConfig, Zeroable,
 };
 
 const LAYOUT: &str = "admin-probe";
@@ -318,7 +317,10 @@ fn reader(pool: &Pool, root: Root, rounds: u64) {
         assert!(pool.size() <= pool.max_size());
         let roots = pool.roots().unwrap();
         if let Some(s) = roots.iter().find(|r| r.name == SHARED) {
-            assert_eq!(pool.root_named::<u64>(SHARED).unwrap().unwrap().offset(), s.offset);
+            assert_eq!(
+                pool.root_named::<u64>(SHARED).unwrap().unwrap().offset(),
+                s.offset
+            );
         }
     }
 }
@@ -337,6 +339,13 @@ fn admin(pool: &Pool, dir: &Path, tag: &str, rounds: usize, counts: &Counts) -> 
             Err(Error::OutOfMemory { .. }) => {}
             Err(e) => panic!("{tag}: grow: {e:?}"),
         }
+        // Inspection of the live pool: the typed refusal of a pool in
+        // use, nothing else, and no change to the pool.
+        let live = dir.join("live.pool");
+        let in_use = |e: Error| assert!(matches!(e, Error::PoolInUse { .. }), "{tag}: {e:?}");
+        inspect::info(&live).map(drop).unwrap_or_else(in_use);
+        inspect::check(&live).map(drop).unwrap_or_else(in_use);
+        inspect::dump_log(&live).map(drop).unwrap_or_else(in_use);
         let copy = dir.join(format!("{tag}-copy-{i}.pool"));
         let lo = Counts::snapshot(&counts.acked);
         pool.backup_to(&copy).unwrap();
@@ -419,11 +428,18 @@ fn run(name: &str, cfg: &PoolConfig, seed: u64) {
     let mut shared = None;
     for (names, s) in &results {
         for (n, p, v) in names {
-            assert_eq!(pool.root_named::<u64>(n).unwrap(), Some(*p), "{name}: root {n}");
+            assert_eq!(
+                pool.root_named::<u64>(n).unwrap(),
+                Some(*p),
+                "{name}: root {n}"
+            );
             assert!(pool.read(*p).unwrap() == *v, "{name}: root {n}'s value");
         }
         if let Some(s) = s {
-            assert!(shared.is_none_or(|x| x == *s), "{name}: two roots named {SHARED}");
+            assert!(
+                shared.is_none_or(|x| x == *s),
+                "{name}: two roots named {SHARED}"
+            );
             shared = Some(*s);
         }
     }
@@ -527,7 +543,11 @@ fn root_lookups_beside_root_creations_see_committed_roots_only() {
                         .unwrap_or_else(|e| panic!("{v:?}-{p:?}: roots: {e:?}"));
                     for r in &roots {
                         let i: u64 = r.name.rsplit('-').next().unwrap().parse().unwrap();
-                        assert!(i % 3 != 2, "{v:?}-{p:?}: roots() names {}, rolled back", r.name);
+                        assert!(
+                            i % 3 != 2,
+                            "{v:?}-{p:?}: roots() names {}, rolled back",
+                            r.name
+                        );
                     }
                     if let Some(r) = roots.last() {
                         let got = pool.root_named::<u64>(&r.name);
@@ -614,7 +634,7 @@ fn admin_calls_inside_transactions_beside_writers() {
                             3 => {
                                 let _ = (pool.counters(), pool.log_stats(), pool.alloc_stats());
                                 pool.roots()?;
-                                assert_eq!(pool.root::<Root>()?.is_some(), true);
+                                assert!(pool.root::<Root>()?.is_some());
                             }
                             4 => {
                                 let got = pool.read_isolated(rec_p.offset(), |r| r.read(rec_p))?;

@@ -79,7 +79,8 @@ impl Pool {
     /// Takes the gate for reading, unless this thread holds it already (a
     /// call inside a transaction's closure: a transaction holds it from
     /// its start to its end, see `nesting`): a fair read lock, so a backup
-    /// waiting for the gate is not starved by transactions that overlap.
+    /// waiting for the gate is not starved by transactions that overlap
+    /// (except inside an isolated read, below).
     pub(super) fn enter(&self) -> Option<Gate<'_>> {
         let key = self.nesting_key();
         if super::nesting::InTransaction::active(key) {
