@@ -865,3 +865,75 @@ fn checkpoint_and_grow_inside_an_isolated_read_do_not_queue_behind_a_backup() {
         assert!(c.read(key).unwrap() == 2 || c.read(key).unwrap() == 3);
     }
 }
+
+/// `grow_to` from several threads at once, beside transactions whose
+/// allocations grow the heap themselves: each call returns `Ok` with the
+/// pool at least as large as it asked (never `OutOfMemory` for a size
+/// within the maximum because another call grew the heap meanwhile), and
+/// never past the maximum.
+#[test]
+fn concurrent_grow_to_calls_reach_their_sizes() {
+    const MAX: u64 = 24 << 20;
+    for policy in [Policy::Redo, Policy::Force] {
+        let dir = tempdir();
+        let cfg = PoolConfig::default().policy(policy).max_size(MAX);
+        let pool = Pool::create(dir.path().join("grow.pool"), LAYOUT, 4 << 20, &cfg).unwrap();
+        // Racing calls asking for one size near the maximum: each sees
+        // where the heap ends, and must not ask for that growth again.
+        for _ in 0..128 {
+            let dir = tempdir();
+            let cfg = PoolConfig::default().policy(policy).max_size(MAX);
+            let pool = Pool::create(dir.path().join("g.pool"), LAYOUT, 4 << 20, &cfg).unwrap();
+            let want = MAX - (1 << 20);
+            let go = std::sync::Barrier::new(3);
+            std::thread::scope(|s| {
+                for _ in 0..3 {
+                    s.spawn(|| {
+                        go.wait();
+                        let got = pool.grow_to(want);
+                        let got = got.unwrap_or_else(|e| panic!("{policy:?}: grow_to: {e:?}"));
+                        assert!(got >= want && got <= MAX, "{policy:?}: {got}");
+                    });
+                }
+            });
+        }
+        let (tx_done, rx_done) = mpsc::channel();
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let (pool, ended) = (&pool, tx_done.clone());
+                s.spawn(move || {
+                    let _ended = Ended(ended);
+                    for i in 0..16u64 {
+                        // Up to a MiB short of the maximum (where the heap's
+                        // last whole chunk ends), in steps that cross.
+                        let want = (4 << 20) + (i * 3 + t + 1) * (MAX - (5 << 20)) / 48;
+                        let got = pool.grow_to(want);
+                        let got =
+                            got.unwrap_or_else(|e| panic!("{policy:?}: grow_to({want}): {e:?}"));
+                        assert!(
+                            got >= want.min(MAX) && got <= MAX,
+                            "{policy:?}: {got} for {want}"
+                        );
+                    }
+                });
+            }
+            let (pool, ended) = (&pool, tx_done.clone());
+            s.spawn(move || {
+                let _ended = Ended(ended);
+                for _ in 0..8 {
+                    pool.transaction(|tx| {
+                        let b = tx.alloc_bytes(512 << 10)?;
+                        tx.free(PPtr::<u8>::from_offset(b))
+                    })
+                    .unwrap();
+                }
+            });
+            drop(tx_done);
+            wait_ended(&rx_done, 4, &format!("{policy:?}"));
+        });
+        assert!(pool.size() >= MAX - (1 << 20));
+        assert_eq!(pool.grow_to(MAX).unwrap(), pool.size());
+        let report = inspect::check_pool(&pool);
+        assert!(report.is_ok(), "{policy:?}: {:?}", report.problems);
+    }
+}

@@ -782,13 +782,16 @@ impl Pool {
 
     /// Grows the heap by the bytes `more` asks for, given where the heap
     /// ends now (whole chunks; none for 0); returns the pool's new size.
+    /// Where it ends is read under the allocator's lock: a `grow_to` beside
+    /// another growth asks only for what is still missing.
     fn grow_heap(&self, more: impl FnOnce(u64) -> u64) -> Result<u64, Error> {
         self.eng.usable()?;
         let _gate = self.enter();
         let chunk = crate::format::layout::CHUNK;
-        let heap_end = self.eng.hdr.layout.heap_off + self.alloc_stats().total_chunks * chunk;
-        let chunks = more(heap_end).div_ceil(chunk);
-        self.eng.alloc.grow(&self.eng.dom, chunks)?;
+        let heap_off = self.eng.hdr.layout.heap_off;
+        self.eng.alloc.grow(&self.eng.dom, |chunks| {
+            more(heap_off + chunks * chunk).div_ceil(chunk)
+        })?;
         Ok(self.size())
     }
 
