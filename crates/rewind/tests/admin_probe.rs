@@ -2,18 +2,28 @@
 //! every log variant × policy (and on Msync): writer threads commit
 //! transfers between accounts and whole updates of a record of their own
 //! (with a block allocated and one freed in each), some roll back by
-//! returning `Err`, some panic inside the closure, some create named
-//! roots (one name all race for); beside them a thread calls `sync`,
-//! `checkpoint`, `grow` and `backup_to`, and a reader calls
-//! `read_isolated` on each record, `counters`, the statistics and
+//! returning `Err`, some panic inside the closure, some roll writes back
+//! to a savepoint, some create named roots (one name all race for);
+//! beside them a thread calls `sync`, `checkpoint`, `grow`, `backup_to`
+//! and inspection of the live file, and a reader calls `read_isolated` on
+//! each record (some reads panicking), `counters`, the statistics and
 //! `root_named`. Each writer counts the transactions it started and those
 //! whose commit returned `Ok`: every backup must open, check clean and
 //! hold, for each writer, a state between the two (exactly a prefix of
 //! its transactions, whole); an isolated read never sees half a
 //! transaction; after a close and a reopen the pool holds exactly the
-//! acknowledged commits and checks clean. Counts and seeds only: no
-//! outcome depends on time (`REWIND_HANG_LIMIT_SECS` arms a watchdog for
-//! runs by hand).
+//! acknowledged commits and checks clean.
+//!
+//! Then: root lookups outside transactions beside root creations (only
+//! committed roots, never a catalog read as damaged); the pool's calls
+//! inside a transaction's closure; `backup_to`, `checkpoint` and `grow`
+//! inside an isolated read holding its key's lock while a transaction
+//! waits for that key (refused, or past a waiting backup: no wait for
+//! itself); `grow_to` from several threads at once.
+//!
+//! Counts and seeds only: no outcome depends on time
+//! (`REWIND_HANG_LIMIT_SECS` arms a watchdog for runs by hand;
+//! `REWIND_PROBE_CASES` sets the transactions per writer).
 
 mod common;
 
@@ -221,11 +231,25 @@ fn writer(
         };
         let amount = rng.gen_range(0..50u64);
         let named = rng.gen_ratio(1, 5).then(|| format!("w{t}-{committed}"));
+        // Writes rolled back to a savepoint first: none may stay.
+        let undone = rng.gen_ratio(1, 4);
         let before = pool.read(rec_p).unwrap();
         loop {
             counts.started[t].fetch_add(1, Ordering::SeqCst);
             let run = |tx: &mut rewind::Tx<'_>| -> Result<Option<PPtr<u64>>, TestErr> {
                 tx.lock(rec_p)?;
+                if undone {
+                    tx.lock(root.accounts[a])?; // as later: a < b
+                    let sp = tx.savepoint()?;
+                    let junk = Record {
+                        done: u64::MAX,
+                        note: tx.alloc()?,
+                        mine: [u64::MAX; K],
+                    };
+                    tx.write(rec_p, &junk)?;
+                    tx.write(root.accounts[a], &u64::MAX)?;
+                    tx.rollback_to(sp)?;
+                }
                 let mut rec = tx.read(rec_p)?;
                 let d = rec.done;
                 rec.mine[d as usize % K] = d + 1;
@@ -294,7 +318,19 @@ fn writer(
 /// A reader: `rounds` passes over the records by `read_isolated` (never
 /// half a transaction), the statistics and the roots.
 fn reader(pool: &Pool, root: Root, rounds: u64) {
-    for _ in 0..rounds {
+    for i in 0..rounds {
+        if i % 5 == 0 {
+            // A panic in the read: the key's lock (if the read took it)
+            // goes with it, and the writers go on.
+            let r = root.records[i as usize % WRITERS];
+            let p = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                pool.read_isolated(r.offset(), |rd| -> Result<(), Error> {
+                    rd.read(r)?;
+                    panic!("admin-probe: a planned panic in a read");
+                })
+            }));
+            assert!(p.is_err());
+        }
         for (t, &r) in root.records.iter().enumerate() {
             let (rec, note) = pool
                 .read_isolated(r.offset(), |rd| {
