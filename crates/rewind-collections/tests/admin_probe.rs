@@ -399,6 +399,16 @@ fn collections_beside_backups_and_admin_calls_every_config() {
     }
 }
 
+/// Redo-async with its write-back holding hot lines.
+#[test]
+fn collections_beside_backups_and_admin_calls_lru_write_back() {
+    quiet_planned_panics();
+    let cfg = PoolConfig::default()
+        .policy(Policy::RedoAsync)
+        .write_back(rewind::WriteBack::Lru { lines: 64 });
+    run("lru", &cfg, 0x1a0);
+}
+
 #[test]
 fn collections_beside_backups_and_admin_calls_msync() {
     quiet_planned_panics();

@@ -513,6 +513,20 @@ fn admin_calls_beside_writers_every_config() {
     }
 }
 
+/// Redo-async with its write-back holding hot lines (written back once,
+/// later): `sync`, the backups and the close must drain them.
+#[test]
+fn admin_calls_beside_writers_lru_write_back() {
+    quiet_planned_panics();
+    for (i, v) in LogVariant::ALL.into_iter().enumerate() {
+        let cfg = PoolConfig::default()
+            .log(v)
+            .policy(Policy::RedoAsync)
+            .write_back(rewind::WriteBack::Lru { lines: 64 });
+        run(&format!("lru-{v:?}"), &cfg, 0x1a0 + i as u64);
+    }
+}
+
 #[test]
 fn admin_calls_beside_writers_msync() {
     quiet_planned_panics();
