@@ -987,3 +987,50 @@ fn concurrent_grow_to_calls_reach_their_sizes() {
         assert!(report.is_ok(), "{policy:?}: {:?}", report.problems);
     }
 }
+
+/// A pool shared by `Arc`, the test's own handle dropped at once: the
+/// last writer to end drops it (one of them while unwinding a panic of
+/// its own, outside any transaction), and the pool reopens with every
+/// acknowledged commit, checking clean.
+#[test]
+fn the_last_arc_dropped_by_a_writer_closes_the_pool() {
+    quiet_planned_panics();
+    for (v, p) in configs() {
+        let name = format!("{v:?}-{p:?}");
+        let dir = tempdir();
+        let path = dir.path().join("arc.pool");
+        let cfg = PoolConfig::default().log(v).policy(p);
+        let pool = std::sync::Arc::new(Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap());
+        let root = setup(&pool);
+        let counts = std::sync::Arc::new(Counts {
+            started: Default::default(),
+            acked: Default::default(),
+        });
+        let (tx_done, rx_done) = mpsc::channel();
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let (pool, counts, ended) = (pool.clone(), counts.clone(), tx_done.clone());
+                std::thread::spawn(move || {
+                    let _ended = Ended(ended);
+                    writer(&pool, root, t, 0xa4c + t as u64, &counts);
+                    if t == 0 {
+                        drop(counts);
+                        panic!("admin-probe: a planned panic holding the pool");
+                    }
+                })
+            })
+            .collect();
+        drop(pool);
+        drop(tx_done);
+        wait_ended(&rx_done, WRITERS, &name);
+        for (t, h) in handles.into_iter().enumerate() {
+            assert_eq!(h.join().is_err(), t == 0, "{name}: writer {t}");
+        }
+        let acked = Counts::snapshot(&counts.acked);
+        let report = inspect::check(&path).unwrap();
+        assert!(report.is_ok(), "{name}: {:?}", report.problems);
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+        assert_eq!(check_state(&pool, &name), acked, "{name}");
+        pool.close().unwrap();
+    }
+}
