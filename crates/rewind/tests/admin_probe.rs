@@ -3,7 +3,8 @@
 //! transfers between accounts and whole updates of a record of their own
 //! (with a block allocated and one freed in each), some roll back by
 //! returning `Err`, some panic inside the closure, some roll writes back
-//! to a savepoint, some create named roots (one name all race for);
+//! to a savepoint, some run a nested top action (kept whatever their
+//! transaction does), some create named roots (one name all race for);
 //! beside them a thread calls `sync`, `checkpoint`, `grow`, `backup_to`
 //! and inspection of the live file, and a reader calls `read_isolated` on
 //! each record (some reads panicking), `counters`, the statistics and
@@ -54,6 +55,9 @@ const SHARED: &str = "shared";
 struct Root {
     records: [PPtr<Record>; WRITERS],
     accounts: [PPtr<u64>; ACCOUNTS],
+    /// Per writer, how many of its nested top actions ended (each
+    /// outlives a rollback of its transaction).
+    ntas: [PPtr<u64>; WRITERS],
 }
 
 /// A writer's own record, locked by each of its transactions.
@@ -139,6 +143,9 @@ fn setup(pool: &Pool) -> Root {
         for r in &mut root.records {
             *r = tx.alloc()?;
         }
+        for n in &mut root.ntas {
+            *n = tx.alloc()?;
+        }
         for a in &mut root.accounts {
             *a = tx.alloc()?;
             tx.write(*a, &START)?;
@@ -189,11 +196,21 @@ fn check_state(pool: &Pool, what: &str) -> [u64; WRITERS] {
     done
 }
 
+/// Per writer, the nested top actions the pool holds.
+fn ntas(pool: &Pool) -> [u64; WRITERS] {
+    let root: Root = pool.read(pool.root::<Root>().unwrap().unwrap()).unwrap();
+    root.ntas.map(|n| pool.read(n).unwrap())
+}
+
 /// Per writer: transactions started (counted before `transaction` is
 /// called) and acknowledged (counted once it returned `Ok`).
 struct Counts {
     started: [AtomicU64; WRITERS],
     acked: [AtomicU64; WRITERS],
+    /// Nested top actions begun, and ended `Ok` (whatever their
+    /// transaction did after).
+    ntas_started: [AtomicU64; WRITERS],
+    ntas_done: [AtomicU64; WRITERS],
 }
 
 impl Counts {
@@ -233,11 +250,35 @@ fn writer(
         let named = rng.gen_ratio(1, 5).then(|| format!("w{t}-{committed}"));
         // Writes rolled back to a savepoint first: none may stay.
         let undone = rng.gen_ratio(1, 4);
+        // A nested top action, first in the transaction or after its
+        // first lock.
+        let nta = match rng.gen_range(0..6) {
+            0 => Some(true),
+            1 => Some(false),
+            _ => None,
+        };
         let before = pool.read(rec_p).unwrap();
         loop {
             counts.started[t].fetch_add(1, Ordering::SeqCst);
+            let action = |tx: &mut rewind::Tx<'_>| -> Result<(), TestErr> {
+                counts.ntas_started[t].fetch_add(1, Ordering::SeqCst);
+                tx.nested_top_action(|tx| {
+                    let n = root.ntas[t];
+                    tx.lock(n)?;
+                    let v = tx.read(n)?;
+                    tx.write(n, &(v + 1))
+                })?;
+                counts.ntas_done[t].fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            };
             let run = |tx: &mut rewind::Tx<'_>| -> Result<Option<PPtr<u64>>, TestErr> {
+                if nta == Some(true) {
+                    action(tx)?;
+                }
                 tx.lock(rec_p)?;
+                if nta == Some(false) {
+                    action(tx)?;
+                }
                 if undone {
                     tx.lock(root.accounts[a])?; // as later: a < b
                     let sp = tx.savepoint()?;
@@ -384,12 +425,24 @@ fn admin(pool: &Pool, dir: &Path, tag: &str, rounds: usize, counts: &Counts) -> 
         inspect::dump_log(&live).map(drop).unwrap_or_else(in_use);
         let copy = dir.join(format!("{tag}-copy-{i}.pool"));
         let lo = Counts::snapshot(&counts.acked);
+        let nta_lo = Counts::snapshot(&counts.ntas_done);
         pool.backup_to(&copy).unwrap();
         let hi = Counts::snapshot(&counts.started);
+        let nta_hi = Counts::snapshot(&counts.ntas_started);
         let report = inspect::check(&copy).unwrap();
         assert!(report.is_ok(), "{tag}: backup {i}: {:?}", report.problems);
         let c = Pool::open(&copy, LAYOUT, &OpenOptions::default()).unwrap();
         let done = check_state(&c, &format!("{tag}: backup {i}"));
+        let n = ntas(&c);
+        for t in 0..WRITERS {
+            assert!(
+                nta_lo[t] <= n[t] && n[t] <= nta_hi[t],
+                "{tag}: backup {i}: writer {t}'s nested top actions {} outside [{}, {}]",
+                n[t],
+                nta_lo[t],
+                nta_hi[t]
+            );
+        }
         for t in 0..WRITERS {
             assert!(
                 lo[t] <= done[t] && done[t] <= hi[t],
@@ -414,6 +467,8 @@ fn run(name: &str, cfg: &PoolConfig, seed: u64) {
     let counts = Counts {
         started: Default::default(),
         acked: Default::default(),
+        ntas_started: Default::default(),
+        ntas_done: Default::default(),
     };
     let (tx_done, rx_done) = mpsc::channel();
     let results = std::thread::scope(|s| {
@@ -461,6 +516,8 @@ fn run(name: &str, cfg: &PoolConfig, seed: u64) {
     let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
     let done = check_state(&pool, name);
     assert_eq!(done, acked, "{name}: the reopened pool's commits");
+    let n = Counts::snapshot(&counts.ntas_done);
+    assert_eq!(ntas(&pool), n, "{name}: the nested top actions");
     let mut shared = None;
     for (names, s) in &results {
         for (n, p, v) in names {
@@ -643,6 +700,8 @@ fn admin_calls_inside_transactions_beside_writers() {
         let counts = Counts {
             started: Default::default(),
             acked: Default::default(),
+            ntas_started: Default::default(),
+            ntas_done: Default::default(),
         };
         let (tx_done, rx_done) = mpsc::channel();
         let (dir, name) = (dir.path(), name.as_str());
@@ -1005,6 +1064,8 @@ fn the_last_arc_dropped_by_a_writer_closes_the_pool() {
         let counts = std::sync::Arc::new(Counts {
             started: Default::default(),
             acked: Default::default(),
+            ntas_started: Default::default(),
+            ntas_done: Default::default(),
         });
         let (tx_done, rx_done) = mpsc::channel();
         let handles: Vec<_> = (0..WRITERS)
