@@ -257,6 +257,9 @@ fn writer(
             1 => Some(false),
             _ => None,
         };
+        // A planned panic inside the nested top action, after its write:
+        // the action, unfinished, goes with its transaction.
+        let panic_in_action = matches!(end, End::Panic) && nta.is_some() && rng.gen_ratio(1, 2);
         let before = pool.read(rec_p).unwrap();
         loop {
             counts.started[t].fetch_add(1, Ordering::SeqCst);
@@ -266,7 +269,11 @@ fn writer(
                     let n = root.ntas[t];
                     tx.lock(n)?;
                     let v = tx.read(n)?;
-                    tx.write(n, &(v + 1))
+                    tx.write(n, &(v + 1))?;
+                    if panic_in_action {
+                        panic!("admin-probe: a planned panic in a nested top action");
+                    }
+                    Ok::<_, Error>(())
                 })?;
                 counts.ntas_done[t].fetch_add(1, Ordering::SeqCst);
                 Ok(())
