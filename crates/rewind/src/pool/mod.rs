@@ -686,7 +686,9 @@ impl Pool {
     /// Isolated from the transactions adding a root (they hold the
     /// catalog's lock until they end): a root of one still running, which
     /// may roll back, is not among them, nor is a catalog half rewritten
-    /// (or freed and reused) read as a damaged one.
+    /// (or freed and reused) read as a damaged one. Inside another
+    /// isolated read it is an isolated read of another key (see
+    /// [`read_isolated`](Self::read_isolated)'s lock timeout).
     pub fn roots(&self) -> Result<Vec<NamedRoot>, Error> {
         self.eng.usable()?;
         let e = &self.eng;
