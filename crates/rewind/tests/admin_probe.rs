@@ -415,7 +415,17 @@ fn reader(pool: &Pool, root: Root, rounds: u64) {
 /// ended.
 fn admin(pool: &Pool, dir: &Path, tag: &str, rounds: usize, counts: &Counts) -> Vec<PathBuf> {
     let mut copies = Vec::new();
+    // A word of the administrator's, set by atomic writes (racing the
+    // writers' root creations for the catalog).
+    let word: PPtr<u64> = loop {
+        match pool.transaction(|tx| tx.root_named("admin")) {
+            Ok(p) => break p,
+            Err(e) if retryable(&e) => continue,
+            Err(e) => panic!("{tag}: root_named: {e:?}"),
+        }
+    };
     for i in 0..rounds {
+        pool.atomic_write(word, &(i as u64 + 1)).unwrap();
         pool.sync().unwrap();
         pool.checkpoint().unwrap();
         match pool.grow(256 << 10) {
@@ -440,6 +450,12 @@ fn admin(pool: &Pool, dir: &Path, tag: &str, rounds: usize, counts: &Counts) -> 
         assert!(report.is_ok(), "{tag}: backup {i}: {:?}", report.problems);
         let c = Pool::open(&copy, LAYOUT, &OpenOptions::default()).unwrap();
         let done = check_state(&c, &format!("{tag}: backup {i}"));
+        let w = c.root_named::<u64>("admin").unwrap().unwrap();
+        assert_eq!(
+            c.read(w).unwrap(),
+            i as u64 + 1,
+            "{tag}: backup {i}: the atomic write"
+        );
         let n = ntas(&c);
         for t in 0..WRITERS {
             assert!(
@@ -478,7 +494,7 @@ fn run(name: &str, cfg: &PoolConfig, seed: u64) {
         ntas_done: Default::default(),
     };
     let (tx_done, rx_done) = mpsc::channel();
-    let results = std::thread::scope(|s| {
+    let (results, copies) = std::thread::scope(|s| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|t| {
                 let (pool, counts, tx_done) = (&pool, &counts, tx_done.clone());
@@ -507,8 +523,7 @@ fn run(name: &str, cfg: &PoolConfig, seed: u64) {
         wait_ended(&rx_done, WRITERS + 2, name);
         let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
         reader.join().unwrap();
-        admin.join().unwrap();
-        results
+        (results, admin.join().unwrap().len())
     });
     let acked = Counts::snapshot(&counts.acked);
     assert_eq!(acked, [txs(); WRITERS]);
@@ -525,6 +540,12 @@ fn run(name: &str, cfg: &PoolConfig, seed: u64) {
     assert_eq!(done, acked, "{name}: the reopened pool's commits");
     let n = Counts::snapshot(&counts.ntas_done);
     assert_eq!(ntas(&pool), n, "{name}: the nested top actions");
+    let w = pool.root_named::<u64>("admin").unwrap().unwrap();
+    assert_eq!(
+        pool.read(w).unwrap(),
+        copies as u64,
+        "{name}: the last atomic write"
+    );
     let mut shared = None;
     for (names, s) in &results {
         for (n, p, v) in names {
