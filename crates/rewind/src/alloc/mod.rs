@@ -391,10 +391,13 @@ impl Allocator {
         Ok(())
     }
 
-    /// Grows the heap by `chunks` chunks ([`Pool::grow`](crate::Pool::grow)):
+    /// Grows the heap by the chunks `more` asks for given the chunks it
+    /// holds, asked under the allocator's lock, so that calls at once each
+    /// see the others' growth ([`Pool::grow`](crate::Pool::grow)):
     /// `OutOfMemory` past the maximum size. Returns the chunks it holds.
-    pub fn grow(&self, d: &Domain, chunks: u64) -> Result<u64, Error> {
+    pub fn grow(&self, d: &Domain, more: impl FnOnce(u64) -> u64) -> Result<u64, Error> {
         let mut st = self.state.lock();
+        let chunks = more(st.chunks);
         let want = st.chunks.saturating_add(chunks);
         if want > self.l.heap_chunks {
             return Err(Error::OutOfMemory {

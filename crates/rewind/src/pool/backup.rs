@@ -34,7 +34,10 @@ impl Pool {
     /// Writes a consistent copy of this pool to `path` (which must not
     /// exist) while other threads keep using the pool, pausing them only
     /// while the bytes are copied. The copy opens as the state after the
-    /// last transaction that committed before the pause.
+    /// last transaction that committed before the pause. Called inside a
+    /// transaction or a [`read_isolated`](Self::read_isolated) read of
+    /// this pool, it is [`Error::TxMisuse`]: it would wait for a
+    /// transaction that waits for the caller.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -55,6 +58,13 @@ impl Pool {
                 "backup_to inside a transaction of the same pool would wait for itself",
             ));
         }
+        // Its read may hold a lock shared that a transaction the backup
+        // waits for is waiting for.
+        if super::nesting::InRead::inside(self.nesting_key()) {
+            return Err(Error::TxMisuse(
+                "backup_to inside an isolated read of the same pool would wait for itself",
+            ));
+        }
         let size = self.eng.dom.len();
         let (f, tmp) = file::create_temp(path, size)?;
         let r = self
@@ -69,10 +79,18 @@ impl Pool {
     /// Takes the gate for reading, unless this thread holds it already (a
     /// call inside a transaction's closure: a transaction holds it from
     /// its start to its end, see `nesting`): a fair read lock, so a backup
-    /// waiting for the gate is not starved by transactions that overlap.
+    /// waiting for the gate is not starved by transactions that overlap
+    /// (except inside an isolated read, below).
     pub(super) fn enter(&self) -> Option<Gate<'_>> {
-        if super::nesting::InTransaction::active(self.nesting_key()) {
+        let key = self.nesting_key();
+        if super::nesting::InTransaction::active(key) {
             return None;
+        }
+        // Inside an isolated read (a `checkpoint` or a `grow` there), past
+        // a waiting backup: the read may hold a lock shared that a
+        // transaction the backup waits for is waiting for.
+        if super::nesting::InRead::inside(key) {
+            return Some(self.gate.read_recursive());
         }
         Some(self.gate.read())
     }

@@ -596,7 +596,9 @@ impl Pool {
     /// it runs once, unchecked: that transaction may hold the lock itself.
     /// A transaction of this pool (or an atomic write) started inside
     /// `read` is [`Error::NestedTransaction`]: under the lock, taken shared
-    /// by this thread, it could never lock `key`. An isolated read of
+    /// by this thread, it could never lock `key` (and a
+    /// [`backup_to`](Self::backup_to) there is [`Error::TxMisuse`]: it
+    /// would wait for such a transaction). An isolated read of
     /// another key inside `read` (a collection's `get` inside another's)
     /// may, under its own lock, wait for a writer that waits for `key`:
     /// that wait is not seen as a deadlock and ends at the lock timeout
@@ -681,15 +683,24 @@ impl Pool {
     }
 
     /// The named roots in the catalog, in the order they were created.
+    /// Isolated from the transactions adding a root (they hold the
+    /// catalog's lock until they end): a root of one still running, which
+    /// may roll back, is not among them, nor is a catalog half rewritten
+    /// (or freed and reused) read as a damaged one. Inside another
+    /// isolated read it is an isolated read of another key (see
+    /// [`read_isolated`](Self::read_isolated)'s lock timeout).
     pub fn roots(&self) -> Result<Vec<NamedRoot>, Error> {
         self.eng.usable()?;
         let e = &self.eng;
-        crate::alloc::catalog::read(&e.dom, &e.hdr.layout, &|o, b| e.read_committed(o, b))
+        self.read_isolated(meta::CATALOG, |_| {
+            crate::alloc::catalog::read(&e.dom, &e.hdr.layout, &|o, b| e.read_committed(o, b))
+        })
     }
 
-    /// The root object, if one was created (see [`Tx::root`]).
+    /// The root object, if one was created (see [`Tx::root`]); isolated,
+    /// as [`roots`](Self::roots), from a transaction creating it.
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
-        self.eng.root::<T>()
+        self.read_isolated(meta::ROOT, |_| self.eng.root::<T>())
     }
 
     /// Fences, flushed lines and non-temporal lines so far.
@@ -773,13 +784,16 @@ impl Pool {
 
     /// Grows the heap by the bytes `more` asks for, given where the heap
     /// ends now (whole chunks; none for 0); returns the pool's new size.
+    /// Where it ends is read under the allocator's lock: a `grow_to` beside
+    /// another growth asks only for what is still missing.
     fn grow_heap(&self, more: impl FnOnce(u64) -> u64) -> Result<u64, Error> {
         self.eng.usable()?;
         let _gate = self.enter();
         let chunk = crate::format::layout::CHUNK;
-        let heap_end = self.eng.hdr.layout.heap_off + self.alloc_stats().total_chunks * chunk;
-        let chunks = more(heap_end).div_ceil(chunk);
-        self.eng.alloc.grow(&self.eng.dom, chunks)?;
+        let heap_off = self.eng.hdr.layout.heap_off;
+        self.eng.alloc.grow(&self.eng.dom, |chunks| {
+            more(heap_off + chunks * chunk).div_ceil(chunk)
+        })?;
         Ok(self.size())
     }
 

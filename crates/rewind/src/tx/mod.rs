@@ -600,18 +600,32 @@ impl<'p> Tx<'p> {
     /// so `find` runs with the lock shared (a reader waits for it). `add`
     /// runs with the lock exclusive, held until the transaction ends: one
     /// transaction at a time adds, and one that added meanwhile has
-    /// committed, so `add`'s look finds its object.
+    /// committed, so `add`'s look finds its object. Under the redo
+    /// policies that change is stored in place as it commits, under its
+    /// lock: `find` first looks with no lock, and that look counts only
+    /// if no exclusive hold of `key` began meanwhile (one that overlapped
+    /// it may have torn the words it read, or freed the catalog it was
+    /// reading); otherwise it looks again with the lock shared.
     pub(super) fn find_or_add<R>(
         &mut self,
         key: u64,
-        find: impl FnOnce(&mut Self) -> Result<Option<R>, Error>,
+        find: impl Fn(&mut Self) -> Result<Option<R>, Error>,
         add: impl FnOnce(&mut Self) -> Result<R, Error>,
     ) -> Result<R, Error> {
-        if !self.eng.durability.write_set() {
-            let r = self.take_lock(key, Mode::Shared);
-            self.check(r)?;
-        }
-        if let Some(found) = find(self)? {
+        let quiet = match self.eng.durability.write_set() {
+            true => self.eng.locks.quiet(key),
+            false => None,
+        };
+        let seen = quiet.map(|q| (find(self), q));
+        let found = match seen {
+            Some((r, q)) if self.eng.locks.still(q) => r?,
+            _ => {
+                let r = self.take_lock(key, Mode::Shared);
+                self.check(r)?;
+                find(self)?
+            }
+        };
+        if let Some(found) = found {
             return Ok(found);
         }
         let r = self.take_lock(key, Mode::Exclusive);

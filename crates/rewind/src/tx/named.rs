@@ -20,9 +20,11 @@ impl Tx<'_> {
     /// Transactions of several threads may ask for roots at once: a new
     /// root is added by one transaction at a time (holding the catalog's
     /// lock until it ends), so each name names one object. Under the undo
-    /// policies a lookup holds the catalog's lock shared, and two
-    /// transactions that both looked and then both add a root may meet a
-    /// [`Error::Deadlock`]: one rolls back and can be retried.
+    /// policies a lookup holds the catalog's lock shared (under the redo
+    /// policies only a lookup that a transaction adding a root was in the
+    /// way of), and two transactions that both looked and then both add a
+    /// root may meet a [`Error::Deadlock`]: one rolls back and can be
+    /// retried.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
