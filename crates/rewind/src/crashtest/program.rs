@@ -478,7 +478,11 @@ fn reuse_txs(r: &mut Rng, max_tx: u64, part: &Part) -> Vec<TxProg> {
     for i in 0..1 + r.below(max_tx) {
         // The first more than the log's four buckets hold (16 cells each),
         // so that its records reach the chunk it grows into.
-        let n = if i == 0 { 64 + r.below(33) } else { 16 + r.below(25) };
+        let n = if i == 0 {
+            64 + r.below(33)
+        } else {
+            16 + r.below(25)
+        };
         let mut ops: Vec<Op> = (0..n)
             .map(|_| Op::Write(pick(r, &part.slots), r.next_u64()))
             .collect();
