@@ -88,7 +88,7 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         let cfg = Config::parse(c).ok_or_else(|| {
             CliError::Usage(format!(
                 "unknown configuration `{c}`: expected <simple|optimized|batch|two-layer>-<force|no-force|redo|redo-async>, \
-                 optionally followed by -2t, and by a shape (-handoff, -churn, -checkpoints, -grow, -control)"
+                 optionally followed by -2t, and by a shape (-handoff, -churn, -checkpoints, -grow, -control, -reuse)"
             ))
         })?;
         opts.configs = vec![Config { mutation, ..cfg }];

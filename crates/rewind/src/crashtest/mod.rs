@@ -277,8 +277,8 @@ pub struct Options {
 
 impl Options {
     /// Without a mutation: every log variant × policy, with one thread
-    /// (mixed, control and growth programs) and with two (mixed and handoff
-    /// programs), with the default settings. With one: the configurations and program shapes aimed at
+    /// (mixed, control, growth and reuse programs) and with two (mixed and
+    /// handoff programs), with the default settings. With one: the configurations and program shapes aimed at
     /// the site ([`aim`]), stopping at the first violation.
     pub fn all(seed: u64, budget: Budget, mutation: Option<Site>) -> Options {
         let configs = match mutation {
@@ -286,7 +286,7 @@ impl Options {
             None => {
                 // Every variant × policy of one kind of program before the
                 // next kind, so a short run covers every configuration.
-                let kinds: [fn(Config) -> Config; 5] = [
+                let kinds: [fn(Config) -> Config; 6] = [
                     |c| c,
                     |c| c.two_threads(Shape::Mixed),
                     |c| Config {
@@ -296,6 +296,10 @@ impl Options {
                     |c| c.two_threads(Shape::Handoff),
                     |c| Config {
                         shape: Shape::Grow,
+                        ..c
+                    },
+                    |c| Config {
+                        shape: Shape::Reuse,
                         ..c
                     },
                 ];

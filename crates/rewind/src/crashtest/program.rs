@@ -166,6 +166,8 @@ pub struct TxProg {
     pub commit: bool,
     /// Run a checkpoint after it.
     pub checkpoint: bool,
+    /// Then run `Pool::sync` (under redo-async: the write cache drained).
+    pub sync: bool,
     /// Two threads: starts only once this many transactions of the other
     /// thread have returned.
     pub after: Option<usize>,
@@ -254,18 +256,35 @@ pub enum Shape {
     /// Transaction control: transactions with savepoints, rollbacks to
     /// them and nested top actions, between single-write atomic updates.
     Control,
+    /// Reuse of freed blocks by the log, on the smallest log (as
+    /// [`Shape::Grow`]): the heap filled with one-chunk objects, one
+    /// transaction each; a transaction writing some of them (logged
+    /// writes: under redo-async their values wait in the write cache) and
+    /// freeing some; a later one freeing the others written; then
+    /// transactions of 16 to 40 writes that grow the log into the freed
+    /// chunks (the only free ones), with more writes and frees of the
+    /// objects left. Under redo-async write-back runs at one point in 64
+    /// (and at syncs), so values of a freed block often still wait when
+    /// the log takes its chunk.
+    Reuse,
 }
 
 impl Shape {
     /// Every shape.
-    pub const ALL: [Shape; 6] = [
+    pub const ALL: [Shape; 7] = [
         Shape::Mixed,
         Shape::Handoff,
         Shape::Churn,
         Shape::Checkpoints,
         Shape::Grow,
         Shape::Control,
+        Shape::Reuse,
     ];
+
+    /// Whether its programs run on the smallest log (four buckets).
+    pub fn smallest_log(self) -> bool {
+        matches!(self, Shape::Grow | Shape::Reuse)
+    }
 
     /// Its name in a configuration name.
     pub fn name(self) -> &'static str {
@@ -276,6 +295,7 @@ impl Shape {
             Shape::Checkpoints => "checkpoints",
             Shape::Grow => "grow",
             Shape::Control => "control",
+            Shape::Reuse => "reuse",
         }
     }
 }
@@ -347,13 +367,16 @@ pub fn generate_threads(seed: u64, max_tx: u64, threads: usize, shape: Shape) ->
 }
 
 fn random_txs(r: &mut Rng, max_tx: u64, part: &Part, shape: Shape) -> Vec<TxProg> {
+    if shape == Shape::Reuse {
+        return reuse_txs(r, max_tx, part);
+    }
     (0..1 + r.below(max_tx))
         .map(|_| match shape {
             Shape::Churn => churn_tx(r, part),
             Shape::Checkpoints => checkpoint_tx(r, part),
             Shape::Grow => grow_tx(r, part),
             Shape::Control => control_tx(r, part),
-            Shape::Mixed | Shape::Handoff => random_tx(r, part),
+            Shape::Mixed | Shape::Handoff | Shape::Reuse => random_tx(r, part),
         })
         .collect()
 }
@@ -367,6 +390,7 @@ fn checkpoint_tx(r: &mut Rng, part: &Part) -> TxProg {
         commit: r.below(6) != 0,
         checkpoint: r.below(2) == 0,
         after: None,
+        sync: false,
     }
 }
 
@@ -404,7 +428,87 @@ fn grow_tx(r: &mut Rng, part: &Part) -> TxProg {
         commit: r.below(5) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
+        sync: false,
     }
+}
+
+/// A [`Shape::Reuse`] program: the heap filled with one-chunk objects,
+/// a transaction each (so that one finding the heap full is all that
+/// fails), each followed by a sync (the log, its records released, keeps
+/// no chunk: the objects take them all); then a transaction writing some
+/// objects (logged writes) and freeing some of them, and one freeing the
+/// others written; then 1 to `max_tx` transactions of 16 to 40 writes,
+/// which grow the log into the freed chunks (the only free ones), at
+/// times freeing or writing what is left; a sync at the end.
+fn reuse_txs(r: &mut Rng, max_tx: u64, part: &Part) -> Vec<TxProg> {
+    let tx = |ops, commit, checkpoint, sync| TxProg {
+        ops,
+        commit,
+        checkpoint,
+        after: None,
+        sync,
+    };
+    let mut out = Vec::new();
+    for k in part.objs.clone() {
+        // More than the largest class, at most a chunk: a run of one chunk.
+        let size = 70_000 + r.below(190_000);
+        let op = Op::Alloc(k, size, 1 + r.below(255) as u8, 1 + r.below(256));
+        out.push(tx(vec![op], true, false, true));
+    }
+    // Written (a few lines at the block's start, where a log chunk begins
+    // with a block's header and cells), then freed, at once or in the next
+    // transaction.
+    let (mut now, mut later) = (Vec::new(), Vec::new());
+    let mut ops = Vec::new();
+    for k in part.objs.clone() {
+        if r.below(4) != 0 {
+            ops.push(Op::Poke(k, 1 + r.below(255) as u8, 1 + r.below(192)));
+            if r.below(3) == 0 {
+                now.push(Op::Free(k));
+            } else {
+                later.push(Op::Free(k));
+            }
+        }
+    }
+    ops.extend(now);
+    out.push(tx(ops, r.below(8) != 0, false, false));
+    if !later.is_empty() {
+        out.push(tx(later, r.below(8) != 0, false, false));
+    }
+    for i in 0..1 + r.below(max_tx) {
+        // The first more than the log's four buckets hold (16 cells each),
+        // so that its records reach the chunk it grows into.
+        let n = if i == 0 {
+            64 + r.below(33)
+        } else {
+            16 + r.below(25)
+        };
+        let mut ops: Vec<Op> = (0..n)
+            .map(|_| Op::Write(pick(r, &part.slots), r.next_u64()))
+            .collect();
+        // Not in the first: its writes alone, to lines no commit has left
+        // in the write cache, so that nothing drains the cache before the
+        // log has taken a freed chunk (an in-place store to a cached line
+        // drains it, and a large transaction's writes are stored in place
+        // before it commits).
+        for _ in 0..if i == 0 { 0 } else { r.below(3) } {
+            let k = pick(r, &part.objs);
+            let at = r.below(ops.len() as u64 + 1) as usize;
+            let op = match r.below(3) {
+                0 => Op::Free(k),
+                _ => Op::Poke(k, 1 + r.below(255) as u8, 1 + r.below(192)),
+            };
+            ops.insert(at, op);
+        }
+        if i > 0 && r.below(3) == 0 {
+            ops.push(big_op(r, part));
+        }
+        out.push(tx(ops, r.below(5) != 0, r.below(8) == 0, false));
+    }
+    if let Some(last) = out.last_mut() {
+        last.sync = true;
+    }
+    out
 }
 
 fn churn_tx(r: &mut Rng, part: &Part) -> TxProg {
@@ -430,6 +534,7 @@ fn churn_tx(r: &mut Rng, part: &Part) -> TxProg {
         commit: r.below(6) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
+        sync: false,
     }
 }
 
@@ -475,6 +580,7 @@ fn random_tx(r: &mut Rng, part: &Part) -> TxProg {
         commit: atomic || r.below(5) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
+        sync: false,
     }
 }
 
@@ -489,6 +595,7 @@ fn control_tx(r: &mut Rng, part: &Part) -> TxProg {
         commit: atomic || r.below(5) != 0,
         checkpoint: r.below(4) == 0,
         after: None,
+        sync: false,
     }
 }
 

@@ -56,8 +56,8 @@ pub fn run_program(
         policy: cfg.policy,
         backend: Backend::Sim,
         bucket_cells: 16,
-        // The smallest log (four buckets) for growth programs.
-        log_size: Some(if cfg.shape == Shape::Grow {
+        // The smallest log (four buckets) for growth and reuse programs.
+        log_size: Some(if cfg.shape.smallest_log() {
             0
         } else {
             128 << 10
@@ -95,7 +95,7 @@ pub fn run_program(
     }
     let pool = Arc::new(pool);
     if progs.len() == 1 {
-        run_thread(&pool, seed, 0, &progs[0], &shared, stop, None)?;
+        run_thread(&pool, cfg, seed, &text, 0, &progs[0], &shared, stop, None)?;
     } else {
         run_two(&pool, seed, &progs, &shared, stop, cfg, &text)?;
     }
@@ -123,19 +123,43 @@ pub fn run_program(
     Ok(stats)
 }
 
-/// Runs thread `t`'s transactions, keeping the expectation up to date.
+/// SplitMix64's finalizer: every bit of `z` mixed into every other.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Whether a program may meet this error: its own abort, or a heap or log
+/// too full for a transaction (growth and reuse programs fill both). Any
+/// other is the engine failing (a poisoned handle, a damaged structure).
+fn expected(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Aborted | Error::LogFull { .. } | Error::OutOfMemory { .. }
+    )
+}
+
+/// Runs thread `t`'s transactions, keeping the expectation up to date. An
+/// error no program should meet (see [`expected`]), of a transaction, a
+/// checkpoint or a sync, is reported as a violation and ends the thread.
+#[allow(clippy::too_many_arguments)]
 fn run_thread(
     pool: &Pool,
+    cfg: &Config,
     seed: u64,
+    text: &str,
     t: usize,
     txs: &[TxProg],
     shared: &Mutex<Shared>,
     stop: &AtomicBool,
     ts: Option<&Turnstile>,
 ) -> Result<(), Error> {
-    // Redo-async: a write-back step at a third of the program's points,
-    // chosen by the seed, so that crashes inside write-back, and between
-    // it and the Log Start's advance, are among the crash points.
+    // Redo-async: a write-back step at three in eight of the program's
+    // points, chosen by the seed, so that crashes inside write-back, and
+    // between it and the Log Start's advance, are among the crash points.
+    // Reuse programs: at one in 64, so that committed values often still
+    // wait while their freed block is reused.
     let points = std::cell::Cell::new(0u64);
     let async_wb = pool.policy() == crate::Policy::RedoAsync;
     let point = || {
@@ -146,7 +170,13 @@ fn run_thread(
             let n = points.get();
             points.set(n + 1);
             let h = (seed ^ (t as u64) << 32 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            if h >> 62 == 0 || h >> 61 == 2 {
+            let due = match cfg.shape {
+                // (Seed and point mixed apart: in `h`, nearby seeds
+                // share their rare steps' points.)
+                Shape::Reuse => mix(mix(seed ^ (t as u64) << 32).wrapping_add(n)) >> 58 == 0,
+                _ => h >> 62 == 0 || h >> 61 == 2,
+            };
+            if due {
                 // A failed step poisons the pool; the program then stops.
                 if let Err(e) = pool.write_back_step() {
                     pool.eng.poison(&e);
@@ -199,9 +229,14 @@ fn run_thread(
                 }
             }),
         };
+        let failed = |what: &str, e: &Error| {
+            let mut g = lock(shared);
+            let (at, m) = (Point::Fence(u64::MAX), format!("{what} failed: {e}"));
+            check::report(&mut g, cfg, seed, at, "program".into(), None, m, text);
+        };
         {
             let mut g = lock(shared);
-            let kept = match r {
+            let kept = match &r {
                 Ok(()) => program::effect(&tx.ops, true, 0),
                 Err(_) => program::effect(&tx.ops, false, done),
             };
@@ -212,9 +247,23 @@ fn run_thread(
         if let Some(ts) = ts {
             ts.returned(t);
         }
+        if let Some(e) = r.as_ref().err().filter(|e| !expected(e)) {
+            failed("a transaction", e);
+            break;
+        }
         if tx.checkpoint {
             point();
-            pool.checkpoint()?;
+            if let Err(e) = pool.checkpoint() {
+                failed("a checkpoint", &e);
+                break;
+            }
+        }
+        if tx.sync {
+            point();
+            if let Err(e) = pool.sync() {
+                failed("a sync", &e);
+                break;
+            }
         }
     }
     Ok(())
@@ -264,7 +313,7 @@ fn run_two(
                     let _leave = Leave(ts, t);
                     ts.enter(t);
                     ROLE.with(|r| r.set(Some(t)));
-                    run_thread(pool, seed, t, txs, shared, stop, Some(ts))
+                    run_thread(pool, cfg, seed, text, t, txs, shared, stop, Some(ts))
                 })
             })
             .collect();
