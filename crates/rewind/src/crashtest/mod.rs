@@ -311,6 +311,26 @@ impl Options {
                         }
                     }
                 }
+                // The reuse programs come last, and a 60-second run on two
+                // cores reaches only the first few of them: the policy they
+                // were made for (redo-async, whose write-back may hold a
+                // freed block's values) and the variants whose programs are
+                // cheapest (Simple's take tens of thousands of images each)
+                // go first.
+                let rank = |c: &Config| {
+                    let policy = Policy::ALL.iter().rev().position(|&p| p == c.policy);
+                    let cheap = [
+                        LogVariant::Batch,
+                        LogVariant::Optimized,
+                        LogVariant::TwoLayer,
+                    ];
+                    (
+                        policy,
+                        cheap.iter().position(|&v| v == c.variant).unwrap_or(3),
+                    )
+                };
+                let reuse = configs.len() - LogVariant::ALL.len() * Policy::ALL.len();
+                configs[reuse..].sort_by_key(rank);
                 configs
             }
         };
