@@ -20,7 +20,7 @@ use std::time::Duration;
 use rusqlite::{Connection, DatabaseName, OpenFlags};
 
 mod common;
-use common::run;
+use common::{run, wal};
 
 const VFS: &str = "rewind-sql-probe";
 
@@ -28,28 +28,9 @@ fn cfg() -> rewind_sqlite::Config {
     rewind_sqlite::Config::default().pool_size(4 << 20)
 }
 
-/// A connection through the VFS (or stock SQLite), with a busy handler
-/// that waits as long as it takes, not yet in WAL mode.
+/// A connection through the VFS (or stock SQLite), not yet in WAL mode.
 fn connect(path: &Path, ours: bool) -> Connection {
-    let c = if ours {
-        common::register_once(VFS, &cfg());
-        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap()
-    } else {
-        Connection::open(path).unwrap()
-    };
-    c.busy_handler(Some(|_| {
-        std::thread::sleep(Duration::from_micros(200));
-        true
-    }))
-    .unwrap();
-    c
-}
-
-fn wal(c: &Connection) {
-    let mode: String = c
-        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "wal");
+    common::connect(VFS, &cfg(), path, ours)
 }
 
 /// The schema, the header fields users set, and every table's rows in a

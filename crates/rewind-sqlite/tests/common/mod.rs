@@ -28,6 +28,37 @@ pub fn open_wal(name: &'static str, cfg: &rewind_sqlite::Config, path: &Path) ->
     c
 }
 
+/// A connection to `path` through the VFS `name` (registered with `cfg`),
+/// or through stock SQLite when `ours` is false, with a busy handler that
+/// waits as long as it takes, not yet in WAL mode.
+pub fn connect(
+    name: &'static str,
+    cfg: &rewind_sqlite::Config,
+    path: &Path,
+    ours: bool,
+) -> Connection {
+    let c = if ours {
+        register_once(name, cfg);
+        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), name).unwrap()
+    } else {
+        Connection::open(path).unwrap()
+    };
+    c.busy_handler(Some(|_| {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        true
+    }))
+    .unwrap();
+    c
+}
+
+/// Puts `c`'s database in WAL mode (checked).
+pub fn wal(c: &Connection) {
+    let mode: String = c
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
 /// Runs one statement; its result as text (rows, or changes, or the error).
 pub fn run(c: &Connection, sql: &str) -> String {
     let mut st = match c.prepare(sql) {
