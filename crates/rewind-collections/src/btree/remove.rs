@@ -5,7 +5,7 @@
 
 use rewind::{PPtr, Tx};
 
-use super::node::{fingerprint, store_inner, store_leaf, Raw, FPS_OFF};
+use super::node::{fingerprint, store_inner, store_leaf, Geo, Raw, FPS_OFF};
 use super::{descend, load_path, BTreeMap, Header, Path, FIRST_OFF, LEN_OFF, ROOT_OFF, WHAT};
 use crate::error::{corrupt, Result};
 use crate::mem::put64;
@@ -38,18 +38,17 @@ where
             .ok_or_else(|| corrupt(WHAT, self.hdr, "entry count 0 with an entry in a leaf"))?;
         let (next, bitmap) = (leaf.next(), leaf.bitmap() & !(1u64 << i));
         leaf.set_words(tx.id(), next, bitmap);
-        // A leaf left underfull is rebalanced. Everything that takes
-        // memory is done before anything is written: the separator a
-        // share of entries needs (a byte string's block), so that a pool
-        // out of memory (an error that leaves the transaction usable)
+        // A leaf left underfull is rebalanced. Everything it reads and the
+        // one thing that takes memory (a share's new separator: a byte
+        // string's block) are done before anything is written, so that a
+        // pool out of memory (an error that leaves the transaction usable)
         // fails the removal with the tree as it was, never half rebalanced.
         let rebalance = match !path.is_empty() && leaf.entries() < geo.min_leaf() {
             true => {
                 let mut full = Raw::load(tx, &geo, leaf.off)?; // all its slots
                 full.set_words(tx.id(), next, bitmap);
                 let path = load_path(tx, &geo, &path)?;
-                let sep = self.shared_separator(tx, &geo, &path, &full)?;
-                Some((full, path, sep))
+                Some(self.plan_rebalance(tx, &geo, path, full)?)
             }
             false => None,
         };
@@ -59,111 +58,95 @@ where
         }
         leaf.write_words(tx, FPS_OFF)?;
         put64(tx, self.hdr + LEN_OFF as u64, len)?;
-        if let Some((leaf, path, sep)) = rebalance {
-            self.rebalance_leaf(tx, &h, path, leaf, sep)?;
+        if let Some(r) = rebalance {
+            self.rebalance_leaf(tx, &h, r)?;
         }
         Ok(Some(old))
     }
 
-    /// The sibling `leaf` (underfull, below the last node of `path`)
-    /// rebalances with: the right one, or the left one for a last child.
-    fn sibling(
+    /// Works out how the underfull `leaf` (below the last node of `path`)
+    /// rebalances: with its right sibling, or the left one for a last
+    /// child; their entries in key order; and, when they are too many for
+    /// one leaf, the separator between the halves, stored.
+    fn plan_rebalance(
         &self,
         tx: &mut Tx<'_>,
-        geo: &super::node::Geo,
-        parent: &Raw,
-        i: usize,
-        keys: usize,
-        kids: &[u64],
-    ) -> Result<(usize, Raw, bool)> {
-        if i < keys {
-            Ok((i, Raw::load(tx, geo, kids[i + 1])?, true))
-        } else if i > 0 {
-            Ok((i - 1, Raw::load(tx, geo, kids[i - 1])?, false))
-        } else {
-            Err(corrupt(WHAT, parent.off, "inner node without keys"))
-        }
-    }
-
-    /// The separator stored for a share of entries between the underfull
-    /// `leaf` and its sibling (`None` when they merge, and for keys stored
-    /// inline, whose separators take no memory).
-    fn shared_separator(
-        &self,
-        tx: &mut Tx<'_>,
-        geo: &super::node::Geo,
-        path: &[(Raw, usize)],
-        leaf: &Raw,
-    ) -> Result<Option<K::Slot>> {
-        let Some((parent, i)) = path.last().filter(|_| !K::INLINE) else {
-            return Ok(None);
-        };
-        let (keys, kids) = parent.decode_inner::<K>(geo);
-        let (_, sib, sib_right) = self.sibling(tx, geo, parent, *i, keys.len(), &kids)?;
-        let (left, right) = match sib_right {
-            true => (leaf, &sib),
-            false => (&sib, leaf),
-        };
-        let ls = left.sorted::<K, _>(tx, geo)?;
-        let rs = right.sorted::<K, _>(tx, geo)?;
-        let n = ls.len() + rs.len();
-        if n <= geo.fanout {
-            return Ok(None);
-        }
-        let in_order: Vec<&K> = ls.iter().chain(&rs).map(|(k, _)| k).collect();
-        let new = K::separator(in_order[n / 2 - 1].borrowed(), in_order[n / 2].borrowed());
-        K::store(tx, new.borrowed()).map(Some)
-    }
-
-    /// `leaf` underflowed: merges it with a sibling under the same parent
-    /// (the right one of the pair is freed) or shares their entries evenly.
-    fn rebalance_leaf(
-        &self,
-        tx: &mut Tx<'_>,
-        h: &Header,
+        geo: &Geo,
         mut path: Vec<(Raw, usize)>,
         leaf: Raw,
-        stored: Option<K::Slot>,
-    ) -> Result<()> {
-        let geo = &h.geo;
-        let id = tx.id();
+    ) -> Result<Rebalance<K>> {
         let (parent, i) = path.pop().expect("a leaf below the root has a parent");
-        let (mut keys, mut kids) = parent.decode_inner::<K>(geo);
-        let (sep, sib, sib_right) = self.sibling(tx, geo, &parent, i, keys.len(), &kids)?;
-        let (left, right) = match sib_right {
-            true => (leaf, sib),
-            false => (sib, leaf),
+        let (keys, kids) = parent.decode_inner::<K>(geo);
+        let (sep, left, right) = if i < keys.len() {
+            (i, leaf, Raw::load(tx, geo, kids[i + 1])?)
+        } else if i > 0 {
+            (i - 1, Raw::load(tx, geo, kids[i - 1])?, leaf)
+        } else {
+            return Err(corrupt(WHAT, parent.off, "inner node without keys"));
         };
         if !left.is_leaf() || !right.is_leaf() {
             return Err(corrupt(WHAT, parent.off, "a leaf's sibling is not a leaf"));
         }
-        // Entries move with their slots' bytes, in key order.
         let ls = left.sorted::<K, _>(tx, geo)?;
         let rs = right.sorted::<K, _>(tx, geo)?;
+        let n = ls.len() + rs.len();
+        let shared = match n > geo.fanout {
+            true => {
+                let in_order: Vec<&K> = ls.iter().chain(&rs).map(|(k, _)| k).collect();
+                let new = K::separator(in_order[n / 2 - 1].borrowed(), in_order[n / 2].borrowed());
+                Some(K::store(tx, new.borrowed())?)
+            }
+            false => None,
+        };
+        Ok(Rebalance {
+            path,
+            parent,
+            keys,
+            kids,
+            sep,
+            left,
+            right,
+            ls,
+            rs,
+            shared,
+        })
+    }
+
+    /// `leaf` underflowed: merges it with a sibling under the same parent
+    /// (the right one of the pair is freed) or shares their entries evenly,
+    /// as [`plan_rebalance`](Self::plan_rebalance) worked out.
+    fn rebalance_leaf(&self, tx: &mut Tx<'_>, h: &Header, r: Rebalance<K>) -> Result<()> {
+        let geo = &h.geo;
+        let id = tx.id();
+        let Rebalance {
+            path,
+            parent,
+            mut keys,
+            mut kids,
+            sep,
+            left,
+            right,
+            ls,
+            rs,
+            shared,
+        } = r;
+        // Entries move with their slots' bytes, in key order.
         let raw: Vec<(&[u8], u8)> = (ls.iter().map(|&(_, i)| left.raw_entry(geo, i)))
             .chain(rs.iter().map(|&(_, i)| right.raw_entry(geo, i)))
             .collect();
-        if raw.len() <= geo.fanout {
+        let Some(shared) = shared else {
             store_leaf(tx, geo, left.off, id, right.next(), &raw)?;
             tx.free(PPtr::<u8>::from_offset(right.off))?;
             K::release(tx, &keys[sep])?;
             keys.remove(sep);
             kids.remove(sep + 1);
             return self.shrink_inner(tx, h, path, parent.off, keys, kids, sep);
-        }
+        };
         let half = raw.len() / 2;
         store_leaf(tx, geo, left.off, id, right.off, &raw[..half])?;
         store_leaf(tx, geo, right.off, id, right.next(), &raw[half..])?;
-        let keys_in_order: Vec<&K> = ls.iter().chain(&rs).map(|(k, _)| k).collect();
-        let new = K::separator(
-            keys_in_order[half - 1].borrowed(),
-            keys_in_order[half].borrowed(),
-        );
         K::release(tx, &keys[sep])?;
-        keys[sep] = match stored {
-            Some(slot) => slot,
-            None => K::store(tx, new.borrowed())?,
-        };
+        keys[sep] = shared;
         store_inner(tx, geo, parent.off, id, &keys, &kids, sep)
     }
 
@@ -305,4 +288,24 @@ where
         self.remove(tx, k.borrowed())?;
         Ok(Some((k, v)))
     }
+}
+
+/// A leaf's rebalance as [`BTreeMap::plan_rebalance`] works it out, before
+/// anything is written.
+struct Rebalance<K: Storable> {
+    /// The ancestors above the parent.
+    path: Vec<(Raw, usize)>,
+    parent: Raw,
+    keys: Vec<K::Slot>,
+    kids: Vec<u64>,
+    /// The parent's separator between the pair.
+    sep: usize,
+    left: Raw,
+    right: Raw,
+    /// Each leaf's entries in key order.
+    ls: Vec<(K, usize)>,
+    rs: Vec<(K, usize)>,
+    /// For a share (too many entries for one leaf), the new separator
+    /// between the halves, stored; `None`: the pair merges.
+    shared: Option<K::Slot>,
 }
