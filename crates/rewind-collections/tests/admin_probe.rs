@@ -25,7 +25,6 @@ use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -60,22 +59,13 @@ impl Drop for Ended {
     }
 }
 
-/// Waits for `n` threads to end: as long as it takes, or, with
-/// `REWIND_HANG_LIMIT_SECS=N`, an abort of the process naming the case
-/// after N seconds of silence (hung threads could not be joined).
+/// Waits for `n` threads to end ([`common::recv_watched`]: as long as it
+/// takes, or, with `REWIND_HANG_LIMIT_SECS=N`, an abort of the process
+/// naming the case after N seconds of silence: hung threads could not be
+/// joined).
 fn wait_ended(rx: &mpsc::Receiver<()>, n: usize, what: &str) {
-    let limit = std::env::var("REWIND_HANG_LIMIT_SECS")
-        .ok()
-        .map(|s| Duration::from_secs(s.parse().expect("whole seconds")));
     for _ in 0..n {
-        let hung = match limit {
-            Some(l) => matches!(rx.recv_timeout(l), Err(mpsc::RecvTimeoutError::Timeout)),
-            None => {
-                let _ = rx.recv();
-                false
-            }
-        };
-        if hung {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = common::recv_watched(rx) {
             let msg = format!("HANG: {what}: a thread hung (REWIND_HANG_LIMIT_SECS)\n");
             // Past the test harness's capture, which the abort would lose.
             let _ = std::io::Write::write_all(&mut std::io::stderr(), msg.as_bytes());

@@ -531,17 +531,14 @@ fn open_retrying(path: &std::path::Path, layout: &str) -> Result<Pool, PoolError
 /// default it waits as long as it takes, so that no outcome depends on the
 /// machine's speed (a true hang is left to the CI's own time limit).
 fn with_watchdog<R>(what: &str, f: impl FnOnce() -> R) -> R {
-    let Some(secs) = std::env::var("REWIND_HANG_LIMIT_SECS").ok().map(|s| {
-        s.parse::<u64>()
-            .expect("REWIND_HANG_LIMIT_SECS: whole seconds")
-    }) else {
+    let Some(limit) = common::hang_limit() else {
         return f();
     };
     let (done, rx) = mpsc::channel::<()>();
     let what = what.to_string();
     let guard = std::thread::spawn(move || {
-        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
-            eprintln!("HANG: {what} did not finish in {secs} s");
+        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+            eprintln!("HANG: {what} did not finish in {limit:?}");
             std::process::abort();
         }
     });
