@@ -397,6 +397,17 @@ impl LockTable {
         self.stripes[q.stripe].granted.load(Ordering::Acquire) == q.granted
     }
 
+    /// `read`'s result if it ran while no exclusive hold of `key`'s
+    /// stripe began or was in force ([`quiet`](Self::quiet), then
+    /// [`still`](Self::still)): what it read no holder was changing. `None`
+    /// (and `read` not run, or its result dropped): read again under the
+    /// lock.
+    pub(crate) fn read_quiet<R>(&self, key: u64, read: impl FnOnce() -> R) -> Option<R> {
+        let q = self.quiet(key)?;
+        let r = read();
+        self.still(q).then_some(r)
+    }
+
     /// How many locks are held.
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {

@@ -635,11 +635,8 @@ impl Pool {
         // No transaction of this pool may start inside `read` (it would
         // wait for the lock the second run holds shared: for ever).
         let _reading = nesting::InRead::enter(self.nesting_key());
-        if let Some(q) = self.eng.locks.quiet(key) {
-            let r = read(&mut self.reader());
-            if self.eng.locks.still(q) {
-                return r;
-            }
+        if let Some(r) = self.eng.locks.read_quiet(key, || read(&mut self.reader())) {
+            return r;
         }
         // A writer in the way: the lock, shared, under an id no
         // transaction has (a reader holds one lock and waits for nothing

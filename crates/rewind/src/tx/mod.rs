@@ -612,14 +612,14 @@ impl<'p> Tx<'p> {
         find: impl Fn(&mut Self) -> Result<Option<R>, Error>,
         add: impl FnOnce(&mut Self) -> Result<R, Error>,
     ) -> Result<R, Error> {
-        let quiet = match self.eng.durability.write_set() {
-            true => self.eng.locks.quiet(key),
+        let eng = self.eng;
+        let seen = match eng.durability.write_set() {
+            true => eng.locks.read_quiet(key, || find(self)),
             false => None,
         };
-        let seen = quiet.map(|q| (find(self), q));
         let found = match seen {
-            Some((r, q)) if self.eng.locks.still(q) => r?,
-            _ => {
+            Some(r) => r?,
+            None => {
                 let r = self.take_lock(key, Mode::Shared);
                 self.check(r)?;
                 find(self)?
