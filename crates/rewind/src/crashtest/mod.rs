@@ -329,7 +329,8 @@ impl Options {
                         cheap.iter().position(|&v| v == c.variant).unwrap_or(3),
                     )
                 };
-                let reuse = configs.len() - LogVariant::ALL.len() * Policy::ALL.len();
+                let reuse =
+                    (configs.iter().position(|c| c.shape == Shape::Reuse)).unwrap_or(configs.len());
                 configs[reuse..].sort_by_key(rank);
                 configs
             }

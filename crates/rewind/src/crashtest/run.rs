@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Error;
+use crate::format::meta::mix64;
 use crate::persist::sim::Point;
 use crate::persist::Backend;
 use crate::pool::{Pool, PoolConfig};
@@ -123,13 +124,6 @@ pub fn run_program(
     Ok(stats)
 }
 
-/// SplitMix64's finalizer: every bit of `z` mixed into every other.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Whether a program may meet this error: its own abort, or a heap or log
 /// too full for a transaction (growth and reuse programs fill both). Any
 /// other is the engine failing (a poisoned handle, a damaged structure).
@@ -173,7 +167,7 @@ fn run_thread(
             let due = match cfg.shape {
                 // (Seed and point mixed apart: in `h`, nearby seeds
                 // share their rare steps' points.)
-                Shape::Reuse => mix(mix(seed ^ (t as u64) << 32).wrapping_add(n)) >> 58 == 0,
+                Shape::Reuse => mix64(mix64(seed ^ (t as u64) << 32).wrapping_add(n)) >> 58 == 0,
                 _ => h >> 62 == 0 || h >> 61 == 2,
             };
             if due {

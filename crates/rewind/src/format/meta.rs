@@ -74,7 +74,7 @@ pub const HEAP_MAX: u64 = (1 << 40) - 1;
 pub const RING_SALT: u64 = 0x5249_4e47_5354_5254;
 
 /// SplitMix64's finaliser: every input bit changes about half the output.
-fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -246,10 +246,7 @@ pub fn check_words(page: &[u8]) -> Result<(), Error> {
 /// A copy of the file (`cp`) has another inode, so a copy taken while the
 /// pool was open carries a stamp that is not its own.
 pub fn file_identity(dev: u64, ino: u64) -> u64 {
-    let mut z = dev.rotate_left(32) ^ ino ^ 0x4f50_454e_5354_414d;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)) | 1
+    mix64(dev.rotate_left(32) ^ ino ^ 0x4f50_454e_5354_414d) | 1
 }
 
 #[cfg(test)]
