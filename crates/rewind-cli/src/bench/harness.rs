@@ -285,11 +285,42 @@ impl Ctx {
     }
 }
 
+/// The configurations `--configs` kept (unset: all).
+static CHOSEN: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
 /// Every log variant × policy of rewind with its name (`variant-policy`),
 /// in the order the experiments measure them.
-pub fn every_config() -> impl Iterator<Item = (String, LogVariant, Policy)> {
+fn all_configs() -> impl Iterator<Item = (String, LogVariant, Policy)> {
     let each = |v| Policy::ALL.map(|p| (format!("{v}-{p}"), v, p));
     LogVariant::ALL.into_iter().flat_map(each)
+}
+
+/// Keeps only `names` in [`every_config`] (`bench --configs`), for the
+/// whole process: an unknown name is an error listing the known ones.
+pub fn choose_configs(names: &[String]) -> Result<(), CliError> {
+    let known: Vec<String> = all_configs().map(|c| c.0).collect();
+    if let Some(bad) = names.iter().find(|n| !known.contains(n)) {
+        return Err(CliError::Usage(format!(
+            "`{bad}` is not a configuration; known: {}",
+            known.join(", ")
+        )));
+    }
+    CHOSEN
+        .set(names.to_vec())
+        .map_err(|_| CliError::Usage("--configs is given once".into()))
+}
+
+/// The configurations `--configs` kept (empty: every one).
+pub fn chosen_configs() -> Vec<String> {
+    CHOSEN.get().cloned().unwrap_or_default()
+}
+
+/// Every log variant × policy of rewind with its name (`variant-policy`),
+/// in the order the experiments measure them; only those `--configs`
+/// names, when it was given.
+pub fn every_config() -> impl Iterator<Item = (String, LogVariant, Policy)> {
+    let chosen = CHOSEN.get();
+    all_configs().filter(move |c| chosen.is_none_or(|k| k.contains(&c.0)))
 }
 
 /// Which system, in which configuration, at which point.

@@ -12,7 +12,13 @@ use crate::error::CliError;
 
 /// The document for `benches`, their results read from `data`. Returns
 /// the document and every file it is drawn from: `(path, contents)`.
-pub fn generate(benches: &[Bench], data: &Path) -> Result<Vec<(PathBuf, String)>, CliError> {
+/// The document `md` with the results in `data`: every file to write, the
+/// document last.
+pub fn generate(
+    benches: &[Bench],
+    data: &Path,
+    md_path: &Path,
+) -> Result<Vec<(PathBuf, String)>, CliError> {
     // A mistyped directory would otherwise read as "nothing run yet" and
     // replace every section of the document.
     if !data.is_dir() {
@@ -53,7 +59,11 @@ pub fn generate(benches: &[Bench], data: &Path) -> Result<Vec<(PathBuf, String)>
          system's time over rewind's (above 1: rewind is faster).\n\n",
     );
     md.push_str("| experiment | at | rewind | best other | ratio |\n|---|---|---|---|---:|\n");
-    for (b, r) in benches.iter().zip(&reports) {
+    // Only the experiments run: a page of another machine may hold a few.
+    let ran: Vec<(&Bench, &Report)> = (benches.iter().zip(&reports))
+        .filter(|(_, r)| !r.scale.is_empty() || !r.rows.is_empty())
+        .collect();
+    for &(b, r) in &ran {
         for h in &b.meta()?.headlines {
             md.push_str(&headline_row(b, r, h)?);
         }
@@ -61,20 +71,77 @@ pub fn generate(benches: &[Bench], data: &Path) -> Result<Vec<(PathBuf, String)>
     let machines: Vec<&str> = reports.iter().map(|r| r.machine.as_str()).collect();
     let mut machines: Vec<&str> = machines.into_iter().filter(|m| !m.is_empty()).collect();
     machines.dedup();
+    let rel = relative(data, md_path);
+    let regenerate = if rel == MAIN {
+        format!("from `{MAIN}/*.json` with `cargo run -p rewind-cli -- bench report --out {MAIN}`")
+    } else {
+        "from the JSON files beside it with `cargo run -p rewind-cli -- bench report --out DIR \
+         --markdown DIR/BENCHMARKS.md`, DIR being this page's directory"
+            .to_string()
+    };
     let _ = write!(
         md,
         "\nMachine: {}. The peers (libpmemobj, Berkeley DB, LMDB, SQLite, redb) run with \
          `--features peers` once `scripts/install-peers.sh` has installed them. Regenerate this \
-         page, the charts and the CSV files from `docs/bench/*.json` with `cargo run -p \
-         rewind-cli -- bench report --out docs/bench`; a test checks that doing so changes \
+         page, the charts and the CSV files {regenerate}; a test checks that doing so changes \
          nothing.\n",
         machines.join("; ")
     );
-    for (b, r) in benches.iter().zip(&reports) {
-        md.push_str(&section(b, r)?);
+    let others = other_machines(data, &rel);
+    if !others.is_empty() {
+        let _ = write!(
+            md,
+            "\nOther machines, each on a page of its own: {}.\n",
+            others.join(", ")
+        );
     }
-    files.push((PathBuf::from("BENCHMARKS.md"), md));
+    let not_run: Vec<&str> = (benches.iter().zip(&reports))
+        .filter(|(_, r)| r.scale.is_empty() && r.rows.is_empty())
+        .map(|(b, _)| b.name)
+        .collect();
+    if !not_run.is_empty() {
+        let _ = write!(md, "\nNot run here: {}.\n", not_run.join(", "));
+    }
+    for (b, r) in ran {
+        md.push_str(&section(b, r, &rel)?);
+    }
+    files.push((md_path.to_path_buf(), md));
     Ok(files)
+}
+
+/// Where the main page's results are, from the repository's root.
+const MAIN: &str = "docs/bench";
+
+/// `data` as a link from the page `md` (`/`-separated; as given when it
+/// is not under the page's directory).
+fn relative(data: &Path, md: &Path) -> String {
+    let base = md.parent().unwrap_or(Path::new(""));
+    let rel = data.strip_prefix(base).unwrap_or(data);
+    let parts: Vec<String> = (rel.components())
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    }
+}
+
+/// Links to the pages of `data`'s subdirectories (each another machine's
+/// results, with its own `BENCHMARKS.md`), in name order.
+fn other_machines(data: &Path, rel: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(data) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = (entries.flatten())
+        .filter(|e| e.path().join("BENCHMARKS.md").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    (names.iter())
+        .map(|n| format!("[{n}]({rel}/{n}/BENCHMARKS.md)"))
+        .collect()
 }
 
 /// The anchor GitHub gives a `## NAME: ...` heading.
@@ -166,7 +233,8 @@ fn spread<T: Clone>(items: &[T], n: usize) -> Vec<T> {
 /// Rewind configurations shown in a section's table, at most.
 const SHOWN: usize = 4;
 
-fn section(b: &Bench, r: &Report) -> Result<String, CliError> {
+/// The experiment's section; `rel`: the results directory, from the page.
+fn section(b: &Bench, r: &Report, rel: &str) -> Result<String, CliError> {
     let meta = b.meta()?;
     let metric = meta.chart.metrics.first().map_or("", String::as_str);
     let params = spread(&r.params(Some(metric)), 6);
@@ -176,7 +244,10 @@ fn section(b: &Bench, r: &Report) -> Result<String, CliError> {
         " --features peers"
     };
     let mut s = format!("\n## {}: {}\n\n", b.name, meta.about);
-    let quick = if r.scale == "quick" { " --quick" } else { "" };
+    let mut quick = if r.scale == "quick" { " --quick" } else { "" }.to_string();
+    if !r.configs.is_empty() {
+        quick = format!("{quick} --configs {}", r.configs.join(","));
+    }
     // `disk` always runs on Msync, in the temp directory unless told.
     let on_disk = if b.name == "disk" {
         "add `--dir DIR` to run it on another disk"
@@ -190,7 +261,7 @@ fn section(b: &Bench, r: &Report) -> Result<String, CliError> {
     );
     let _ = writeln!(s, "**Paper:** {}\n", meta.paper);
     if r.rows.is_empty() {
-        let _ = writeln!(s, "No results in `docs/bench/` yet.");
+        let _ = writeln!(s, "No results in `{rel}/` yet.");
         return Ok(s);
     }
     // The other systems, then rewind's best configurations at the last point.
@@ -232,16 +303,11 @@ fn section(b: &Bench, r: &Report) -> Result<String, CliError> {
         let _ = writeln!(
             s,
             "\nrewind's {SHOWN} best of {} configurations at {last}; all in \
-             [`docs/bench/{n}.csv`](docs/bench/{n}.csv).",
+             [`{rel}/{n}.csv`]({rel}/{n}.csv).",
             more + SHOWN,
             n = b.name
         );
     }
-    let _ = writeln!(
-        s,
-        "\n![{n}](docs/bench/{n}.svg)\n\n{}",
-        meta.notes,
-        n = b.name
-    );
+    let _ = writeln!(s, "\n![{n}]({rel}/{n}.svg)\n\n{}", meta.notes, n = b.name);
     Ok(s)
 }

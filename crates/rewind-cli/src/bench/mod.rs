@@ -73,6 +73,11 @@ pub struct BenchArgs {
     /// Emulated latency per fence, in ns (at most 1,000,000).
     #[arg(long, default_value_t = 0, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
     fence_ns: u64,
+    /// Only these of rewind's configurations (`variant-policy`, comma
+    /// separated, e.g. `batch-redo,batch-force`) where a benchmark runs
+    /// every one; the collections' rows and the baselines still run.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    configs: Vec<String>,
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
@@ -218,6 +223,7 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let mut report = Report::new(b.name);
     report.machine = machine(ctx);
     report.scale = format!("{:?}", ctx.scale).to_lowercase();
+    report.configs = harness::chosen_configs();
     (b.run)(ctx, &mut report)?;
     ctx.bar.finish_and_clear();
     report.print_table(&meta.table);
@@ -254,10 +260,8 @@ fn machine(ctx: &Ctx) -> String {
 /// `rewind bench report`: regenerates (or checks) the document, the
 /// charts and the CSV files from `OUT/*.json`.
 fn report(args: &BenchArgs) -> Result<(), CliError> {
-    let mut files = markdown::generate(&BENCHES, &args.out)?;
-    if let Some(md) = files.last_mut() {
-        md.0 = (args.markdown.clone()).unwrap_or_else(|| PathBuf::from("BENCHMARKS.md"));
-    }
+    let md = (args.markdown.clone()).unwrap_or_else(|| PathBuf::from("BENCHMARKS.md"));
+    let files = markdown::generate(&BENCHES, &args.out, &md)?;
     let mut stale = Vec::new();
     for (path, text) in &files {
         if args.check {
@@ -345,6 +349,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         "0"
     };
     std::env::set_var("PMEM_IS_PMEM_FORCE", force);
+    if !args.configs.is_empty() {
+        harness::choose_configs(&args.configs)?;
+    }
     let latency = NvmLatency::new(args.nvm_write_ns, args.fence_ns);
     for b in chosen {
         let ctx = Ctx::new(scale, latency, args.backend, args.dir.as_deref());

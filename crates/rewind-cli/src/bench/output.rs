@@ -37,6 +37,9 @@ pub struct Report {
     /// `full`, `quick` or `tiny`.
     #[serde(default)]
     pub scale: String,
+    /// The configurations `--configs` kept (empty: every one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<String>,
     pub rows: Vec<Row>,
 }
 

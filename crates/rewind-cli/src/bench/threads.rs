@@ -58,7 +58,7 @@ const KEY_SPAN: u64 = 1 << 56;
 /// Records loaded in all, operations per thread per round, rounds (full:
 /// the paper's 100k operations per thread).
 fn sizes(scale: Scale) -> (usize, usize, usize) {
-    scale.pick((200, 50, 1), (10_000, 1_000, 3), (100_000, 100_000, 3))
+    scale.pick((200, 50, 1), (10_000, 10_000, 3), (100_000, 100_000, 3))
 }
 
 /// 1, 2, 4, … up to the parallelism, at least 2.
