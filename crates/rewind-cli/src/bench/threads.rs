@@ -278,19 +278,53 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 ops.map(|(i, m)| m.mix(n_ops, fraction(i, t))).collect()
             };
             let m = ctx.rounds(labels, &mut systems, (1, rounds), input, |s, ops| {
+                let before = s.stores[0].counters();
                 let (time, digests) = s.run(ops)?;
+                let after = s.stores[0].counters();
                 // Each thread's digest, folded in thread order.
                 let mut d = Digest::default();
                 digests.iter().for_each(|x| d.add(x.0));
                 Ok(Sample {
                     time,
                     digest: Some(d.0),
+                    counters: after.zip(before).map(|(a, b)| a.since(&b)),
                     ..Sample::default()
                 })
             })?;
             let total = (n_ops * t) as f64;
             let per_s = |i| total / m.median(i, |s| s.time.as_secs_f64());
             m.push_each(report, ("ops_per_s", "ops/s"), per_s);
+            // Where the threads wait for one another (rewind's pools): a
+            // commit for an earlier group's write-back, a transaction for
+            // a lock; and of those waits, the ones that slept.
+            let m = &m;
+            let per_op = |f: fn(&rewind::Counters) -> u64| {
+                // (Summed over the rounds.)
+                move |i| match m.counters(i) {
+                    Some(c) => f(&c) as f64 / (total * m.samples[i].len() as f64),
+                    None => f64::NAN,
+                }
+            };
+            m.push_each(
+                report,
+                ("order_waits_per_op", "count"),
+                per_op(|c| c.order_waits),
+            );
+            m.push_each(
+                report,
+                ("order_parks_per_op", "count"),
+                per_op(|c| c.order_parks),
+            );
+            m.push_each(
+                report,
+                ("lock_waits_per_op", "count"),
+                per_op(|c| c.lock_waits),
+            );
+            m.push_each(
+                report,
+                ("lock_sleeps_per_op", "count"),
+                per_op(|c| c.lock_sleeps),
+            );
         }
     }
     Ok(())

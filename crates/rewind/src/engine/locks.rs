@@ -22,17 +22,32 @@
 //! `Deadlock`.
 //!
 //! **Waiting.** A lock is held for one transaction, a microsecond or two
-//! on persistent memory, so a waiter (already in line, so first come,
-//! first served holds) first spins, then yields the processor
-//! (`persist::backoff`), watching a counter of releases, and only sleeps on
-//! the condition variable once the holder has kept it longer than that
-//! (a transaction on a disk, or one that waits itself). Sleeping at once
-//! made every hand-over of a lock two threads share a futex wake and a
-//! context switch: two threads inserting into one `BTreeMap` of
-//! `rewind-collections` ran at a third of one thread's rate
-//! (`rewind bench threads`, shared tree). A release with no one in line
-//! (the common case) bumps nothing and wakes no one: a waiter joins the
-//! line under the latch before it waits, and tests under it.
+//! on persistent memory. A request that must wait joins the lock's line
+//! (first come, first served: a ticket) and is **handed** the lock: the
+//! transaction that releases it (or a request that leaves the line) grants
+//! it, under the table's latch, to the requests at the head of the line
+//! that nothing blocks now (consecutive shared requests together), and sets
+//! each one's own flag. A waiter spins on its flag, then yields the
+//! processor (`persist::backoff`), and sleeps on the condition variable
+//! only once the wait has lasted longer than that (a transaction on a
+//! disk, or one that waits itself). Two earlier designs collapsed under
+//! many threads on one lock (`rewind bench threads`, shared tree):
+//! - sleeping at once made every hand-over a futex wake and a context
+//!   switch: two threads on one `BTreeMap` of `rewind-collections` ran at
+//!   a third of one thread's rate;
+//! - waiters watching one counter of releases, each taking the latch to
+//!   test its request again at every release, made each hand-over cost a
+//!   latch hand-over per waiter: on a 16-core machine one map ran at
+//!   467 k operations/s with 2 threads, 75 k with 8 and 14 k with 16,
+//!   against 1.08 M with one, with no waiter asleep up to 8 threads
+//!   (`docs/bench/16-core`).
+//!
+//! How long a waiter spins and yields depends on the line: 50 µs while the
+//! holder and those in line outnumber the processors (spinning then takes
+//! a processor from one of them), 500 µs while each can have one (a
+//! sleeper then delays the hand-over to itself, and the whole line behind
+//! it). A release with no one in line (the common case) hands nothing over
+//! and wakes no one.
 //!
 //! **Readers outside transactions** (`Pool::read_isolated`) first take no
 //! lock: they read optimistically and check that no exclusive hold of the
@@ -46,7 +61,7 @@
 //! in line like a transaction (so writers that follow one another cannot
 //! starve it), under an id of its own.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -92,13 +107,16 @@ struct Table {
     /// What each waiting transaction waits for, with its place in line.
     waiting: FxHashMap<u64, Wait>,
     next_ticket: u64,
+    /// Waiters asleep on the condition variable.
+    sleepers: usize,
 }
 
-#[derive(Clone, Copy)]
 struct Wait {
     key: u64,
     mode: Mode,
     ticket: u64,
+    /// Set, under the latch, once the lock is granted to it.
+    served: std::sync::Arc<AtomicBool>,
 }
 
 impl Table {
@@ -173,22 +191,34 @@ pub(crate) struct LockTable {
     table: Mutex<Table>,
     /// Exclusive holds granted and released, by stripe of their key.
     stripes: Box<[Stripe]>,
+    /// Where the waiters that outlasted their spin sleep.
     changed: Condvar,
-    /// Bumped by every change a waiter may wait for (a release, a request
-    /// leaving the line), once the change is made: what a spinning waiter
-    /// watches before it tests its request again under the latch.
-    changes: AtomicU64,
     /// The longest wait, in milliseconds.
     timeout_ms: AtomicU64,
+    /// Requests that waited, and waits that slept (`Counters::lock_waits`,
+    /// `lock_sleeps`): touched only by a request that waits.
+    waited: AtomicU64,
+    slept: AtomicU64,
 }
 
 /// Spins of a waiter before it yields (a few microseconds: `pause` takes
 /// tens of cycles).
 const SPINS: u32 = 100;
 
-/// The longest a waiter spins and yields, in all, before it sleeps: a
-/// few transactions on persistent memory.
+/// The longest a waiter spins and yields, in all, before it sleeps, while
+/// more transactions wait than there are processors: a few transactions
+/// on persistent memory.
 const SPIN_MAX: Duration = Duration::from_micros(50);
+
+/// The same while every waiter, and the holder, can have a processor of
+/// its own. A line of sixteen transactions behind one lock is tens of
+/// microseconds long; a waiter that slept there made the lock wait for its
+/// wake-up (a futex wake, on a virtual machine an interrupt to a halted
+/// processor) at every hand-over, and the line, first come first served,
+/// grew behind it: sixteen threads on one `BTreeMap` ran at 14 k
+/// operations/s against one thread's 1.1 M on a 16-core machine
+/// (`docs/bench/16-core`).
+const SPIN_MAX_UNCROWDED: Duration = Duration::from_micros(500);
 
 /// The default bound on one lock wait.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -199,36 +229,67 @@ impl LockTable {
             table: Mutex::new(Table::default()),
             stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
             changed: Condvar::new(),
-            changes: AtomicU64::new(0),
             timeout_ms: AtomicU64::new(DEFAULT_TIMEOUT.as_millis() as u64),
+            waited: AtomicU64::new(0),
+            slept: AtomicU64::new(0),
         }
     }
 
-    /// Wakes the waiters, spinning and sleeping.
-    fn notify(&self) {
-        self.changes.fetch_add(1, Ordering::Release);
-        self.changed.notify_all();
-    }
-
-    /// Waits, with the table's latch released, until a change is seen or
-    /// `until` passes: spinning briefly, then yielding the processor. True
-    /// if a change was seen (the caller tests its request again).
-    fn spin_for_change(&self, seen: u64, until: Instant) -> bool {
-        let changed = || self.changes.load(Ordering::Acquire) != seen;
-        for _ in 0..SPINS {
-            if changed() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        backoff::yield_until(left, changed)
+    /// Requests that waited, and waits that slept, so far.
+    pub(crate) fn waits(&self) -> (u64, u64) {
+        let w = self.waited.load(Ordering::Relaxed);
+        (w, self.slept.load(Ordering::Relaxed))
     }
 
     /// Sets the bound on one lock wait.
     pub(crate) fn set_timeout(&self, d: Duration) {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         self.timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Grants `tx` the lock `key` in `mode` (nothing conflicts).
+    fn grant(&self, t: &mut Table, tx: u64, key: u64, mode: Mode) {
+        let entry = t.locks.entry(key).or_default();
+        match mode {
+            Mode::Exclusive => {
+                entry.shared.retain(|&h| h != tx);
+                entry.exclusive = Some(tx);
+                self.granted(key);
+            }
+            Mode::Shared => entry.shared.push(tx),
+        }
+    }
+
+    /// Hands `key` over to the requests in line for it that nothing blocks
+    /// any more, first come first served (consecutive shared requests
+    /// together), after a release of it or a request leaving its line.
+    /// Each is granted here and told by its own flag, so a hand-over wakes
+    /// only the waiters it serves, and no waiter takes the latch to find
+    /// out whether it was served.
+    fn hand_over(&self, t: &mut Table, key: u64) {
+        let mut line: Vec<(u64, u64)> = (t.waiting.iter())
+            .filter(|(_, w)| w.key == key)
+            .map(|(&tx, w)| (w.ticket, tx))
+            .collect();
+        if line.is_empty() {
+            return;
+        }
+        line.sort_unstable();
+        let mut served = false;
+        for (ticket, tx) in line {
+            let mode = t.waiting[&tx].mode;
+            if !t.blocking(tx, key, mode, ticket).is_empty() {
+                continue;
+            }
+            if let Some(w) = t.waiting.remove(&tx) {
+                self.grant(t, tx, key, mode);
+                w.served.store(true, Ordering::Release);
+                served = true;
+            }
+        }
+        if served && t.sleepers > 0 {
+            self.changed.notify_all();
+        }
     }
 
     /// Takes `key` in `mode` for transaction `tx`, which holds it already in
@@ -247,8 +308,6 @@ impl LockTable {
             }
             _ => {}
         }
-        // Read the clock only once a wait begins: most requests never wait.
-        let mut deadline = None;
         let mut t = self.table.lock();
         if held.is_none() && t.waiting.is_empty() {
             // Most requests: a lock no one holds, and no one in line for
@@ -270,77 +329,77 @@ impl LockTable {
                 return Ok(mode);
             }
         }
-        let mut ticket = u64::MAX;
-        let mut spinning = true;
-        let mut spin_until = None;
-        loop {
-            if t.blocking(tx, key, mode, ticket).is_empty() {
-                let entry = t.locks.entry(key).or_default();
-                match mode {
-                    Mode::Exclusive => {
-                        entry.shared.retain(|&h| h != tx);
-                        entry.exclusive = Some(tx);
-                        self.granted(key);
-                    }
-                    Mode::Shared => entry.shared.push(tx),
-                }
-                // (Most grants find no one in line: nothing to look up.)
-                if !t.waiting.is_empty() {
-                    t.waiting.remove(&tx);
-                    if t.waiting.values().any(|w| w.key == key) {
-                        // A shared grant may let the next shared waiters in.
-                        self.notify();
-                    }
-                }
-                return Ok(mode);
-            }
-            if t.would_deadlock(tx, key, mode, ticket) {
-                t.waiting.remove(&tx);
-                self.notify(); // those in line behind it move up
-                return Err(Error::Deadlock { offset: key });
-            }
-            if ticket == u64::MAX {
-                ticket = t.next_ticket;
-                t.next_ticket += 1;
-            }
-            t.waiting.insert(tx, Wait { key, mode, ticket });
-            let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
-            let deadline = *deadline.get_or_insert_with(|| Instant::now().checked_add(timeout));
-            // In line: watch for changes before sleeping (see the module
-            // docs), for a bounded time in all.
-            let until = *spin_until.get_or_insert_with(|| Instant::now() + SPIN_MAX);
-            if spinning {
-                // Tested again under the latch whatever the spin saw: a
-                // change after its last look found no sleeper to wake.
-                let seen = self.changes.load(Ordering::Acquire);
-                spinning = Instant::now() < until
-                    && parking_lot::MutexGuard::unlocked(&mut t, || {
-                        self.spin_for_change(seen, until)
-                    });
-                continue;
-            }
-            let timed_out = match deadline {
+        if t.blocking(tx, key, mode, u64::MAX).is_empty() {
+            self.grant(&mut t, tx, key, mode);
+            return Ok(mode);
+        }
+        // Joining the line closes the only edges of the wait-for graph
+        // this request adds: a cycle through them is found now or never
+        // (a hand-over only turns a wait for a request in line into a wait
+        // for the same transaction holding).
+        if t.would_deadlock(tx, key, mode, u64::MAX) {
+            return Err(Error::Deadlock { offset: key });
+        }
+        let ticket = t.next_ticket;
+        t.next_ticket += 1;
+        let served = std::sync::Arc::new(AtomicBool::new(false));
+        let wait = Wait {
+            key,
+            mode,
+            ticket,
+            served: served.clone(),
+        };
+        t.waiting.insert(tx, wait);
+        self.waited.fetch_add(1, Ordering::Relaxed);
+        // Read the clock only once a wait begins: most requests never wait.
+        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        // The holders and those in line, each on a processor?
+        let spin = match backoff::crowded(t.waiting.len() as u64 + 1) {
+            true => SPIN_MAX,
+            false => SPIN_MAX_UNCROWDED,
+        };
+        let is_served = || served.load(Ordering::Acquire);
+        // Spinning, then yielding, with the latch released (see the module
+        // docs); the flag is set under the latch, with the grant.
+        let spun = parking_lot::MutexGuard::unlocked(&mut t, || {
+            (0..SPINS).any(|_| {
+                std::hint::spin_loop();
+                is_served()
+            }) || backoff::yield_until(spin.min(timeout), is_served)
+        });
+        if spun || is_served() {
+            return Ok(mode);
+        }
+        self.slept.fetch_add(1, Ordering::Relaxed);
+        t.sleepers += 1;
+        let mut timed_out = false;
+        while !is_served() && !timed_out {
+            timed_out = match deadline {
                 Some(d) => self.changed.wait_until(&mut t, d).timed_out(),
                 None => {
                     self.changed.wait(&mut t);
                     false
                 }
             };
-            if timed_out && !t.blocking(tx, key, mode, ticket).is_empty() {
-                t.waiting.remove(&tx);
-                self.notify();
-                return Err(Error::LockTimeout {
-                    offset: key,
-                    waited_ms: timeout.as_millis() as u64,
-                });
-            }
         }
+        t.sleepers -= 1;
+        if is_served() {
+            return Ok(mode);
+        }
+        // Out of the line: those behind it may move up.
+        t.waiting.remove(&tx);
+        self.hand_over(&mut t, key);
+        Err(Error::LockTimeout {
+            offset: key,
+            waited_ms: timeout.as_millis() as u64,
+        })
     }
 
     /// Releases every lock `tx` holds (the keys of `held`).
     pub(crate) fn release_all(&self, tx: u64, held: impl Iterator<Item = u64>) {
         let mut t = self.table.lock();
-        let mut any = false;
         for key in held {
             if let std::collections::hash_map::Entry::Occupied(mut o) = t.locks.entry(key) {
                 let e = o.get_mut();
@@ -356,19 +415,12 @@ impl LockTable {
                 if e.is_free() {
                     o.remove();
                 }
-                any = true;
+                // Only a request in line needs to hear of it (it joined
+                // the line under the latch); most releases find none.
+                if !t.waiting.is_empty() {
+                    self.hand_over(&mut t, key);
+                }
             }
-        }
-        // Only a transaction in line (spinning, yielding or asleep: it
-        // joins `waiting` under the latch before it waits) needs to hear
-        // of a release; one that comes later tests under the latch.
-        let waiters = !t.waiting.is_empty();
-        if waiters {
-            t.waiting.remove(&tx);
-        }
-        drop(t);
-        if any && waiters {
-            self.notify();
         }
     }
 
@@ -525,5 +577,79 @@ mod tests {
         ));
         t.release_all(2, [300].into_iter());
         assert_eq!(up.join().unwrap().unwrap(), Mode::Exclusive);
+    }
+
+    /// Waits (by state, not time) until `tx` is in line.
+    fn in_line(t: &LockTable, tx: u64) {
+        while !t.table.lock().waiting.contains_key(&tx) {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_request_leaving_the_line_hands_the_lock_to_those_behind_it() {
+        // 1 holds shared; 2 asks exclusive and waits; 3 asks shared and
+        // waits behind 2 (first come, first served). When 2 gives up, 3
+        // shares the lock with 1 at once: no release will come to hand it.
+        let t = Arc::new(LockTable::new());
+        t.acquire(1, 64, Mode::Shared, None).unwrap();
+        t.set_timeout(Duration::from_millis(50));
+        let t2 = t.clone();
+        let writer = std::thread::spawn(move || t2.acquire(2, 64, Mode::Exclusive, None));
+        in_line(&t, 2);
+        t.set_timeout(Duration::from_secs(3600));
+        let t3 = t.clone();
+        let reader = std::thread::spawn(move || t3.acquire(3, 64, Mode::Shared, None));
+        in_line(&t, 3);
+        assert!(matches!(
+            writer.join().unwrap(),
+            Err(Error::LockTimeout { offset: 64, .. })
+        ));
+        assert_eq!(reader.join().unwrap().unwrap(), Mode::Shared);
+        t.release_all(1, [64].into_iter());
+        t.release_all(3, [64].into_iter());
+        assert_eq!(t.held(), 0);
+    }
+
+    #[test]
+    fn many_threads_on_one_lock_exclude_one_another_and_all_get_it() {
+        // Eight threads, a mix of shared and exclusive requests on one
+        // key: inside an exclusive hold no one else is inside; every
+        // request is served (none times out, none is lost in the line).
+        use std::sync::atomic::AtomicI64;
+        let t = Arc::new(LockTable::new());
+        t.set_timeout(Duration::from_secs(3600));
+        let inside = Arc::new(AtomicI64::new(0));
+        let threads: Vec<_> = (0..8u64)
+            .map(|i| {
+                let (t, inside) = (t.clone(), inside.clone());
+                std::thread::spawn(move || {
+                    let mut exclusive = 0;
+                    for n in 0..2_000u64 {
+                        let tx = (i << 32) | n;
+                        let mode = match (i + n) % 3 {
+                            0 => Mode::Exclusive,
+                            _ => Mode::Shared,
+                        };
+                        t.acquire(tx, 8, mode, None).unwrap();
+                        if mode == Mode::Exclusive {
+                            assert_eq!(inside.swap(-1, Ordering::SeqCst), 0);
+                            std::hint::spin_loop();
+                            assert_eq!(inside.swap(0, Ordering::SeqCst), -1);
+                            exclusive += 1;
+                        } else {
+                            assert!(inside.fetch_add(1, Ordering::SeqCst) >= 0);
+                            assert!(inside.fetch_sub(1, Ordering::SeqCst) >= 1);
+                        }
+                        t.release_all(tx, [8].into_iter());
+                    }
+                    exclusive
+                })
+            })
+            .collect();
+        let exclusive: u64 = threads.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(exclusive > 0);
+        assert_eq!(t.held(), 0);
+        assert!(t.table.lock().waiting.is_empty());
     }
 }

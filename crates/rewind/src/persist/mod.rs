@@ -113,6 +113,12 @@ pub struct Counters {
     /// durable and writes none of their bytes, instead of after its
     /// write-back (the commit ring's order kept only where bytes meet).
     pub ahead_write_backs: u64,
+    /// Requests for a lock of the pool's lock table (`Tx::lock`, a
+    /// collection's operation, an isolated read behind a writer) that
+    /// found it held in a conflicting mode and waited.
+    pub lock_waits: u64,
+    /// Of those, the waits that outlasted the spin and slept.
+    pub lock_sleeps: u64,
 }
 
 impl std::ops::Add for Counters {
@@ -129,6 +135,8 @@ impl std::ops::Add for Counters {
             order_waits: self.order_waits + o.order_waits,
             order_parks: self.order_parks + o.order_parks,
             ahead_write_backs: self.ahead_write_backs + o.ahead_write_backs,
+            lock_waits: self.lock_waits + o.lock_waits,
+            lock_sleeps: self.lock_sleeps + o.lock_sleeps,
         }
     }
 }
@@ -164,6 +172,8 @@ impl Counters {
             order_waits: self.order_waits - earlier.order_waits,
             order_parks: self.order_parks - earlier.order_parks,
             ahead_write_backs: self.ahead_write_backs - earlier.ahead_write_backs,
+            lock_waits: self.lock_waits - earlier.lock_waits,
+            lock_sleeps: self.lock_sleeps - earlier.lock_sleeps,
         }
     }
 }
@@ -1247,6 +1257,9 @@ impl Domain {
             order_waits: self.counters.sum(|s| &s.order_waits),
             order_parks: self.counters.sum(|s| &s.order_parks),
             ahead_write_backs: self.counters.sum(|s| &s.ahead_write_backs),
+            // The pool's lock table counts its own (`Pool::counters`).
+            lock_waits: 0,
+            lock_sleeps: 0,
         }
     }
 

@@ -702,7 +702,9 @@ impl Pool {
 
     /// Fences, flushed lines and non-temporal lines so far.
     pub fn counters(&self) -> Counters {
-        self.eng.dom.counters()
+        let mut c = self.eng.dom.counters();
+        (c.lock_waits, c.lock_sleeps) = self.eng.locks.waits();
+        c
     }
 
     /// What recovery did when this pool was opened.
