@@ -156,15 +156,24 @@ fn bench_threads_reports_both_sharings_at_one_and_two_threads_at_least() {
             }
         }
     }
-    // Each (system, param) once.
+    // Each (system, param, metric) once.
     let mut keys: Vec<String> = rows
         .iter()
-        .map(|r| format!("{}/{} {}", r["system"], r["config"], r["param"]))
+        .map(|r| {
+            let (s, c, p, m) = (&r["system"], &r["config"], &r["param"], &r["metric"]);
+            format!("{s}/{c} {p} {m}")
+        })
         .collect();
     let n = keys.len();
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), n, "duplicate rows");
+    for m in ["order_waits_per_op", "lock_waits_per_op"] {
+        let v = value(&rows, "rewind", "batch-redo", "own-tree,threads=1", m);
+        assert_eq!(v, Some(0.0), "{m}: one thread waits for no one");
+        let v = value(&rows, "volatile", "dram", "own-tree,threads=2", m);
+        assert_eq!(v, Some(0.0), "{m}: the baselines never wait");
+    }
 }
 
 /// `--dir` and `--backend msync`: every system runs in the given directory

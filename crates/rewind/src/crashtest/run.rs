@@ -74,6 +74,11 @@ pub fn run_program(
         _ => POOL_SIZE,
     };
     let mut pool = Pool::create_sim(LAYOUT, size, &pcfg)?;
+    // A third of the seeds write redo commits back in sequence order, as
+    // persistent memory does (each commit then records its write-back
+    // without the ring's latch); the others let a group go ahead of
+    // earlier ones that write none of its bytes, as a disk does.
+    pool.domain().set_sim_ordered(seed % 3 == 1);
     program::setup(&pool)?;
     pool.set_mutation(cfg.mutation);
     let progs = program::generate_threads(seed, cfg.max_tx, cfg.threads, cfg.shape);

@@ -40,8 +40,15 @@
 //! - the ring's bookkeeping (the write-back ranges of each group, the
 //!   `touched` lines, the thread epochs, a lagged Log Start's slot) is
 //!   recorded under the latch when a group is applied, so in sequence
-//!   order, as before. Only one commit at a time stores a lagged Log
-//!   Start (the slot not in use is one line).
+//!   order. On persistent memory a commit in order that moves no Log
+//!   Start records it without the latch instead: its ranges and thread
+//!   into its slot of `done`, then the applied count, plain stores all (a
+//!   locked instruction right after the fence would wait for the group's
+//!   non-temporal stores to drain); every holder of the latch first folds
+//!   those slots into the state, in sequence order ([`Ring::fold`]), so
+//!   what it reads is as if each had recorded under the latch. Only one
+//!   commit at a time stores a lagged Log Start (the slot not in use is
+//!   one line).
 //!
 //! A commit that fails after its reservation (its store or fence) leaves a
 //! sequence number that recovery can never pass: the ring takes no more
@@ -220,8 +227,6 @@ struct State {
     /// one, by sequence number: moved to `ranges` in order once the groups
     /// before them are written back.
     early: Vec<(u64, Vec<(u64, u64)>)>,
-    /// Commits between their reservation and their write-back's record.
-    inflight: usize,
     /// A commit stores the Log Start slot not in use (one at a time).
     advancing: bool,
     /// A drain waits for the commits in flight; new ones wait for it.
@@ -253,11 +258,16 @@ impl State {
             applied: start.csn - 1,
             claims: Vec::new(),
             early: Vec::new(),
-            inflight: 0,
             advancing: false,
             draining: false,
             broken: None,
         }
+    }
+
+    /// Commits reserved and not yet counted applied (written back in
+    /// order, or ahead and waiting for the groups before them).
+    fn inflight(&self) -> u64 {
+        self.next_csn - 1 - self.applied
     }
 
     /// `Err(Poisoned)` once a commit failed midway.
@@ -454,7 +464,64 @@ pub struct Ring {
     /// commit in flight, which would then take the latch to see that its
     /// own group is not due yet (a herd of wake-ups per group).
     order: [Condvar; ORDER_SLOTS],
+    /// Where a commit in order records its write-back without the latch,
+    /// by sequence number modulo [`DONE_SLOTS`] (see [`Ring::commit`]).
+    done: Box<[Done]>,
 }
+
+/// A commit's write-back, recorded without the latch on a domain whose
+/// commits go in order (`Domain::commits_in_order`): the thread that wrote
+/// it back, and the byte ranges it wrote (at most [`DONE_RANGES`]; a group
+/// with more records under the latch). The latch's next holder folds it
+/// into the ring's state ([`Ring::fold`]).
+///
+/// The slot of group `n` (`n % DONE_SLOTS`) is written only by the commit
+/// of group `n`, after its turn came (every earlier group counted applied)
+/// and before it stores `Watch::applied = n` (Release); it is read only
+/// under the latch, after an Acquire load of `Watch::applied >= n` and
+/// before the state's applied count passes `n`. The slot's next writer,
+/// group `n + DONE_SLOTS`, was reserved under the latch once the state's
+/// applied count had passed `n` (`Ring::commit`, step 1), so after that
+/// read ended. Relaxed atomic stores and loads are plain moves: no locked
+/// instruction.
+struct Done {
+    writer: AtomicU64,
+    count: AtomicU64,
+    /// (first byte, length) of each range, two words each.
+    words: Box<[AtomicU64]>,
+}
+
+impl Default for Done {
+    fn default() -> Done {
+        Done {
+            writer: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            words: (0..2 * DONE_RANGES).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl Done {
+    /// The ranges recorded.
+    fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let n = self.count.load(Ordering::Relaxed) as usize;
+        (self.words[..2 * n].chunks_exact(2))
+            .map(|w| (w[0].load(Ordering::Relaxed), w[1].load(Ordering::Relaxed)))
+    }
+}
+
+/// The slots of [`Ring::done`]: more than the commits usually in flight
+/// at once (a reservation that would reuse a slot not yet folded waits).
+const DONE_SLOTS: usize = 64;
+
+/// The most ranges a commit records in its slot of [`Ring::done`].
+const DONE_RANGES: usize = 128;
+
+/// How long a commit parked for an earlier group, or a drain waiting for
+/// the commits in flight, sleeps before it looks again: a group recorded
+/// without the latch wakes the sleepers it sees, and one that looked just
+/// before a sleeper joined is caught by this bound (see [`Ring::commit`]).
+const PARK_RECHECK: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// The slots of [`Watch::durable`]: more than the commits usually in
 /// flight at once.
@@ -491,6 +558,10 @@ struct Watch {
     /// commit waiting for an earlier group yields rather than spins (the
     /// group's thread may be waiting for a processor).
     inflight: AtomicU64,
+    /// Threads asleep (or about to sleep) on `Ring::cv` or an order
+    /// condition variable for the applied count: a commit that records its
+    /// write-back without the latch takes it to wake them only then.
+    sleepers: AtomicU64,
 }
 
 /// A value alone on its cache line(s) (two lines: a neighbouring line may
@@ -586,9 +657,11 @@ impl Ring {
                 recorded: std::array::from_fn(|_| AtomicU64::new(0)),
                 broken: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
+                sleepers: AtomicU64::new(0),
             }),
             cv: Condvar::new(),
             order: std::array::from_fn(|_| Condvar::new()),
+            done: (0..DONE_SLOTS).map(|_| Done::default()).collect(),
         };
         Ok((ring, rep))
     }
@@ -753,7 +826,11 @@ impl Ring {
         // 1. Reserve, under the latch.
         let (csn, at, advance) = {
             let st = self.state.lock();
-            let mut st = self.wait_while(d, st, |st| st.draining && st.broken.is_none());
+            // (A slot of `done` is reused only once its group is folded:
+            // never, short of `DONE_SLOTS` commits in flight at once.)
+            let mut st = self.wait_while(d, st, |st| {
+                (st.draining || st.next_csn > st.applied + DONE_SLOTS as u64) && st.broken.is_none()
+            });
             let st = &mut *st;
             st.usable()?;
             self.learn(st);
@@ -775,14 +852,12 @@ impl Ring {
                     self.watch.unfenced.store(false, Ordering::Release);
                     (st.slot ^ 1, st.durable_to)
                 });
-            st.inflight += 1;
-            self.watch
-                .inflight
-                .store(st.inflight as u64, Ordering::Relaxed);
+            let inflight = st.inflight();
+            self.watch.inflight.store(inflight, Ordering::Relaxed);
             // With a commit in flight before it, a group of values alone
             // publishes them, so that a later group that writes none of
             // their bytes need not wait for its write-back.
-            let claims = st.inflight > 1
+            let claims = inflight > 1
                 && d.writes_back_ahead()
                 && b.bits().next().is_none()
                 && b.count() <= MAX_CLAIMS;
@@ -839,13 +914,51 @@ impl Ring {
             }
             d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK)
         });
-        // 5. Record, under the latch, and let the next group go.
+        // 5. Record the write-back and let the next group go. In order on
+        // persistent memory (every earlier group is applied: this one's
+        // turn came), without the latch: the ranges into this group's slot
+        // of `done`, then the applied count, with plain stores (a locked
+        // instruction right after the fence would wait for the group's
+        // non-temporal stores to drain, and the latch is what every commit
+        // of every thread takes); the latch's next holder folds the slot
+        // into the state. A commit parked for this group is woken only if
+        // one said it sleeps (`Watch::sleepers`); one that joined just as
+        // this commit looked wakes at its next look (`PARK_RECHECK`).
+        if done.is_ok()
+            && advance.is_none()
+            && b.count() as usize + bit_ranges.len() <= DONE_RANGES
+            && d.commits_in_order()
+            && !d.mutated(sites::RING_ORDER)
+        {
+            // (This commit owns its group's slot now: see `Done`.)
+            let slot = &self.done[(csn % DONE_SLOTS as u64) as usize];
+            let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
+            let ranges = ranges.chain(bit_ranges.iter().copied());
+            let mut n = 0;
+            for ((t, len), w) in ranges.zip(slot.words.chunks_exact(2)) {
+                w[0].store(t, Ordering::Relaxed);
+                w[1].store(len, Ordering::Relaxed);
+                n += 1;
+            }
+            slot.count.store(n, Ordering::Relaxed);
+            slot.writer.store(me, Ordering::Relaxed);
+            self.watch.applied.store(csn, Ordering::Release);
+            if !self.watch.pending.load(Ordering::Relaxed) {
+                self.watch.pending.store(true, Ordering::Release);
+            }
+            if self.watch.sleepers.load(Ordering::Relaxed) > 0 {
+                let _latch = self.state.lock();
+                self.order_cv(csn).notify_all();
+                self.cv.notify_all();
+            }
+            return Ok(Some(csn));
+        }
+        // Otherwise under the latch: a failed commit, one that moves the
+        // Log Start, and every commit on a disk or a simulator that writes
+        // back ahead.
         let mut st = self.state.lock();
+        self.fold(d, &mut st);
         let st = &mut *st;
-        st.inflight -= 1;
-        self.watch
-            .inflight
-            .store(st.inflight as u64, Ordering::Relaxed);
         if let Err(e) = done {
             // Later groups can never be replayed past this one: the ring
             // is closed until the pool is reopened.
@@ -856,7 +969,44 @@ impl Ring {
             self.notify_all();
             return Err(e);
         }
-        let epoch = st.epoch_mut(me);
+        if let Some((_, start)) = advance {
+            st.slot ^= 1;
+            st.fenced = start;
+            st.start = st.start.max_by_csn(start);
+            st.advancing = false;
+        }
+        let before = st.applied;
+        let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
+        self.record(d, st, csn, me, ranges.chain(bit_ranges.iter().copied()));
+        self.watch.applied.store(st.applied, Ordering::Release);
+        self.watch.inflight.store(st.inflight(), Ordering::Relaxed);
+        // (Stored only when it changes: a store to a line other threads
+        // read takes it from their caches.)
+        if !self.watch.pending.load(Ordering::Relaxed) {
+            self.watch.pending.store(true, Ordering::Release);
+        }
+        // The commits parked for each group the applied count passed (any
+        // `ORDER_SLOTS` groups in a row name every slot).
+        for c in (before + 1..=st.applied).take(ORDER_SLOTS) {
+            self.order_cv(c).notify_all();
+        }
+        self.cv.notify_all();
+        Ok(Some(csn))
+    }
+
+    /// Records, under the latch, group `csn`'s write-back by thread
+    /// `writer` of `ranges`: in order (the applied count passes it, and any
+    /// groups after it already written back ahead), or ahead of an earlier
+    /// group (`may_write_back`; or a mutated engine, which skips the wait).
+    fn record(
+        &self,
+        d: &Domain,
+        st: &mut State,
+        csn: u64,
+        writer: u64,
+        ranges: impl Iterator<Item = (u64, u64)>,
+    ) {
+        let epoch = st.epoch_mut(writer);
         if !d.lazy_write_back() {
             // On Msync a commit's fence syncs only its own ranges (the
             // group): write-backs wait for a drain, so no commit's fence
@@ -864,20 +1014,10 @@ impl Ring {
             *epoch += 1;
         }
         let epoch = *epoch;
-        if let Some((_, start)) = advance {
-            st.slot ^= 1;
-            st.fenced = start;
-            st.start = st.start.max_by_csn(start);
-            st.advancing = false;
-        }
-        // In order (every earlier group written back), or ahead of an
-        // earlier group (`may_write_back`; or a mutated engine, which skips
-        // the wait).
         let in_order = st.applied + 1 == csn;
         let mut early = Vec::new();
         let mut n = 0;
-        let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
-        for (target, len) in ranges.chain(bit_ranges.iter().copied()) {
+        for (target, len) in ranges {
             match in_order {
                 true => st.ranges.push_back((target, len)),
                 false => early.push((target, len)),
@@ -896,30 +1036,32 @@ impl Ring {
         debug_assert_eq!(f.csn, csn);
         f.epoch = epoch;
         f.applied = true;
-        let claims = f.claims;
-        if claims {
+        if f.claims {
             st.claims.retain(|c| c.0 != csn);
         }
-        let before = st.applied;
         if in_order {
             st.record_in_order(first, csn, n);
         } else {
             st.early.push((csn, early));
             d.count_write_back_ahead();
         }
-        self.watch.applied.store(st.applied, Ordering::Release);
-        // (Stored only when it changes: a store to a line other threads
-        // read takes it from their caches.)
-        if !self.watch.pending.load(Ordering::Relaxed) {
-            self.watch.pending.store(true, Ordering::Release);
+    }
+
+    /// Folds into the state the write-backs that commits recorded without
+    /// the latch (their slots of `done`, up to the applied count), in
+    /// sequence order: what every holder of the latch does first, so that
+    /// the state it reads (ranges, lines written, epochs, the applied
+    /// count) is as if each commit had recorded under it.
+    fn fold(&self, d: &Domain, st: &mut State) {
+        let to = self.watch.applied.load(Ordering::Acquire);
+        while st.applied < to {
+            let c = st.applied + 1;
+            // Group `c` is counted applied (the Acquire load above): its
+            // commit wrote the slot and is done with it (see `Done`).
+            let slot = &self.done[(c % DONE_SLOTS as u64) as usize];
+            let writer = slot.writer.load(Ordering::Relaxed);
+            self.record(d, st, c, writer, slot.ranges());
         }
-        // The commits parked for each group the applied count passed (any
-        // `ORDER_SLOTS` groups in a row name every slot).
-        for c in (before + 1..=st.applied).take(ORDER_SLOTS) {
-            self.order_cv(c).notify_all();
-        }
-        self.cv.notify_all();
-        Ok(Some(csn))
     }
 
     /// After group `csn`'s fence: waits until it may be written back.
@@ -1101,18 +1243,28 @@ impl Ring {
         cv: &Condvar,
         blocked: impl Fn(&State) -> bool,
     ) -> MutexGuard<'a, State> {
-        while blocked(&st) {
+        loop {
+            self.fold(d, &mut st);
+            if !blocked(&st) {
+                return st;
+            }
             // Under the crash explorer the thread waited for runs only
             // when this one passes the turn, at a scheduling point;
             // otherwise the condition is tested and waited for under the
-            // latch, so no notification is missed.
+            // latch. A commit that records without the latch wakes the
+            // sleepers it sees; the bound catches one that looked just
+            // before this thread said it sleeps.
             if d.has_schedule() {
                 MutexGuard::unlocked(&mut st, || d.schedule_point());
-            } else {
-                cv.wait(&mut st);
+                continue;
             }
+            self.watch.sleepers.fetch_add(1, Ordering::SeqCst);
+            self.fold(d, &mut st);
+            if blocked(&st) {
+                cv.wait_for(&mut st, PARK_RECHECK);
+            }
+            self.watch.sleepers.fetch_sub(1, Ordering::Relaxed);
         }
-        st
     }
 
     /// Where a commit waiting for group `csn` to be applied parks.
@@ -1178,7 +1330,7 @@ impl Ring {
         let mut st = self.wait_while(d, st, |st| st.draining && st.broken.is_none());
         st.usable()?;
         st.draining = true;
-        let mut st = self.wait_while(d, st, |st| st.inflight > 0 && st.broken.is_none());
+        let mut st = self.wait_while(d, st, |st| st.inflight() > 0 && st.broken.is_none());
         let r = st
             .usable()
             .and_then(|()| self.drain_locked(d, &mut st, super::thread_tag()));

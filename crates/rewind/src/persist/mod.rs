@@ -343,6 +343,9 @@ pub type Schedule = Arc<dyn Fn() + Send + Sync>;
 struct Sim {
     state: Mutex<SimState>,
     schedule: RwLock<Option<Schedule>>,
+    /// Redo commits are written back in sequence order, as on persistent
+    /// memory ([`Domain::set_sim_ordered`]).
+    ordered: std::sync::atomic::AtomicBool,
 }
 
 impl Sim {
@@ -655,6 +658,7 @@ impl Domain {
             kind: Kind::Sim(Box::new(Sim {
                 state: Mutex::new(state),
                 schedule: RwLock::new(None),
+                ordered: Default::default(),
             })),
             counters: AtomicCounters::default(),
             latency: NvmLatency::default(),
@@ -971,7 +975,29 @@ impl Domain {
     /// byte ranges each group would publish under the ring's latch would
     /// be work for nothing.
     pub(crate) fn writes_back_ahead(&self) -> bool {
-        !matches!(self.kind, Kind::Pmem { .. })
+        match &self.kind {
+            Kind::Pmem { .. } => false,
+            Kind::Sim(sim) => !sim.ordered.load(Ordering::Relaxed),
+            Kind::Msync(_) => true,
+        }
+    }
+
+    /// Whether every redo commit is written back in sequence order and its
+    /// write-back is durable at its thread's next fence (persistent memory,
+    /// and a simulator told so): a commit then records its write-back
+    /// without the ring's latch (`log::ring`).
+    pub(crate) fn commits_in_order(&self) -> bool {
+        !self.writes_back_ahead() && !self.lazy_write_back()
+    }
+
+    /// Makes a simulated domain order redo commits as persistent memory
+    /// does (no write-back ahead of an earlier group), so that the crash
+    /// explorer covers that path too. Set before any commit; nothing on
+    /// other backends.
+    pub fn set_sim_ordered(&self, ordered: bool) {
+        if let Kind::Sim(sim) = &self.kind {
+            sim.ordered.store(ordered, Ordering::Relaxed);
+        }
     }
 
     /// Whether a thread waiting for another commit should yield the
