@@ -10,7 +10,7 @@ pub(crate) mod write_back;
 use std::path::Path;
 
 use bytemuck::Pod;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -31,6 +31,9 @@ use crate::persist::Domain;
 use crate::policy::{self, Durability, Finished};
 use crate::recovery::{self, RecoveryReport};
 
+/// Transaction ids a thread takes at a time ([`Engine::new_tx_id`]).
+const TX_ID_BLOCK: u64 = 1024;
+
 /// One open pool's machinery: its domain, header, log, allocator and
 /// policy, the checkpointer's state, and whether the handle is poisoned.
 pub(crate) struct Engine {
@@ -44,7 +47,10 @@ pub(crate) struct Engine {
     pub(crate) finished: Mutex<Vec<Finished>>,
     pub(crate) checkpoint_lock: Mutex<()>,
     pub(crate) checkpoint_fill: f64,
-    pub(crate) next_tx: AtomicU64,
+    /// The next block of transaction ids to hand a thread.
+    next_tx: AtomicU64,
+    /// Each thread's block of ids: (next, end).
+    tx_ids: thread_local::ThreadLocal<std::cell::Cell<(u64, u64)>>,
     pub(crate) report: RecoveryReport,
     /// Why the handle is poisoned: a commit or rollback failed midway, so
     /// its records must stay for recovery and close leaves the log alone.
@@ -58,6 +64,22 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
+    /// A new transaction id, unique in this handle's life and above every
+    /// id in the log it opened. Each thread takes a block of
+    /// [`TX_ID_BLOCK`] ids at a time, so that a transaction's start takes
+    /// no locked instruction on a word every thread shares (one would come
+    /// right after the previous commit's fence, and wait for its drain).
+    pub(crate) fn new_tx_id(&self) -> u64 {
+        let ids = self.tx_ids.get_or_default();
+        let (mut next, mut end) = ids.get();
+        if next == end {
+            next = self.next_tx.fetch_add(TX_ID_BLOCK, Ordering::Relaxed);
+            end = next + TX_ID_BLOCK;
+        }
+        ids.set((next + 1, end));
+        next
+    }
+
     /// Verifies the header of the pool in `dom`, runs recovery, checks the
     /// allocator and meta page, and returns the engine ready for use.
     pub(crate) fn start(
@@ -121,6 +143,7 @@ impl Engine {
             checkpoint_lock: Mutex::new(()),
             checkpoint_fill: 0.5,
             next_tx: AtomicU64::new(max_tx + 1),
+            tx_ids: Default::default(),
             report,
             poisoned: OnceLock::new(),
             write_back: cache,

@@ -5,7 +5,7 @@
 //! at different instants, so it can hold a log record from one moment and
 //! the data it describes from another (the black-box test of issue 21: of
 //! 64 such copies, 24 held pointers to unallocated blocks). `backup_to`
-//! holds the pool's transaction gate for writing: it waits for the
+//! closes the pool's transaction gate (`gate`): it waits for the
 //! transactions running (and single atomic writes) to end, holds new ones
 //! at their start, drains redo-async's write-back, and copies the pool's
 //! bytes from the mapping while nothing changes them. Nothing is half done
@@ -27,8 +27,8 @@ use crate::format::meta;
 /// Bytes copied per read of the mapping.
 const STEP: u64 = 1 << 20;
 
-/// A pool's gate held for reading by this thread.
-pub(super) type Gate<'a> = parking_lot::RwLockReadGuard<'a, ()>;
+/// A pool's gate entered by this thread.
+pub(super) type Gate<'a> = super::gate::Entered<'a>;
 
 impl Pool {
     /// Writes a consistent copy of this pool to `path` (which must not
@@ -76,11 +76,11 @@ impl Pool {
         r
     }
 
-    /// Takes the gate for reading, unless this thread holds it already (a
-    /// call inside a transaction's closure: a transaction holds it from
-    /// its start to its end, see `nesting`): a fair read lock, so a backup
-    /// waiting for the gate is not starved by transactions that overlap
-    /// (except inside an isolated read, below).
+    /// Enters the gate, unless this thread is inside already (a call
+    /// inside a transaction's closure: a transaction is inside from its
+    /// start to its end, see `nesting`). A backup waiting for the gate
+    /// holds new entries back, so it is not starved by transactions that
+    /// overlap (except inside an isolated read, below).
     pub(super) fn enter(&self) -> Option<Gate<'_>> {
         let key = self.nesting_key();
         if super::nesting::InTransaction::active(key) {
@@ -89,10 +89,7 @@ impl Pool {
         // Inside an isolated read (a `checkpoint` or a `grow` there), past
         // a waiting backup: the read may hold a lock shared that a
         // transaction the backup waits for is waiting for.
-        if super::nesting::InRead::inside(key) {
-            return Some(self.gate.read_recursive());
-        }
-        Some(self.gate.read())
+        Some(self.gate.enter(super::nesting::InRead::inside(key)))
     }
 
     /// Copies the pool's bytes into `f` under the transaction gate, at
@@ -100,8 +97,12 @@ impl Pool {
     /// that the backup waited for may have grown the file: a copy of the
     /// size before would end short of the heap its header names).
     fn copy_quiesced(&self, path: &Path, f: &std::fs::File) -> Result<(), Error> {
+        self.gate.closed(|| self.copy_closed(path, f))
+    }
+
+    /// [`copy_quiesced`](Self::copy_quiesced) with the gate closed.
+    fn copy_closed(&self, path: &Path, f: &std::fs::File) -> Result<(), Error> {
         use std::os::unix::fs::FileExt;
-        let _gate = self.gate.write();
         let size = self.eng.dom.len();
         f.set_len(size).map_err(|e| Error::io(path, e))?;
         // The blocks of what the pool grew by while the backup waited

@@ -6,12 +6,12 @@
 
 mod backup;
 pub(crate) mod file;
+mod gate;
 mod nesting;
 mod stream;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -205,10 +205,10 @@ pub struct Pool {
     created: bool,
     /// The open stamp this handle wrote (0: none, a simulated pool).
     stamp: u64,
-    /// Held for reading by every transaction and atomic write, for
-    /// writing by a backup (see `backup`): a backup copies a pool in which
-    /// nothing is half done.
-    gate: parking_lot::RwLock<()>,
+    /// Entered by every transaction, atomic write, checkpoint and growth,
+    /// closed by a backup (see `backup`, `gate`): a backup copies a pool in
+    /// which nothing is half done.
+    gate: gate::Gate,
 }
 
 /// What a pool is, for a program's `{:?}` of a value holding one (and
@@ -263,7 +263,7 @@ impl Pool {
             write_back,
             created: false,
             stamp: 0,
-            gate: parking_lot::RwLock::new(()),
+            gate: gate::Gate::default(),
         }
     }
 
@@ -483,9 +483,9 @@ impl Pool {
     ) -> Result<R, E> {
         self.eng.usable()?;
         let _inside = nesting::InTransaction::enter(self.nesting_key())?;
-        // Not held yet: the thread was in no transaction of this pool.
-        let _gate = self.gate.read();
-        let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
+        // Not entered yet: the thread was in no transaction of this pool.
+        let _gate = self.gate.enter(false);
+        let id = self.eng.new_tx_id();
         let mut tx = Tx::new(&self.eng, id);
         match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
             Ok(Ok(v)) => tx.finish().map(|()| v).map_err(E::from),
@@ -641,7 +641,7 @@ impl Pool {
         // A writer in the way: the lock, shared, under an id no
         // transaction has (a reader holds one lock and waits for nothing
         // else: it closes no cycle).
-        let id = self.eng.next_tx.fetch_add(1, Ordering::Relaxed);
+        let id = self.eng.new_tx_id();
         let locks = &self.eng.locks;
         locks.acquire(id, key, crate::engine::locks::Mode::Shared, None)?;
         // Released however `read` ends, a panic included.

@@ -43,9 +43,7 @@ pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<(), E
             d.fence_at(sites::ATOMIC_FENCE)
         });
     }
-    let id = eng
-        .next_tx
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = eng.new_tx_id();
     let mut tx = Tx::new(eng, id);
     match tx.write_bytes(off, bytes) {
         Ok(()) => tx.finish(),
