@@ -205,3 +205,33 @@ fn an_unlogged_store_after_another_threads_drain_is_not_replayed_over() {
         }
     }
 }
+
+/// A store in place over lines a group still replayable wrote drains the
+/// ring first, also when the group recorded its write-back without the
+/// ring's latch (persistent memory's order, which the simulator is told
+/// to keep here): the store's check must see that group's lines. Without
+/// the drain, a crash replays the group's old value over the store.
+#[test]
+fn a_store_in_place_over_a_group_recorded_without_the_latch_drains_first() {
+    for ordered in [true, false] {
+        let (pool, root) = pool(LogVariant::Batch, 8 << 20);
+        pool.domain().set_sim_ordered(ordered);
+        // The root's zeroing (its group) drained, and the Log Start past
+        // it durable (this thread's fence): only the next group covers
+        // the word.
+        pool.sync().unwrap();
+        pool.fence().unwrap();
+        let word = root.cast::<u64>().at(40);
+        pool.transaction(|tx| tx.write(word, &7)).unwrap();
+        let before = pool.counters().fences;
+        pool.write_unlogged(word.offset(), &9u64.to_le_bytes())
+            .unwrap();
+        pool.fence().unwrap();
+        assert!(
+            pool.counters().fences >= before + 2,
+            "ordered {ordered}: no drain before the store"
+        );
+        let back = recovered(&pool, true);
+        assert_eq!(back.read(word).unwrap(), 9, "ordered {ordered}");
+    }
+}

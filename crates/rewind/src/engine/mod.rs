@@ -202,7 +202,7 @@ impl Engine {
     /// a Log Start its ring drain stored is durable.
     pub(crate) fn fenced_by_me(&self) {
         if let Some(ring) = &self.ring {
-            ring.fenced_by_me();
+            ring.fenced_by_me(&self.dom);
         }
     }
 

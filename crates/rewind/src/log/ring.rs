@@ -1349,6 +1349,8 @@ impl Ring {
             return Ok(());
         }
         let mut st = self.state.lock();
+        // The lines of groups recorded without the latch count too.
+        self.fold(d, &mut st);
         if !st.touches(off, len) {
             return Ok(());
         }
@@ -1414,12 +1416,13 @@ impl Ring {
     /// After a fence of the calling thread (its append to the bucket log):
     /// the Log Start its drain stored, if no later store replaced it, is
     /// durable, and ring space before it may be reused.
-    pub fn fenced_by_me(&self) {
+    pub fn fenced_by_me(&self, d: &Domain) {
         if !self.watch.unfenced.load(Ordering::Acquire) {
             return;
         }
         let me = super::thread_tag();
         let mut st = self.state.lock();
+        self.fold(d, &mut st);
         if let Some((start, by)) = st.unfenced {
             if by == me {
                 st.slot ^= 1;

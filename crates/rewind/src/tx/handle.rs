@@ -599,7 +599,7 @@ impl Handle {
         if let Some(ring) = &eng.ring {
             // The append fenced: a Log Start this thread's drain stored is
             // durable.
-            ring.fenced_by_me();
+            ring.fenced_by_me(&eng.dom);
         }
         for (d, p) in drafts.iter().zip(&self.placed) {
             self.cells.push(p.cell);
