@@ -67,6 +67,15 @@ fn asymmetric() -> bool {
     })
 }
 
+/// Makes every thread of the process pass a full barrier; false if the
+/// kernel refused, even once this process registered again.
+fn barrier_all() -> bool {
+    use rustix::thread::{membarrier, MembarrierCommand};
+    membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+        || (membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
+            && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
+}
+
 /// The gate entered by this thread, left when dropped.
 pub(crate) struct Entered<'a> {
     gate: &'a Gate,
@@ -118,11 +127,14 @@ impl Gate {
     pub(crate) fn closed<R>(&self, f: impl FnOnce() -> R) -> R {
         let _one = self.backup.lock();
         self.closed.store(true, Ordering::SeqCst);
-        if asymmetric() {
-            use rustix::thread::{membarrier, MembarrierCommand};
-            // Registered: it cannot fail but for a kernel without it,
-            // which `asymmetric` rules out.
-            let _ = membarrier(MembarrierCommand::PrivateExpedited);
+        if asymmetric() && !barrier_all() {
+            // No barrier could be had (a sandbox that refuses the call
+            // after it allowed the registration; a fork keeps the
+            // registration on Linux 6.18, and registering again is tried
+            // first). On x86 a store leaves its thread's store buffer in
+            // bounded time: after this pause every count stored before
+            // `closed` was read is visible, which is what the barrier gave.
+            std::thread::sleep(Duration::from_millis(1));
         }
         fence(Ordering::SeqCst);
         let mut l = self.latch.lock();
