@@ -55,7 +55,7 @@ pub fn connect(
 pub fn wal(c: &Connection) {
     let mode: String = c
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .unwrap();
+        .unwrap_or_else(|e| panic!("WAL mode: {e} ({:?})", rewind_sqlite::last_error()));
     assert_eq!(mode, "wal");
 }
 
