@@ -402,8 +402,8 @@ fn coll_kill_child() {
     let mut out = std::io::stdout().lock();
     say(&mut out, "");
     let opts = open_options(&std::env::var(ENV_OPTS).unwrap_or_default());
-    let pool = when_free(|| Pool::open(Path::new(&path), LAYOUT, &opts))
-        .unwrap_or_else(|e| panic!("child: open: {e}"));
+    let pool =
+        Pool::open(Path::new(&path), LAYOUT, &opts).unwrap_or_else(|e| panic!("child: open: {e}"));
     let rp = pool.root::<Root>().unwrap().expect("root");
     let root = pool.read(rp).unwrap();
     let c = Colls::of(rp, &root);
@@ -519,20 +519,6 @@ fn read_state(pool: &Pool, c: &Colls) -> State {
     }
 }
 
-/// `f` again while the pool is in use: a child forked by a sibling test
-/// holds this process's descriptors, and so the lock of a pool just
-/// closed, from its fork until its exec.
-fn when_free<T>(mut f: impl FnMut() -> Result<T, rewind::Error>) -> Result<T, rewind::Error> {
-    loop {
-        match f() {
-            Err(rewind::Error::PoolInUse { .. }) => {
-                std::thread::sleep(std::time::Duration::from_millis(1))
-            }
-            r => return r,
-        }
-    }
-}
-
 fn pool_dir() -> PathBuf {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
@@ -581,10 +567,9 @@ fn verify(
     known: (u64, Map<u64, u64>),
     run: &Run,
 ) -> (u64, Map<u64, u64>) {
-    let report =
-        when_free(|| rewind::inspect::check(path)).unwrap_or_else(|e| panic!("{what}: check: {e}"));
+    let report = rewind::inspect::check(path).unwrap_or_else(|e| panic!("{what}: check: {e}"));
     assert!(report.is_ok(), "{what}: check of the killed pool: {report}");
-    let pool = when_free(|| Pool::open(path, LAYOUT, &OpenOptions::default()))
+    let pool = Pool::open(path, LAYOUT, &OpenOptions::default())
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
     let rp = pool.root::<Root>().unwrap().expect("root");
     let root = pool.read(rp).unwrap();
@@ -704,7 +689,7 @@ fn every_collection_survives_kills() {
             kills += u64::from(run.killed);
             known = verify(&path, &what, seed, known, &run);
         }
-        let pool = when_free(|| Pool::open(&path, LAYOUT, &OpenOptions::default())).unwrap();
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
         let rp = pool.root::<Root>().unwrap().unwrap();
         let root = pool.read(rp).unwrap();
         hash_len += Colls::of(rp, &root).h.len(&pool).unwrap();
@@ -742,7 +727,7 @@ fn tight_batch_log_keeps_its_reservations() {
             ready: Some(0),
             ..Run::default()
         };
-        let open = || when_free(|| Pool::open(&path, LAYOUT, &OpenOptions::default())).unwrap();
+        let open = || Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
         let mut pool = open();
         for id in 0..130 {
             if id % 37 == 36 {

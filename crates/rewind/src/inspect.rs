@@ -294,7 +294,7 @@ impl Source<'_> {
         match self {
             Source::File(path) => {
                 let (f, len) = file::open(path, file::Access::Shared)?;
-                Domain::map_private(path, f, len.min(max))
+                Domain::map_private(path, f.into_file(), len.min(max))
             }
             Source::Image(b) => Ok(Domain::sim_from_image(
                 b[..(b.len() as u64).min(max) as usize].to_vec(),

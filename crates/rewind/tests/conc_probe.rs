@@ -106,7 +106,7 @@ fn conc_probe_child() {
         return;
     };
     let seed: u64 = std::env::var(ENV_SEED).unwrap().parse().unwrap();
-    let pool = open_retrying(Path::new(&path)).unwrap_or_else(|e| panic!("child: open: {e}"));
+    let pool = open_pool(Path::new(&path)).unwrap_or_else(|e| panic!("child: open: {e}"));
     pool.set_lock_timeout(std::time::Duration::MAX);
     let root = pool.root::<Root>().expect("root").expect("root");
     let out = Mutex::new(std::io::stdout());
@@ -171,13 +171,11 @@ fn conc_probe_child() {
     });
 }
 
-/// Opens the pool, again while it is in use: a sibling test's child holds
-/// a copy of its descriptor (and so its lock) from its fork until its exec.
-fn open_retrying(path: &Path) -> Result<Pool, Error> {
-    common::retry_while(
-        || Pool::open(path, LAYOUT, &OpenOptions::default()),
-        |r| matches!(r, Err(Error::PoolInUse { .. })),
-    )
+/// Opens the pool. No retry while it is in use: a pool closed (or its
+/// process ended) is free at once, even while a sibling test's forked
+/// child holds a copy of its descriptor.
+fn open_pool(path: &Path) -> Result<Pool, Error> {
+    Pool::open(path, LAYOUT, &OpenOptions::default())
 }
 
 /// Runs a child until `kill` acknowledgements were read, then SIGKILLs
@@ -230,7 +228,7 @@ fn kills(cfg: &PoolConfig, seed: u64, cycles: u64) {
         let kill = rng.gen_range(1..200);
         let ended = run_child(&path, seed, kill);
         let pool =
-            open_retrying(&path).unwrap_or_else(|e| panic!("{name} cycle {cycle}: recovery: {e}"));
+            open_pool(&path).unwrap_or_else(|e| panic!("{name} cycle {cycle}: recovery: {e}"));
         let root = pool.root::<Root>().unwrap().expect("root");
         let state: Root = pool.read(root).unwrap();
         let mut committed = 0;
@@ -374,7 +372,7 @@ fn processes_racing_to_open_or_create_one_pool_take_turns() {
             }
         }
         assert_eq!(created, 1, "round {round}: pools created");
-        let pool = open_retrying(&path).unwrap();
+        let pool = open_pool(&path).unwrap();
         let counter = pool.root::<u64>().unwrap().expect("root");
         assert_eq!(
             pool.read(counter).unwrap(),

@@ -248,7 +248,7 @@ fn kill_probe_child() {
             if op.is_empty() && fence > 0 {
                 rewind::persist::kill_at_fence(fence);
             }
-            let pool = open_when_free(&path).unwrap_or_else(|e| panic!("child: open: {e}"));
+            let pool = open_pool(&path).unwrap_or_else(|e| panic!("child: open: {e}"));
             let rp = pool.root::<Root>().unwrap().expect("root");
             let first = pool.read(rp).unwrap().next;
             say(&mut out, &format!("ready {first}"));
@@ -275,9 +275,8 @@ fn kill_probe_child() {
                     say(&mut out, &format!("opdone {op}"));
                     if pool.is_none() {
                         // Reopened: what a program does next.
-                        pool = Some(
-                            open_when_free(&path).unwrap_or_else(|e| panic!("child: reopen: {e}")),
-                        );
+                        pool =
+                            Some(open_pool(&path).unwrap_or_else(|e| panic!("child: reopen: {e}")));
                     }
                 }
                 let p = plan(seed, id);
@@ -290,7 +289,7 @@ fn kill_probe_child() {
             }
         }
         "hold" => {
-            let pool = open_when_free(&path).unwrap_or_else(|e| panic!("child: open: {e}"));
+            let pool = open_pool(&path).unwrap_or_else(|e| panic!("child: open: {e}"));
             let rp = pool.root::<Root>().unwrap().expect("root");
             let _ = pool.transaction(|tx| {
                 for i in 0..SLOTS {
@@ -434,32 +433,22 @@ fn pool_dir() -> PathBuf {
     }
 }
 
-/// Opens the pool; while it is in use, asks again: a sibling test's child
-/// holds this process's descriptors, and so a pool just closed, from its
-/// fork until its exec.
-fn open_when_free(path: &Path) -> Result<Pool, Error> {
+/// Opens the pool with the options the parent passed. No retry while it is
+/// in use: a pool closed (or its process ended) is free at once, even while
+/// a sibling test's forked child holds a copy of its descriptor.
+fn open_pool(path: &Path) -> Result<Pool, Error> {
     let opts = open_options(&std::env::var(ENV_OPTS).unwrap_or_default());
-    common::retry_while(
-        || Pool::open(path, LAYOUT, &opts),
-        |r| matches!(r, Err(Error::PoolInUse { .. })),
-    )
+    Pool::open(path, LAYOUT, &opts)
 }
 
-/// `f` again while the pool is in use (as [`open_when_free`]).
+/// `f` again while the pool is in use: the racers contend for it on
+/// purpose.
 fn when_free<T>(f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
     common::retry_while(f, |r| matches!(r, Err(Error::PoolInUse { .. })))
 }
 
-/// `inspect::info`, again while it sees the pool in use.
-fn info_when_free(path: &Path) -> Result<rewind::inspect::PoolInfo, Error> {
-    common::retry_while(
-        || rewind::inspect::info(path),
-        |r| r.as_ref().is_ok_and(|i| i.in_use),
-    )
-}
-
 fn open(path: &Path) -> Pool {
-    open_when_free(path).unwrap_or_else(|e| panic!("recovery of {}: {e}", path.display()))
+    open_pool(path).unwrap_or_else(|e| panic!("recovery of {}: {e}", path.display()))
 }
 
 fn new_pool(path: &Path, c: usize) {
@@ -482,10 +471,9 @@ fn new_pool_with(path: &Path, cfg: &PoolConfig) {
 /// it against the model and the run; updates the model.
 fn verify(path: &Path, what: &str, m: &mut Model, run: &Run) -> Pool {
     // Inspection of the killed file: never a panic, never a problem.
-    let info = info_when_free(path).unwrap_or_else(|e| panic!("{what}: info: {e}"));
+    let info = rewind::inspect::info(path).unwrap_or_else(|e| panic!("{what}: info: {e}"));
     assert!(!info.in_use, "{what}: a killed opener still holds the pool");
-    let report =
-        when_free(|| rewind::inspect::check(path)).unwrap_or_else(|e| panic!("{what}: check: {e}"));
+    let report = rewind::inspect::check(path).unwrap_or_else(|e| panic!("{what}: check: {e}"));
     assert!(report.is_ok(), "{what}: check of the killed pool: {report}");
     let pool = open(path);
     let rp = pool.root::<Root>().unwrap().expect("root");
@@ -747,12 +735,12 @@ fn create_killed_at_each_fence() {
             assert!(names.len() <= 1, "{what}: left {names:?}");
             if path.exists() {
                 left += 1;
-                let report = when_free(|| rewind::inspect::check(&path))
-                    .unwrap_or_else(|e| panic!("{what}: check: {e}"));
+                let report =
+                    rewind::inspect::check(&path).unwrap_or_else(|e| panic!("{what}: check: {e}"));
                 assert!(report.is_ok(), "{what}: {report}");
-                info_when_free(&path).unwrap_or_else(|e| panic!("{what}: info: {e}"));
+                rewind::inspect::info(&path).unwrap_or_else(|e| panic!("{what}: info: {e}"));
             }
-            let pool = when_free(|| Pool::open_or_create(&path, LAYOUT, POOL_SIZE, &cfg_of(c)))
+            let pool = Pool::open_or_create(&path, LAYOUT, POOL_SIZE, &cfg_of(c))
                 .unwrap_or_else(|e| panic!("{what}: open_or_create: {e}"));
             pool.transaction(|tx| {
                 let r = tx.root::<Root>()?;

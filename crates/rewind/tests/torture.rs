@@ -403,7 +403,7 @@ fn torture_child() {
     }
     // A newline first: the harness has printed `test torture_child ... `.
     say(&mut out, "\nopening", 0);
-    let pool = when_free(|| Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default()))
+    let pool = Pool::open(Path::new(&path), LAYOUT, &OpenOptions::default())
         .unwrap_or_else(|e| panic!("child: open: {e}"));
     let root = pool.root::<Root>().expect("root").expect("root");
     let mode = Mode::from_env();
@@ -478,16 +478,11 @@ fn pool_dir() -> PathBuf {
     }
 }
 
+/// Reopens the pool: free at once once closed or its process ended, even
+/// while the other test's forked child holds a copy of its descriptor.
 fn open(path: &Path) -> Pool {
-    when_free(|| Pool::open(path, LAYOUT, &OpenOptions::default()))
+    Pool::open(path, LAYOUT, &OpenOptions::default())
         .unwrap_or_else(|e| panic!("reopen (recovery) failed: {e}"))
-}
-
-/// Runs `f` until the pool is not in use. The two tests here run side by
-/// side, and a child the other one spawns holds a copy of this test's pool
-/// descriptor (and so its lock) from its fork until its exec.
-fn when_free<T>(f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
-    common::retry_while(f, |r| matches!(r, Err(Error::PoolInUse { .. })))
 }
 
 fn read_byte(pool: &Pool, off: u64) -> u8 {
@@ -797,7 +792,7 @@ fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, mode: Mode, t: &mut 
         }
         if cycle % 20 == 19 {
             // The crash image, before recovery: consistent, recoverable.
-            let report = when_free(|| rewind::inspect::check(&path)).unwrap();
+            let report = rewind::inspect::check(&path).unwrap();
             assert!(report.is_ok(), "cycle {cycle}: check: {report}");
             t.checks += 1;
         }
@@ -851,7 +846,7 @@ fn torture_config(cfg: &PoolConfig, cycles: u64, seed: u64, mode: Mode, t: &mut 
     })
     .unwrap();
     drop(pool);
-    let report = when_free(|| rewind::inspect::check(&path)).unwrap();
+    let report = rewind::inspect::check(&path).unwrap();
     assert!(report.is_ok(), "final check: {report}");
     let after = open(&path).alloc_stats();
     assert_eq!(

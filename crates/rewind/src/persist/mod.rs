@@ -72,6 +72,7 @@ use thread_local::ThreadLocal;
 
 use crate::error::Error;
 pub use crate::format::Backend;
+use crate::pool::file::Locked;
 use mapping::Mapping;
 pub use pmem::FlushInstr;
 use sim::SimState;
@@ -379,25 +380,10 @@ pub struct Domain {
     /// mapping may reserve more, see [`Domain::extend`]).
     valid: AtomicU64,
     /// The file behind a file-backed domain, kept open so the pool's
-    /// advisory lock lives as long as the mapping; on Msync, non-temporal
-    /// stores are written to it.
-    file: Option<std::fs::File>,
-}
-
-impl Drop for Domain {
-    /// Releases the pool's advisory lock explicitly before the file is
-    /// closed. The lock belongs to the open file description, which a
-    /// child forked by any thread of the process shares until it execs
-    /// (or exits): closing this handle alone left the pool locked for that
-    /// while, and an open right after a close could fail with `PoolInUse`
-    /// (seen as 1 run in 40 of `rewind-sqlite`'s `workloads` tests, whose
-    /// other tests spawn processes). An unlock through any handle releases
-    /// it for the description, the child's copy included.
-    fn drop(&mut self) {
-        if let Some(f) = &self.file {
-            let _ = f.unlock();
-        }
-    }
+    /// advisory lock lives as long as the mapping (and is released
+    /// explicitly with it, see [`Locked`]); on Msync, non-temporal stores
+    /// are written to it.
+    file: Option<Locked>,
 }
 
 /// Testing: a point at which this process kills itself with SIGKILL: the
@@ -528,6 +514,7 @@ impl Domain {
     /// for the domain's lifetime. `Sim` is refused: a simulated domain
     /// keeps nothing in the file.
     pub fn map(path: &Path, file: std::fs::File, backend: Backend) -> Result<Domain, Error> {
+        let file = Locked::new(file);
         if backend == Backend::Sim {
             return Err(Error::InvalidConfig {
                 what: "backend",
@@ -554,6 +541,7 @@ impl Domain {
         if backend == Backend::Sim {
             return Domain::map(path, file, backend);
         }
+        let file = Locked::new(file);
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         let reserve = usize::try_from(reserve.max(len)).map_err(|_| Error::OutOfBounds {
             offset: 0,
@@ -595,7 +583,7 @@ impl Domain {
             if free_bytes(file).is_some_and(|free| free < len - now) {
                 return Err(Error::NoSpaceToGrow { needed: len - now });
             }
-            match fallocate(file, FallocateFlags::empty(), now, len - now) {
+            match fallocate(&**file, FallocateFlags::empty(), now, len - now) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {
                     return Err(Error::NoSpaceToGrow { needed: len - now })
@@ -646,6 +634,7 @@ impl Domain {
     /// untouched, and only the pages it touches take memory. Fences and
     /// flushes do nothing a file would keep.
     pub fn map_private(path: &Path, file: std::fs::File, len: u64) -> Result<Domain, Error> {
+        let file = Locked::new(file);
         let len = usize::try_from(len).map_err(|_| Error::OutOfBounds {
             offset: 0,
             len,
@@ -893,7 +882,7 @@ impl Domain {
         let fail = |e: std::io::Error| Error::io(Path::new("<pool file>"), e);
         let mut done = 0;
         while done < bytes.len() {
-            match rustix::io::pwrite(file, &bytes[done..], off + done as u64) {
+            match rustix::io::pwrite(&**file, &bytes[done..], off + done as u64) {
                 Ok(0) => return Err(fail(std::io::ErrorKind::WriteZero.into())),
                 Ok(n) => done += n,
                 Err(rustix::io::Errno::INTR) => {}

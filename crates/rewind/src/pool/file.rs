@@ -19,6 +19,54 @@ use std::path::Path;
 
 use crate::error::Error;
 
+/// An open pool file whose advisory lock (if it holds one) is released
+/// explicitly when it is dropped, on every path: a pool's close, an open
+/// that fails after the lock, an inspection's shared lock.
+///
+/// The lock belongs to the open file description, which a child forked
+/// by any thread of the process shares until it execs (or exits): closing
+/// this handle alone would leave the pool locked for that while, and an
+/// open right after a close could fail with `PoolInUse` (seen as 1 run in
+/// 40 of `rewind-sqlite`'s `workloads` tests, whose other tests spawn
+/// processes). An unlock through any handle releases it for the
+/// description, the child's copy included. Unlocking a file that holds no
+/// lock does nothing.
+pub(crate) struct Locked(Option<File>);
+
+impl Locked {
+    /// Takes over `file` and whatever lock it holds.
+    pub(crate) fn new(file: File) -> Locked {
+        Locked(Some(file))
+    }
+
+    /// Gives the file up with its lock, to be taken over again by
+    /// [`Locked::new`] (a `Domain` takes its file as a plain `File`, and
+    /// does so first).
+    pub(crate) fn into_file(mut self) -> File {
+        self.0
+            .take()
+            .expect("a Locked holds its file until dropped")
+    }
+}
+
+impl std::ops::Deref for Locked {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        self.0
+            .as_ref()
+            .expect("a Locked holds its file until dropped")
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        if let Some(f) = &self.0 {
+            let _ = f.unlock();
+        }
+    }
+}
+
 /// How a pool file is opened.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -75,14 +123,16 @@ fn lock(path: &Path, file: &File, access: Access) -> Result<(), Error> {
 
 /// Opens an existing pool file, refusing anything but a regular file, and
 /// locks it. Returns the file and its length.
-pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
+pub(crate) fn open(path: &Path, access: Access) -> Result<(Locked, u64), Error> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     require_regular(path, &meta)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(access == Access::Exclusive)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
+    let file = Locked::new(
+        OpenOptions::new()
+            .read(true)
+            .write(access == Access::Exclusive)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?,
+    );
     // The path may have been replaced between stat and open: check the
     // file actually opened.
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
@@ -107,7 +157,7 @@ pub(crate) fn open(path: &Path, access: Access) -> Result<(File, u64), Error> {
 /// The blocks are allocated now (`fallocate`), so a full filesystem is an
 /// error here rather than a `SIGBUS` when a store into a hole of the
 /// mapping finds no space later.
-pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<File, Error> {
+pub(crate) fn create(path: &Path, len: u64, prefix: &[u8]) -> Result<Locked, Error> {
     let (file, tmp) = create_temp(path, len)?;
     let r = file
         .write_all_at(prefix, 0)
@@ -174,7 +224,7 @@ fn open_unnamed(path: &Path) -> Option<File> {
 /// (which must not exist), unnamed where the filesystem allows, locked,
 /// its blocks allocated. Returns it and where it lives; the caller fills
 /// it and calls [`publish`] (or [`Temp::remove`]).
-pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, Temp), Error> {
+pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(Locked, Temp), Error> {
     if std::fs::symlink_metadata(path).is_ok() {
         return Err(Error::io(
             path,
@@ -194,6 +244,7 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(File, Temp), Error> 
             (file, Temp::Named(tmp))
         }
     };
+    let file = Locked::new(file);
     let built = lock(path, &file, Access::Exclusive)
         .and_then(|()| refuse_beyond_free_space(&file, len, path))
         .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))

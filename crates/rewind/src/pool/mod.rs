@@ -320,12 +320,13 @@ impl Pool {
         let f = file::create(path, size, &prefix)?;
         let stamp = file::identity(path, &f)?;
         let reserve = hdr.layout.pool_size;
-        let r = Domain::map_reserved(path, f, cfg.backend, reserve).and_then(|mut dom| {
-            dom.set_latency(cfg.nvm_latency);
-            Engine::start(dom, path, layout, cfg.write_back)
-                .map(Pool::start)
-                .and_then(|p| p.stamped(stamp))
-        });
+        let r =
+            Domain::map_reserved(path, f.into_file(), cfg.backend, reserve).and_then(|mut dom| {
+                dom.set_latency(cfg.nvm_latency);
+                Engine::start(dom, path, layout, cfg.write_back)
+                    .map(Pool::start)
+                    .and_then(|p| p.stamped(stamp))
+            });
         match r {
             Ok(mut p) => {
                 p.created = true;
@@ -365,7 +366,7 @@ impl Pool {
         // allocating): a sparse copy is `NoSpace` now, not a `SIGBUS` later.
         file::allocate_holes(path, &f, len.min(hdr.layout.pool_size))?;
         let stamp = file::identity(path, &f)?;
-        let mut dom = Domain::map_reserved(path, f, backend, hdr.layout.pool_size)?;
+        let mut dom = Domain::map_reserved(path, f.into_file(), backend, hdr.layout.pool_size)?;
         dom.set_latency(opts.nvm_latency);
         Engine::start(dom, path, layout, opts.write_back)
             .map(Pool::start)

@@ -37,9 +37,9 @@ fn hang_limit() -> Option<Duration> {
 }
 
 /// Calls `f` again, a millisecond apart, while `busy` says its answer met
-/// a holder that is sure to let go (a sibling test's child holds a copy of
-/// this test's pool descriptor, and so its lock, from its fork until its
-/// exec), and returns the first answer that did not. As long as it takes by
+/// a holder that is sure to let go (processes that contend for one pool on
+/// purpose, a child that has yet to take its lock), and returns the first
+/// answer that did not. As long as it takes by
 /// default, as [`recv_watched`] waits, so no outcome depends on the
 /// machine's speed; with `REWIND_HANG_LIMIT_SECS=N`, the answer of the
 /// last call once N seconds have passed.
