@@ -35,36 +35,11 @@ fn assert_clean_failure(out: &Output, mentions: &[&str]) {
     );
 }
 
-/// Calls `f` again, a millisecond apart, while `busy` says its answer met
-/// the pool in use: a sibling test that forks a child while a pool of this
-/// test is open holds the pool's lock until the child execs. As long as it
-/// takes (the lock is sure to be let go), so no outcome depends on the
-/// machine's speed; a true hang is left to CI's limit.
-fn when_free<T>(mut f: impl FnMut() -> T, busy: impl Fn(&T) -> bool) -> T {
-    loop {
-        let r = f();
-        if !busy(&r) {
-            return r;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
-/// `rewind args`, again while it fails as `in use` (see [`when_free`]).
-fn rewind_when_free(args: &[&str]) -> Output {
-    when_free(
-        || rewind(args),
-        |out| !out.status.success() && text(&out.stderr).contains("in use"),
-    )
-}
-
-/// `Pool::open`, again while it fails with `PoolInUse` (see [`when_free`]).
-fn open_when_free(path: &Path) -> Pool {
-    when_free(
-        || Pool::open(path, "cli-test", &rewind::OpenOptions::default()),
-        |r| matches!(r, Err(rewind::Error::PoolInUse { .. })),
-    )
-    .unwrap()
+/// `Pool::open` of a test pool. No retry while it is in use: a pool
+/// closed (or its process ended) is free at once, even while a sibling
+/// test's forked child holds a copy of its descriptor.
+fn open_pool(path: &Path) -> Pool {
+    Pool::open(path, "cli-test", &rewind::OpenOptions::default()).unwrap()
 }
 
 fn small_pool(path: &Path) {
@@ -109,7 +84,7 @@ fn demo_recovers_and_its_pool_checks_clean() {
         "no B+-tree verification:\n{stdout}"
     );
 
-    let check = rewind_when_free(&["check", pool_s]);
+    let check = rewind(&["check", pool_s]);
     assert!(
         check.status.success(),
         "check failed:\n{}{}",
@@ -117,7 +92,7 @@ fn demo_recovers_and_its_pool_checks_clean() {
         text(&check.stderr)
     );
     for cmd in ["info", "dump-log", "recover"] {
-        let out = rewind_when_free(&[cmd, pool_s]);
+        let out = rewind(&[cmd, pool_s]);
         assert!(out.status.success(), "{cmd} failed:\n{}", text(&out.stderr));
     }
 }
@@ -177,9 +152,7 @@ fn check_rejects_a_flipped_header_byte() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     small_pool(&path);
-    assert!(rewind_when_free(&["check", path.to_str().unwrap()])
-        .status
-        .success());
+    assert!(rewind(&["check", path.to_str().unwrap()]).status.success());
 
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[20] ^= 0xff;
@@ -492,7 +465,7 @@ fn inspecting_a_pool_in_use_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.pool");
     small_pool(&path);
-    let held = open_when_free(&path);
+    let held = open_pool(&path);
     for cmd in ["check", "dump-log", "recover"] {
         let out = rewind(&[cmd, path.to_str().unwrap()]);
         assert_clean_failure(&out, &["in use"]);
@@ -512,7 +485,7 @@ fn inspecting_a_pool_in_use_says_so() {
     drop(held);
     // A sibling test forking a child at this moment holds our file until
     // the child execs.
-    let out = rewind_when_free(&["check", path.to_str().unwrap()]);
+    let out = rewind(&["check", path.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "check fails after the pool was closed: {}",
@@ -531,7 +504,7 @@ fn demo_refuses_to_replace_another_pool() {
     let out = rewind(&["demo", "--pool", p, "--seconds-before-kill", "0.1"]);
     // ("in use": a sibling test's fork may hold the file a moment.)
     assert_clean_failure(&out, &["layout `cli-test`", "in use"]);
-    let held = open_when_free(&path);
+    let held = open_pool(&path);
     let out = rewind(&["demo", "--pool", p, "--seconds-before-kill", "0.1"]);
     assert_clean_failure(&out, &["in use"]);
     let root = held.transaction(|tx| tx.root::<u64>()).unwrap();
@@ -842,24 +815,18 @@ fn info_check_and_dump_log_print_json() {
     let path = dir.path().join("j.pool");
     small_pool(&path);
     let p = path.to_str().unwrap();
-    // Info of a pool in use succeeds and says so: ask again while it does.
-    let v: serde_json::Value = when_free(
-        || {
-            let out = rewind(&["info", "--json", p]);
-            assert!(out.status.success());
-            serde_json::from_slice(&out.stdout).unwrap()
-        },
-        |v: &serde_json::Value| v["in_use"] == true,
-    );
+    let out = rewind(&["info", "--json", p]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["layout"], "cli-test");
     assert_eq!(v["in_use"], false);
     assert!(v["heap_usage"]["bytes_free"].as_u64().unwrap() > 0);
-    let out = rewind_when_free(&["check", "--json", p]);
+    let out = rewind(&["check", "--json", p]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["consistent"], true);
     assert!(v["problems"].as_array().unwrap().is_empty());
-    let out = rewind_when_free(&["dump-log", "--json", p]);
+    let out = rewind(&["dump-log", "--json", p]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.is_array());
@@ -877,22 +844,22 @@ fn grow_grows_a_pool_up_to_its_maximum() {
     let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
     pool.transaction(|tx| tx.write(root, &7u64)).unwrap();
     drop(pool);
-    let out = rewind_when_free(&["grow", p, "16M"]);
+    let out = rewind(&["grow", p, "16M"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(std::fs::metadata(&path).unwrap().len() >= 16 << 20);
-    let out = rewind_when_free(&["grow", "--json", p, "+1M"]);
+    let out = rewind(&["grow", "--json", p, "+1M"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["max_size"], 32u64 << 20);
     assert!(v["size"].as_u64().unwrap() >= v["size_before"].as_u64().unwrap() + (1 << 20));
     for size in ["64M", "+1T", "18446744073709551615"] {
-        let out = rewind_when_free(&["grow", p, size]);
+        let out = rewind(&["grow", p, size]);
         assert_clean_failure(&out, &["its maximum size is 33554432"]);
         assert!(!text(&out.stderr).contains("memory"), "{size}");
     }
-    assert_clean_failure(&rewind_when_free(&["grow", p, "1M"]), &["shrink"]);
+    assert_clean_failure(&rewind(&["grow", p, "1M"]), &["shrink"]);
     assert_clean_failure(&rewind(&["grow", p, "lots"]), &["size"]);
-    let pool = open_when_free(&path);
+    let pool = open_pool(&path);
     assert_eq!(pool.read(root).unwrap(), 7);
     assert!(pool.size() >= 17 << 20);
 }
@@ -949,7 +916,7 @@ fn copy_of_a_pool_being_committed_is_refused_never_torn() {
     assert_eq!(inconsistent, 0);
     drop(pool);
     let dst = dir.path().join("after.pool");
-    let out = rewind_when_free(&["copy", path.to_str().unwrap(), dst.to_str().unwrap()]);
+    let out = rewind(&["copy", path.to_str().unwrap(), dst.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let c = rewind::Pool::open(&dst, "cli-test", &rewind::OpenOptions::default()).unwrap();
     let v = c.read(slots).unwrap();

@@ -422,3 +422,38 @@ pub(crate) fn read_prefix(path: &Path, file: &File, n: u64) -> Result<Vec<u8>, E
     }
     Ok(buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second handle on the same open file description stands for a
+    /// child forked while the file was open (it shares the description
+    /// until it execs): dropping the `Locked` must still free the file for
+    /// the next opener, on every path that took the lock.
+    #[test]
+    fn a_dropped_lock_is_free_while_another_handle_shares_its_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let created = create(&path, 4096, b"hdr").unwrap();
+        let child = created.try_clone().unwrap();
+        drop(created);
+        let (opened, len) = open(&path, Access::Exclusive).unwrap();
+        assert_eq!(len, 4096);
+        let child2 = opened.try_clone().unwrap();
+        assert!(matches!(
+            open(&path, Access::Shared),
+            Err(Error::PoolInUse { .. })
+        ));
+        drop(opened);
+        let (shared, _) = open(&path, Access::Shared).unwrap();
+        let child3 = shared.try_clone().unwrap();
+        drop(shared);
+        open(&path, Access::Exclusive).unwrap();
+        // Handed to a domain and back: the domain unlocks when it drops.
+        let (f, _) = open(&path, Access::Exclusive).unwrap();
+        drop(Locked::new(f.into_file()));
+        open(&path, Access::Exclusive).unwrap();
+        drop((child, child2, child3));
+    }
+}
