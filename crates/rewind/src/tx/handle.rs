@@ -205,33 +205,54 @@ fn mask(s: u64, e: u64) -> u64 {
     high & !((1 << s) - 1)
 }
 
-/// The write set's line filter: 512 bits, one per hashed line.
+/// The write set's line filter: 4,096 bits, one per hashed line, and which
+/// of its 64 words hold a bit (so that clearing it touches only those).
+/// A TPC-C new-order writes about a hundred lines: with 512 bits, a read
+/// of a five-line node header found one of its lines in the filter about
+/// half the time, and probed the write set's table for nothing.
 #[derive(Default)]
-struct Bloom([u64; 8]);
+struct Bloom {
+    words: BloomWords,
+    used: u64,
+}
+
+/// [`Bloom`]'s bits.
+struct BloomWords([u64; 64]);
+
+impl Default for BloomWords {
+    fn default() -> BloomWords {
+        BloomWords([0; 64])
+    }
+}
 
 impl Bloom {
     /// The word and bit of cache line `line`.
     #[inline]
     fn slot(line: u64) -> (usize, u64) {
-        let h = line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55;
+        let h = line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52;
         ((h >> 6) as usize, 1 << (h & 63))
     }
 
     #[inline]
     fn insert(&mut self, line: u64) {
         let (w, b) = Self::slot(line);
-        self.0[w] |= b;
+        self.words.0[w] |= b;
+        self.used |= 1 << w;
     }
 
     /// False when `line` was never inserted.
     #[inline]
     fn may_hold(&self, line: u64) -> bool {
         let (w, b) = Self::slot(line);
-        self.0[w] & b != 0
+        self.words.0[w] & b != 0
     }
 
     fn clear(&mut self) {
-        self.0 = [0; 8];
+        let mut used = std::mem::take(&mut self.used);
+        while used != 0 {
+            self.words.0[used.trailing_zeros() as usize] = 0;
+            used &= used - 1;
+        }
     }
 }
 
