@@ -53,6 +53,7 @@
 //! not (`Counters::nvm_writes`).
 
 pub(crate) mod backoff;
+mod locked;
 // The mapping and the flush/fence instructions: the engine's unsafe code.
 #[allow(unsafe_code)]
 mod mapping;
@@ -72,7 +73,7 @@ use thread_local::ThreadLocal;
 
 use crate::error::Error;
 pub use crate::format::Backend;
-use crate::pool::file::Locked;
+pub(crate) use locked::Locked;
 use mapping::Mapping;
 pub use pmem::FlushInstr;
 use sim::SimState;
