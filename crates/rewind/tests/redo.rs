@@ -123,6 +123,44 @@ fn coalescing_keeps_write_order_where_writes_overlap() {
     }
 }
 
+/// A read over several lines that one entry wrote whole is taken from it
+/// alone, unless a later entry wrote any of those lines: then each byte's
+/// latest value, whichever line the later entry is on (first, middle,
+/// last), and also inside a savepoint rolled back to.
+#[test]
+fn a_read_over_lines_one_entry_wrote_sees_every_later_write() {
+    let (pool, root) = pool(LogVariant::Batch);
+    let base = root.offset();
+    let whole: Vec<u8> = (0..256u32).map(|i| i as u8).collect();
+    for later in [0u64, 100, 250, 300] {
+        pool.transaction(|tx| {
+            tx.write_bytes(base, &whole)?;
+            let mut got = vec![0u8; 200];
+            tx.read_bytes(base + 20, &mut got)?;
+            assert_eq!(got, whole[20..220], "one entry");
+            let sp = tx.savepoint()?;
+            tx.write_bytes(base + later, &[0xee; 4])?;
+            let mut want = whole.clone();
+            want.resize(512, 0);
+            want[later as usize..later as usize + 4].fill(0xee);
+            for (from, len) in [(0usize, 256usize), (0, 300), (64, 128)] {
+                let mut got = vec![0u8; len];
+                tx.read_bytes(base + from as u64, &mut got)?;
+                assert_eq!(got, want[from..from + len], "a later write at {later}");
+            }
+            tx.rollback_to(sp)?;
+            let mut got = vec![0u8; 256];
+            tx.read_bytes(base, &mut got)?;
+            assert_eq!(got, whole, "rolled back, at {later}");
+            Ok::<_, rewind::Error>(())
+        })
+        .unwrap();
+        // Zeroed again for the next case.
+        pool.transaction(|tx| tx.write_bytes(base, &[0u8; 512]))
+            .unwrap();
+    }
+}
+
 fn async_pool(v: LogVariant) -> (Pool, PPtr<[u64; 64]>) {
     let cfg = PoolConfig::default()
         .log(v)

@@ -410,7 +410,23 @@ impl Handle {
         let Some(g) = &self.group else { return };
         let end = off + buf.len() as u64;
         if g.redo {
-            for l in off / 64..=(end - 1) / 64 {
+            let (first, last) = (off / 64, (end - 1) / 64);
+            // One entry the latest on every line of the read, and holding
+            // all of it (a node's header read after the transaction wrote
+            // it whole): no later write touched any of these bytes, so it
+            // has them all.
+            if let Some(i) = g.lines.get(first) {
+                let p = &g.pending[i as usize];
+                if p.target <= off
+                    && end <= p.target + p.len as u64
+                    && (first + 1..=last).all(|l| g.lines.get(l) == Some(i))
+                {
+                    let at = (off - p.target) as usize;
+                    buf.copy_from_slice(&g.new_of(p)[at..at + buf.len()]);
+                    return;
+                }
+            }
+            for l in first..=last {
                 if g.bloom.may_hold(l) {
                     g.overlay_line(l, off, buf);
                 }
