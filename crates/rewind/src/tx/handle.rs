@@ -88,6 +88,12 @@ struct Group {
     /// visits only the entries on that line (`Handle::overlay_pending`),
     /// not the whole write set (a TPC-C new-order's hundred entries).
     chain: Vec<u32>,
+    /// Redo: the entries of `pending` that `lines` and `chain` index, a
+    /// prefix. A write only marks its lines in `bloom`; the index is
+    /// brought up to date when a read or a write meets a line the filter
+    /// may hold ([`Group::index`]), so a transaction that never reads or
+    /// rewrites what it wrote (random updates) builds none.
+    indexed: usize,
     /// Redo with the commit ring: the bytes the write set's commit group
     /// takes at most (header and one entry per write, before coalescing).
     /// While it fits the ring, no log space is reserved: the group commits
@@ -98,15 +104,38 @@ struct Group {
     group_bytes: usize,
     /// The write set's REDO records are reserved as they come.
     reserving: bool,
-    /// Redo: a 512-bit filter of `lines` (one bit per line, hashed), checked
-    /// first: most reads of memory the transaction has not written cost
-    /// one test, as `Pool::read` does. 512 bits stay sparse for the hundred
-    /// or so lines a large transaction (a TPC-C new-order) writes, where
-    /// 64 would be nearly full.
+    /// Redo: a filter of the lines the write set touches (see [`Bloom`]),
+    /// checked first: most reads of memory the transaction has not written
+    /// cost one test, as `Pool::read` does.
     bloom: Bloom,
 }
 
 impl Group {
+    /// Indexes the entries written since the last call into `lines` and
+    /// `chain` (redo), so that each line's latest entry and chain are
+    /// current.
+    #[inline]
+    fn index(&mut self) {
+        if self.indexed < self.pending.len() {
+            self.index_rest();
+        }
+    }
+
+    fn index_rest(&mut self) {
+        for i in self.indexed..self.pending.len() {
+            let p = self.pending[i];
+            let node = self.chain.len() as u32;
+            if p.len > 0 {
+                for l in p.target / 64..=(p.target + p.len as u64 - 1) / 64 {
+                    let prev = self.lines.replace(l, i as u32).unwrap_or(NO_ENTRY);
+                    self.chain.push(prev);
+                }
+            }
+            self.pending[i].node = node;
+        }
+        self.indexed = self.pending.len();
+    }
+
     /// The new bytes of write `p`.
     #[inline]
     fn new_of(&self, p: &Pending) -> &[u8] {
@@ -364,6 +393,7 @@ impl Handle {
             g.bytes.clear();
             g.lines.clear();
             g.chain.clear();
+            g.indexed = 0;
             g.bloom.clear();
             g.group_bytes = 0;
         }
@@ -384,7 +414,7 @@ impl Handle {
     /// The filter is inline: a read of memory the transaction has not
     /// written costs a test or two and no call.
     #[inline]
-    pub(super) fn overlay(&self, off: u64, buf: &mut [u8]) {
+    pub(super) fn overlay(&mut self, off: u64, buf: &mut [u8]) {
         if self.may_overlay(off, buf.len() as u64) {
             self.overlay_pending(off, buf);
         }
@@ -406,10 +436,12 @@ impl Handle {
     }
 
     #[inline(never)]
-    fn overlay_pending(&self, off: u64, buf: &mut [u8]) {
-        let Some(g) = &self.group else { return };
+    fn overlay_pending(&mut self, off: u64, buf: &mut [u8]) {
+        let Some(g) = &mut self.group else { return };
         let end = off + buf.len() as u64;
         if g.redo {
+            g.index();
+            let g = &*g;
             let (first, last) = (off / 64, (end - 1) / 64);
             // One entry the latest on every line of the read, and holding
             // all of it (a node's header read after the transaction wrote
@@ -460,7 +492,6 @@ impl Handle {
             // The old value is read when the group is logged.
             let Self { group, res, .. } = self;
             let g = group.as_mut().expect("grouped");
-            let mut node = 0;
             if g.redo {
                 let end = off + new.len() as u64;
                 let lines = off / 64..=end.saturating_sub(1) / 64;
@@ -468,14 +499,16 @@ impl Handle {
                 // lines: no later entry overlaps it (entries are read and
                 // replayed in order, the latest winning), so it is edited.
                 // (A line not in the filter is in no entry: no probe.)
-                let edit = match new.is_empty() || !g.bloom.may_hold(off / 64) {
-                    true => None,
-                    false => g.lines.get(off / 64).filter(|&i| {
+                let edit = if new.is_empty() || !g.bloom.may_hold(off / 64) {
+                    None
+                } else {
+                    g.index();
+                    g.lines.get(off / 64).filter(|&i| {
                         let p = g.pending[i as usize];
                         p.target == off
                             && p.len == new.len()
                             && lines.clone().skip(1).all(|l| g.lines.get(l) == Some(i))
-                    }),
+                    })
                 };
                 if let Some(i) = edit.map(|i| i as usize) {
                     // The same bytes again: the entry is edited.
@@ -495,12 +528,10 @@ impl Handle {
                 // Its lines fetched now, so that the commit's write-back,
                 // after the fence, does not wait for them.
                 eng.dom.prefetch(off, new.len() as u64);
-                let i = g.pending.len() as u32;
-                node = g.chain.len() as u32;
+                // Indexed in `lines` and `chain` when a read or a rewrite
+                // needs it (`Group::index`): only its lines marked now.
                 if !new.is_empty() {
                     for l in lines {
-                        let prev = g.lines.replace(l, i).unwrap_or(NO_ENTRY);
-                        g.chain.push(prev);
                         g.bloom.insert(l);
                     }
                 }
@@ -527,7 +558,8 @@ impl Handle {
                 target: off,
                 at,
                 len: new.len(),
-                node,
+                // Redo: set by `Group::index`.
+                node: 0,
             });
             return r;
         }
@@ -726,6 +758,7 @@ impl Handle {
         let mut bytes = std::mem::take(&mut g.bytes);
         g.lines.clear();
         g.chain.clear();
+        g.indexed = 0;
         g.bloom.clear();
         g.group_bytes = 0;
         // Redo: a commit logs the new bytes only (REDO records).
