@@ -44,9 +44,11 @@
 //!   Start records it without the latch instead: its ranges and thread
 //!   into its slot of `done`, then the applied count, plain stores all (a
 //!   locked instruction right after the fence would wait for the group's
-//!   non-temporal stores to drain); every holder of the latch first folds
-//!   those slots into the state, in sequence order ([`Ring::fold`]), so
-//!   what it reads is as if each had recorded under the latch. Only one
+//!   non-temporal stores to drain); a holder of the latch that reads
+//!   what they record first folds those slots into the state, in sequence
+//!   order ([`Ring::fold`]), so what it reads is as if each had recorded
+//!   under the latch (a reservation, which reads only the head and the
+//!   durable Log Start, folds in batches: see [`Ring::commit`]). Only one
 //!   commit at a time stores a lagged Log Start (the slot not in use is
 //!   one line).
 //!
@@ -1065,9 +1067,10 @@ impl Ring {
 
     /// Folds into the state the write-backs that commits recorded without
     /// the latch (their slots of `done`, up to the applied count), in
-    /// sequence order: what every holder of the latch does first, so that
-    /// the state it reads (ranges, lines written, epochs, the applied
-    /// count) is as if each commit had recorded under it.
+    /// sequence order: what a holder of the latch does first when it reads
+    /// the recorded state, so that what it reads (ranges, lines written,
+    /// epochs, the applied count) is as if each commit had recorded under
+    /// it.
     fn fold(&self, d: &Domain, st: &mut State) {
         let to = self.watch.applied.load(Ordering::Acquire);
         while st.applied < to {
