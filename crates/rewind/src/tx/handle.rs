@@ -121,6 +121,29 @@ impl Group {
         }
     }
 
+    /// `pending` has just been emptied (logged or dropped): so are the
+    /// line index, the filter and the group's size, which describe it.
+    fn pending_emptied(&mut self) {
+        self.lines.clear();
+        self.chain.clear();
+        self.indexed = 0;
+        self.bloom.clear();
+        self.group_bytes = 0;
+    }
+
+    /// The entry that `accept` takes and that is the latest on every line
+    /// of `lines` (indexed): no later entry touches any of their bytes.
+    /// (`accept` is asked first: it is cheaper than the other lines.)
+    fn latest_over(
+        &self,
+        mut lines: std::ops::RangeInclusive<u64>,
+        accept: impl Fn(&Pending) -> bool,
+    ) -> Option<u32> {
+        let i = self.lines.get(lines.next()?)?;
+        (accept(&self.pending[i as usize]) && lines.all(|l| self.lines.get(l) == Some(i)))
+            .then_some(i)
+    }
+
     fn index_rest(&mut self) {
         for i in self.indexed..self.pending.len() {
             let p = self.pending[i];
@@ -239,18 +262,17 @@ fn mask(s: u64, e: u64) -> u64 {
 /// A TPC-C new-order writes about a hundred lines: with 512 bits, a read
 /// of a five-line node header found one of its lines in the filter about
 /// half the time, and probed the write set's table for nothing.
-#[derive(Default)]
 struct Bloom {
-    words: BloomWords,
+    words: [u64; 64],
     used: u64,
 }
 
-/// [`Bloom`]'s bits.
-struct BloomWords([u64; 64]);
-
-impl Default for BloomWords {
-    fn default() -> BloomWords {
-        BloomWords([0; 64])
+impl Default for Bloom {
+    fn default() -> Bloom {
+        Bloom {
+            words: [0; 64],
+            used: 0,
+        }
     }
 }
 
@@ -265,7 +287,7 @@ impl Bloom {
     #[inline]
     fn insert(&mut self, line: u64) {
         let (w, b) = Self::slot(line);
-        self.words.0[w] |= b;
+        self.words[w] |= b;
         self.used |= 1 << w;
     }
 
@@ -273,13 +295,13 @@ impl Bloom {
     #[inline]
     fn may_hold(&self, line: u64) -> bool {
         let (w, b) = Self::slot(line);
-        self.words.0[w] & b != 0
+        self.words[w] & b != 0
     }
 
     fn clear(&mut self) {
         let mut used = std::mem::take(&mut self.used);
         while used != 0 {
-            self.words.0[used.trailing_zeros() as usize] = 0;
+            self.words[used.trailing_zeros() as usize] = 0;
             used &= used - 1;
         }
     }
@@ -391,11 +413,7 @@ impl Handle {
             }
             g.pending.clear();
             g.bytes.clear();
-            g.lines.clear();
-            g.chain.clear();
-            g.indexed = 0;
-            g.bloom.clear();
-            g.group_bytes = 0;
+            g.pending_emptied();
         }
     }
 
@@ -447,16 +465,12 @@ impl Handle {
             // all of it (a node's header read after the transaction wrote
             // it whole): no later write touched any of these bytes, so it
             // has them all.
-            if let Some(i) = g.lines.get(first) {
+            let holds = |p: &Pending| p.target <= off && end <= p.target + p.len as u64;
+            if let Some(i) = g.latest_over(first..=last, holds) {
                 let p = &g.pending[i as usize];
-                if p.target <= off
-                    && end <= p.target + p.len as u64
-                    && (first + 1..=last).all(|l| g.lines.get(l) == Some(i))
-                {
-                    let at = (off - p.target) as usize;
-                    buf.copy_from_slice(&g.new_of(p)[at..at + buf.len()]);
-                    return;
-                }
+                let at = (off - p.target) as usize;
+                buf.copy_from_slice(&g.new_of(p)[at..at + buf.len()]);
+                return;
             }
             for l in first..=last {
                 if g.bloom.may_hold(l) {
@@ -503,12 +517,7 @@ impl Handle {
                     None
                 } else {
                     g.index();
-                    g.lines.get(off / 64).filter(|&i| {
-                        let p = g.pending[i as usize];
-                        p.target == off
-                            && p.len == new.len()
-                            && lines.clone().skip(1).all(|l| g.lines.get(l) == Some(i))
-                    })
+                    g.latest_over(lines.clone(), |p| p.target == off && p.len == new.len())
                 };
                 if let Some(i) = edit.map(|i| i as usize) {
                     // The same bytes again: the entry is edited.
@@ -756,11 +765,7 @@ impl Handle {
         }
         let pending = std::mem::take(&mut g.pending);
         let mut bytes = std::mem::take(&mut g.bytes);
-        g.lines.clear();
-        g.chain.clear();
-        g.indexed = 0;
-        g.bloom.clear();
-        g.group_bytes = 0;
+        g.pending_emptied();
         // Redo: a commit logs the new bytes only (REDO records).
         let redo = g.redo && commit;
         // Redo-async: the bytes these UPDATEs change in place must hold
