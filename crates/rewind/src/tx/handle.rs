@@ -495,84 +495,98 @@ impl Handle {
     /// logged).
     #[inline(always)]
     pub(super) fn write(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
-        if let Some(g) = &self.group {
+        match &self.group {
             // A full group is logged when the next write arrives, so that a
             // commit can carry END in the last group.
-            let r = if g.pending.len() == g.size {
-                self.flush(eng)
+            Some(g) if g.pending.len() == g.size => self.write_after_flush(eng, off, new),
+            Some(_) => self.add(eng, off, new),
+            None => self.write_unbatched(eng, off, new),
+        }
+    }
+
+    /// [`write`](Self::write) when the group is full: logged first (its
+    /// failure is returned once the write is added, as the write's).
+    #[cold]
+    #[inline(never)]
+    fn write_after_flush(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
+        let r = self.flush(eng);
+        self.add(eng, off, new).and(r)
+    }
+
+    /// Adds a write to the group: an entry of the redo write set (or an
+    /// edit of the entry that wrote the same bytes last), or a Batch
+    /// group's pending write. The common path returns `Ok(())` made here,
+    /// not a result carried through it (a move of the whole `Error`).
+    #[inline(always)]
+    fn add(&mut self, eng: &Engine, off: u64, new: &[u8]) -> Result<(), Error> {
+        // The old value is read when the group is logged.
+        let Self { group, res, .. } = self;
+        let g = group.as_mut().expect("grouped");
+        if g.redo {
+            let end = off + new.len() as u64;
+            let lines = off / 64..=end.saturating_sub(1) / 64;
+            // The same bytes as the latest entry of each of their
+            // lines: no later entry overlaps it (entries are read and
+            // replayed in order, the latest winning), so it is edited.
+            // (A line not in the filter is in no entry: no probe.)
+            let edit = if new.is_empty() || !g.bloom.may_hold(off / 64) {
+                None
             } else {
-                Ok(())
+                g.index();
+                g.latest_over(lines.clone(), |p| p.target == off && p.len == new.len())
             };
-            // The old value is read when the group is logged.
-            let Self { group, res, .. } = self;
-            let g = group.as_mut().expect("grouped");
-            if g.redo {
-                let end = off + new.len() as u64;
-                let lines = off / 64..=end.saturating_sub(1) / 64;
-                // The same bytes as the latest entry of each of their
-                // lines: no later entry overlaps it (entries are read and
-                // replayed in order, the latest winning), so it is edited.
-                // (A line not in the filter is in no entry: no probe.)
-                let edit = if new.is_empty() || !g.bloom.may_hold(off / 64) {
-                    None
-                } else {
-                    g.index();
-                    g.latest_over(lines.clone(), |p| p.target == off && p.len == new.len())
-                };
-                if let Some(i) = edit.map(|i| i as usize) {
-                    // The same bytes again: the entry is edited.
-                    let p = g.pending[i];
-                    g.set.value_mut(p.at, p.len).copy_from_slice(new);
-                    return r;
-                }
-                g.group_bytes += group::entry_size(new.len());
-                if g.reserving
-                    || !eng
-                        .ring
-                        .as_ref()
-                        .is_some_and(|ring| ring.fits(group::HEADER + g.group_bytes))
-                {
-                    Self::reserve_entry(eng, g, res, new.len())?;
-                }
-                // Its lines fetched now, so that the commit's write-back,
-                // after the fence, does not wait for them.
-                eng.dom.prefetch(off, new.len() as u64);
-                // Indexed in `lines` and `chain` when a read or a rewrite
-                // needs it (`Group::index`): only its lines marked now.
-                if !new.is_empty() {
-                    for l in lines {
-                        g.bloom.insert(l);
-                    }
+            if let Some(i) = edit.map(|i| i as usize) {
+                // The same bytes again: the entry is edited.
+                let p = g.pending[i];
+                g.set.value_mut(p.at, p.len).copy_from_slice(new);
+                return Ok(());
+            }
+            g.group_bytes += group::entry_size(new.len());
+            if g.reserving
+                || !eng
+                    .ring
+                    .as_ref()
+                    .is_some_and(|ring| ring.fits(group::HEADER + g.group_bytes))
+            {
+                Self::reserve_entry(eng, g, res, new.len())?;
+            }
+            // Its lines fetched now, so that the commit's write-back,
+            // after the fence, does not wait for them.
+            eng.dom.prefetch(off, new.len() as u64);
+            // Indexed in `lines` and `chain` when a read or a rewrite
+            // needs it (`Group::index`): only its lines marked now.
+            if !new.is_empty() {
+                for l in lines {
+                    g.bloom.insert(l);
                 }
             }
-            let at = if g.redo {
-                // Into the commit group as it will be sealed.
-                g.set.push(off, new)
-            } else {
-                let at = g.bytes.len();
-                match <&[u8; 8]>::try_from(new) {
-                    // A word (most writes): copies of known size, no call.
-                    Ok(w) => {
-                        g.bytes.extend_from_slice(&[0; 8]);
-                        g.bytes.extend_from_slice(w);
-                    }
-                    Err(_) => {
-                        g.bytes.resize(at + new.len(), 0);
-                        g.bytes.extend_from_slice(new);
-                    }
-                }
-                at
-            };
-            g.pending.push(Pending {
-                target: off,
-                at,
-                len: new.len(),
-                // Redo: set by `Group::index`.
-                node: 0,
-            });
-            return r;
         }
-        self.write_unbatched(eng, off, new)
+        let at = if g.redo {
+            // Into the commit group as it will be sealed.
+            g.set.push(off, new)
+        } else {
+            let at = g.bytes.len();
+            match <&[u8; 8]>::try_from(new) {
+                // A word (most writes): copies of known size, no call.
+                Ok(w) => {
+                    g.bytes.extend_from_slice(&[0; 8]);
+                    g.bytes.extend_from_slice(w);
+                }
+                Err(_) => {
+                    g.bytes.resize(at + new.len(), 0);
+                    g.bytes.extend_from_slice(new);
+                }
+            }
+            at
+        };
+        g.pending.push(Pending {
+            target: off,
+            at,
+            len: new.len(),
+            // Redo: set by `Group::index`.
+            node: 0,
+        });
+        Ok(())
     }
 
     /// A redo write set's new entry once the write set outgrows the ring:

@@ -315,8 +315,12 @@ impl<'p> Tx<'p> {
     pub fn write_bytes(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check_access(off, bytes.len() as u64)?;
         self.live()?;
-        let r = self.write_logged(off, bytes);
-        self.check(r)
+        // (`Ok` made here rather than the write's result passed on: a
+        // move of the whole `Error` on every write.)
+        match self.write_logged(off, bytes) {
+            Ok(()) => Ok(()),
+            r => self.check(r),
+        }
     }
 
     /// `Ok` when `[off, off+len)` lies inside one block allocated now:
