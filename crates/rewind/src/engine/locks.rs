@@ -101,6 +101,9 @@ impl Entry {
     }
 }
 
+/// Free entries the lock table keeps (see `release_all`).
+const KEEP_FREE: usize = 64;
+
 #[derive(Default)]
 struct Table {
     locks: FxHashMap<u64, Entry>,
@@ -312,20 +315,15 @@ impl LockTable {
         if held.is_none() && t.waiting.is_empty() {
             // Most requests: a lock no one holds, and no one in line for
             // any lock. One probe of the table, the grant made in it.
-            if let std::collections::hash_map::Entry::Vacant(v) = t.locks.entry(key) {
-                if mode == Mode::Exclusive {
-                    self.granted(key);
+            let e = t.locks.entry(key).or_default();
+            if e.is_free() {
+                match mode {
+                    Mode::Exclusive => {
+                        self.granted(key);
+                        e.exclusive = Some(tx);
+                    }
+                    Mode::Shared => e.shared.push(tx),
                 }
-                v.insert(match mode {
-                    Mode::Exclusive => Entry {
-                        exclusive: Some(tx),
-                        shared: Vec::new(),
-                    },
-                    Mode::Shared => Entry {
-                        exclusive: None,
-                        shared: vec![tx],
-                    },
-                });
                 return Ok(mode);
             }
         }
@@ -401,6 +399,7 @@ impl LockTable {
     pub(crate) fn release_all(&self, tx: u64, held: impl Iterator<Item = u64>) {
         let mut t = self.table.lock();
         for key in held {
+            let crowded = t.locks.len() > KEEP_FREE;
             if let std::collections::hash_map::Entry::Occupied(mut o) = t.locks.entry(key) {
                 let e = o.get_mut();
                 if e.exclusive == Some(tx) {
@@ -412,7 +411,10 @@ impl LockTable {
                         .fetch_add(1, Ordering::Release);
                 }
                 e.shared.retain(|&h| h != tx);
-                if e.is_free() {
+                // A free entry stays for the next request of the same
+                // lock (most transactions take the ones the last took),
+                // until free entries are most of a large table.
+                if e.is_free() && crowded {
                     o.remove();
                 }
                 // Only a request in line needs to hear of it (it joined
@@ -463,7 +465,12 @@ impl LockTable {
     /// How many locks are held.
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
-        self.table.lock().locks.len()
+        self.table
+            .lock()
+            .locks
+            .values()
+            .filter(|e| !e.is_free())
+            .count()
     }
 }
 
