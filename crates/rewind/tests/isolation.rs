@@ -281,14 +281,18 @@ fn a_sole_shared_holder_upgrades_past_a_waiting_writer() {
     let pool = Pool::create_sim("up", 4 << 20, &PoolConfig::default()).unwrap();
     pool.set_lock_timeout(Duration::MAX); // waits end by the holder, never the clock
     let x: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+    let waits = pool.counters().lock_waits;
     let held = Barrier::new(2);
     std::thread::scope(|s| {
         let first = s.spawn(|| {
             pool.transaction(|tx| {
                 tx.lock_shared(x)?;
                 held.wait();
-                // The other transaction is (most likely) in line by now.
-                std::thread::sleep(Duration::from_millis(50));
+                // Until the other transaction is in line (its request
+                // counted as a wait), whatever the machine's speed.
+                while pool.counters().lock_waits == waits {
+                    std::thread::yield_now();
+                }
                 tx.lock(x)?; // the upgrade
                 let v = tx.read(x)?;
                 tx.write(x, &(v + 1))
