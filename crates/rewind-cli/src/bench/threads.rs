@@ -41,7 +41,7 @@ use rewind::Policy;
 use rewind_collections::BTreeMap;
 
 use super::fresh_pool;
-use super::harness::{every_config, on_threads, Ctx, Label, Sample, Scale};
+use super::harness::{every_config, failed, on_threads, Ctx, Label, Sample, Scale};
 use super::output::Report;
 use super::tree::coll::MapStore;
 use super::tree::mem::{NoLog, Rewind, Volatile};
@@ -56,9 +56,11 @@ const SEED: u64 = 0x9a;
 const KEY_SPAN: u64 = 1 << 56;
 
 /// Records loaded in all, operations per thread per round, rounds (full:
-/// the paper's 100k operations per thread).
+/// the paper's 100k operations per thread; quick: rounds of some tens of
+/// milliseconds, so that one burst of load on a shared machine moves a
+/// round's time little).
 fn sizes(scale: Scale) -> (usize, usize, usize) {
-    scale.pick((200, 50, 1), (10_000, 10_000, 3), (100_000, 100_000, 3))
+    scale.pick((200, 50, 1), (10_000, 30_000, 5), (100_000, 100_000, 5))
 }
 
 /// 1, 2, 4, … up to the parallelism, at least 2.
@@ -259,73 +261,117 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
     println!(
         "  {n_load} records, {n_ops} operations per thread, threads {counts:?}, update fraction \
          20%..80% across threads; own-tree: one tree per thread in one pool; shared-tree: one \
-         tree, a lock held across each transaction; median of {rounds} rounds"
+         tree, a lock held across each transaction; every thread count in the same alternating \
+         rounds, median of {rounds}"
     );
     let space = ctx.scale.pick(32 << 20, 64 << 20, 256 << 20);
     for sharing in [Sharing::Own, Sharing::Shared] {
-        for &t in &counts {
+        // Every system at every thread count in one set of alternating
+        // rounds (a round runs each of them once), so that a burst of load
+        // on the shared machine hits every point alike, and each point's
+        // scaling over one thread is taken round by round.
+        let (mut labels, mut systems, mut models, mut dirs) = (vec![], vec![], vec![], vec![]);
+        for (k, &t) in counts.iter().enumerate() {
             let dir = ctx.scratch()?;
-            let mut models: Vec<Model> = (0..t)
+            let mut m: Vec<Model> = (0..t)
                 .map(|i| Model::in_range(SEED + i as u64, 1 + i as u64 * KEY_SPAN, KEY_SPAN - 1))
                 .collect();
-            let loads: Vec<Vec<Op>> = models.iter_mut().map(|m| m.load(n_load / t)).collect();
-            let mut systems = build(dir.path(), ctx, sharing, &loads, space)?;
-            let labels = (systems.iter())
-                .map(|s| Label::new(s.system, s.config.clone(), sharing.param(t)))
-                .collect();
-            let input = |_| -> Vec<Vec<Op>> {
-                let ops = models.iter_mut().enumerate();
-                ops.map(|(i, m)| m.mix(n_ops, fraction(i, t))).collect()
-            };
-            let m = ctx.rounds(labels, &mut systems, (1, rounds), input, |s, ops| {
-                let before = s.stores[0].counters();
-                let (time, digests) = s.run(ops)?;
-                let after = s.stores[0].counters();
-                // Each thread's digest, folded in thread order.
-                let mut d = Digest::default();
-                digests.iter().for_each(|x| d.add(x.0));
-                Ok(Sample {
-                    time,
-                    digest: Some(d.0),
-                    counters: after.zip(before).map(|(a, b)| a.since(&b)),
-                    ..Sample::default()
-                })
-            })?;
-            let total = (n_ops * t) as f64;
-            let per_s = |i| total / m.median(i, |s| s.time.as_secs_f64());
-            m.push_each(report, ("ops_per_s", "ops/s"), per_s);
-            // Where the threads wait for one another (rewind's pools): a
-            // commit for an earlier group's write-back, a transaction for
-            // a lock; and of those waits, the ones that slept.
-            let m = &m;
-            let per_op = |f: fn(&rewind::Counters) -> u64| {
-                // (Summed over the rounds.)
-                move |i| match m.counters(i) {
-                    Some(c) => f(&c) as f64 / (total * m.samples[i].len() as f64),
-                    None => f64::NAN,
-                }
-            };
-            m.push_each(
-                report,
-                ("order_waits_per_op", "count"),
-                per_op(|c| c.order_waits),
-            );
-            m.push_each(
-                report,
-                ("order_parks_per_op", "count"),
-                per_op(|c| c.order_parks),
-            );
-            m.push_each(
-                report,
-                ("lock_waits_per_op", "count"),
-                per_op(|c| c.lock_waits),
-            );
-            m.push_each(
-                report,
-                ("lock_sleeps_per_op", "count"),
-                per_op(|c| c.lock_sleeps),
-            );
+            let loads: Vec<Vec<Op>> = m.iter_mut().map(|m| m.load(n_load / t)).collect();
+            for s in build(dir.path(), ctx, sharing, &loads, space)? {
+                labels.push(Label::new(s.system, s.config.clone(), sharing.param(t)));
+                systems.push((k, s));
+            }
+            models.push(m);
+            dirs.push(dir);
         }
+        let input = |r: usize| -> (usize, Vec<Vec<Vec<Op>>>) {
+            let ops = models.iter_mut().map(|ms| {
+                let t = ms.len();
+                let each = ms.iter_mut().enumerate();
+                each.map(|(i, m)| m.mix(n_ops, fraction(i, t))).collect()
+            });
+            (r, ops.collect())
+        };
+        // The answers must agree between the systems at one thread count
+        // (the driver's check compares every system of a round, so the
+        // digests are checked here instead).
+        let digests = std::cell::RefCell::new(std::collections::HashMap::new());
+        let m = ctx.rounds(labels, &mut systems, (1, rounds), input, |(k, s), (r, ops)| {
+            let before = s.stores[0].counters();
+            let (time, threads) = s.run(&ops[*k])?;
+            let after = s.stores[0].counters();
+            // Each thread's digest, folded in thread order.
+            let mut d = Digest::default();
+            threads.iter().for_each(|x| d.add(x.0));
+            let mut seen = digests.borrow_mut();
+            let want = *seen.entry((*r, *k)).or_insert(d.0);
+            if want != d.0 {
+                let how = format!(
+                    "round {r}, {}/{} at {} threads answered differently",
+                    s.system,
+                    s.config,
+                    ops[*k].len()
+                );
+                return Err(failed(how));
+            }
+            Ok(Sample {
+                time,
+                counters: after.zip(before).map(|(a, b)| a.since(&b)),
+                ..Sample::default()
+            })
+        })?;
+        let threads = |i: usize| counts[systems[i].0];
+        let per_s = |i| (n_ops * threads(i)) as f64 / m.median(i, |s| s.time.as_secs_f64());
+        m.push_each(report, ("ops_per_s", "ops/s"), per_s);
+        // Throughput over the same system's at one thread, round by round
+        // (its time over this one's, times the threads).
+        let one = |i: usize| {
+            let l = &m.labels[i];
+            (m.labels.iter()).position(|b| {
+                b.system == l.system && b.config == l.config && b.param == sharing.param(1)
+            })
+        };
+        let scaling = |i| match one(i) {
+            Some(j) => threads(i) as f64 / m.ratio(i, j),
+            None => f64::NAN,
+        };
+        m.push_each(report, ("scaling_vs_1_thread", "ratio"), scaling);
+        // Where the threads wait for one another (rewind's pools): a
+        // commit for an earlier group's write-back, a transaction for a
+        // lock; and of those waits, the ones that slept.
+        let m = &m;
+        let per_op = |f: fn(&rewind::Counters) -> u64| {
+            // (Summed over the rounds.)
+            move |i| match m.counters(i) {
+                Some(c) => {
+                    let ops = (n_ops * threads(i) * m.samples[i].len()) as f64;
+                    f(&c) as f64 / ops
+                }
+                None => f64::NAN,
+            }
+        };
+        m.push_each(
+            report,
+            ("order_waits_per_op", "count"),
+            per_op(|c| c.order_waits),
+        );
+        m.push_each(
+            report,
+            ("order_parks_per_op", "count"),
+            per_op(|c| c.order_parks),
+        );
+        m.push_each(
+            report,
+            ("lock_waits_per_op", "count"),
+            per_op(|c| c.lock_waits),
+        );
+        m.push_each(
+            report,
+            ("lock_sleeps_per_op", "count"),
+            per_op(|c| c.lock_sleeps),
+        );
+        drop(systems);
+        drop(dirs);
     }
     Ok(())
 }
