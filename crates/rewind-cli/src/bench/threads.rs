@@ -296,30 +296,36 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         // (the driver's check compares every system of a round, so the
         // digests are checked here instead).
         let digests = std::cell::RefCell::new(std::collections::HashMap::new());
-        let m = ctx.rounds(labels, &mut systems, (1, rounds), input, |(k, s), (r, ops)| {
-            let before = s.stores[0].counters();
-            let (time, threads) = s.run(&ops[*k])?;
-            let after = s.stores[0].counters();
-            // Each thread's digest, folded in thread order.
-            let mut d = Digest::default();
-            threads.iter().for_each(|x| d.add(x.0));
-            let mut seen = digests.borrow_mut();
-            let want = *seen.entry((*r, *k)).or_insert(d.0);
-            if want != d.0 {
-                let how = format!(
-                    "round {r}, {}/{} at {} threads answered differently",
-                    s.system,
-                    s.config,
-                    ops[*k].len()
-                );
-                return Err(failed(how));
-            }
-            Ok(Sample {
-                time,
-                counters: after.zip(before).map(|(a, b)| a.since(&b)),
-                ..Sample::default()
-            })
-        })?;
+        let m = ctx.rounds(
+            labels,
+            &mut systems,
+            (1, rounds),
+            input,
+            |(k, s), (r, ops)| {
+                let before = s.stores[0].counters();
+                let (time, threads) = s.run(&ops[*k])?;
+                let after = s.stores[0].counters();
+                // Each thread's digest, folded in thread order.
+                let mut d = Digest::default();
+                threads.iter().for_each(|x| d.add(x.0));
+                let mut seen = digests.borrow_mut();
+                let want = *seen.entry((*r, *k)).or_insert(d.0);
+                if want != d.0 {
+                    let how = format!(
+                        "round {r}, {}/{} at {} threads answered differently",
+                        s.system,
+                        s.config,
+                        ops[*k].len()
+                    );
+                    return Err(failed(how));
+                }
+                Ok(Sample {
+                    time,
+                    counters: after.zip(before).map(|(a, b)| a.since(&b)),
+                    ..Sample::default()
+                })
+            },
+        )?;
         let threads = |i: usize| counts[systems[i].0];
         let per_s = |i| (n_ops * threads(i)) as f64 / m.median(i, |s| s.time.as_secs_f64());
         m.push_each(report, ("ops_per_s", "ops/s"), per_s);

@@ -171,7 +171,7 @@ type Buckets = HashMap<u64, Bucket, std::hash::BuildHasherDefault<OffsetHasher>>
 /// A transaction's place in the log: the head of its record chain, and the
 /// log space it holds for the records its end may need (the compensation
 /// records of its forward records, its ROLLBACK and its END).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reservation {
     /// Bytes held (in the log's cost units).
     pub bytes: u64,

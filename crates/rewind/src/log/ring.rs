@@ -334,12 +334,19 @@ impl State {
     /// Group `csn` written back in order: the applied count passes it, and
     /// the groups after it already written back ahead of it (their ranges
     /// moved from `early` to `ranges`, in order).
+    #[inline]
     fn record_in_order(&mut self, first: u64, csn: u64, n: usize) {
         self.flights[(csn - first) as usize].ranges = n;
         self.applied = csn;
-        if self.early.is_empty() {
-            return;
+        if !self.early.is_empty() {
+            self.record_early(first);
         }
+    }
+
+    /// The groups written back ahead that the applied count now reaches,
+    /// recorded in order.
+    #[inline(never)]
+    fn record_early(&mut self, first: u64) {
         while let Some(f) =
             (self.flights.get((self.applied + 1 - first) as usize)).filter(|f| f.applied)
         {

@@ -43,14 +43,14 @@ impl<'p> Tx<'p> {
     pub(super) fn rollback(&mut self) -> Result<(), Error> {
         // The ring allocations were never on media.
         self.flat = None;
-        for (off, size) in self.ring_allocs.drain(..) {
+        for (off, size) in self.log.blocks.ring_allocs.drain(..) {
             self.eng.alloc.release(off, size);
         }
-        self.ring_frees.clear();
+        self.log.blocks.ring_frees.clear();
         // Pending Batch writes were never logged nor applied.
         self.log.drop_pending();
         if self.log.undo.is_empty() && self.log.cells.is_empty() {
-            for (off, size) in self.unalloc.drain(..) {
+            for (off, size) in self.log.blocks.unalloc.drain(..) {
                 self.eng.alloc.release(off, size);
             }
             // Nothing logged; a redo write set's reservation goes back.
@@ -66,7 +66,7 @@ impl<'p> Tx<'p> {
         })?;
         eng.log.unreserve(&eng.dom, &mut self.log.res)?;
         // Blocks this transaction allocated are free again on media.
-        for &(off, size) in undone.iter().chain(&self.unalloc) {
+        for &(off, size) in undone.iter().chain(&self.log.blocks.unalloc) {
             eng.alloc.release(off, size);
         }
         // Blocks freed by its nested top actions were released already.
@@ -129,15 +129,15 @@ impl<'p> Tx<'p> {
                 }
                 UndoKind::Delete { off, size } => {
                     eng.alloc.mark(d, off, size, true)?;
-                    if let Some(i) = self.freed.iter().position(|&(o, _)| o == off) {
-                        self.freed.swap_remove(i);
+                    if let Some(i) = self.log.blocks.freed.iter().position(|&(o, _)| o == off) {
+                        self.log.blocks.freed.swap_remove(i);
                     }
                 }
             }
         }
         // Writes into blocks allocated before `from` were not logged, so
         // from here on they are.
-        self.fresh.clear();
+        self.log.blocks.fresh.clear();
         Ok(unallocated)
     }
 
@@ -178,7 +178,7 @@ impl<'p> Tx<'p> {
         self.check(r)?;
         // A rollback to here must undo every later write, those into blocks
         // allocated before it too.
-        self.fresh.clear();
+        self.log.blocks.fresh.clear();
         Ok(Savepoint {
             tx: self.log.id,
             frame: self.frame,
@@ -216,12 +216,12 @@ impl<'p> Tx<'p> {
         // Writes not yet logged all came after the savepoint.
         self.log.drop_pending();
         if self.log.undo.len() == sp.undo_len {
-            self.fresh.clear();
+            self.log.blocks.fresh.clear();
             return Ok(());
         }
         let r = self.compensate(sp.undo_len, None);
         let unallocated = self.check(r)?;
-        self.unalloc.extend(unallocated);
+        self.log.blocks.unalloc.extend(unallocated);
         Ok(())
     }
 
@@ -268,7 +268,7 @@ impl<'p> Tx<'p> {
         let (outer, outer_start) = (self.frame, self.frame_start);
         self.frame_start = start.undo_len;
         let head = self.log.res.last;
-        let freed_from = self.freed.len();
+        let freed_from = self.log.blocks.freed.len();
         self.frames += 1;
         self.frame = self.frames;
         let start = Savepoint {
@@ -304,10 +304,10 @@ impl<'p> Tx<'p> {
             && self.flat.is_none()
             && !self.bucket_allocs
             && self.log.is_empty()
-            && self.ring_allocs.is_empty()
-            && self.ring_frees.is_empty()
-            && self.unalloc.is_empty()
-            && self.freed.is_empty()
+            && self.log.blocks.ring_allocs.is_empty()
+            && self.log.blocks.ring_frees.is_empty()
+            && self.log.blocks.unalloc.is_empty()
+            && self.log.blocks.freed.is_empty()
     }
 
     /// A nested top action that commits as its own group of the commit
@@ -340,12 +340,13 @@ impl<'p> Tx<'p> {
             let r2 = if self.flat == Some(frame) {
                 // Nothing of it is on media: the transaction is empty again.
                 self.log.drop_pending();
-                for (off, size) in self.ring_allocs.drain(..).chain(self.unalloc.drain(..)) {
+                let b = &mut self.log.blocks;
+                for (off, size) in b.ring_allocs.drain(..).chain(b.unalloc.drain(..)) {
                     self.eng.alloc.release(off, size);
                 }
-                self.ring_frees.clear();
-                self.freed.clear();
-                self.fresh.clear();
+                b.ring_frees.clear();
+                b.freed.clear();
+                b.fresh.clear();
                 self.verified.forget();
                 Ok(())
             } else {
@@ -363,17 +364,20 @@ impl<'p> Tx<'p> {
     fn end_joined(&mut self, start: Savepoint, head: u64) -> Result<(), Error> {
         if self.flat == Some(start.frame) {
             let eng = self.eng;
-            let bits = self.ring_bits(self.ring_allocs.len(), self.ring_frees.len());
+            let bits = self.ring_bits(
+                self.log.blocks.ring_allocs.len(),
+                self.log.blocks.ring_frees.len(),
+            );
             if self.log.commit_in_ring(eng, &bits)? {
                 // Committed and applied: its blocks are the pool's, later
                 // writes into them go to the write set, its frees are
                 // reusable.
-                self.ring_allocs.clear();
-                self.fresh.clear();
-                for (off, size) in self.ring_frees.drain(..) {
+                self.log.blocks.ring_allocs.clear();
+                self.log.blocks.fresh.clear();
+                for (off, size) in self.log.blocks.ring_frees.drain(..) {
                     eng.alloc.release(off, size);
                 }
-                self.freed.clear();
+                self.log.blocks.freed.clear();
                 return Ok(());
             }
             // Not in the ring (too large, or no room): an ordinary nested
@@ -398,7 +402,7 @@ impl<'p> Tx<'p> {
         }
         // Blocks the action allocated are the pool's now: later writes
         // into them are logged.
-        self.fresh.clear();
+        self.log.blocks.fresh.clear();
         Ok(())
     }
 }

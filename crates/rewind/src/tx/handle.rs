@@ -124,11 +124,15 @@ impl Group {
     /// `pending` has just been emptied (logged or dropped): so are the
     /// line index, the filter and the group's size, which describe it.
     fn pending_emptied(&mut self) {
-        self.lines.clear();
-        self.chain.clear();
-        self.indexed = 0;
+        if self.indexed > 0 {
+            self.lines.clear();
+            self.chain.clear();
+            self.indexed = 0;
+        }
         self.bloom.clear();
-        self.group_bytes = 0;
+        if self.group_bytes > 0 {
+            self.group_bytes = 0;
+        }
     }
 
     /// The entry that `accept` takes and that is the latest on every line
@@ -299,6 +303,9 @@ impl Bloom {
     }
 
     fn clear(&mut self) {
+        if self.used == 0 {
+            return;
+        }
         let mut used = std::mem::take(&mut self.used);
         while used != 0 {
             self.words[used.trailing_zeros() as usize] = 0;
@@ -349,17 +356,61 @@ pub(super) struct Handle {
     /// Appending the commit group or END: a full log must not trigger a
     /// checkpoint (which waits for the lock commit holds).
     pub(super) committing: bool,
+    /// The blocks the transaction allocated and freed (kept here, not in
+    /// the `Tx`, so that a transaction that allocates nothing makes none of
+    /// their headers).
+    pub(super) blocks: Blocks,
+}
+
+/// The blocks a transaction allocated and freed (see [`Handle::blocks`]).
+#[derive(Default)]
+pub(super) struct Blocks {
+    /// Blocks allocated since the last savepoint or nested top action
+    /// boundary: writes into them need no record.
+    pub(super) fresh: Vec<(u64, u64)>,
+    /// Blocks freed: back to the allocator at commit.
+    pub(super) freed: Vec<(u64, u64)>,
+    /// Blocks allocated and then freed by a rollback to a savepoint: back
+    /// to the allocator when the transaction ends.
+    pub(super) unalloc: Vec<(u64, u64)>,
+    /// Redo with the commit ring: blocks this transaction allocated and
+    /// freed that its commit group carries as bits entries (nothing in
+    /// the log nor in the bitmap until then; see `Tx::alloc_bytes`).
+    pub(super) ring_allocs: Vec<(u64, u64)>,
+    pub(super) ring_frees: Vec<(u64, u64)>,
+    /// The ring allocations not zeroed (`alloc_bytes_unzeroed`).
+    pub(super) ring_unzeroed: Vec<u64>,
+}
+
+impl Blocks {
+    /// Empties every list (each only when it holds something).
+    fn clear(&mut self) {
+        clear_if_any(&mut self.fresh);
+        clear_if_any(&mut self.freed);
+        clear_if_any(&mut self.unalloc);
+        clear_if_any(&mut self.ring_allocs);
+        clear_if_any(&mut self.ring_frees);
+        clear_if_any(&mut self.ring_unzeroed);
+    }
+}
+
+/// Empties `v` if it holds anything: an empty one is left unwritten.
+#[inline]
+fn clear_if_any<T>(v: &mut Vec<T>) {
+    if !v.is_empty() {
+        v.clear();
+    }
 }
 
 thread_local! {
-    static SPARE: std::cell::RefCell<Option<Box<Handle>>> = const { std::cell::RefCell::new(None) };
+    static SPARE: std::cell::Cell<Option<Box<Handle>>> = const { std::cell::Cell::new(None) };
 }
 
 impl TxLog {
     /// A handle for transaction `id`, reusing this thread's last one.
     pub(super) fn new(eng: &Engine, id: u64) -> TxLog {
         let mut h = SPARE
-            .try_with(|s| s.borrow_mut().take())
+            .try_with(std::cell::Cell::take)
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -367,17 +418,19 @@ impl TxLog {
         let redo = eng.durability.write_set();
         if eng.log.variant().groups_records() || redo {
             let g = h.group.get_or_insert_with(Group::default);
-            g.redo = redo;
             // The write set is logged at commit (or at a savepoint), never
-            // because it grew.
-            g.size = if redo {
+            // because it grew. Without a ring, every REDO record is
+            // reserved (see `Group::group_bytes`). (Stored only when they
+            // change: the thread's last transaction set the same.)
+            let size = if redo {
                 usize::MAX
             } else {
                 eng.hdr.group as usize
             };
-            // Without a ring, every REDO record is reserved (see
-            // `Group::group_bytes`).
-            g.reserving = eng.ring.is_none();
+            let reserving = eng.ring.is_none();
+            if (g.redo, g.size, g.reserving) != (redo, size, reserving) {
+                (g.redo, g.size, g.reserving) = (redo, size, reserving);
+            }
         } else {
             h.group = None;
         }
@@ -388,14 +441,22 @@ impl TxLog {
     /// handle is then empty: the transaction is over).
     pub(super) fn recycle(&mut self) {
         let Some(mut h) = self.0.take() else { return };
-        h.res = Reservation::default();
-        h.cells.clear();
-        h.undo.clear();
-        h.targets.clear();
+        // (Each part emptied only when it holds something: most are empty
+        // after a commit in the ring, and every store after a commit's
+        // fence waits for it.)
+        if h.res != Reservation::default() {
+            h.res = Reservation::default();
+        }
+        clear_if_any(&mut h.cells);
+        clear_if_any(&mut h.undo);
+        clear_if_any(&mut h.targets);
         h.drop_pending();
-        h.placed.clear();
-        h.committing = false;
-        let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(h));
+        clear_if_any(&mut h.placed);
+        h.blocks.clear();
+        if h.committing {
+            h.committing = false;
+        }
+        let _ = SPARE.try_with(|s| s.set(Some(h)));
     }
 }
 
@@ -411,8 +472,11 @@ impl Handle {
             if g.set.count() > 0 {
                 g.set.begin(0);
             }
-            g.pending.clear();
-            g.bytes.clear();
+            // (Each part cleared only when it holds something: a commit
+            // empties the write set, and its recycling finds it empty;
+            // every store after a commit's fence waits for the fence.)
+            clear_if_any(&mut g.pending);
+            clear_if_any(&mut g.bytes);
             g.pending_emptied();
         }
     }

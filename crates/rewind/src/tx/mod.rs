@@ -74,14 +74,6 @@ pub use control::Savepoint;
 pub struct Tx<'p> {
     eng: &'p Engine,
     log: TxLog,
-    /// Blocks allocated since the last savepoint or nested top action
-    /// boundary: writes into them need no record.
-    fresh: Vec<(u64, u64)>,
-    /// Blocks freed: back to the allocator at commit.
-    freed: Vec<(u64, u64)>,
-    /// Blocks allocated and then freed by a rollback to a savepoint: back
-    /// to the allocator when the transaction ends.
-    unalloc: Vec<(u64, u64)>,
     /// The error that doomed the transaction.
     doomed: Option<Error>,
     /// The nested top action running (0: none), and the last one begun.
@@ -94,13 +86,6 @@ pub struct Tx<'p> {
     locks: SmallVec<[(u64, Mode); 4]>,
     /// Blocks found allocated by [`Tx::check_access`] (see `access`).
     verified: access::Verified,
-    /// Redo with the commit ring: blocks this transaction allocated and
-    /// freed that its commit group carries as bits entries (nothing in
-    /// the log nor in the bitmap until then; see [`Tx::alloc_bytes`]).
-    ring_allocs: Vec<(u64, u64)>,
-    ring_frees: Vec<(u64, u64)>,
-    /// The ring allocations not zeroed (`alloc_bytes_unzeroed`).
-    ring_unzeroed: Vec<u64>,
     /// The nested top action running that commits as a group of the
     /// commit ring (`control`): begun with nothing else in the
     /// transaction.
@@ -147,18 +132,12 @@ impl<'p> Tx<'p> {
         Tx {
             eng,
             log: TxLog::new(eng, id),
-            fresh: Vec::new(),
-            freed: Vec::new(),
-            unalloc: Vec::new(),
             doomed: None,
             frame: 0,
             frames: 0,
             frame_start: 0,
             locks: SmallVec::new(),
             verified: access::Verified::resume(eng),
-            ring_allocs: Vec::new(),
-            ring_frees: Vec::new(),
-            ring_unzeroed: Vec::new(),
             flat: None,
             bucket_allocs: false,
         }
@@ -342,11 +321,19 @@ impl<'p> Tx<'p> {
             |&(s, n): &(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
         match crate::alloc::access_block(&self.eng.dom, &self.eng.hdr.layout, off, len) {
             Err(Error::NotAllocated { .. })
-                if self.fresh.iter().any(inside) || self.ring_allocs.iter().any(inside) =>
+                if self.log.blocks.fresh.iter().any(inside)
+                    || self.log.blocks.ring_allocs.iter().any(inside) =>
             {
                 Ok(())
             }
-            Ok(_) if self.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
+            Ok(_)
+                if self
+                    .log
+                    .blocks
+                    .freed
+                    .iter()
+                    .any(|&(s, n)| off >= s && off < s + n) =>
+            {
                 Err(Error::NotAllocated {
                     offset: off,
                     len,
@@ -393,7 +380,13 @@ impl<'p> Tx<'p> {
     #[inline(always)]
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         let end = off + bytes.len() as u64;
-        if self.fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
+        if self
+            .log
+            .blocks
+            .fresh
+            .iter()
+            .any(|&(s, n)| off >= s && end <= s + n)
+        {
             // Memory this transaction allocated: no undo needed (the ALLOC
             // record frees it); flushed now so commit's fence covers it.
             let d = &self.eng.dom;
@@ -469,11 +462,11 @@ impl<'p> Tx<'p> {
             // makes the group whole). The zeros stored now, never written
             // back, are what the transaction reads of it.
             let (off, bsize) = eng.alloc.reserve(&eng.dom, size)?;
-            self.ring_allocs.push((off, bsize));
+            self.log.blocks.ring_allocs.push((off, bsize));
             if zeroed {
                 zero_unflushed(eng, off, bsize)?;
             } else {
-                self.ring_unzeroed.push(off);
+                self.log.blocks.ring_unzeroed.push(off);
             }
             return Ok(off);
         }
@@ -496,7 +489,7 @@ impl<'p> Tx<'p> {
             eng.alloc.release(off, bsize);
             return Err(e);
         }
-        self.fresh.push((off, bsize));
+        self.log.blocks.fresh.push((off, bsize));
         eng.alloc.mark(&eng.dom, off, bsize, true)?;
         self.log.targets.extend(eng.alloc.mark_range(off, bsize));
         if zeroed {
@@ -522,17 +515,23 @@ impl<'p> Tx<'p> {
                 reason: "the root object cannot be freed",
             });
         }
-        if let Some(i) = self.ring_allocs.iter().position(|&(o, _)| o == off) {
+        if let Some(i) = self
+            .log
+            .blocks
+            .ring_allocs
+            .iter()
+            .position(|&(o, _)| o == off)
+        {
             // Allocated by this transaction through the ring and not yet
             // committed: the reservation goes back when the transaction
             // ends, nothing is logged.
-            let (o, size) = self.ring_allocs.remove(i);
-            self.fresh.retain(|&(s, _)| s != o);
+            let (o, size) = self.log.blocks.ring_allocs.remove(i);
+            self.log.blocks.fresh.retain(|&(s, _)| s != o);
             self.verified.forget();
-            self.unalloc.push((o, size));
+            self.log.blocks.unalloc.push((o, size));
             return Ok(());
         }
-        if self.freed.iter().any(|&(o, _)| o == off) {
+        if self.log.blocks.freed.iter().any(|&(o, _)| o == off) {
             return Err(Error::InvalidFree {
                 offset: off,
                 reason: "block is not allocated",
@@ -543,9 +542,9 @@ impl<'p> Tx<'p> {
             // The commit group's bits entry clears its bit; reusable once
             // the group is applied (released after the commit).
             self.verified.forget();
-            self.fresh.retain(|&(s, _)| s != off);
-            self.ring_frees.push((off, size));
-            self.freed.push((off, size));
+            self.log.blocks.fresh.retain(|&(s, _)| s != off);
+            self.log.blocks.ring_frees.push((off, size));
+            self.log.blocks.freed.push((off, size));
             return Ok(());
         }
         self.settle_ring()?;
@@ -569,8 +568,8 @@ impl<'p> Tx<'p> {
         self.log.append(eng, &[draft])?;
         eng.alloc.mark(&eng.dom, off, size, false)?;
         self.log.targets.extend(eng.alloc.mark_range(off, size));
-        self.fresh.retain(|&(s, _)| s != off);
-        self.freed.push((off, size));
+        self.log.blocks.fresh.retain(|&(s, _)| s != off);
+        self.log.blocks.freed.push((off, size));
         Ok(())
     }
 
@@ -658,13 +657,19 @@ impl<'p> Tx<'p> {
             return Err(e);
         }
         let eng = self.eng;
-        if self.log.is_empty() && self.ring_allocs.is_empty() && self.ring_frees.is_empty() {
+        if self.log.is_empty()
+            && self.log.blocks.ring_allocs.is_empty()
+            && self.log.blocks.ring_frees.is_empty()
+        {
             // Nothing to commit; but a block it reserved and freed again,
             // and the log space of writes a rollback dropped, go back.
             return self.release_unused();
         }
         self.log.committing = true;
-        let bits = self.ring_bits(self.ring_allocs.len(), self.ring_frees.len());
+        let bits = self.ring_bits(
+            self.log.blocks.ring_allocs.len(),
+            self.log.blocks.ring_frees.len(),
+        );
         let mut in_ring = false;
         let r = match self.log.commit_in_ring(eng, &bits) {
             Ok(true) => {
@@ -709,7 +714,7 @@ impl<'p> Tx<'p> {
             // (they stay out of the allocator until the pool is reopened).
             eng.poison(&e);
         }
-        for &(off, size) in &self.unalloc {
+        for &(off, size) in &self.log.blocks.unalloc {
             eng.alloc.release(off, size);
         }
         if eng.durability.keeps_records() && eng.log.fill() >= eng.checkpoint_fill {
@@ -728,10 +733,10 @@ impl<'p> Tx<'p> {
     /// (`Engine::before_reuse`).
     pub(super) fn release_freed(&mut self, from: usize) -> Result<(), Error> {
         let eng = self.eng;
-        for &(off, size) in &self.freed[from..] {
+        for &(off, size) in &self.log.blocks.freed[from..] {
             eng.before_reuse(off, size)?;
         }
-        for (off, size) in self.freed.drain(from..) {
+        for (off, size) in self.log.blocks.freed.drain(from..) {
             eng.alloc.release(off, size);
         }
         Ok(())
@@ -744,7 +749,7 @@ impl<'p> Tx<'p> {
     /// ever on media.
     fn release_unused(&mut self) -> Result<(), Error> {
         let eng = self.eng;
-        for (off, size) in self.unalloc.drain(..) {
+        for (off, size) in self.log.blocks.unalloc.drain(..) {
             eng.alloc.release(off, size);
         }
         if self.log.res.bytes > 0 {
@@ -789,18 +794,22 @@ impl Tx<'_> {
             // Most transactions: no collect of an empty chain.
             return Vec::new();
         }
-        let a = self.ring_allocs[..allocs].iter().map(|&(off, size)| Bits {
-            off,
-            size,
-            set: true,
-            zero: !self.ring_unzeroed.contains(&off),
-        });
-        let f = self.ring_frees[..frees].iter().map(|&(off, size)| Bits {
-            off,
-            size,
-            set: false,
-            zero: false,
-        });
+        let a = self.log.blocks.ring_allocs[..allocs]
+            .iter()
+            .map(|&(off, size)| Bits {
+                off,
+                size,
+                set: true,
+                zero: !self.log.blocks.ring_unzeroed.contains(&off),
+            });
+        let f = self.log.blocks.ring_frees[..frees]
+            .iter()
+            .map(|&(off, size)| Bits {
+                off,
+                size,
+                set: false,
+                zero: false,
+            });
         a.chain(f).collect()
     }
 
@@ -812,8 +821,8 @@ impl Tx<'_> {
     pub(super) fn settle_ring(&mut self) -> Result<(), Error> {
         let eng = self.eng;
         self.flat = None;
-        let allocs = std::mem::take(&mut self.ring_allocs);
-        let frees = std::mem::take(&mut self.ring_frees);
+        let allocs = std::mem::take(&mut self.log.blocks.ring_allocs);
+        let frees = std::mem::take(&mut self.log.blocks.ring_frees);
         let id = self.log.id;
         let ops = allocs.iter().map(|&(o, sz)| (o, sz, true));
         let ops: Vec<(u64, u64, bool)> = ops
@@ -824,12 +833,12 @@ impl Tx<'_> {
             let d = Draft::block(id, kind, off, size);
             if let Err(e) = self.log.append(eng, &[d]) {
                 // Not logged: released at the rollback that follows.
-                self.ring_allocs.extend(allocs.iter().skip(i));
+                self.log.blocks.ring_allocs.extend(allocs.iter().skip(i));
                 return Err(e);
             }
             eng.alloc.mark(&eng.dom, off, size, set)?;
             self.log.targets.extend(eng.alloc.mark_range(off, size));
-            if set && !self.ring_unzeroed.contains(&off) {
+            if set && !self.log.blocks.ring_unzeroed.contains(&off) {
                 // Its zeros (stored when it was reserved) durable before
                 // the commit, as an allocation of the bucket log's path.
                 eng.dom.flush_at(off, size, sites::TX_ZERO_FLUSH)?;
