@@ -2,7 +2,9 @@
 //! in one pool, for profiling the concurrent commit
 //! (`perf record cargo run --release --example threadloop`).
 //! Usage: threadloop [policy] [threads] [K] [transactions per thread]
-//! [backend] [directory] (`msync` and a directory on a disk: group commit)
+//! [backend] [directory] [pools] (`msync` and a directory on a disk: group
+//! commit; `pools`: `one`, the default, or `each`, a pool per thread, which
+//! share nothing: the bound of what per-thread log lanes could give)
 //!
 //! Prints the wall time per transaction and each thread's CPU time per
 //! transaction: on a machine with a core per thread, threads that never
@@ -26,10 +28,18 @@ fn main() -> Result<(), rewind::Error> {
     let n: u64 = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let backend: Backend = a.get(5).map_or("pmem", |s| s).parse()?;
     let dir = a.get(6).map_or("/dev/shm", |s| s);
-    let path = std::path::Path::new(dir).join(format!("threadloop-{}.pool", std::process::id()));
+    let each = a.get(7).is_some_and(|s| s == "each");
     let cfg = PoolConfig::default().policy(policy).backend(backend);
-    let pool = Pool::create(&path, "threadloop", 256 << 20, &cfg)?;
-    let _ = std::fs::remove_file(&path);
+    let pools = (0..if each { threads } else { 1 })
+        .map(|i| {
+            let name = format!("threadloop-{}-{i}.pool", std::process::id());
+            let path = std::path::Path::new(dir).join(name);
+            let pool = Pool::create(&path, "threadloop", 256 << 20, &cfg)?;
+            let _ = std::fs::remove_file(&path);
+            Ok(pool)
+        })
+        .collect::<Result<Vec<_>, rewind::Error>>()?;
+    let pool_of = |i: usize| &pools[i % pools.len()];
     // On a disk, few pages (as `bench group-commit`'s 4,096 rows).
     let m: u64 = if backend == Backend::Msync {
         512
@@ -37,15 +47,17 @@ fn main() -> Result<(), rewind::Error> {
         1 << 18
     };
     let arrays = (0..threads)
-        .map(|_| pool.transaction(|tx| tx.alloc_array::<u64>(m)))
+        .map(|i| pool_of(i).transaction(|tx| tx.alloc_array::<u64>(m)))
         .collect::<Result<Vec<_>, _>>()?;
-    let c0 = pool.counters();
+    let counters =
+        || (pools.iter().map(Pool::counters)).fold(rewind::Counters::default(), |a, b| a + b);
+    let c0 = counters();
     let barrier = std::sync::Barrier::new(threads);
     let t = std::time::Instant::now();
     let cpu: Vec<f64> = std::thread::scope(|s| {
         let hs: Vec<_> = (arrays.iter().enumerate())
             .map(|(i, &arr)| {
-                let (pool, barrier) = (&pool, &barrier);
+                let (pool, barrier) = (pool_of(i), &barrier);
                 s.spawn(move || {
                     let mut rng = StdRng::seed_from_u64(i as u64);
                     let idx: Vec<u64> = (0..n * k).map(|_| rng.gen_range(0..m)).collect();
@@ -69,8 +81,10 @@ fn main() -> Result<(), rewind::Error> {
     })?;
     // The counters of the commits (the drain at `sync` is one large
     // device flush on Msync).
-    let c = pool.counters().since(&c0);
-    pool.sync()?;
+    let c = counters().since(&c0);
+    for pool in &pools {
+        pool.sync()?;
+    }
     let el = t.elapsed();
     let total = n * threads as u64;
     println!(
