@@ -213,6 +213,8 @@ fn headline_row(b: &Bench, r: &Report, h: &Headline) -> Result<String, CliError>
                 num(ratio)
             )
         }
+        // (Results from before the metric existed: neither side has it.)
+        (None, None) => format!("| {link} | {param} | not measured | not measured | |\n"),
         _ => format!(
             "| {link} | {param} | not measured | {} not in this run | |\n",
             h.against.join(", ")
