@@ -40,7 +40,7 @@ use rewind::{Backend, Counters, PPtr, Policy, Pool, PoolConfig};
 use rewind_peers::disk_floor::{DiskFloor, Primitive};
 use rewind_sqlite::rusqlite;
 
-use super::harness::{self, failed, median, Ctx, Label, Per, Sample};
+use super::harness::{self, median, Agreement, Ctx, Label, Per, Sample};
 use super::output::Report;
 use crate::error::CliError;
 
@@ -404,10 +404,8 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         });
         (r, rows.to_vec())
     };
-    // The answers must agree between the systems at one thread count (the
-    // driver's digest check compares every system of a round, so the
-    // digests are checked here instead).
-    let digests = std::cell::RefCell::new(std::collections::HashMap::new());
+    // The answers must agree between the systems at one thread count.
+    let agree = Agreement::default();
     let m = ctx.rounds(
         labels,
         &mut systems,
@@ -427,13 +425,8 @@ pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 (sample.values).push(("ahead_per_commit", ahead, "count"));
             }
             let d = sample.digest.take();
-            let mut seen = digests.borrow_mut();
-            let want = *seen.entry((*r, *k)).or_insert(d);
-            if want != d {
-                let threads = GROUP_THREADS[*k];
-                let how = format!("round {r}, {threads} threads: the systems' answers differ");
-                return Err(failed(how));
-            }
+            let who = || format!("a system at {} threads", GROUP_THREADS[*k]);
+            agree.check(*r, *k, d, who)?;
             Ok(sample)
         },
     )?;

@@ -529,6 +529,35 @@ pub fn on_threads<W: Send, H, R: Send, E: Send>(
 }
 
 /// The run's check that failed, saying how.
+/// The answers of the systems that must agree among themselves in a round
+/// of a run that measures several groups of them at once (each thread
+/// count of `threads` and `group-commit`): the driver's check compares
+/// every system of a round, so these compare only within a group.
+#[derive(Default)]
+pub struct Agreement(std::cell::RefCell<std::collections::HashMap<(usize, usize), Option<u64>>>);
+
+impl Agreement {
+    /// Checks `digest`, a system of group `group` in round `round`,
+    /// against the first one seen there; `who` names it in the error.
+    pub fn check(
+        &self,
+        round: usize,
+        group: usize,
+        digest: Option<u64>,
+        who: impl FnOnce() -> String,
+    ) -> Result<(), CliError> {
+        let mut seen = self.0.borrow_mut();
+        let want = *seen.entry((round, group)).or_insert(digest);
+        if want != digest {
+            return Err(failed(format!(
+                "round {round}: {} answered differently from the first system of its group",
+                who()
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub fn failed(how: String) -> CliError {
     CliError::Verification {
         failures: vec![how],
@@ -660,6 +689,22 @@ mod tests {
             time: Duration::from_millis(ms),
             ..Sample::default()
         }
+    }
+
+    #[test]
+    fn answers_must_agree_within_a_group_of_a_round_only() {
+        let a = Agreement::default();
+        let who = || "x".to_string();
+        a.check(0, 0, Some(1), who).unwrap();
+        a.check(0, 0, Some(1), who).unwrap();
+        a.check(0, 1, Some(2), who).unwrap(); // another group
+        a.check(1, 0, Some(3), who).unwrap(); // another round
+        let e = a.check(0, 1, Some(5), || "sys at 2 threads".into());
+        let msg = e.unwrap_err().to_string();
+        assert!(
+            msg.contains("round 0") && msg.contains("sys at 2 threads"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ use rewind::Policy;
 use rewind_collections::BTreeMap;
 
 use super::fresh_pool;
-use super::harness::{every_config, failed, on_threads, Ctx, Label, Sample, Scale};
+use super::harness::{every_config, on_threads, Agreement, Ctx, Label, Sample, Scale};
 use super::output::Report;
 use super::tree::coll::MapStore;
 use super::tree::mem::{NoLog, Rewind, Volatile};
@@ -292,10 +292,8 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
             });
             (r, ops.collect())
         };
-        // The answers must agree between the systems at one thread count
-        // (the driver's check compares every system of a round, so the
-        // digests are checked here instead).
-        let digests = std::cell::RefCell::new(std::collections::HashMap::new());
+        // The answers must agree between the systems at one thread count.
+        let agree = Agreement::default();
         let m = ctx.rounds(
             labels,
             &mut systems,
@@ -308,17 +306,9 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 // Each thread's digest, folded in thread order.
                 let mut d = Digest::default();
                 threads.iter().for_each(|x| d.add(x.0));
-                let mut seen = digests.borrow_mut();
-                let want = *seen.entry((*r, *k)).or_insert(d.0);
-                if want != d.0 {
-                    let how = format!(
-                        "round {r}, {}/{} at {} threads answered differently",
-                        s.system,
-                        s.config,
-                        ops[*k].len()
-                    );
-                    return Err(failed(how));
-                }
+                agree.check(*r, *k, Some(d.0), || {
+                    format!("{}/{} at {} threads", s.system, s.config, ops[*k].len())
+                })?;
                 Ok(Sample {
                     time,
                     counters: after.zip(before).map(|(a, b)| a.since(&b)),
