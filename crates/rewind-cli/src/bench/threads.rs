@@ -106,6 +106,9 @@ impl Sharing {
     }
 }
 
+/// A count of a pool's counters (a kind of wait, per operation).
+type Count = fn(&rewind::Counters) -> u64;
+
 /// A worker thread's failure outside its store.
 fn worker(what: &str) -> MemError {
     MemError::Io(std::io::Error::other(format!("a worker thread {what}")))
@@ -336,7 +339,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         // commit for an earlier group's write-back, a transaction for a
         // lock; and of those waits, the ones that slept.
         let m = &m;
-        let per_op = |f: fn(&rewind::Counters) -> u64| {
+        let per_op = |f: Count| {
             // (Summed over the rounds.)
             move |i| match m.counters(i) {
                 Some(c) => {
@@ -346,26 +349,16 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
                 None => f64::NAN,
             }
         };
-        m.push_each(
-            report,
-            ("order_waits_per_op", "count"),
-            per_op(|c| c.order_waits),
-        );
-        m.push_each(
-            report,
-            ("order_parks_per_op", "count"),
-            per_op(|c| c.order_parks),
-        );
-        m.push_each(
-            report,
-            ("lock_waits_per_op", "count"),
-            per_op(|c| c.lock_waits),
-        );
-        m.push_each(
-            report,
-            ("lock_sleeps_per_op", "count"),
-            per_op(|c| c.lock_sleeps),
-        );
+        let waits: [(&str, Count); 4] = [
+            ("order_waits_per_op", |c| c.order_waits),
+            ("order_parks_per_op", |c| c.order_parks),
+            ("lock_waits_per_op", |c| c.lock_waits),
+            ("lock_sleeps_per_op", |c| c.lock_sleeps),
+        ];
+        for (metric, count) in waits {
+            m.push_each(report, (metric, "count"), per_op(count));
+        }
+        // The pools close before their scratch directories go.
         drop(systems);
         drop(dirs);
     }

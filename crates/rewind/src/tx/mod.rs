@@ -319,21 +319,14 @@ impl<'p> Tx<'p> {
     fn check_access_slow(&mut self, off: u64, len: u64) -> Result<(), Error> {
         let inside =
             |&(s, n): &(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
+        let b = &self.log.blocks;
         match crate::alloc::access_block(&self.eng.dom, &self.eng.hdr.layout, off, len) {
             Err(Error::NotAllocated { .. })
-                if self.log.blocks.fresh.iter().any(inside)
-                    || self.log.blocks.ring_allocs.iter().any(inside) =>
+                if b.fresh.iter().any(inside) || b.ring_allocs.iter().any(inside) =>
             {
                 Ok(())
             }
-            Ok(_)
-                if self
-                    .log
-                    .blocks
-                    .freed
-                    .iter()
-                    .any(|&(s, n)| off >= s && off < s + n) =>
-            {
+            Ok(_) if b.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
                 Err(Error::NotAllocated {
                     offset: off,
                     len,
@@ -380,13 +373,8 @@ impl<'p> Tx<'p> {
     #[inline(always)]
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         let end = off + bytes.len() as u64;
-        if self
-            .log
-            .blocks
-            .fresh
-            .iter()
-            .any(|&(s, n)| off >= s && end <= s + n)
-        {
+        let fresh = &self.log.blocks.fresh;
+        if fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
             // Memory this transaction allocated: no undo needed (the ALLOC
             // record frees it); flushed now so commit's fence covers it.
             let d = &self.eng.dom;
@@ -515,20 +503,15 @@ impl<'p> Tx<'p> {
                 reason: "the root object cannot be freed",
             });
         }
-        if let Some(i) = self
-            .log
-            .blocks
-            .ring_allocs
-            .iter()
-            .position(|&(o, _)| o == off)
-        {
+        let b = &mut self.log.blocks;
+        if let Some(i) = b.ring_allocs.iter().position(|&(o, _)| o == off) {
             // Allocated by this transaction through the ring and not yet
             // committed: the reservation goes back when the transaction
             // ends, nothing is logged.
-            let (o, size) = self.log.blocks.ring_allocs.remove(i);
-            self.log.blocks.fresh.retain(|&(s, _)| s != o);
+            let (o, size) = b.ring_allocs.remove(i);
+            b.fresh.retain(|&(s, _)| s != o);
+            b.unalloc.push((o, size));
             self.verified.forget();
-            self.log.blocks.unalloc.push((o, size));
             return Ok(());
         }
         if self.log.blocks.freed.iter().any(|&(o, _)| o == off) {
@@ -657,19 +640,17 @@ impl<'p> Tx<'p> {
             return Err(e);
         }
         let eng = self.eng;
-        if self.log.is_empty()
-            && self.log.blocks.ring_allocs.is_empty()
-            && self.log.blocks.ring_frees.is_empty()
-        {
+        let (allocs, frees) = (
+            self.log.blocks.ring_allocs.len(),
+            self.log.blocks.ring_frees.len(),
+        );
+        if self.log.is_empty() && allocs == 0 && frees == 0 {
             // Nothing to commit; but a block it reserved and freed again,
             // and the log space of writes a rollback dropped, go back.
             return self.release_unused();
         }
         self.log.committing = true;
-        let bits = self.ring_bits(
-            self.log.blocks.ring_allocs.len(),
-            self.log.blocks.ring_frees.len(),
-        );
+        let bits = self.ring_bits(allocs, frees);
         let mut in_ring = false;
         let r = match self.log.commit_in_ring(eng, &bits) {
             Ok(true) => {
@@ -794,22 +775,19 @@ impl Tx<'_> {
             // Most transactions: no collect of an empty chain.
             return Vec::new();
         }
-        let a = self.log.blocks.ring_allocs[..allocs]
-            .iter()
-            .map(|&(off, size)| Bits {
-                off,
-                size,
-                set: true,
-                zero: !self.log.blocks.ring_unzeroed.contains(&off),
-            });
-        let f = self.log.blocks.ring_frees[..frees]
-            .iter()
-            .map(|&(off, size)| Bits {
-                off,
-                size,
-                set: false,
-                zero: false,
-            });
+        let b = &self.log.blocks;
+        let a = b.ring_allocs[..allocs].iter().map(|&(off, size)| Bits {
+            off,
+            size,
+            set: true,
+            zero: !b.ring_unzeroed.contains(&off),
+        });
+        let f = b.ring_frees[..frees].iter().map(|&(off, size)| Bits {
+            off,
+            size,
+            set: false,
+            zero: false,
+        });
         a.chain(f).collect()
     }
 
