@@ -24,7 +24,7 @@ use crate::format::layout::{
 };
 use crate::format::{PPtr, Policy};
 use crate::log::adll::List;
-use crate::log::ring::Ring;
+use crate::log::lanes::Lanes;
 use crate::log::tree::ROOT as TREE_ROOT;
 use crate::log::{Log, Lsns};
 use crate::persist::Domain;
@@ -58,7 +58,7 @@ pub(crate) struct Engine {
     /// The redo-async policy's write cache.
     pub(crate) write_back: Option<write_back::WriteCache>,
     /// The redo policy's commit ring.
-    pub(crate) ring: Option<Ring>,
+    pub(crate) ring: Option<Lanes>,
     /// Transactions' locks on pool objects (two-phase, volatile).
     pub(crate) locks: locks::LockTable,
 }
@@ -104,7 +104,7 @@ impl Engine {
         opened.log.observe(log_start);
         // A commit group's bits written back without their check words
         // must not read as damage to the log blocks' recovery.
-        Ring::recheck_bitmaps(&dom, &l)?;
+        Lanes::recheck_bitmaps(&dom, &l)?;
         let mut report = recovery::recover(
             &dom,
             &l,
@@ -118,7 +118,7 @@ impl Engine {
         opened.log.release_chunks(&dom)?;
         // The commit ring's groups are newer than anything the bucket log
         // redid: every store in place outside the ring drained it first.
-        let (ring, replayed) = Ring::open(&dom, &l)?;
+        let (ring, replayed) = Lanes::open(&dom, &l)?;
         report.committed += replayed.groups;
         report.redone += replayed.entries;
         report.ring_groups = replayed.groups;

@@ -6,8 +6,8 @@
 //! ```text
 //! header   0   4  magic "RGRP" (0x50524752)
 //!          4   4  entry bytes (after the header, a multiple of 8)
-//!          8   8  commit sequence number
-//!         16   8  transaction id
+//!          8   8  lane sequence number
+//!         16   8  global commit number (the order of all lanes' groups)
 //!         24   4  entry count
 //!         28   4  CRC-32C of bytes 0..28, then of the entry bytes
 //! entry    0   8  target offset (bits 0..48) | value length (bits 48..64)
@@ -38,10 +38,10 @@ pub const MAGIC_OFF: usize = 0;
 pub const BYTES_OFF: usize = MAGIC_OFF + 4;
 /// Header: commit sequence number.
 pub const CSN_OFF: usize = BYTES_OFF + 4;
-/// Header: transaction id.
-pub const TX_OFF: usize = CSN_OFF + 8;
+/// Header: global commit number.
+pub const GCN_OFF: usize = CSN_OFF + 8;
 /// Header: entry count.
-pub const COUNT_OFF: usize = TX_OFF + 8;
+pub const COUNT_OFF: usize = GCN_OFF + 8;
 /// Header: CRC-32C of the header before it and of the entries.
 pub const CRC_OFF: usize = COUNT_OFF + 4;
 /// Bytes of the header.
@@ -93,7 +93,7 @@ pub struct Builder {
 }
 
 impl Default for Builder {
-    /// A builder begun (of transaction 0).
+    /// A builder begun.
     fn default() -> Builder {
         let mut b = Builder {
             buf: Vec::new(),
@@ -103,27 +103,21 @@ impl Default for Builder {
             bits: Vec::new(),
             joinable: false,
         };
-        b.begin(0);
+        b.begin();
         b
     }
 }
 
 impl Builder {
-    /// Starts a group of transaction `tx`.
-    pub fn begin(&mut self, tx: u64) {
+    /// Starts a group.
+    pub fn begin(&mut self) {
         self.buf.clear();
         self.buf.resize(HEADER, 0);
-        self.set_tx(tx);
         self.count = 0;
         self.base = HEADER;
         self.values.clear();
         self.bits.clear();
         self.joinable = false;
-    }
-
-    /// Sets the group's transaction.
-    pub fn set_tx(&mut self, tx: u64) {
-        self.buf[TX_OFF..TX_OFF + 8].copy_from_slice(&tx.to_le_bytes());
     }
 
     /// Entries pushed since [`begin`](Self::begin) (a value joined to the
@@ -238,14 +232,16 @@ impl Builder {
             .map(|&(t, at, len)| (t, self.value(at, len)))
     }
 
-    /// Fills in the header with sequence number `csn` and the CRC, pads to
-    /// whole lines, and returns the bytes to write.
-    pub fn seal(&mut self, csn: u64) -> &[u8] {
+    /// Fills in the header with lane sequence number `csn`, global commit
+    /// number `gcn` and the CRC, pads to whole lines, and returns the bytes
+    /// to write.
+    pub fn seal(&mut self, csn: u64, gcn: u64) -> &[u8] {
         self.pad();
         let bytes = (self.buf.len() - HEADER) as u32;
         self.buf[MAGIC_OFF..MAGIC_OFF + 4].copy_from_slice(&MAGIC.to_le_bytes());
         self.buf[BYTES_OFF..BYTES_OFF + 4].copy_from_slice(&bytes.to_le_bytes());
         self.buf[CSN_OFF..CSN_OFF + 8].copy_from_slice(&csn.to_le_bytes());
+        self.buf[GCN_OFF..GCN_OFF + 8].copy_from_slice(&gcn.to_le_bytes());
         self.buf[COUNT_OFF..COUNT_OFF + 4].copy_from_slice(&self.count.to_le_bytes());
         let crc = crc(&self.buf[..CRC_OFF], &self.buf[HEADER..]);
         self.buf[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_le_bytes());
@@ -278,10 +274,10 @@ fn crc(head: &[u8], entries: &[u8]) -> u32 {
 /// A group's header, read before its entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
-    /// Commit sequence number.
+    /// Lane sequence number.
     pub csn: u64,
-    /// Transaction id.
-    pub tx: u64,
+    /// Global commit number.
+    pub gcn: u64,
     /// Entries.
     pub count: u32,
     /// Bytes of entries.
@@ -296,7 +292,7 @@ impl Head {
         let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8"));
         (u32_at(MAGIC_OFF) == MAGIC).then(|| Head {
             csn: u64_at(CSN_OFF),
-            tx: u64_at(TX_OFF),
+            gcn: u64_at(GCN_OFF),
             count: u32_at(COUNT_OFF),
             bytes: u32_at(BYTES_OFF),
             crc: u32_at(CRC_OFF),
@@ -382,14 +378,14 @@ mod tests {
     #[test]
     fn a_group_round_trips_and_a_flipped_byte_fails() {
         let mut b = Builder::default();
-        b.begin(7);
+        b.begin();
         b.push(1 << 20, &5u64.to_le_bytes());
         b.push((1 << 20) + 4096, &[1, 2, 3]);
-        let bytes = b.seal(42).to_vec();
+        let bytes = b.seal(42, 7).to_vec();
         assert_eq!(bytes.len(), 64, "32 + 16 + 16 bytes: one line");
         let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
         let head = Head::decode(&h).unwrap();
-        assert_eq!((head.csn, head.tx, head.count), (42, 7, 2));
+        assert_eq!((head.csn, head.gcn, head.count), (42, 7, 2));
         let ents = &bytes[HEADER..HEADER + head.bytes as usize];
         assert!(head.verify(&h, ents));
         let e = entries(ents, head.count, 0).unwrap();
@@ -403,7 +399,7 @@ mod tests {
     #[test]
     fn bits_entries_round_trip_and_no_value_joins_across_them() {
         let mut b = Builder::default();
-        b.begin(3);
+        b.begin();
         b.push(1 << 20, &[1; 8]);
         let alloc = Bits {
             off: 1 << 21,
@@ -427,7 +423,7 @@ mod tests {
         b.push((1 << 20) + 8, &[2; 8]);
         b.push_bits(free);
         b.push_bits(unzeroed);
-        let bytes = b.seal(9).to_vec();
+        let bytes = b.seal(9, 3).to_vec();
         let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
         let head = Head::decode(&h).unwrap();
         assert_eq!(
@@ -467,11 +463,10 @@ mod tests {
         b.value_mut(a2, 8).copy_from_slice(&[4; 8]);
         assert_eq!(b.value(a0, 8), &[1; 8]);
         assert_eq!(b.value(a1, 3), &[2; 3]);
-        b.set_tx(5);
-        let bytes = b.seal(11).to_vec();
+        let bytes = b.seal(11, 5).to_vec();
         let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
         let head = Head::decode(&h).unwrap();
-        assert_eq!((head.csn, head.tx, head.count), (11, 5, 3));
+        assert_eq!((head.csn, head.gcn, head.count), (11, 5, 3));
         let ents = &bytes[HEADER..HEADER + head.bytes as usize];
         assert!(head.verify(&h, ents));
         let joined: Vec<u8> = [[1u8; 8].as_slice(), &[2; 3]].concat();
@@ -494,7 +489,7 @@ mod tests {
     fn k_words_take_the_floor_in_lines() {
         for (k, lines) in [(1, 1), (8, 3), (64, 17)] {
             let mut b = Builder::default();
-            b.begin(1);
+            b.begin();
             for i in 0..k {
                 b.push(4096 * i, &[0; 8]);
             }

@@ -51,7 +51,10 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// meta page's checked heap size word). 9: a commit group's checksum is
 /// CRC-32C (the SSE4.2 instruction), no longer CRC-32. 10: commit groups
 /// carry bits entries (a redo transaction's allocations and frees).
-pub const VERSION: u32 = 10;
+/// 11: commit lanes (the ring split into lanes, the count in the header;
+/// a group carries its global commit number; a Log Start slot per lane
+/// pair, each with the watermark).
+pub const VERSION: u32 = 11;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 
@@ -95,15 +98,17 @@ pub const HEAP_OFF_OFF: usize = LOG_BLOCKS_OFF + 8;
 pub const HEAP_CHUNKS_OFF: usize = HEAP_OFF_OFF + 8;
 /// Header: the pool size at create.
 pub const CREATE_SIZE_OFF: usize = HEAP_CHUNKS_OFF + 8;
+/// Header: the commit lanes (u32).
+pub const LANES_OFF: usize = CREATE_SIZE_OFF + 8;
 /// Header: CRC-32 of the bytes before it (u32).
-pub const CRC_OFF: usize = CREATE_SIZE_OFF + 8;
+pub const CRC_OFF: usize = LANES_OFF + 4;
 /// Header: first byte past the CRC (the rest of the page is zero).
 pub const HEADER_END: usize = CRC_OFF + 4;
 
 /// Every header field, `(offset, size, name)`, in order: what
 /// `docs/format.md`'s table must say (checked by this module's tests).
 #[cfg(any(test, feature = "testing"))]
-pub const FIELDS: [(usize, usize, &str); 20] = [
+pub const FIELDS: [(usize, usize, &str); 21] = [
     (MAGIC_OFF, 8, "magic"),
     (VERSION_OFF, 4, "format version"),
     (FLAGS_OFF, 4, "flags"),
@@ -123,6 +128,7 @@ pub const FIELDS: [(usize, usize, &str); 20] = [
     (HEAP_OFF_OFF, 8, "heap offset"),
     (HEAP_CHUNKS_OFF, 8, "heap chunk count"),
     (CREATE_SIZE_OFF, 8, "size at create"),
+    (LANES_OFF, 4, "commit lanes"),
     (CRC_OFF, 4, "crc"),
 ];
 
@@ -176,6 +182,7 @@ impl Header {
         put_u64(&mut b, HEAP_OFF_OFF, l.heap_off);
         put_u64(&mut b, HEAP_CHUNKS_OFF, l.heap_chunks);
         put_u64(&mut b, CREATE_SIZE_OFF, self.size);
+        put_u32(&mut b, LANES_OFF, l.lanes as u32);
         let crc = crc32fast::hash(&b[..CRC_OFF]);
         put_u32(&mut b, CRC_OFF, crc);
         b
@@ -291,6 +298,7 @@ impl Header {
             heap_off: get_u64(b, HEAP_OFF_OFF),
             heap_chunks: get_u64(b, HEAP_CHUNKS_OFF),
             bucket_cells: cells,
+            lanes: get_u32(b, LANES_OFF) as u64,
         };
         validate(&layout, variant)?;
         // Not covered by the CRC: must be zero.
@@ -416,12 +424,21 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
             )
         }
     }
-    // The geometry is a function of size, log blocks and cells: a header
-    // edited with a recomputed checksum (a smaller heap, say) shows here.
+    if !l.lanes_fit(l.lanes) {
+        return bad(
+            "commit lanes",
+            l.lanes,
+            "expected 1 to 16 lanes of at least 512 bytes of the commit ring",
+        );
+    }
+    // The geometry is a function of size, log blocks and cells (and the
+    // lanes chosen): a header edited with a recomputed checksum (a smaller
+    // heap, say) shows here.
     let planned = l
         .log_blocks
         .checked_mul(l.log_block_size)
-        .and_then(|log| Layout::plan(l.pool_size, log, l.bucket_cells));
+        .and_then(|log| Layout::plan(l.pool_size, log, l.bucket_cells))
+        .map(|p| Layout { lanes: l.lanes, ..p });
     if planned != Some(*l) {
         return bad(
             "heap chunks",
@@ -499,6 +516,6 @@ pub(crate) mod tests {
         for w in FIELDS.windows(2) {
             assert_eq!(w[0].0 + w[0].1, w[1].0);
         }
-        assert_eq!(CRC_OFF, 176);
+        assert_eq!(CRC_OFF, 180);
     }
 }

@@ -35,15 +35,24 @@ pub const META_END: u64 = META_OFF + 4096;
 /// this are in place (their records may be partly cleared); in a line of
 /// its own.
 pub const META_LOG_START: u64 = META_OFF + 256;
-/// The commit ring's Log Start: two slots of (commit sequence number,
-/// ring position, check word), in a line of their own (`log/ring.rs`).
+/// The commit lanes' Log Starts: a line per lane (of [`MAX_LANES`]), two
+/// slots of (lane sequence number, lane position, watermark, check word)
+/// each (`log/lanes.rs`).
 pub const META_RING_START: u64 = META_OFF + 320;
 /// Bytes of one Log Start slot.
-pub const RING_SLOT: u64 = 24;
-/// First byte after the two slots.
-pub const META_RING_END: u64 = META_RING_START + 2 * RING_SLOT;
+pub const RING_SLOT: u64 = 32;
+/// Most commit lanes a pool has.
+pub const MAX_LANES: u64 = 16;
+/// First byte after the lanes' slots.
+pub const META_RING_END: u64 = META_RING_START + MAX_LANES * 2 * RING_SLOT;
 /// Smallest commit ring.
 pub const MIN_RING: u64 = 1024;
+/// Smallest lane of a ring split into several.
+pub const MIN_LANE: u64 = 512;
+/// A default ring is split into lanes of at least this many bytes.
+pub const DEFAULT_LANE: u64 = 32 * 1024;
+/// Most lanes a pool has by default.
+pub const DEFAULT_LANES: u64 = 8;
 
 /// Heap chunk size.
 pub const CHUNK: u64 = 256 * 1024;
@@ -87,6 +96,8 @@ pub struct Layout {
     pub heap_off: u64,
     /// Number of heap chunks.
     pub heap_chunks: u64,
+    /// Commit lanes the ring is split into (1..=[`MAX_LANES`]).
+    pub lanes: u64,
 }
 
 /// Largest data payload one log record carries; longer writes are split.
@@ -149,6 +160,7 @@ impl Layout {
                     bucket_cells: cells,
                     heap_off,
                     heap_chunks: chunks,
+                    lanes: Layout::default_lanes(ring),
                 });
             }
             chunks = chunks.checked_sub(1)?;
@@ -179,6 +191,29 @@ impl Layout {
     /// so it wraps without draining.
     pub fn ring_size(log_bytes: u64) -> u64 {
         (log_bytes / 64 / 64 * 64).max(MIN_RING)
+    }
+
+    /// The lanes a ring of `ring` bytes is split into by default: lanes of
+    /// at least [`DEFAULT_LANE`] bytes, at most [`DEFAULT_LANES`].
+    pub fn default_lanes(ring: u64) -> u64 {
+        (ring / DEFAULT_LANE).clamp(1, DEFAULT_LANES)
+    }
+
+    /// Whether the ring may be split into `lanes` lanes: 1 to
+    /// [`MAX_LANES`], each of at least [`MIN_LANE`] bytes (one lane is the
+    /// whole ring).
+    pub fn lanes_fit(&self, lanes: u64) -> bool {
+        lanes == 1 || ((2..=MAX_LANES).contains(&lanes) && self.ring_len() / lanes >= MIN_LANE)
+    }
+
+    /// Bytes of one commit lane (whole lines).
+    pub fn lane_len(&self) -> u64 {
+        self.ring_len() / self.lanes.max(1) / 64 * 64
+    }
+
+    /// Offset of commit lane `i`.
+    pub fn lane_off(&self, i: u64) -> u64 {
+        self.ring_off() + i * self.lane_len()
     }
 
     /// The commit ring: right after the log blocks (a line boundary: the
@@ -224,6 +259,8 @@ mod tests {
             assert!(l.ring_off() + l.ring_len() <= l.heap_off);
             assert!(l.heap_end() <= size);
             assert!(l.heap_chunks >= 1);
+            assert!(l.lanes_fit(l.lanes));
+            assert!(l.lane_off(l.lanes - 1) + l.lane_len() <= l.ring_off() + l.ring_len());
         }
     }
 

@@ -30,7 +30,7 @@
 //! a torn or damaged one, never an empty ring.
 
 use super::layout::{
-    META_END, META_LOG_START, META_OFF, META_RING_START, META_ROOT_OFF, RING_SLOT,
+    META_END, META_LOG_START, META_OFF, META_RING_START, META_ROOT_OFF, MAX_LANES, RING_SLOT,
 };
 use crate::error::Error;
 
@@ -84,31 +84,52 @@ pub(crate) fn mix64(mut z: u64) -> u64 {
 /// `csn` and ring position `pos`: both words mixed with a salt, so an
 /// all-zero slot, swapped words or one bit changed in two words fail it
 /// (but for a 64-bit coincidence), unlike an XOR of the words.
-pub fn ring_slot_check(csn: u64, pos: u64) -> u64 {
-    mix64(mix64(csn ^ RING_SALT) ^ pos)
+pub fn ring_slot_check(csn: u64, pos: u64, w: u64) -> u64 {
+    mix64(mix64(mix64(csn ^ RING_SALT) ^ pos) ^ w)
 }
 
-/// Offset of commit ring Log Start slot `i` (0 or 1).
-pub fn ring_slot_off(i: u64) -> u64 {
-    META_RING_START + (i & 1) * RING_SLOT
+/// Offset of Log Start slot `i` (0 or 1) of commit lane `lane`: a line
+/// per lane.
+pub fn ring_slot_off(lane: u64, i: u64) -> u64 {
+    META_RING_START + (lane % MAX_LANES) * 2 * RING_SLOT + (i & 1) * RING_SLOT
 }
 
-/// The bytes of a ring Log Start slot holding (`csn`, `pos`).
-pub fn encode_ring_slot(csn: u64, pos: u64) -> [u8; RING_SLOT as usize] {
+/// What a lane's Log Start slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingSlot {
+    /// The lane sequence number of the next group.
+    pub csn: u64,
+    /// Its position in the lane.
+    pub pos: u64,
+    /// The watermark: every group of every lane whose global commit
+    /// number is at most this is durable in place.
+    pub w: u64,
+}
+
+/// The bytes of a lane's Log Start slot.
+pub fn encode_ring_slot(s: RingSlot) -> [u8; RING_SLOT as usize] {
     let mut w = [0u8; RING_SLOT as usize];
-    w[..8].copy_from_slice(&csn.to_le_bytes());
-    w[8..16].copy_from_slice(&pos.to_le_bytes());
-    w[16..].copy_from_slice(&ring_slot_check(csn, pos).to_le_bytes());
+    w[..8].copy_from_slice(&s.csn.to_le_bytes());
+    w[8..16].copy_from_slice(&s.pos.to_le_bytes());
+    w[16..24].copy_from_slice(&s.w.to_le_bytes());
+    w[24..].copy_from_slice(&ring_slot_check(s.csn, s.pos, s.w).to_le_bytes());
     w
 }
 
-/// The (csn, position) a ring Log Start slot holds, `None` when its check
-/// word fails (a slot torn while it was stored, damaged, or zeroed).
-pub fn decode_ring_slot(w: &[u8; RING_SLOT as usize]) -> Option<(u64, u64)> {
+/// What a lane's Log Start slot holds, `None` when its check word fails
+/// (a slot torn while it was stored, damaged, or zeroed).
+pub fn decode_ring_slot(w: &[u8; RING_SLOT as usize]) -> Option<RingSlot> {
     let word = |i: usize| u64::from_le_bytes(w[i..i + 8].try_into().expect("8 bytes"));
-    let (csn, pos) = (word(0), word(8));
-    (word(16) == ring_slot_check(csn, pos)).then_some((csn, pos))
+    let (csn, pos, wm) = (word(0), word(8), word(16));
+    (word(24) == ring_slot_check(csn, pos, wm)).then_some(RingSlot { csn, pos, w: wm })
 }
+
+/// The slot of a new lane: sequence number 1 at position 0, watermark 0.
+pub const FIRST_SLOT: RingSlot = RingSlot {
+    csn: 1,
+    pos: 0,
+    w: 0,
+};
 
 /// The root words' check.
 pub fn root_check(off: u64, size: u64) -> u64 {
@@ -194,9 +215,11 @@ pub fn initial_page(heap_chunks: u64) -> Vec<u8> {
     put(MAGIC_OFF, u64::from_le_bytes(MAGIC));
     put(HEAP, encode_heap(heap_chunks));
     put(META_LOG_START, encode_log_start(0));
-    for i in 0..2 {
-        let at = (ring_slot_off(i) - META_OFF) as usize;
-        p[at..at + RING_SLOT as usize].copy_from_slice(&encode_ring_slot(1, 0));
+    for lane in 0..MAX_LANES {
+        for i in 0..2 {
+            let at = (ring_slot_off(lane, i) - META_OFF) as usize;
+            p[at..at + RING_SLOT as usize].copy_from_slice(&encode_ring_slot(FIRST_SLOT));
+        }
     }
     p
 }
@@ -223,19 +246,20 @@ pub fn check_words(page: &[u8]) -> Result<(), Error> {
         return bad(CATALOG, "catalog word does not match its check word");
     }
     decode_log_start(word(META_LOG_START))?;
-    let slot = |i: u64| {
-        let at = (ring_slot_off(i) - META_OFF) as usize;
+    let slot = |lane: u64, i: u64| {
+        let at = (ring_slot_off(lane, i) - META_OFF) as usize;
         decode_ring_slot(
             page[at..at + RING_SLOT as usize]
                 .try_into()
                 .expect("a slot"),
         )
     };
-    // One slot may be torn (a crash while it was stored), never both.
-    if slot(0).is_none() && slot(1).is_none() {
+    // One slot of a lane may be torn (a crash while it was stored), never
+    // both.
+    if let Some(lane) = (0..MAX_LANES).find(|&l| slot(l, 0).is_none() && slot(l, 1).is_none()) {
         return bad(
-            META_RING_START,
-            "both commit ring Log Start slots fail their check word (damaged or zeroed)",
+            ring_slot_off(lane, 0),
+            "both Log Start slots of a commit lane fail their check word (damaged or zeroed)",
         );
     }
     decode_heap(word(HEAP))?;
@@ -321,27 +345,41 @@ mod tests {
 
     #[test]
     fn ring_slots_round_trip_and_reject_zero_swaps_and_paired_flips() {
-        for (csn, pos) in [(1, 0), (2, 64), (1 << 40, 4096), (u64::MAX, 0)] {
-            assert_eq!(
-                decode_ring_slot(&encode_ring_slot(csn, pos)),
-                Some((csn, pos))
-            );
+        let slot = |csn, pos, w| RingSlot { csn, pos, w };
+        for s in [
+            slot(1, 0, 0),
+            slot(2, 64, 9),
+            slot(1 << 40, 4096, 1 << 33),
+            slot(u64::MAX, 0, u64::MAX),
+        ] {
+            assert_eq!(decode_ring_slot(&encode_ring_slot(s)), Some(s));
         }
         assert_eq!(decode_ring_slot(&[0; RING_SLOT as usize]), None);
-        let w = encode_ring_slot(7, 640);
+        let w = encode_ring_slot(slot(7, 640, 12));
         let mut swapped = w;
         swapped[..8].copy_from_slice(&w[8..16]);
         swapped[8..16].copy_from_slice(&w[..8]);
         assert_eq!(decode_ring_slot(&swapped), None);
         // The same bit flipped in two words (which an XOR check misses).
-        for bit in 0..192 {
-            for other in [(bit + 64) % 192, (bit + 128) % 192] {
+        for bit in 0..256 {
+            for other in [(bit + 64) % 256, (bit + 128) % 256, (bit + 192) % 256] {
                 let mut t = w;
                 t[bit / 8] ^= 1 << (bit % 8);
                 t[other / 8] ^= 1 << (other % 8);
                 assert_eq!(decode_ring_slot(&t), None, "bits {bit} and {other}");
             }
         }
+    }
+
+    #[test]
+    fn each_lane_has_its_own_line_of_slots() {
+        let lines: std::collections::HashSet<u64> =
+            (0..MAX_LANES).map(|l| ring_slot_off(l, 0) / 64).collect();
+        assert_eq!(lines.len() as u64, MAX_LANES);
+        for l in 0..MAX_LANES {
+            assert_eq!(ring_slot_off(l, 1) / 64, ring_slot_off(l, 0) / 64);
+        }
+        assert!(ring_slot_off(MAX_LANES - 1, 1) + RING_SLOT <= crate::format::layout::META_RING_END);
     }
 
     #[test]

@@ -39,6 +39,7 @@
 
 pub mod adll;
 pub mod blocks;
+pub mod lanes;
 pub mod ring;
 pub(crate) mod table;
 mod tracking;

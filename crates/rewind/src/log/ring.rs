@@ -126,11 +126,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::Error;
-use crate::format::group::{self, Builder, Entry, Head};
-use crate::format::layout::{Layout, META_RING_START, META_ROOT_END, META_ROOT_OFF, RING_SLOT};
+use crate::format::group::{self, Builder, Head};
+use crate::format::layout::{Layout, META_ROOT_END, META_ROOT_OFF};
 use crate::format::meta;
 use crate::persist::{backoff, sites, Domain};
 
+use super::lanes::{Lanes, Order};
 use super::table::Table;
 
 /// A group in the ring that the durable Log Start does not cover yet.
@@ -138,6 +139,8 @@ use super::table::Table;
 struct Flight {
     /// Its sequence number.
     csn: u64,
+    /// Its global commit number (see `log/lanes.rs`).
+    g: u64,
     /// Virtual position just after it.
     end: u64,
     /// The thread that wrote it back, and that thread's ring fences when
@@ -159,6 +162,12 @@ struct Flight {
 struct Start {
     csn: u64,
     at: u64,
+    /// The global commit number of the last group before it (0: none
+    /// known).
+    g: u64,
+    /// The watermark stored with it (`log/lanes.rs`): every group of every
+    /// lane numbered up to it is durable in place.
+    w: u64,
 }
 
 impl Start {
@@ -172,7 +181,7 @@ impl Start {
     }
 }
 
-struct State {
+pub(super) struct State {
     /// Where the next group goes, and its sequence number.
     head: u64,
     next_csn: u64,
@@ -189,6 +198,12 @@ struct State {
     unfenced: Option<(Start, u64)>,
     /// The end of the groups known durable in place (not yet stored).
     durable_to: Start,
+    /// Ends of groups known durable in place that the Log Start has not
+    /// passed, in order (the last is `durable_to`): it passes only groups
+    /// the watermark covers (`log/lanes.rs`), so possibly not all.
+    passed: VecDeque<Start>,
+    /// The global commit number of the last group reserved.
+    last_g: u64,
     flights: VecDeque<Flight>,
     ranges: VecDeque<(u64, u64)>,
     /// Ring fences made by each thread (by its tag): a few threads, looked
@@ -250,6 +265,8 @@ impl State {
             slot,
             unfenced: None,
             durable_to: start,
+            passed: VecDeque::new(),
+            last_g: start.g,
             flights: VecDeque::new(),
             ranges: VecDeque::new(),
             epochs: Default::default(),
@@ -437,11 +454,25 @@ const MAX_CLAIMS: u32 = 16;
 /// The least `State::prune_at`.
 const PRUNE_MIN: usize = 4096;
 
+/// Most places a Log Start may stop at that a lane keeps
+/// (`State::passed`).
+const PASSED_MAX: usize = 64;
+
 /// Spins of a commit waiting for an earlier group before it parks.
 const SPINS: u32 = 2000;
 
 /// The same on a disk (Msync).
 const SPINS_DISK: u32 = 50;
+
+/// A lane's durable Log Start, as recovery leaves it: the next group's
+/// sequence number and position, the slot that holds it, its watermark.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LaneStart {
+    pub csn: u64,
+    pub at: u64,
+    pub slot: u64,
+    pub w: u64,
+}
 
 /// What recovery found in the ring.
 #[derive(Clone, Copy, Debug, Default)]
@@ -462,6 +493,10 @@ pub struct Replayed {
 pub struct Ring {
     off: u64,
     len: u64,
+    /// Its lane: the Log Start slots it stores, its word of `order`.
+    lane: u64,
+    /// The global commit numbers all lanes take (`log/lanes.rs`).
+    order: std::sync::Arc<Order>,
     state: Padded<Mutex<State>>,
     watch: Padded<Watch>,
     /// Signalled under the latch when a group is written back, a drain
@@ -472,7 +507,7 @@ pub struct Ring {
     /// waiting for `n` (and the rare one sharing its slot), not every
     /// commit in flight, which would then take the latch to see that its
     /// own group is not due yet (a herd of wake-ups per group).
-    order: [Condvar; ORDER_SLOTS],
+    order_cv: [Condvar; ORDER_SLOTS],
     /// Where a commit in order records its write-back without the latch,
     /// by sequence number modulo [`DONE_SLOTS`] (see [`Ring::commit`]).
     done: Box<[Done]>,
@@ -576,7 +611,7 @@ struct Watch {
 /// A value alone on its cache line(s) (two lines: a neighbouring line may
 /// be fetched with it).
 #[repr(align(128))]
-struct Padded<T>(T);
+pub(super) struct Padded<T>(pub T);
 
 impl<T> std::ops::Deref for Padded<T> {
     type Target = T;
@@ -585,82 +620,29 @@ impl<T> std::ops::Deref for Padded<T> {
     }
 }
 
-/// Reads slot `i`: `None` for one whose check word fails (torn by a
-/// crash while it was stored, damaged, or zeroed: a new pool has both
-/// slots valid, `format/meta.rs`).
-fn read_slot(d: &Domain, i: u64) -> Result<Option<(u64, u64)>, Error> {
-    let mut w = [0u8; RING_SLOT as usize];
-    d.read(meta::ring_slot_off(i), &mut w)?;
-    Ok(meta::decode_ring_slot(&w))
-}
-
 impl Ring {
-    /// Recovers the ring of the pool laid out as `l`: replays, in order,
-    /// every group from the durable Log Start on (their values stored and
-    /// written back), fences, and stores the Log Start past them. Safe to
-    /// interrupt and rerun: the Log Start moves only once the replay is
-    /// durable.
-    pub fn open(d: &Domain, l: &Layout) -> Result<(Ring, Replayed), Error> {
-        let (off, len) = (l.ring_off(), l.ring_len());
-        let (slot, csn, pos, torn) = Self::log_start(d, l)?;
-        let mut rep = Replayed::default();
-        let mut bit_chunks: Vec<u64> = Vec::new();
-        let (at, next, groups) = Self::walk(d, l, pos, csn, &mut |e, at| {
-            match e {
-                Entry::Value(target, value) => {
-                    check_target(l, target, value.len() as u64, at)?;
-                    if !now_log(d, l, target, value.len() as u64)? {
-                        d.store(target, value)?;
-                        d.flush_at(target, value.len() as u64, sites::RING_RECOVER_FLUSH)?;
-                    }
-                    rep.entries += 1;
-                }
-                Entry::Bits(b) => {
-                    if b.zero {
-                        check_target(l, b.off, b.size, at)?;
-                        if !now_log(d, l, b.off, b.size)? {
-                            zero_block(d, b.off, b.size, sites::RING_RECOVER_FLUSH, false)?;
-                        }
-                    }
-                    let chunk = crate::alloc::replay_bits(d, l, b.off, b.size, b.set, at)?;
-                    if !bit_chunks.contains(&chunk) {
-                        bit_chunks.push(chunk);
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        rep.groups = groups;
-        // The bits were set and cleared without their chunks' check
-        // words (a crash may have persisted a bit without its check, or
-        // the reverse): each check is the bitmap's again.
-        for &c in &bit_chunks {
-            crate::alloc::recompute_check(d, l, c)?;
-        }
-        let mut slot = slot;
-        if rep.groups > 0 {
-            // The replay durable before the Log Start passes it.
-            d.fence_at(sites::RING_RECOVER_APPLIED)?;
-            slot ^= 1;
-            store_slot(d, slot, next, at)?;
-            d.fence_at(sites::RING_RECOVER_START)?;
-        } else if torn {
-            // A slot a crash tore while it was being stored (or damaged
-            // while not in use) holds nothing the ring needs: it is made
-            // valid again, a copy of the one in use, so that the next
-            // crash still finds one valid slot.
-            store_slot(d, slot ^ 1, csn, pos)?;
-            d.fence_at(sites::RING_RECOVER_START)?;
-        }
-        let start = Start { csn: next, at };
-        let ring = Ring {
+    /// The ring of lane `lane`, `len` bytes at pool offset `off`, whose
+    /// next group is `csn` at virtual position `at` (the durable Log Start
+    /// in `slot`, holding watermark `w`), nothing in flight.
+    pub(super) fn new(
+        off: u64,
+        len: u64,
+        lane: u64,
+        order: std::sync::Arc<Order>,
+        at: LaneStart,
+    ) -> Ring {
+        let LaneStart { csn, at, slot, w } = at;
+        let start = Start { csn, at, g: 0, w };
+        Ring {
             off,
             len,
+            lane,
+            order,
             state: Padded(Mutex::new(State::new(start, slot))),
             watch: Padded(Watch {
                 pending: AtomicBool::new(false),
                 unfenced: AtomicBool::new(false),
-                applied: AtomicU64::new(next - 1),
+                applied: AtomicU64::new(csn - 1),
                 durable: std::array::from_fn(|_| AtomicU64::new(0)),
                 recorded_by: std::array::from_fn(|_| AtomicU64::new(0)),
                 recorded: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -669,50 +651,24 @@ impl Ring {
                 sleepers: AtomicU64::new(0),
             }),
             cv: Condvar::new(),
-            order: std::array::from_fn(|_| Condvar::new()),
+            order_cv: std::array::from_fn(|_| Condvar::new()),
             done: (0..DONE_SLOTS).map(|_| Done::default()).collect(),
-        };
-        Ok((ring, rep))
-    }
-
-    /// The durable Log Start: its slot, csn and ring position, and whether
-    /// a slot failed its check word.
-    fn log_start(d: &Domain, l: &Layout) -> Result<(u64, u64, u64, bool), Error> {
-        let corrupt = |offset, reason| Error::LogCorrupt { offset, reason };
-        let slots = [read_slot(d, 0)?, read_slot(d, 1)?];
-        let (slot, (csn, pos)) = match slots {
-            [Some(a), Some(b)] if b.0 > a.0 => (1, b),
-            [Some(a), _] => (0, a),
-            [None, Some(b)] => (1, b),
-            [None, None] => {
-                return Err(corrupt(
-                    META_RING_START,
-                    "both Log Start slots fail their check word (damaged or zeroed)",
-                ))
-            }
-        };
-        if pos >= l.ring_len() || pos % group::LINE as u64 != 0 || csn == 0 {
-            return Err(corrupt(
-                meta::ring_slot_off(slot),
-                "Log Start names no group boundary of the commit ring",
-            ));
         }
-        Ok((slot, csn, pos, slots.iter().any(|s| s.is_none())))
     }
 
-    /// Visits, in order, the entries of every group recovery replays from
-    /// ring position `pos` and sequence number `csn` (the scan and wrap
-    /// rule of `docs/format.md`), each with its group's pool offset.
-    /// Returns the position and sequence number after the last group, and
-    /// the groups visited.
-    fn walk(
+    /// Visits, in order, the header of every group recovery finds in the
+    /// lane of `len` bytes at `off` from position `pos` and sequence
+    /// number `csn` (the scan and wrap rule of `docs/format.md`), each with
+    /// its position and its entries' bytes. Returns the position and
+    /// sequence number after the last group, and the groups visited.
+    pub(super) fn walk(
         d: &Domain,
-        l: &Layout,
+        off: u64,
+        len: u64,
         pos: u64,
         csn: u64,
-        visit: &mut dyn FnMut(Entry<'_>, u64) -> Result<(), Error>,
+        visit: &mut dyn FnMut(&Head, u64, &[u8]) -> Result<(), Error>,
     ) -> Result<(u64, u64, u64), Error> {
-        let (off, len) = (l.ring_off(), l.ring_len());
         let (mut at, mut next, mut groups) = (pos, csn, 0);
         let mut scanned = 0u64;
         let mut entries_buf = Vec::new();
@@ -735,9 +691,7 @@ impl Ring {
                     reason: "commit ring holds more than a lap of groups",
                 });
             }
-            for e in group::entries(&entries_buf, head.count, off + p)? {
-                visit(e, off + p)?;
-            }
+            visit(&head, p, &entries_buf)?;
             groups += 1;
             at = (p + size) % len;
             next += 1;
@@ -745,34 +699,9 @@ impl Ring {
         Ok((at, next, groups))
     }
 
-    /// Before the log blocks' recovery checks the allocator bitmaps: the
-    /// check word of every chunk whose bits a group recovery will replay
-    /// changes is made the bitmap's. Such a group's write-back may have
-    /// left a bit durable without its check word (or the reverse), which
-    /// the log blocks' records cannot explain; its replay recomputes the
-    /// check again afterwards.
-    pub fn recheck_bitmaps(d: &Domain, l: &Layout) -> Result<(), Error> {
-        let (_, csn, pos, _) = Self::log_start(d, l)?;
-        let mut chunks: Vec<u64> = Vec::new();
-        Self::walk(d, l, pos, csn, &mut |e, _| {
-            if let Entry::Bits(b) = e {
-                if let Some(c) = crate::alloc::small_chunk(l, b.off, b.size) {
-                    if !chunks.contains(&c) {
-                        chunks.push(c);
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        for c in chunks {
-            crate::alloc::recompute_check(d, l, c)?;
-        }
-        Ok(())
-    }
-
     /// The group at ring position `at` if it is sequence number `csn`,
     /// fits before the end and its CRC matches; its entries in `buf`.
-    fn group_at(
+    pub(super) fn group_at(
         d: &Domain,
         off: u64,
         len: u64,
@@ -822,18 +751,19 @@ impl Ring {
     /// word), all with no fence; it returns the ranges it wrote: like the
     /// zeroed blocks, they are written back again by a drain of another
     /// thread and kept from stores in place as the values are.
-    pub fn commit(
+    pub(super) fn commit(
         &self,
         d: &Domain,
         b: &mut Builder,
         bits: &mut ApplyBits<'_>,
+        lanes: &Lanes,
     ) -> Result<Option<u64>, Error> {
         let mut bit_ranges: Vec<(u64, u64)> = Vec::new();
         let size = b.size() as u64;
         debug_assert!(self.fits(size as usize));
         let me = super::thread_tag();
         // 1. Reserve, under the latch.
-        let (csn, at, advance) = {
+        let (csn, g, at, advance) = {
             let mut st = self.state.lock();
             // The commits recorded without the latch are folded in, and
             // the groups durable in place learnt, in batches: when the
@@ -864,17 +794,24 @@ impl Ring {
             let csn = st.next_csn;
             st.head = at + size;
             st.next_csn = csn + 1;
+            let g = self.order.take(self.lane, st.flights.is_empty());
+            st.last_g = g;
             // Lagged reclamation: the slot not in use takes the end of the
-            // groups known durable, made durable by this commit's fence
-            // (one commit at a time; a drain's unfenced store to the same
-            // slot is superseded).
-            let advance =
-                (!st.advancing && st.durable_to.at - st.fenced.at >= self.len / 8).then(|| {
-                    st.advancing = true;
-                    st.unfenced = None;
-                    self.watch.unfenced.store(false, Ordering::Release);
-                    (st.slot ^ 1, st.durable_to)
-                });
+            // groups known durable that the watermark covers, made durable
+            // by this commit's fence (one commit at a time; a drain's
+            // unfenced store to the same slot is superseded).
+            let advance = match !st.advancing
+                && st.durable_to.at - st.fenced.at >= self.len / 8
+            {
+                true => self.advance_to(d, st, lanes),
+                false => None,
+            };
+            let advance = advance.map(|to| {
+                st.advancing = true;
+                st.unfenced = None;
+                self.watch.unfenced.store(false, Ordering::Release);
+                (st.slot ^ 1, to)
+            });
             // (The applied count as commits store it: the state's may lag.)
             let applied = (self.watch.applied.load(Ordering::Acquire)).max(st.applied);
             let inflight = st.next_csn - 1 - applied;
@@ -893,6 +830,7 @@ impl Ring {
             }
             st.flights.push_back(Flight {
                 csn,
+                g,
                 end: at + size,
                 writer: me,
                 epoch: 0,
@@ -900,12 +838,12 @@ impl Ring {
                 applied: false,
                 claims,
             });
-            (csn, at, advance)
+            (csn, g, at, advance)
         };
         // 2. Write and fence, without the latch: the commit point, the
         // group durable (and the Log Start stored with it).
         let written = (|| {
-            let bytes = b.seal(csn);
+            let bytes = b.seal(csn, g);
             if let Some(n) = d.store_nt_numbered(self.off + at % self.len, bytes)? {
                 let i = (csn % DURABLE_SLOTS as u64) as usize;
                 self.watch.recorded_by[i].store(0, Ordering::Release);
@@ -913,7 +851,7 @@ impl Ring {
                 self.watch.recorded_by[i].store(csn, Ordering::Release);
             }
             if let Some((slot, start)) = advance {
-                store_slot(d, slot, start.csn, start.at % self.len)?;
+                self.store_slot(d, slot, start)?;
             }
             d.fence_at(sites::RING_COMMIT)
         })();
@@ -1295,13 +1233,13 @@ impl Ring {
 
     /// Where a commit waiting for group `csn` to be applied parks.
     fn order_cv(&self, csn: u64) -> &Condvar {
-        &self.order[(csn % ORDER_SLOTS as u64) as usize]
+        &self.order_cv[(csn % ORDER_SLOTS as u64) as usize]
     }
 
     /// Wakes every waiter: the ring closed.
     fn notify_all(&self) {
         self.cv.notify_all();
-        for cv in &self.order {
+        for cv in &self.order_cv {
             cv.notify_all();
         }
     }
@@ -1317,7 +1255,9 @@ impl Ring {
 
     /// Moves the groups whose writer has fenced since their write-back
     /// into the durable prefix.
+    /// (Its lane's low word follows: the first group left in flight.)
     fn learn(&self, st: &mut State) {
+        let before = st.durable_to.csn;
         while let Some(f) = st.flights.front() {
             if f.csn > st.applied || st.epoch(f.writer) <= f.epoch {
                 break;
@@ -1325,71 +1265,127 @@ impl Ring {
             st.durable_to = Start {
                 csn: f.csn + 1,
                 at: f.end,
+                g: f.g,
+                w: 0,
             };
             let n = f.ranges;
             st.flights.pop_front();
             st.ranges.drain(..n);
         }
-    }
-
-    /// Whether a drain has work: groups the durable Log Start does not
-    /// cover.
-    pub fn pending(&self) -> bool {
-        self.watch.pending.load(Ordering::Acquire)
-    }
-
-    /// Makes every committed group durable in place and moves the durable
-    /// Log Start to the head (see the module docs): before a transaction
-    /// logs in the bucket log, and at `sync` and close.
-    pub fn drain(&self, d: &Domain) -> Result<(), Error> {
-        if !self.pending() && !self.watch.unfenced.load(Ordering::Acquire) {
-            return Ok(());
+        if st.durable_to.csn != before {
+            st.passed.push_back(st.durable_to);
+            if st.passed.len() > PASSED_MAX {
+                // (Fewer places to stop at, none lost at the ends.)
+                st.passed.remove(PASSED_MAX / 2);
+            }
         }
-        let st = self.state.lock();
-        self.drain_barred(d, st)
+        self.order.set_low(self.lane, st.flights.front().map(|f| f.g));
     }
 
-    /// Drains with every commit in flight finished and new ones held back
-    /// until the drain ends: a drain is a checkpoint, rare, and it keeps
-    /// the latch across its fence (see the module docs).
-    fn drain_barred(&self, d: &Domain, st: MutexGuard<'_, State>) -> Result<(), Error> {
+    /// Where a commit may move this lane's Log Start: the last end of
+    /// groups durable in place whose global commit numbers the watermark
+    /// covers (so that recovery, which replays only groups above the
+    /// largest watermark stored, replays every group this one passed
+    /// over none of them: `log/lanes.rs`), with the watermark to store.
+    fn advance_to(&self, d: &Domain, st: &mut State, lanes: &Lanes) -> Option<Start> {
+        let need = st.passed.back()?.g;
+        let w = lanes.watermark(d, self.lane, need);
+        let i = st.passed.iter().rposition(|s| s.g <= w)?;
+        let to = st.passed[i];
+        st.passed.drain(..=i);
+        (to.at > st.fenced.at).then_some(Start { w, ..to })
+    }
+
+    /// Folds and learns what commits recorded (another lane computing the
+    /// watermark: only if no thread holds this lane's latch).
+    pub(super) fn refresh(&self, d: &Domain) {
+        if let Some(mut st) = self.state.try_lock() {
+            self.fold(d, &mut st);
+            self.learn(&mut st);
+        }
+    }
+
+    /// Whether a drain has work here: groups the durable Log Start does not
+    /// cover, or a Log Start a drain stored and no fence has made durable.
+    pub(super) fn has_work(&self) -> bool {
+        self.watch.pending.load(Ordering::Acquire) || self.watch.unfenced.load(Ordering::Acquire)
+    }
+
+    /// Whether a group that recovery could still replay wrote a line of
+    /// `off..off + len` (the lines of groups recorded without the latch
+    /// count too).
+    pub(super) fn touches(&self, d: &Domain, off: u64, len: u64) -> bool {
+        if !self.has_work() {
+            return false;
+        }
+        let mut st = self.state.lock();
+        self.fold(d, &mut st);
+        st.touches(off, len)
+    }
+
+    /// Bars this lane for a drain (`log/lanes.rs`): waits for another
+    /// drain of it to end, then holds new commits back (at their
+    /// reservation) and waits for those in flight to be applied. The
+    /// drain keeps the latch to its end, then [`unbar`](Self::unbar)s.
+    pub(super) fn bar(&self, d: &Domain) -> Result<MutexGuard<'_, State>, Error> {
+        let st = self.state.lock();
         let mut st = self.wait_while(d, st, |st| st.draining && st.broken.is_none());
         st.usable()?;
         st.draining = true;
-        let mut st = self.wait_while(d, st, |st| st.inflight() > 0 && st.broken.is_none());
-        let r = st
-            .usable()
-            .and_then(|()| self.drain_locked(d, &mut st, super::thread_tag()));
+        let st = self.wait_while(d, st, |st| st.inflight() > 0 && st.broken.is_none());
+        Ok(st)
+    }
+
+    /// Ends a drain of this lane: commits may reserve again.
+    pub(super) fn unbar(&self, st: &mut State) {
         st.draining = false;
         self.cv.notify_all();
-        r
     }
 
-    /// Before a store in place of `off..off + len` that no ring group
-    /// covers (a fresh block's zeroing and writes, `Pool::write_unlogged`):
-    /// a [`drain`](Self::drain) only if a group that recovery could still
-    /// replay wrote one of those lines. A replay writes only the lines its
-    /// groups wrote, so a store elsewhere needs none, and no fence.
-    pub fn drain_for(&self, d: &Domain, off: u64, len: u64) -> Result<(), Error> {
-        if !self.pending() && !self.watch.unfenced.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let mut st = self.state.lock();
-        // The lines of groups recorded without the latch count too.
-        self.fold(d, &mut st);
-        if !st.touches(off, len) {
-            return Ok(());
-        }
-        self.drain_barred(d, st)
-    }
-
-    fn drain_locked(&self, d: &Domain, st: &mut State, me: u64) -> Result<(), Error> {
+    /// A drain's first step, the lane barred: the lines of groups other
+    /// threads wrote back and have not fenced are written back again by
+    /// this thread (a fence orders only its own thread's write-backs).
+    /// Whether the lane has groups that the drain's fence must make durable
+    /// in place.
+    pub(super) fn drain_flush(&self, d: &Domain, st: &mut State, me: u64) -> Result<bool, Error> {
+        st.usable()?;
         self.learn(st);
+        if st.start.csn == st.next_csn || st.flights.is_empty() {
+            return Ok(false);
+        }
+        let mut ranges = st.ranges.iter();
+        for f in &st.flights {
+            for &(target, len) in ranges.by_ref().take(f.ranges) {
+                if f.writer != me {
+                    d.flush_at(target, len, sites::RING_DRAIN_FLUSH)?;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A drain's last step, after the fence that made every group of every
+    /// lane durable in place (`fenced`: this lane had groups it covered):
+    /// the Log Start at the head, with watermark `w`, with no fence of its
+    /// own. Until it is durable a crash replays, from the older one, groups
+    /// whose values are durable already, in order (harmless); ring space
+    /// behind it is reused only once it is known durable (`fenced_by_me`,
+    /// or a later commit's fenced store to the same slot).
+    pub(super) fn drain_store(
+        &self,
+        st: &mut State,
+        d: &Domain,
+        me: u64,
+        w: u64,
+        fenced: bool,
+    ) -> Result<(), Error> {
         let head = Start {
             csn: st.next_csn,
             at: st.head,
+            g: st.last_g,
+            w,
         };
-        if st.start == head {
+        if st.start.csn == head.csn {
             if let Some((start, by)) = st.unfenced {
                 if by != me {
                     // Another thread's drain stored this Log Start and has
@@ -1399,50 +1395,48 @@ impl Ring {
                     // a crash replays only groups already durable in place,
                     // over stores of this thread that no fence has made
                     // durable yet.
-                    store_slot(d, st.slot ^ 1, start.csn, start.at % self.len)?;
+                    self.store_slot(d, st.slot ^ 1, start)?;
                     st.unfenced = Some((start, me));
                 }
             }
             self.watch.pending.store(false, Ordering::Release);
             return Ok(());
         }
-        if !st.flights.is_empty() {
-            // Lines other threads wrote back and have not fenced: a fence
-            // orders only its own thread's write-backs, so this thread
-            // writes them back again.
-            let mut ranges = st.ranges.iter();
-            for f in &st.flights {
-                for &(target, len) in ranges.by_ref().take(f.ranges) {
-                    if f.writer != me {
-                        d.flush_at(target, len, sites::RING_DRAIN_FLUSH)?;
-                    }
-                }
-            }
-            // Every group durable in place before a Log Start can pass it
-            // (one fence for both could persist the slot without a line).
-            d.fence_lazy_at(sites::RING_DRAIN_LINES)?;
+        if fenced && !st.flights.is_empty() {
             *st.epoch_mut(me) += 1;
         }
-        // The Log Start past them, with no fence of its own: until it is
-        // durable a crash replays, from the older one, groups whose values
-        // are durable already, in order (harmless); ring space behind it is
-        // reused only once it is known durable (`fenced_by_me`, or a later
-        // commit's fenced store to the same slot).
-        store_slot(d, st.slot ^ 1, head.csn, head.at % self.len)?;
+        self.store_slot(d, st.slot ^ 1, head)?;
         st.unfenced = Some((head, me));
         self.watch.unfenced.store(true, Ordering::Release);
         st.start = head;
         st.durable_to = head;
+        st.passed.clear();
         st.flights.clear();
         st.ranges.clear();
+        self.order.set_low(self.lane, None);
         self.watch.pending.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Stores Log Start slot `i` of this lane (sequence number, position
+    /// in the lane, watermark, check word) with non-temporal stores:
+    /// durable at this thread's next fence.
+    fn store_slot(&self, d: &Domain, i: u64, s: Start) -> Result<(), Error> {
+        let slot = meta::RingSlot {
+            csn: s.csn,
+            pos: s.at % self.len,
+            w: s.w,
+        };
+        d.store_nt(
+            meta::ring_slot_off(self.lane, i),
+            &meta::encode_ring_slot(slot),
+        )
     }
 
     /// After a fence of the calling thread (its append to the bucket log):
     /// the Log Start its drain stored, if no later store replaced it, is
     /// durable, and ring space before it may be reused.
-    pub fn fenced_by_me(&self, d: &Domain) {
+    pub(super) fn fenced_by_me(&self, d: &Domain) {
         if !self.watch.unfenced.load(Ordering::Acquire) {
             return;
         }
@@ -1475,14 +1469,14 @@ impl Ring {
 /// owner is the log, whose bytes are the truth). Any other later owner of
 /// the block allocated it in a later group, replayed after, or through the
 /// log blocks, whose first append drained the ring.
-fn now_log(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool, Error> {
+pub(super) fn now_log(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool, Error> {
     crate::alloc::run_in_log_chunk(d, l, off, len)
 }
 
 /// Zeroes `size` bytes at `off`, written back at `site` (`lazy`: with the
 /// write-back's lazy flush, durable at the next fence; on a disk, at the
 /// next drain).
-fn zero_block(d: &Domain, off: u64, size: u64, site: sites::Site, lazy: bool) -> Result<(), Error> {
+pub(super) fn zero_block(d: &Domain, off: u64, size: u64, site: sites::Site, lazy: bool) -> Result<(), Error> {
     const Z: [u8; 4096] = [0; 4096];
     let mut done = 0;
     while done < size {
@@ -1497,14 +1491,8 @@ fn zero_block(d: &Domain, off: u64, size: u64, site: sites::Site, lazy: bool) ->
     }
 }
 
-/// Stores Log Start slot `i` (csn, position, check word) with
-/// non-temporal stores: durable at this thread's next fence.
-fn store_slot(d: &Domain, i: u64, csn: u64, pos: u64) -> Result<(), Error> {
-    d.store_nt(meta::ring_slot_off(i), &meta::encode_ring_slot(csn, pos))
-}
-
 /// A replayed entry must land in the heap or on the root words.
-fn check_target(l: &Layout, target: u64, len: u64, at: u64) -> Result<(), Error> {
+pub(super) fn check_target(l: &Layout, target: u64, len: u64, at: u64) -> Result<(), Error> {
     let end = target.checked_add(len);
     let meta = target >= META_ROOT_OFF && end.is_some_and(|e| e <= META_ROOT_END);
     let heap = target >= l.heap_off && end.is_some_and(|e| e <= l.heap_end());
@@ -1526,10 +1514,17 @@ mod tests {
     /// reserved; group 3 published its value at 128, group 2 its value at
     /// 64 or nothing.
     fn three(claims: bool) -> State {
-        let mut st = State::new(Start { csn: 1, at: 0 }, 0);
+        let start = Start {
+            csn: 1,
+            at: 0,
+            g: 0,
+            w: 0,
+        };
+        let mut st = State::new(start, 0);
         for csn in 1..=4 {
             st.flights.push_back(Flight {
                 csn,
+                g: csn,
                 end: 64 * csn,
                 writer: csn,
                 epoch: 0,
@@ -1548,7 +1543,7 @@ mod tests {
 
     fn one_value(target: u64) -> Builder {
         let mut b = Builder::default();
-        b.begin(9);
+        b.begin();
         b.push(target, &[1; 8]);
         b
     }

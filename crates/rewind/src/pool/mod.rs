@@ -77,6 +77,13 @@ pub struct PoolConfig {
     /// The heap grows when an allocation finds no room, or by
     /// [`Pool::grow`].
     pub max_size: Option<u64>,
+    /// Commit lanes (the redo policy's commit ring split so that threads
+    /// committing at once wait for none of one another's groups: one
+    /// lane per thread, up to the count), 1 to 16, each at least 512 bytes
+    /// of the ring (a sixty-fourth of the log). Default: lanes of 32 KiB,
+    /// at most 8 (a 64 MiB pool has 4). A group larger than half a lane
+    /// commits through the bucket log.
+    pub lanes: Option<u64>,
 }
 
 impl Default for PoolConfig {
@@ -91,6 +98,7 @@ impl Default for PoolConfig {
             group_size: DEFAULT_GROUP,
             write_back: WriteBack::default(),
             max_size: None,
+            lanes: None,
         }
     }
 }
@@ -123,6 +131,12 @@ impl PoolConfig {
     /// Cells per log bucket.
     pub fn bucket_cells(mut self, n: u32) -> Self {
         self.bucket_cells = n;
+        self
+    }
+
+    /// Commit lanes (see [`PoolConfig::lanes`](PoolConfig#structfield.lanes)).
+    pub fn lanes(mut self, n: u64) -> Self {
+        self.lanes = Some(n);
         self
     }
 
@@ -953,7 +967,7 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
         Layout::plan(max, log_size, cells)
             .filter(|l| crate::format::header::initial_chunks(l, size).is_some())
     };
-    let l = match plan(max) {
+    let mut l = match plan(max) {
         Some(l) => l,
         // The pool would fit at its own size: the maximum's chunk table
         // is what leaves no room.
@@ -982,6 +996,20 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
             });
         }
     };
+    if let Some(n) = cfg.lanes {
+        if !l.lanes_fit(n) {
+            return Err(Error::InvalidConfig {
+                what: "commit lanes",
+                value: n.to_string(),
+                expected: match (1..=crate::format::layout::MAX_LANES).contains(&n) {
+                    true => "lanes of at least 512 bytes of the commit ring (a sixty-fourth of \
+                             the log): fewer lanes or a larger log",
+                    false => "1 to 16",
+                },
+            });
+        }
+        l.lanes = n;
+    }
     let mut uuid = [0u8; 16];
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -189,7 +189,7 @@ impl Group {
             bytes.extend_from_slice(set.value(p.at, p.len));
             p.at = at;
         }
-        set.begin(0);
+        set.begin();
     }
 
     /// The entry of the write set that touches line `l` last, and its node
@@ -470,7 +470,7 @@ impl Handle {
     pub(super) fn drop_pending(&mut self) {
         if let Some(g) = &mut self.group {
             if g.set.count() > 0 {
-                g.set.begin(0);
+                g.set.begin();
             }
             // (Each part cleared only when it holds something: a commit
             // empties the write set, and its recycling finds it empty;
@@ -809,7 +809,6 @@ impl Handle {
         // replay, as in the write set). The allocations and frees go
         // before the values.
         let b = &mut g.set;
-        b.set_tx(self.id);
         b.insert_bits(bits);
         if !ring.fits(b.size()) {
             return Ok(false);

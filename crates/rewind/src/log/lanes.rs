@@ -1,0 +1,533 @@
+//! Commit lanes (REWIND §5.3's distributed log): the commit ring split
+//! into `Layout::lanes` lanes, each a [`Ring`] of its own (its latch, its
+//! sequence numbers, its Log Start slots, its in-order write-back), so
+//! that threads committing at once in different lanes wait for none of
+//! one another's groups. `format/layout.rs` places them; `docs/format.md`
+//! draws a lane's slots.
+//!
+//! **Which lane.** A thread commits in the lane it claimed at its first
+//! commit in the pool: the one fewest live threads hold (the lowest of
+//! those). Its claim ends when the thread ends, so lanes are taken and
+//! given back as threads come and go; with more threads than lanes, some
+//! share one (a lane takes concurrent commits, in its own order). No
+//! lane's space is lost on a crash: every lane is recovered at open.
+//!
+//! **Order across lanes.** Each group carries a global commit number,
+//! taken under its lane's latch at its reservation from one counter
+//! ([`Order`]). Recovery replays the valid prefix of every lane (from its
+//! durable Log Start, in its own sequence, to its first missing group)
+//! merged by global commit number. A group replays even when another
+//! lane's earlier group is missing: a transaction that depends on
+//! another (through a lock, or its thread's program order) begins only
+//! after that one's commit returned, its group durable and written back,
+//! so it took a larger number, and two transactions that touch the same
+//! bytes are so ordered. A commit waits only for its own lane's earlier
+//! groups.
+//!
+//! **Watermark.** A lane's Log Start must not pass a group whose values a
+//! replay of another lane's *older* group could still write over: with
+//! group 5 in lane A not yet durable in place and group 8 of lane B (the
+//! same bytes, later) reclaimed, a replay of 5 alone would bring back the
+//! older value. So every Log Start slot holds a watermark `W`: every group
+//! of every lane numbered up to `W` is durable in place. A lane's Log
+//! Start passes only groups numbered up to the `W` stored with it, and
+//! recovery takes the largest `W` of all valid slots and replays only the
+//! groups above it. Each lane publishes its *low* word: the number of its
+//! first group in flight (reserved and not known durable in place), or
+//! none. `W` is the least of the lanes' low words and the counter, less
+//! one. A lane with nothing in flight stores the counter in its low word
+//! before it takes a number (sequentially consistent: a computation of
+//! `W` that read the counter before that store sees the store, or reads
+//! a counter below the number the lane takes).
+//!
+//! **Drain.** A drain (before a transaction logs in the bucket log, at
+//! `sync` and close, before a store in place over a line a group could
+//! still replay into) bars every lane in order, writes back again the
+//! lines other threads wrote back and have not fenced, fences once, and
+//! stores each lane's Log Start at its head with `W` the counter less one
+//! (every group reserved is then durable in place).
+//!
+//! **Recovery** also moves each lane it finds groups in (or a torn slot, or
+//! a stale group past its end: one a crash left durable after a missing
+//! one) to a sequence number a lap of groups ahead, so that no stale group
+//! left in the lane ever reads as the next one.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::MutexGuard;
+
+use crate::error::Error;
+use crate::format::group::{self, Builder, Entry, Head};
+use crate::format::layout::{Layout, RING_SLOT};
+use crate::format::meta;
+use crate::persist::{sites, Domain};
+
+use super::ring::{
+    check_target, now_log, zero_block, ApplyBits, LaneStart, Padded, Replayed, Ring, State,
+};
+
+/// The global commit numbers every lane takes, and each lane's low word.
+pub(super) struct Order {
+    /// The next global commit number.
+    next: Padded<AtomicU64>,
+    /// Per lane: the number of its first group in flight, or `u64::MAX`
+    /// with none.
+    low: Box<[Padded<AtomicU64>]>,
+}
+
+impl Order {
+    /// A number for a group of lane `lane` (under its latch); `idle`: the
+    /// lane has no group in flight, and says first what it may take.
+    #[inline]
+    pub(super) fn take(&self, lane: u64, idle: bool) -> u64 {
+        if idle {
+            let next = self.next.0.load(Ordering::SeqCst);
+            self.low[lane as usize].0.store(next, Ordering::SeqCst);
+        }
+        self.next.0.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Lane `lane`'s first group in flight is now `first` (under its
+    /// latch).
+    pub(super) fn set_low(&self, lane: u64, first: Option<u64>) {
+        let word = &self.low[lane as usize].0;
+        let v = first.unwrap_or(u64::MAX);
+        if word.load(Ordering::Relaxed) != v {
+            word.store(v, Ordering::SeqCst);
+        }
+    }
+
+    /// The watermark: every group numbered up to it is durable in place.
+    fn watermark(&self) -> u64 {
+        let next = self.next.0.load(Ordering::SeqCst);
+        let low = (self.low.iter().map(|l| l.0.load(Ordering::SeqCst))).min();
+        next.min(low.unwrap_or(u64::MAX)) - 1
+    }
+}
+
+/// The threads that claimed each lane of one pool.
+struct Users(Box<[AtomicUsize]>);
+
+/// A thread's claim of a lane of one pool: given back when the thread
+/// ends.
+struct Claim {
+    users: Weak<Users>,
+    lane: usize,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(u) = self.users.upgrade() {
+            u.0[self.lane].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's lanes, one per pool it committed in.
+    static CLAIMS: RefCell<Vec<Claim>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The commit lanes of one pool.
+pub struct Lanes {
+    rings: Box<[Ring]>,
+    order: Arc<Order>,
+    users: Arc<Users>,
+    /// Bytes of a lane.
+    len: u64,
+}
+
+/// One lane's recovery: its durable Log Start, and where its valid groups
+/// end.
+struct Scan {
+    start: LaneStart,
+    torn: bool,
+    /// Position and sequence number after its last valid group; groups.
+    end: (u64, u64),
+    groups: u64,
+}
+
+/// Every lane's recovery, and the groups to replay.
+struct Survey {
+    lanes: Vec<Scan>,
+    /// The largest watermark a valid slot holds.
+    w: u64,
+    /// (global commit number, lane, position, lane sequence number) of
+    /// every valid group, in global order.
+    groups: Vec<(u64, u64, u64, u64)>,
+}
+
+impl Lanes {
+    /// Recovers the lanes of the pool laid out as `l`: replays, merged by
+    /// global commit number, every group above the watermark in each
+    /// lane's valid prefix (their values stored and written back), fences,
+    /// and stores each lane's Log Start past them. Safe to interrupt and
+    /// rerun: a Log Start moves only once the replay is durable.
+    pub fn open(d: &Domain, l: &Layout) -> Result<(Lanes, Replayed), Error> {
+        let survey = Self::survey(d, l)?;
+        let len = l.lane_len();
+        let mut rep = Replayed::default();
+        let mut bit_chunks: Vec<u64> = Vec::new();
+        let mut buf = Vec::new();
+        for &(_, lane, pos, csn) in survey.groups.iter().filter(|g| g.0 > survey.w) {
+            let off = l.lane_off(lane);
+            let head = Ring::group_at(d, off, len, pos, csn, &mut buf)?.ok_or(
+                Error::LogCorrupt {
+                    offset: off + pos,
+                    reason: "a commit group changed while recovery read it",
+                },
+            )?;
+            let at = off + pos;
+            for e in group::entries(&buf, head.count, at)? {
+                match e {
+                    Entry::Value(target, value) => {
+                        check_target(l, target, value.len() as u64, at)?;
+                        if !now_log(d, l, target, value.len() as u64)? {
+                            d.store(target, value)?;
+                            d.flush_at(target, value.len() as u64, sites::RING_RECOVER_FLUSH)?;
+                        }
+                        rep.entries += 1;
+                    }
+                    Entry::Bits(b) => {
+                        if b.zero {
+                            check_target(l, b.off, b.size, at)?;
+                            if !now_log(d, l, b.off, b.size)? {
+                                zero_block(d, b.off, b.size, sites::RING_RECOVER_FLUSH, false)?;
+                            }
+                        }
+                        let chunk = crate::alloc::replay_bits(d, l, b.off, b.size, b.set, at)?;
+                        if !bit_chunks.contains(&chunk) {
+                            bit_chunks.push(chunk);
+                        }
+                    }
+                }
+            }
+            rep.groups += 1;
+        }
+        // The bits were set and cleared without their chunks' check
+        // words (a crash may have persisted a bit without its check, or
+        // the reverse): each check is the bitmap's again.
+        for &c in &bit_chunks {
+            crate::alloc::recompute_check(d, l, c)?;
+        }
+        if rep.groups > 0 {
+            // The replay durable before a Log Start passes it.
+            d.fence_at(sites::RING_RECOVER_APPLIED)?;
+        }
+        let top = (survey.groups.iter().map(|g| g.0).max())
+            .unwrap_or(0)
+            .max(survey.w);
+        let lap = len / group::LINE as u64 + 1;
+        let order = Arc::new(Order {
+            next: Padded(AtomicU64::new(top + 1)),
+            low: (0..l.lanes).map(|_| Padded(AtomicU64::new(u64::MAX))).collect(),
+        });
+        let mut rings = Vec::with_capacity(l.lanes as usize);
+        let mut stored = false;
+        for (lane, scan) in survey.lanes.iter().enumerate() {
+            let lane = lane as u64;
+            let mut start = scan.start;
+            let (at, next) = scan.end;
+            if scan.groups > 0 || scan.torn || stale_past(d, l, lane, next)? {
+                // Past its groups, a lap of sequence numbers on, with a
+                // watermark covering every group found (all durable in
+                // place now); a torn slot made valid again. The slot
+                // not in use takes it: a crash while it is stored leaves
+                // the other.
+                start = LaneStart {
+                    csn: next + lap,
+                    at,
+                    slot: start.slot ^ 1,
+                    w: top,
+                };
+                let slot = meta::RingSlot {
+                    csn: start.csn,
+                    pos: at,
+                    w: top,
+                };
+                d.store_nt(
+                    meta::ring_slot_off(lane, start.slot),
+                    &meta::encode_ring_slot(slot),
+                )?;
+                stored = true;
+            }
+            rings.push(Ring::new(l.lane_off(lane), len, lane, order.clone(), start));
+        }
+        if stored {
+            d.fence_at(sites::RING_RECOVER_START)?;
+        }
+        let users = Arc::new(Users((0..l.lanes).map(|_| AtomicUsize::new(0)).collect()));
+        let lanes = Lanes {
+            rings: rings.into(),
+            order,
+            users,
+            len,
+        };
+        Ok((lanes, rep))
+    }
+
+    /// Before the log blocks' recovery checks the allocator bitmaps: the
+    /// check word of every chunk whose bits a group recovery will replay
+    /// changes is made the bitmap's. Such a group's write-back may have
+    /// left a bit durable without its check word (or the reverse), which
+    /// the log blocks' records cannot explain; its replay recomputes the
+    /// check again afterwards.
+    pub fn recheck_bitmaps(d: &Domain, l: &Layout) -> Result<(), Error> {
+        let survey = Self::survey(d, l)?;
+        let len = l.lane_len();
+        let mut chunks: Vec<u64> = Vec::new();
+        let mut buf = Vec::new();
+        for &(_, lane, pos, csn) in survey.groups.iter().filter(|g| g.0 > survey.w) {
+            let off = l.lane_off(lane);
+            let Some(head) = Ring::group_at(d, off, len, pos, csn, &mut buf)? else {
+                continue;
+            };
+            for e in group::entries(&buf, head.count, off + pos)? {
+                if let Entry::Bits(b) = e {
+                    if let Some(c) = crate::alloc::small_chunk(l, b.off, b.size) {
+                        if !chunks.contains(&c) {
+                            chunks.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        for c in chunks {
+            crate::alloc::recompute_check(d, l, c)?;
+        }
+        Ok(())
+    }
+
+    /// Every lane's durable Log Start and valid groups, the largest
+    /// watermark.
+    fn survey(d: &Domain, l: &Layout) -> Result<Survey, Error> {
+        let len = l.lane_len();
+        let mut survey = Survey {
+            lanes: Vec::with_capacity(l.lanes as usize),
+            w: 0,
+            groups: Vec::new(),
+        };
+        for lane in 0..l.lanes {
+            let (start, torn, w) = log_start(d, len, lane)?;
+            survey.w = survey.w.max(w);
+            let groups = &mut survey.groups;
+            let mut visit = |h: &Head, pos: u64, _: &[u8]| {
+                groups.push((h.gcn, lane, pos, h.csn));
+                Ok(())
+            };
+            let (at, next, n) =
+                Ring::walk(d, l.lane_off(lane), len, start.at, start.csn, &mut visit)?;
+            survey.lanes.push(Scan {
+                start,
+                torn,
+                end: (at, next),
+                groups: n,
+            });
+        }
+        survey.groups.sort_unstable();
+        Ok(survey)
+    }
+
+    /// Whether a group of `size` bytes is committed here (at most half a
+    /// lane).
+    pub fn fits(&self, size: usize) -> bool {
+        size as u64 <= self.len / 2
+    }
+
+    /// Commits the group in `b` in the calling thread's lane (see
+    /// [`Ring::commit`]): its sequence number in the lane, or `None` when
+    /// the lane has no room before its durable Log Start.
+    pub fn commit(
+        &self,
+        d: &Domain,
+        b: &mut Builder,
+        bits: &mut ApplyBits<'_>,
+    ) -> Result<Option<u64>, Error> {
+        let ring = &self.rings[self.lane()];
+        ring.commit(d, b, bits, self)
+    }
+
+    /// The calling thread's lane: the one it claimed, or a claim now of
+    /// the lane fewest threads hold.
+    #[inline]
+    fn lane(&self) -> usize {
+        if self.rings.len() == 1 {
+            return 0;
+        }
+        let me = Arc::as_ptr(&self.users);
+        let found = CLAIMS.with(|c| {
+            let c = c.borrow();
+            c.iter().find(|c| c.users.as_ptr() == me).map(|c| c.lane)
+        });
+        found.unwrap_or_else(|| self.claim())
+    }
+
+    #[cold]
+    fn claim(&self) -> usize {
+        let counts = &self.users.0;
+        let lane = (0..counts.len())
+            .min_by_key(|&i| counts[i].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        counts[lane].fetch_add(1, Ordering::Relaxed);
+        CLAIMS.with(|c| {
+            let mut c = c.borrow_mut();
+            // Claims of pools closed since are dropped here.
+            c.retain(|c| c.users.strong_count() > 0);
+            c.push(Claim {
+                users: Arc::downgrade(&self.users),
+                lane,
+            });
+        });
+        lane
+    }
+
+    /// The watermark, for lane `me` (its latch held) that needs it to
+    /// reach `need`: if it does not, the other lanes whose latch is free
+    /// learn what their commits recorded first.
+    pub(super) fn watermark(&self, d: &Domain, me: u64, need: u64) -> u64 {
+        let w = self.order.watermark();
+        if w >= need {
+            return w;
+        }
+        for (i, r) in self.rings.iter().enumerate() {
+            if i as u64 != me {
+                r.refresh(d);
+            }
+        }
+        self.order.watermark()
+    }
+
+    /// Makes every committed group of every lane durable in place and
+    /// moves each lane's Log Start to its head (see the module docs):
+    /// before a transaction logs in the bucket log, and at `sync` and
+    /// close.
+    pub fn drain(&self, d: &Domain) -> Result<(), Error> {
+        if !self.rings.iter().any(|r| r.has_work()) {
+            return Ok(());
+        }
+        let mut barred: Vec<MutexGuard<'_, State>> = Vec::with_capacity(self.rings.len());
+        let mut r = Ok(());
+        for ring in self.rings.iter() {
+            match ring.bar(d) {
+                Ok(st) => barred.push(st),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        if r.is_ok() {
+            r = self.drain_barred(d, &mut barred);
+        }
+        for (ring, st) in self.rings.iter().zip(barred.iter_mut()) {
+            ring.unbar(st);
+        }
+        r
+    }
+
+    /// A drain with every lane barred: one fence for all.
+    fn drain_barred(&self, d: &Domain, barred: &mut [MutexGuard<'_, State>]) -> Result<(), Error> {
+        let me = super::thread_tag();
+        let mut fence = false;
+        for (ring, st) in self.rings.iter().zip(barred.iter_mut()) {
+            fence |= ring.drain_flush(d, st, me)?;
+        }
+        if fence {
+            // Every group durable in place before a Log Start can pass it
+            // (one fence for both could persist a slot without a line).
+            d.fence_lazy_at(sites::RING_DRAIN_LINES)?;
+        }
+        // Nothing in flight anywhere: every number taken is in place.
+        let w = self.order.next.0.load(Ordering::SeqCst) - 1;
+        for (ring, st) in self.rings.iter().zip(barred.iter_mut()) {
+            ring.drain_store(st, d, me, w, fence)?;
+        }
+        Ok(())
+    }
+
+    /// Before a store in place of `off..off + len` that no ring group
+    /// covers (a fresh block's zeroing and writes, `Pool::write_unlogged`):
+    /// a [`drain`](Self::drain) only if a group of some lane that recovery
+    /// could still replay wrote one of those lines. A replay writes only
+    /// the lines its groups wrote, so a store elsewhere needs none, and no
+    /// fence.
+    pub fn drain_for(&self, d: &Domain, off: u64, len: u64) -> Result<(), Error> {
+        if self.rings.iter().any(|r| r.touches(d, off, len)) {
+            self.drain(d)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// After a fence of the calling thread (its append to the bucket log):
+    /// the Log Starts its drain stored, if no later store replaced them,
+    /// are durable, and lane space before them may be reused.
+    pub fn fenced_by_me(&self, d: &Domain) {
+        for r in self.rings.iter() {
+            r.fenced_by_me(d);
+        }
+    }
+
+    /// Whether some thread holds a lane's latch (the crash explorer's
+    /// scheduler never makes a thread wait while it holds one).
+    #[cfg(feature = "testing")]
+    pub(crate) fn latched(&self) -> bool {
+        self.rings.iter().any(|r| r.latched())
+    }
+}
+
+/// Lane `lane`'s durable Log Start, whether a slot failed its check
+/// word, and the largest watermark of its valid slots.
+fn log_start(d: &Domain, len: u64, lane: u64) -> Result<(LaneStart, bool, u64), Error> {
+    let read = |i| -> Result<Option<meta::RingSlot>, Error> {
+        let mut w = [0u8; RING_SLOT as usize];
+        d.read(meta::ring_slot_off(lane, i), &mut w)?;
+        Ok(meta::decode_ring_slot(&w))
+    };
+    let slots = [read(0)?, read(1)?];
+    let (slot, s) = match slots {
+        [Some(a), Some(b)] if b.csn > a.csn => (1, b),
+        [Some(a), _] => (0, a),
+        [None, Some(b)] => (1, b),
+        [None, None] => {
+            return Err(Error::LogCorrupt {
+                offset: meta::ring_slot_off(lane, 0),
+                reason: "both Log Start slots of a commit lane fail their check word (damaged or zeroed)",
+            })
+        }
+    };
+    if s.pos >= len || s.pos % group::LINE as u64 != 0 || s.csn == 0 {
+        return Err(Error::LogCorrupt {
+            offset: meta::ring_slot_off(lane, slot),
+            reason: "Log Start names no group boundary of its commit lane",
+        });
+    }
+    let w = slots.iter().flatten().map(|s| s.w).max().unwrap_or(0);
+    let start = LaneStart {
+        csn: s.csn,
+        at: s.pos,
+        slot,
+        w,
+    };
+    Ok((start, slots.iter().any(|s| s.is_none()), w))
+}
+
+/// Whether lane `lane` holds, past its valid groups (the next sequence
+/// number `next`), a group header numbered within a lap after `next`: a group a crash left durable after a missing one, which a new
+/// group of the same size at the same place would make the next valid one.
+fn stale_past(d: &Domain, l: &Layout, lane: u64, next: u64) -> Result<bool, Error> {
+    let len = l.lane_len();
+    let lap = len / group::LINE as u64 + 1;
+    let mut h = [0u8; group::HEADER];
+    let mut p = 0;
+    while p + group::LINE as u64 <= len {
+        d.read(l.lane_off(lane) + p, &mut h)?;
+        if Head::decode(&h).is_some_and(|head| head.csn > next && head.csn <= next + lap) {
+            return Ok(true);
+        }
+        p += group::LINE as u64;
+    }
+    Ok(false)
+}
