@@ -19,7 +19,7 @@ use crate::alloc::Allocator;
 use crate::error::Error;
 use crate::format::header::Header;
 use crate::format::layout::{
-    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, META_RING_END,
+    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, RING_SLOT,
     META_RING_START, META_ROOT_CHECK, META_ROOT_OFF, META_ROOT_SIZE,
 };
 use crate::format::{PPtr, Policy};
@@ -298,13 +298,13 @@ pub(crate) fn check_root_words(off: u64, size: u64, check: u64) -> Result<(u64, 
 fn check_meta(d: &Domain, l: &Layout) -> Result<(), Error> {
     let mut page = vec![0u8; (META_END - META_OFF) as usize];
     d.read(META_OFF, &mut page)?;
-    crate::format::meta::check_words(&page)?;
+    crate::format::meta::check_words(&page, l.lanes)?;
     // The main list's line, the tree update list's line and the tree root
     // (two-layer log) are checked by the log.
     let reserved = (crate::format::meta::WORDS_END..META_ADLL)
         .chain(TREE_ROOT + 8..META_LOG_START)
         .chain(META_LOG_START + 8..META_RING_START)
-        .chain(META_RING_END..META_END);
+        .chain(META_RING_START + l.lanes * 2 * RING_SLOT..META_END);
     for off in reserved {
         if page[(off - META_OFF) as usize] != 0 {
             return Err(Error::MetaCorrupt {

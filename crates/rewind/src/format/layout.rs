@@ -43,8 +43,6 @@ pub const META_RING_START: u64 = META_OFF + 320;
 pub const RING_SLOT: u64 = 32;
 /// Most commit lanes a pool has.
 pub const MAX_LANES: u64 = 16;
-/// First byte after the lanes' slots.
-pub const META_RING_END: u64 = META_RING_START + MAX_LANES * 2 * RING_SLOT;
 /// Smallest commit ring.
 pub const MIN_RING: u64 = 1024;
 /// Smallest lane of a ring split into several.

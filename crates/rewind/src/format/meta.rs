@@ -201,10 +201,12 @@ pub fn decode_heap(word: u64) -> Result<u64, Error> {
     Ok(c)
 }
 
-/// The meta page of a new pool of `heap_chunks` chunks: no root, no
-/// catalog, the magic, closed, Log Start 0, both ring Log Start slots at
-/// sequence number 1, position 0 (the empty ring); the log's words zero.
-pub fn initial_page(heap_chunks: u64) -> Vec<u8> {
+/// The meta page of a new pool of `heap_chunks` chunks and `lanes` commit
+/// lanes: no root, no catalog, the magic, closed, Log Start 0, both Log
+/// Start slots of each lane at sequence number 1, position 0, watermark
+/// 0 (the empty lane; the slots of lanes past the count zero); the log's
+/// words zero.
+pub fn initial_page(heap_chunks: u64, lanes: u64) -> Vec<u8> {
     let mut p = vec![0u8; (META_END - META_OFF) as usize];
     let mut put = |off: u64, v: u64| {
         let at = (off - META_OFF) as usize;
@@ -215,7 +217,7 @@ pub fn initial_page(heap_chunks: u64) -> Vec<u8> {
     put(MAGIC_OFF, u64::from_le_bytes(MAGIC));
     put(HEAP, encode_heap(heap_chunks));
     put(META_LOG_START, encode_log_start(0));
-    for lane in 0..MAX_LANES {
+    for lane in 0..lanes.min(MAX_LANES) {
         for i in 0..2 {
             let at = (ring_slot_off(lane, i) - META_OFF) as usize;
             p[at..at + RING_SLOT as usize].copy_from_slice(&encode_ring_slot(FIRST_SLOT));
@@ -225,9 +227,11 @@ pub fn initial_page(heap_chunks: u64) -> Vec<u8> {
 }
 
 /// Checks the words of a meta page (`page`: its 4096 bytes) this module
-/// owns: the magic, the root and catalog checks, the heap size word's
-/// check, Log Start. The log checks its own words; the caller checks the rest is zero.
-pub fn check_words(page: &[u8]) -> Result<(), Error> {
+/// owns, in a pool of `lanes` commit lanes: the magic, the root and
+/// catalog checks, the heap size word's check, Log Start, a valid slot
+/// per lane. The log checks its own words; the caller checks the rest is
+/// zero (the slots of lanes past the count among them).
+pub fn check_words(page: &[u8], lanes: u64) -> Result<(), Error> {
     let word = |off: u64| {
         let at = (off - META_OFF) as usize;
         u64::from_le_bytes(page[at..at + 8].try_into().expect("8 bytes"))
@@ -256,7 +260,8 @@ pub fn check_words(page: &[u8]) -> Result<(), Error> {
     };
     // One slot of a lane may be torn (a crash while it was stored), never
     // both.
-    if let Some(lane) = (0..MAX_LANES).find(|&l| slot(l, 0).is_none() && slot(l, 1).is_none()) {
+    let mut lanes = 0..lanes.min(MAX_LANES);
+    if let Some(lane) = lanes.find(|&l| slot(l, 0).is_none() && slot(l, 1).is_none()) {
         return bad(
             ring_slot_off(lane, 0),
             "both Log Start slots of a commit lane fail their check word (damaged or zeroed)",
@@ -379,16 +384,17 @@ mod tests {
         for l in 0..MAX_LANES {
             assert_eq!(ring_slot_off(l, 1) / 64, ring_slot_off(l, 0) / 64);
         }
-        assert!(ring_slot_off(MAX_LANES - 1, 1) + RING_SLOT <= crate::format::layout::META_RING_END);
+        assert!(ring_slot_off(MAX_LANES - 1, 1) + RING_SLOT <= META_END);
     }
 
     #[test]
     fn the_initial_page_checks_and_a_zeroed_one_does_not() {
-        let p = initial_page(3);
-        check_words(&p).unwrap();
-        assert!(check_words(&vec![0u8; p.len()]).is_err());
+        let p = initial_page(3, 2);
+        check_words(&p, 2).unwrap();
+        assert!(check_words(&p, 3).is_err(), "lane 2's slots are zero");
+        assert!(check_words(&vec![0u8; p.len()], 2).is_err());
         let mut q = p.clone();
         q[(ROOT - META_OFF) as usize..(TX_WORDS_END - META_OFF) as usize].fill(0);
-        assert!(check_words(&q).is_err());
+        assert!(check_words(&q, 2).is_err());
     }
 }

@@ -230,27 +230,30 @@ impl Lanes {
             let lane = lane as u64;
             let mut start = scan.start;
             let (at, next) = scan.end;
-            if scan.groups > 0 || scan.torn || stale_past(d, l, lane, next)? {
-                // Past its groups, a lap of sequence numbers on, with a
-                // watermark covering every group found (all durable in
-                // place now); a torn slot made valid again. The slot
-                // not in use takes it: a crash while it is stored leaves
-                // the other.
-                start = LaneStart {
-                    csn: next + lap,
-                    at,
-                    slot: start.slot ^ 1,
-                    w: top,
-                };
+            let moved = scan.groups > 0 || stale_past(d, l, lane, next)?;
+            if moved || scan.torn {
+                // Moved: past its groups, a lap of sequence numbers on,
+                // with a watermark covering every group found (all
+                // durable in place now). Torn alone: the valid slot
+                // copied over the torn one, so that the next crash still
+                // finds one valid. The slot not in use takes it: a crash
+                // while it is stored leaves the other.
+                if moved {
+                    start = LaneStart {
+                        csn: next + lap,
+                        at,
+                        slot: start.slot,
+                        w: top,
+                    };
+                }
                 let slot = meta::RingSlot {
                     csn: start.csn,
-                    pos: at,
-                    w: top,
+                    pos: start.at,
+                    w: start.w,
                 };
-                d.store_nt(
-                    meta::ring_slot_off(lane, start.slot),
-                    &meta::encode_ring_slot(slot),
-                )?;
+                start.slot ^= u64::from(moved);
+                let i = if moved { start.slot } else { start.slot ^ 1 };
+                d.store_nt(meta::ring_slot_off(lane, i), &meta::encode_ring_slot(slot))?;
                 stored = true;
             }
             rings.push(Ring::new(l.lane_off(lane), len, lane, order.clone(), start));

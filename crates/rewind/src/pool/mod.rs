@@ -330,7 +330,7 @@ impl Pool {
         // The header and meta page are durable in the file before the
         // file has its name.
         let mut prefix = hdr.encode();
-        prefix.extend(meta::initial_page(hdr.initial_chunks()));
+        prefix.extend(meta::initial_page(hdr.initial_chunks(), hdr.layout.lanes));
         let f = file::create(path, size, &prefix)?;
         let stamp = file::identity(path, &f)?;
         let reserve = hdr.layout.pool_size;
@@ -1112,7 +1112,7 @@ const MIN_LRU_LINES: usize = 16;
 #[cfg(feature = "testing")]
 fn write_header(dom: &Domain, hdr: &Header) -> Result<(), Error> {
     let mut page = hdr.encode();
-    page.extend(meta::initial_page(hdr.initial_chunks()));
+    page.extend(meta::initial_page(hdr.initial_chunks(), hdr.layout.lanes));
     dom.store(0, &page)?;
     dom.flush_at(0, page.len() as u64, sites::POOL_HEADER_FLUSH)?;
     // The header persistent before the pool is used.
