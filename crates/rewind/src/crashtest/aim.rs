@@ -61,7 +61,11 @@ pub fn aim(site: Site) -> Vec<Config> {
     let shape = shape_for(site);
     // Only another thread's unfenced write-back shows a lost re-flush, and
     // only another thread's group in flight a commit that does not wait.
-    let two = site == sites::RING_DRAIN_FLUSH || site == sites::RING_ORDER;
+    // Only another lane's group not yet in place shows a Log Start that
+    // passes the watermark.
+    let two = site == sites::RING_DRAIN_FLUSH
+        || site == sites::RING_ORDER
+        || site == sites::RING_WATERMARK;
     let mut out = Vec::new();
     for v in [
         LogVariant::Batch,

@@ -67,6 +67,9 @@ pub fn run_program(
         // four times its size: their allocations outgrow its few chunks,
         // so the heap grows (and empty class chunks are reclaimed).
         max_size: (cfg.shape == Shape::Churn).then_some(4 * MIN_POOL),
+        // Half the two-thread seeds commit in a lane per thread; the
+        // others share one (the smallest pools' default).
+        lanes: (cfg.threads > 1 && seed % 2 == 0).then_some(2),
         ..PoolConfig::default()
     };
     let size = match cfg.shape {

@@ -19,8 +19,8 @@ use crate::alloc::Allocator;
 use crate::error::Error;
 use crate::format::header::Header;
 use crate::format::layout::{
-    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, RING_SLOT,
-    META_RING_START, META_ROOT_CHECK, META_ROOT_OFF, META_ROOT_SIZE,
+    Layout, HEADER_SIZE, META_ADLL, META_END, META_LOG_START, META_OFF, META_RING_START,
+    META_ROOT_CHECK, META_ROOT_OFF, META_ROOT_SIZE, RING_SLOT,
 };
 use crate::format::{PPtr, Policy};
 use crate::log::adll::List;

@@ -438,7 +438,10 @@ fn validate(l: &Layout, variant: LogVariant) -> Result<(), Error> {
         .log_blocks
         .checked_mul(l.log_block_size)
         .and_then(|log| Layout::plan(l.pool_size, log, l.bucket_cells))
-        .map(|p| Layout { lanes: l.lanes, ..p });
+        .map(|p| Layout {
+            lanes: l.lanes,
+            ..p
+        });
     if planned != Some(*l) {
         return bad(
             "heap chunks",

@@ -30,7 +30,7 @@
 //! a torn or damaged one, never an empty ring.
 
 use super::layout::{
-    META_END, META_LOG_START, META_OFF, META_RING_START, META_ROOT_OFF, MAX_LANES, RING_SLOT,
+    MAX_LANES, META_END, META_LOG_START, META_OFF, META_RING_START, META_ROOT_OFF, RING_SLOT,
 };
 use crate::error::Error;
 

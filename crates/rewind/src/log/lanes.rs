@@ -173,12 +173,11 @@ impl Lanes {
         let mut buf = Vec::new();
         for &(_, lane, pos, csn) in survey.groups.iter().filter(|g| g.0 > survey.w) {
             let off = l.lane_off(lane);
-            let head = Ring::group_at(d, off, len, pos, csn, &mut buf)?.ok_or(
-                Error::LogCorrupt {
+            let head =
+                Ring::group_at(d, off, len, pos, csn, &mut buf)?.ok_or(Error::LogCorrupt {
                     offset: off + pos,
                     reason: "a commit group changed while recovery read it",
-                },
-            )?;
+                })?;
             let at = off + pos;
             for e in group::entries(&buf, head.count, at)? {
                 match e {
@@ -222,7 +221,9 @@ impl Lanes {
         let lap = len / group::LINE as u64 + 1;
         let order = Arc::new(Order {
             next: Padded(AtomicU64::new(top + 1)),
-            low: (0..l.lanes).map(|_| Padded(AtomicU64::new(u64::MAX))).collect(),
+            low: (0..l.lanes)
+                .map(|_| Padded(AtomicU64::new(u64::MAX)))
+                .collect(),
         });
         let mut rings = Vec::with_capacity(l.lanes as usize);
         let mut stored = false;
@@ -494,12 +495,11 @@ fn log_start(d: &Domain, len: u64, lane: u64) -> Result<(LaneStart, bool, u64), 
         [Some(a), Some(b)] if b.csn > a.csn => (1, b),
         [Some(a), _] => (0, a),
         [None, Some(b)] => (1, b),
-        [None, None] => {
-            return Err(Error::LogCorrupt {
-                offset: meta::ring_slot_off(lane, 0),
-                reason: "both Log Start slots of a commit lane fail their check word (damaged or zeroed)",
-            })
-        }
+        [None, None] => return Err(Error::LogCorrupt {
+            offset: meta::ring_slot_off(lane, 0),
+            reason:
+                "both Log Start slots of a commit lane fail their check word (damaged or zeroed)",
+        }),
     };
     if s.pos >= len || s.pos % group::LINE as u64 != 0 || s.csn == 0 {
         return Err(Error::LogCorrupt {

@@ -800,9 +800,7 @@ impl Ring {
             // groups known durable that the watermark covers, made durable
             // by this commit's fence (one commit at a time; a drain's
             // unfenced store to the same slot is superseded).
-            let advance = match !st.advancing
-                && st.durable_to.at - st.fenced.at >= self.len / 8
-            {
+            let advance = match !st.advancing && st.durable_to.at - st.fenced.at >= self.len / 8 {
                 true => self.advance_to(d, st, lanes),
                 false => None,
             };
@@ -1279,7 +1277,8 @@ impl Ring {
                 st.passed.remove(PASSED_MAX / 2);
             }
         }
-        self.order.set_low(self.lane, st.flights.front().map(|f| f.g));
+        self.order
+            .set_low(self.lane, st.flights.front().map(|f| f.g));
     }
 
     /// Where a commit may move this lane's Log Start: the last end of
@@ -1289,7 +1288,11 @@ impl Ring {
     /// over none of them: `log/lanes.rs`), with the watermark to store.
     fn advance_to(&self, d: &Domain, st: &mut State, lanes: &Lanes) -> Option<Start> {
         let need = st.passed.back()?.g;
-        let w = lanes.watermark(d, self.lane, need);
+        let w = match d.mutated(sites::RING_WATERMARK) {
+            // (A lane that counts only its own groups.)
+            true => need,
+            false => lanes.watermark(d, self.lane, need),
+        };
         let i = st.passed.iter().rposition(|s| s.g <= w)?;
         let to = st.passed[i];
         st.passed.drain(..=i);
@@ -1476,7 +1479,13 @@ pub(super) fn now_log(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<bool
 /// Zeroes `size` bytes at `off`, written back at `site` (`lazy`: with the
 /// write-back's lazy flush, durable at the next fence; on a disk, at the
 /// next drain).
-pub(super) fn zero_block(d: &Domain, off: u64, size: u64, site: sites::Site, lazy: bool) -> Result<(), Error> {
+pub(super) fn zero_block(
+    d: &Domain,
+    off: u64,
+    size: u64,
+    site: sites::Site,
+    lazy: bool,
+) -> Result<(), Error> {
     const Z: [u8; 4096] = [0; 4096];
     let mut done = 0;
     while done < size {

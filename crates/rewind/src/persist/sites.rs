@@ -155,6 +155,7 @@ sites! {
     RING_COMMIT = "ring.commit": "redo: a commit group in the ring (and a Log Start slot stored with it) durable, the commit point, before its values are stored in place", reach: RING;
     RING_WRITE_BACK = "ring.write_back": "redo: a committed value written back in place, so this thread's next fence makes it durable before the Log Start can pass its group", reach: RING;
     RING_ORDER = "ring.order": "redo: a commit waits, after its fence, until every earlier group is durable and written back (the applied watermark) before it stores its values in place and returns: recovery stops at the first group missing", reach: RING;
+    RING_WATERMARK = "ring.watermark": "redo, lanes: a lane's Log Start passes only groups numbered up to the watermark (every lane's groups up to it durable in place), not merely its own durable groups: recovery replays only groups above the largest watermark stored, so a group of another lane below it must be in place", reach: RING;
     RING_DRAIN_FLUSH = "ring.drain.flush": "redo: a line another thread wrote back and has not fenced, written back again by the draining thread", reach: RING;
     RING_DRAIN_LINES = "ring.drain.lines": "redo: every ring group's written-back lines durable before a Log Start past them is stored", reach: RING;
     RING_RECOVER_FLUSH = "ring.recover.flush": "recovery: a replayed commit group's value written back", reach: RING;

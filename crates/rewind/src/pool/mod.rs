@@ -1002,8 +1002,10 @@ fn plan(layout: &str, size: u64, cfg: &PoolConfig) -> Result<Header, Error> {
                 what: "commit lanes",
                 value: n.to_string(),
                 expected: match (1..=crate::format::layout::MAX_LANES).contains(&n) {
-                    true => "lanes of at least 512 bytes of the commit ring (a sixty-fourth of \
-                             the log): fewer lanes or a larger log",
+                    true => {
+                        "lanes of at least 512 bytes of the commit ring (a sixty-fourth of \
+                             the log): fewer lanes or a larger log"
+                    }
                     false => "1 to 16",
                 },
             });
