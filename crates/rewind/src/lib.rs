@@ -57,6 +57,7 @@ pub mod inspect;
 pub mod log;
 #[cfg(not(feature = "testing"))]
 mod log;
+mod padded;
 #[cfg(feature = "testing")]
 pub mod persist;
 mod policy;

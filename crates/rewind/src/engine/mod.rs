@@ -49,8 +49,10 @@ pub(crate) struct Engine {
     pub(crate) checkpoint_fill: f64,
     /// The next block of transaction ids to hand a thread.
     next_tx: AtomicU64,
-    /// Each thread's block of ids: (next, end).
-    tx_ids: thread_local::ThreadLocal<std::cell::Cell<(u64, u64)>>,
+    /// Each thread's block of ids: (next, end), on lines of its own (two
+    /// threads' cells side by side would pass their line back and forth
+    /// at every transaction).
+    tx_ids: thread_local::ThreadLocal<crate::padded::Padded<std::cell::Cell<(u64, u64)>>>,
     pub(crate) report: RecoveryReport,
     /// Why the handle is poisoned: a commit or rollback failed midway, so
     /// its records must stay for recovery and close leaves the log alone.

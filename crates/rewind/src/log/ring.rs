@@ -133,6 +133,7 @@ use crate::persist::{backoff, sites, Domain};
 
 use super::lanes::{Lanes, Order};
 use super::table::Table;
+pub(super) use crate::padded::Padded;
 
 /// A group in the ring that the durable Log Start does not cover yet.
 #[derive(Clone, Copy, Debug)]
@@ -606,18 +607,6 @@ struct Watch {
     /// condition variable for the applied count: a commit that records its
     /// write-back without the latch takes it to wake them only then.
     sleepers: AtomicU64,
-}
-
-/// A value alone on its cache line(s) (two lines: a neighbouring line may
-/// be fetched with it).
-#[repr(align(128))]
-pub(super) struct Padded<T>(pub T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 impl Ring {

@@ -262,7 +262,7 @@ enum Kind {
     /// its next fence writes them back first.
     Pmem {
         instr: FlushInstr,
-        deferred: Box<ThreadLocal<RefCell<Vec<u64>>>>,
+        deferred: Box<ThreadLocal<crate::padded::Padded<RefCell<Vec<u64>>>>>,
     },
     /// `flush`: the ranges the next device flush makes durable (flushed
     /// cached stores, and non-temporal stores, already written to the

@@ -39,9 +39,10 @@ use thread_local::ThreadLocal;
 /// left just before it looked is caught by this bound).
 const RECHECK: Duration = Duration::from_millis(1);
 
-/// A thread's entries in progress, on a line of its own.
+/// A thread's entries in progress, on lines of its own (two: a
+/// neighbouring line may be fetched with it).
 #[derive(Default)]
-#[repr(align(64))]
+#[repr(align(128))]
 struct Inside(AtomicU64);
 
 #[derive(Default)]
