@@ -2,9 +2,11 @@
 //! in one pool, for profiling the concurrent commit
 //! (`perf record cargo run --release --example threadloop`).
 //! Usage: threadloop [policy] [threads] [K] [transactions per thread]
-//! [backend] [directory] [pools] (`msync` and a directory on a disk: group
-//! commit; `pools`: `one`, the default, or `each`, a pool per thread, which
-//! share nothing: the bound of what per-thread log lanes could give)
+//! [backend] [directory] [pools] [lanes] (`msync` and a directory on a
+//! disk: group commit; `pools`: `one`, the default, or `each`, a pool per
+//! thread, which share nothing: the bound of what per-thread log lanes
+//! could give; `lanes`: the pools' commit lanes, 1 for one ring that
+//! every thread shares)
 //!
 //! Prints the wall time per transaction and each thread's CPU time per
 //! transaction: on a machine with a core per thread, threads that never
@@ -29,7 +31,11 @@ fn main() -> Result<(), rewind::Error> {
     let backend: Backend = a.get(5).map_or("pmem", |s| s).parse()?;
     let dir = a.get(6).map_or("/dev/shm", |s| s);
     let each = a.get(7).is_some_and(|s| s == "each");
-    let cfg = PoolConfig::default().policy(policy).backend(backend);
+    let mut cfg = PoolConfig::default().policy(policy).backend(backend);
+    // Commit lanes (default: the pool's; 1 is one ring for every thread).
+    if let Some(n) = a.get(8).and_then(|s| s.parse().ok()) {
+        cfg = cfg.lanes(n);
+    }
     let pools = (0..if each { threads } else { 1 })
         .map(|i| {
             let name = format!("threadloop-{}-{i}.pool", std::process::id());
