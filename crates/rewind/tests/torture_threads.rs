@@ -19,7 +19,7 @@
 //! A process kill leaves every store made (the page cache keeps them), so
 //! what this proves is the protocol's bookkeeping under many threads: the
 //! acknowledged set, atomicity, the ring's reuse and recovery of groups
-//! written out of order. The order in which groups become durable (the
+//! written out of order, in four commit lanes merged at recovery. The order in which groups become durable (the
 //! applied watermark, `ring.order`) is the crash explorer's to prove: it
 //! builds the images a power failure could leave (`crashtest`, two
 //! threads).
@@ -43,6 +43,8 @@ const LAYOUT: &str = "torture-threads";
 const POOL_SIZE: u64 = 4 << 20;
 /// Most threads of a child.
 const THREADS: usize = 8;
+/// Commit lanes of the pool.
+const LANES: u64 = 4;
 /// Slots of each thread.
 const SLOTS: usize = 32;
 const ENV_POOL: &str = "REWIND_MT_POOL";
@@ -183,7 +185,12 @@ fn run_child(path: &Path, seed: u64, threads: usize, kill: u64) -> [Option<u64>;
 fn many_threads_lose_no_acknowledged_transaction_and_apply_none_in_part() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mt.pool");
-    let pool = Pool::create(&path, LAYOUT, POOL_SIZE, &PoolConfig::default()).unwrap();
+    // Four commit lanes: a lane per thread with 4 threads, two threads a
+    // lane with 8 (recovery merges the lanes' groups by global commit
+    // number; the shared counter's increments cross lanes).
+    let cfg = PoolConfig::default().lanes(LANES);
+    let pool = Pool::create(&path, LAYOUT, POOL_SIZE, &cfg).unwrap();
+    assert_eq!(pool.layout().lanes, LANES);
     pool.transaction(|tx| tx.root::<Root>().map(|_| ()))
         .unwrap();
     drop(pool);

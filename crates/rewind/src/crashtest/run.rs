@@ -69,7 +69,7 @@ pub fn run_program(
         max_size: (cfg.shape == Shape::Churn).then_some(4 * MIN_POOL),
         // Half the two-thread seeds commit in a lane per thread; the
         // others share one (the smallest pools' default).
-        lanes: (cfg.threads > 1 && seed % 2 == 0).then_some(2),
+        lanes: (cfg.threads > 1 && seed.is_multiple_of(2)).then_some(2),
         ..PoolConfig::default()
     };
     let size = match cfg.shape {

@@ -317,7 +317,7 @@ impl Lanes {
             let (start, torn, w) = log_start(d, len, lane)?;
             survey.w = survey.w.max(w);
             let groups = &mut survey.groups;
-            let mut visit = |h: &Head, pos: u64, _: &[u8]| {
+            let mut visit = |h: &Head, pos: u64| {
                 groups.push((h.gcn, lane, pos, h.csn));
                 Ok(())
             };
@@ -472,6 +472,13 @@ impl Lanes {
         for r in self.rings.iter() {
             r.fenced_by_me(d);
         }
+    }
+
+    /// The live threads holding each lane.
+    pub fn threads(&self) -> Vec<usize> {
+        (self.users.0.iter())
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Whether some thread holds a lane's latch (the crash explorer's

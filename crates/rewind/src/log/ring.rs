@@ -648,7 +648,7 @@ impl Ring {
     /// Visits, in order, the header of every group recovery finds in the
     /// lane of `len` bytes at `off` from position `pos` and sequence
     /// number `csn` (the scan and wrap rule of `docs/format.md`), each with
-    /// its position and its entries' bytes. Returns the position and
+    /// its position. Returns the position and
     /// sequence number after the last group, and the groups visited.
     pub(super) fn walk(
         d: &Domain,
@@ -656,7 +656,7 @@ impl Ring {
         len: u64,
         pos: u64,
         csn: u64,
-        visit: &mut dyn FnMut(&Head, u64, &[u8]) -> Result<(), Error>,
+        visit: &mut dyn FnMut(&Head, u64) -> Result<(), Error>,
     ) -> Result<(u64, u64, u64), Error> {
         let (mut at, mut next, mut groups) = (pos, csn, 0);
         let mut scanned = 0u64;
@@ -680,7 +680,7 @@ impl Ring {
                     reason: "commit ring holds more than a lap of groups",
                 });
             }
-            visit(&head, p, &entries_buf)?;
+            visit(&head, p)?;
             groups += 1;
             at = (p + size) % len;
             next += 1;

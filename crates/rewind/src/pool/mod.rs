@@ -880,6 +880,17 @@ impl Pool {
         Engine::start(dom, Path::new("<sim>"), layout, WriteBack::default()).map(Pool::start)
     }
 
+    /// The live threads that hold each commit lane now (a thread takes
+    /// the lane fewest hold at its first commit and gives it back when it
+    /// ends); empty unless the pool's policy is redo, the one that commits
+    /// in lanes.
+    pub fn lane_threads(&self) -> Vec<usize> {
+        self.eng
+            .ring
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.threads())
+    }
+
     /// The region geometry.
     pub fn layout(&self) -> &Layout {
         &self.eng.hdr.layout
