@@ -605,8 +605,8 @@ fn crc32(b: &[u8]) -> u32 {
 fn edit_header(bytes: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
     let mut b = bytes.to_vec();
     b[at..at + value.len()].copy_from_slice(value);
-    let crc = crc32(&b[..176]);
-    b[176..180].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32(&b[..180]);
+    b[180..184].copy_from_slice(&crc.to_le_bytes());
     b
 }
 
@@ -626,12 +626,35 @@ fn edited_headers_are_refused_by_every_command() {
     let mut name_tail = bytes[16..80].to_vec();
     name_tail[LAYOUT.len() + 1] = b'x';
     let cases: Vec<(&str, usize, Vec<u8>, &[&str])> = vec![
-        ("version 9", 8, 9u32.to_le_bytes().to_vec(), &["version 9"]),
         (
-            "version 11",
+            "version 10",
             8,
-            11u32.to_le_bytes().to_vec(),
-            &["version 11"],
+            10u32.to_le_bytes().to_vec(),
+            &["version 10"],
+        ),
+        (
+            "version 12",
+            8,
+            12u32.to_le_bytes().to_vec(),
+            &["version 12"],
+        ),
+        (
+            "no lanes",
+            176,
+            0u32.to_le_bytes().to_vec(),
+            &["commit lanes"],
+        ),
+        (
+            "17 lanes",
+            176,
+            17u32.to_le_bytes().to_vec(),
+            &["commit lanes"],
+        ),
+        (
+            "lanes max",
+            176,
+            u32::MAX.to_le_bytes().to_vec(),
+            &["commit lanes"],
         ),
         (
             "version max",

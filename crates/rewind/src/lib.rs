@@ -85,6 +85,8 @@ pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
 pub use engine::write_back::WriteBack;
 pub use error::{Error, Result};
+/// The most commit lanes a pool has ([`PoolConfig::lanes`]).
+pub use format::layout::MAX_LANES;
 /// The smallest pool [`Pool::create`] accepts, in bytes (1 MiB), and the
 /// bound every pool's maximum size stays below (256 TiB).
 pub use format::layout::{MAX_POOL, MIN_POOL};

@@ -81,9 +81,10 @@ fn load(pool: &Pool, w: u32, s: &Sizes) -> Result<Tables, Error> {
 }
 
 impl Coll {
-    pub fn new(ctx: &Ctx, dir: &Path, w: u32, s: &Sizes) -> Result<Coll, CliError> {
+    /// The tables of `w` warehouses in a pool of `lanes` commit lanes.
+    pub fn new(ctx: &Ctx, dir: &Path, lanes: u64, w: u32, s: &Sizes) -> Result<Coll, CliError> {
         let size = s.pool_bytes(w, PER_ROW);
-        let cfg = ctx.default_config();
+        let cfg = ctx.default_config().lanes(lanes);
         let pool = fresh_pool((dir, "collections"), "rewind-bench-tpcc", size, &cfg)?;
         let what = "loading rewind-collections";
         let loaded = (|| {

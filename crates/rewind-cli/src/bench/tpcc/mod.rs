@@ -35,11 +35,10 @@
 //!   updated there, with its own fence.
 //! - `volatile`: the same in DRAM.
 //! - `rewind`: the same tree in one pool, every warehouse's tables in it,
-//!   one pool transaction per new-order (the default policy, and
-//!   batch-force); the transaction that meets the unused item rolls back
-//!   what it wrote. With several threads, their commits share the pool's
-//!   one commit ring: the distributed-log configuration until per-thread
-//!   lanes exist.
+//!   one pool transaction per new-order (the default policy with a commit
+//!   lane per thread, REWIND's distributed log; the same with one lane
+//!   every thread shares, its one log; and batch-force); the transaction
+//!   that meets the unused item rolls back what it wrote.
 //! - `rewind-collections`: the same tables as `BTreeMap<u64, Row>` of the
 //!   user-facing crate, default policy: a read copies the row, an update
 //!   changes it in place (`BTreeMap::update`), writing the bytes it changed.
@@ -76,6 +75,7 @@ use super::harness::{on_threads, Ctx, Label, Per, Sample, Scale};
 use super::output::Report;
 use super::tree::workload::Digest;
 use crate::error::CliError;
+use rewind::MAX_LANES;
 
 const SEED: u64 = 0x7bcc;
 /// The most order lines of a new-order.
@@ -416,11 +416,19 @@ fn build(ctx: &Ctx, dir: &std::path::Path, w: u32, s: &Sizes) -> Result<Vec<Subj
     add("persist-nolog", "nolog", Box::new(nolog));
     let default = rewind::PoolConfig::default();
     let (dv, dp) = (default.log, default.policy);
-    for (variant, policy) in [(dv, dp), (LogVariant::Batch, Policy::Force)] {
-        let sys = tree::RewindTree::new(ctx, dir, variant, policy, w, s)?;
-        add("rewind", &format!("{variant}-{policy}"), Box::new(sys));
+    // The default policy with a commit lane per thread (REWIND's
+    // distributed log) and with one lane every thread shares (its one
+    // log); batch-force commits in the bucket log, which has no lanes.
+    let lanes = u64::from(w).min(MAX_LANES);
+    for (variant, policy, lanes, name) in [
+        (dv, dp, lanes, format!("{dv}-{dp}")),
+        (dv, dp, 1, format!("{dv}-{dp}-one-lane")),
+        (LogVariant::Batch, Policy::Force, 1, "batch-force".into()),
+    ] {
+        let sys = tree::RewindTree::new(ctx, dir, variant, policy, lanes, &name, w, s)?;
+        add("rewind", &name, Box::new(sys));
     }
-    let coll = coll::Coll::new(ctx, dir, w, s)?;
+    let coll = coll::Coll::new(ctx, dir, lanes, w, s)?;
     add("rewind-collections", &format!("{dv}-{dp}"), Box::new(coll));
     let sqlite = sqlite::Sqlite::new(&dir.join("tpcc.db"), w, s)?;
     add("sqlite", "wal-full", Box::new(sqlite));

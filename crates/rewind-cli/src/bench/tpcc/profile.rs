@@ -58,7 +58,9 @@ pub fn run(args: &ProfileArgs) -> Result<(), CliError> {
         ProfiledEngine::Nolog => Box::new(Baseline::nolog(&ctx, dir.path(), 1, &s)?),
         ProfiledEngine::Rewind => {
             let d = PoolConfig::default();
-            Box::new(RewindTree::new(&ctx, dir.path(), d.log, d.policy, 1, &s)?)
+            let name = format!("{}-{}", d.log, d.policy);
+            let tree = RewindTree::new(&ctx, dir.path(), d.log, d.policy, 1, &name, 1, &s)?;
+            Box::new(tree)
         }
     };
     let mut term = Terminal::new(1, 1, s);

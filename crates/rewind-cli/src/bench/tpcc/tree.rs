@@ -415,17 +415,21 @@ pub struct RewindTree {
 }
 
 impl RewindTree {
+    /// The trees of `w` warehouses in a pool of `lanes` commit lanes
+    /// (`name`: the configuration's label).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ctx: &Ctx,
         dir: &Path,
         variant: LogVariant,
         policy: Policy,
+        lanes: u64,
+        name: &str,
         w: u32,
         s: &Sizes,
     ) -> Result<RewindTree, CliError> {
-        let name = format!("{variant}-{policy}");
         let size = s.pool_bytes(w, PER_ROW);
-        let cfg = ctx.pool_config(variant, policy);
+        let cfg = ctx.pool_config(variant, policy).lanes(lanes);
         let file = format!("tree-{name}");
         let pool = Box::new(fresh_pool((dir, &file), "rewind-bench-tpcc", size, &cfg)?);
         let mut e = Rewind(&*pool);
