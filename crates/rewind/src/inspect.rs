@@ -57,6 +57,8 @@ pub struct PoolInfo {
     pub created_backend: String,
     /// Log region: offset, blocks, block size, cells per block.
     pub log_region: (u64, u64, u64, u64),
+    /// Commit ring: offset, lanes, bytes per lane.
+    pub commit_ring: (u64, u64, u64),
     /// Heap: offset and chunk count (now, after recovery; at create for
     /// a pool in use).
     pub heap: (u64, u64),
@@ -107,6 +109,7 @@ impl PoolInfo {
             commit_policy: header.policy.to_string(),
             created_backend: header.backend.to_string(),
             log_region: (l.log_off, l.log_blocks, l.log_block_size, l.bucket_cells),
+            commit_ring: (l.ring_off(), l.lanes, l.lane_len()),
             heap: (l.heap_off, header.initial_chunks()),
             in_use: false,
             log_records: None,
@@ -175,6 +178,13 @@ impl fmt::Display for PoolInfo {
             write!(f, "; {b} in use, {r} records")?;
         }
         writeln!(f)?;
+        writeln!(
+            f,
+            "commit ring    {:#x}: {} lane(s) of {} bytes",
+            l.ring_off(),
+            l.lanes,
+            l.lane_len()
+        )?;
         write!(
             f,
             "heap           {:#x}: {} chunks of 256 KiB",

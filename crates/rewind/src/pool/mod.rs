@@ -722,6 +722,17 @@ impl Pool {
         c
     }
 
+    /// The live threads that hold each commit lane now (a thread takes
+    /// the lane fewest hold at its first commit and gives it back when it
+    /// ends); empty unless the pool's policy is redo, the one that commits
+    /// in lanes.
+    pub fn lane_threads(&self) -> Vec<usize> {
+        self.eng
+            .ring
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.threads())
+    }
+
     /// What recovery did when this pool was opened.
     pub fn recovery_report(&self) -> RecoveryReport {
         self.eng.report
@@ -878,17 +889,6 @@ impl Pool {
     pub fn open_domain(dom: Domain, layout: &str) -> Result<Pool, Error> {
         check_layout_name(layout)?;
         Engine::start(dom, Path::new("<sim>"), layout, WriteBack::default()).map(Pool::start)
-    }
-
-    /// The live threads that hold each commit lane now (a thread takes
-    /// the lane fewest hold at its first commit and gives it back when it
-    /// ends); empty unless the pool's policy is redo, the one that commits
-    /// in lanes.
-    pub fn lane_threads(&self) -> Vec<usize> {
-        self.eng
-            .ring
-            .as_ref()
-            .map_or_else(Vec::new, |r| r.threads())
     }
 
     /// The region geometry.
