@@ -1,7 +1,13 @@
-//! The commit ring: the redo policy's commit groups (NVWAL §4.2, ReDU's
-//! packing, MARS's redo log), one after another in a circular region of
-//! whole lines between the bucket log and the heap (`format/group.rs`
-//! draws a group byte by byte).
+//! One commit lane's ring: the redo policy's commit groups (NVWAL §4.2,
+//! ReDU's packing, MARS's redo log), one after another in a circular region
+//! of whole lines, a lane of the commit ring between the bucket log and the
+//! heap (`format/group.rs` draws a group byte by byte). A pool's ring is
+//! split into lanes (`log/lanes.rs`: which thread commits in which lane,
+//! the global commit number every group takes, the watermark that keeps a
+//! lane's reclamation from letting another lane's older group replay over
+//! newer values, recovery merging the lanes, the drain of all lanes).
+//! Everything below is of one lane: "the ring" is this lane, its sequence
+//! numbers (csn) its own.
 //!
 //! **Commit** (one fence). Under the ring's latch, a transaction's group
 //! (header, packed entries, CRC) is given its place at the head and its
@@ -61,17 +67,19 @@
 //! stores, so each commit fences its own group and "sharing" is only the
 //! wait for the earlier groups.
 //!
-//! **Log Start** (reclamation without a fence). Two slots in the meta page
-//! hold (commit sequence number, ring position, check word); recovery takes
-//! the valid slot with the higher sequence number and replays, from its
-//! position, every group whose CRC matches and whose sequence number is
-//! exactly the next one. The ring space behind the durable Log Start is
-//! free. A group is durable in place once the thread that wrote it back
-//! has fenced again (an `sfence` orders only its own thread's `clwb`s), so
-//! a commit advances the Log Start over the prefix of groups so known,
-//! storing the slot not in use before its own fence: during commit `m` of
-//! one thread, groups up to `m - 2` are known durable. The slot is stored
-//! only once that prefix covers an eighth of the ring, so its line is
+//! **Log Start** (reclamation without a fence). Two slots of the lane's line
+//! in the meta page hold (commit sequence number, ring position, watermark,
+//! check word); recovery takes the valid slot with the higher sequence
+//! number and replays, from its position, every group whose CRC matches
+//! and whose sequence number is exactly the next one (if its global commit
+//! number is above the watermark). The ring space behind the durable Log
+//! Start is free. A group is durable in place once the thread that wrote
+//! it back has fenced again (an `sfence` orders only its own thread's
+//! `clwb`s), so a commit advances the Log Start over the prefix of groups
+//! so known that the watermark covers ([`Ring::advance_to`]), storing the
+//! slot not in use before its own fence: during commit `m` of one thread,
+//! groups up to `m - 2` are known durable. The slot is stored only once
+//! that prefix covers an eighth of the ring, so its line is
 //! written once per many commits; the space it frees is reused only after
 //! the fence that made it durable (until then, a torn slot leaves the other
 //! one, which still covers only durable groups).
@@ -484,7 +492,7 @@ pub struct Replayed {
     pub entries: u64,
 }
 
-/// The commit ring of one pool.
+/// The ring of one commit lane.
 ///
 /// Its fields are laid out so that threads committing at once share no
 /// cache line they do not need to: the latch and the state it guards on
@@ -494,7 +502,7 @@ pub struct Replayed {
 pub struct Ring {
     off: u64,
     len: u64,
-    /// Its lane: the Log Start slots it stores, its word of `order`.
+    /// Its lane: the Log Start slots it stores, its low word of `order`.
     lane: u64,
     /// The global commit numbers all lanes take (`log/lanes.rs`).
     order: std::sync::Arc<Order>,
