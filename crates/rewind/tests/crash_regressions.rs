@@ -23,17 +23,17 @@ fn a_large_run_partly_taken_by_the_log_is_not_redone_over_it() {
     }
 }
 
-/// Two threads on the commit ring: a group written back ahead of an
+/// Two threads in one commit lane: a group written back ahead of an
 /// earlier group of the other thread (durable, writing none of its bytes),
-/// at every crash point of the programs (seeds found by searching the
-/// first 200 for the schedules that reach it), recovers to a state the
-/// commit order allows.
+/// at every crash point of the programs (seeds found by searching the odd
+/// seeds, whose programs share one lane, below 400 for the schedules that
+/// reach it), recovers to a state the commit order allows.
 #[test]
 fn a_group_written_back_ahead_of_an_earlier_one_recovers_in_order() {
     for (name, seed) in [
-        ("batch-redo-2t", 2),
         ("batch-redo-2t", 5),
-        ("batch-redo-2t-handoff", 138),
+        ("batch-redo-2t", 71),
+        ("batch-redo-2t-handoff", 5),
     ] {
         let cfg = Config::parse(name).expect("a configuration");
         let stop = Arc::new(AtomicBool::new(false));

@@ -114,9 +114,10 @@ impl Bench {
     }
 }
 
-/// A summary line: rewind's best configuration against the best of
-/// `against` (systems, or `system/config`s) by `metric` at `param` (none:
-/// the last point measured).
+/// A summary line: rewind's best configuration (of `ours`, when it names
+/// some: a goal set for one configuration, the default policy say) against
+/// the best of `against` (systems, or `system/config`s) by `metric` at
+/// `param` (none: the last point measured).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Headline {
@@ -126,6 +127,8 @@ pub struct Headline {
     pub unit: String,
     pub higher_is_better: bool,
     pub against: Vec<String>,
+    #[serde(default)]
+    pub ours: Vec<String>,
 }
 
 /// How much work each measurement does.

@@ -197,8 +197,11 @@ fn headline_row(b: &Bench, r: &Report, h: &Headline) -> Result<String, CliError>
     let named = |s: &str, full: &str| h.against.iter().any(|a| a == s || a == full);
     // rewind's systems: the library itself, and crates on it
     // (rewind-sqlite, rewind-collections' maps: `coll-…`).
+    let chosen = |full: &str| h.ours.is_empty() || h.ours.iter().any(|a| a == full);
     let ours = best(r, h, &param, |s, full| {
-        (s == "rewind" || s.starts_with("rewind-") || s.starts_with("coll-")) && !named(s, full)
+        (s == "rewind" || s.starts_with("rewind-") || s.starts_with("coll-"))
+            && !named(s, full)
+            && chosen(full)
     });
     let other = best(r, h, &param, named);
     let link = format!("[{}: {}](#{})", b.name, h.what, anchor(b, &b.meta()?.about));

@@ -67,8 +67,9 @@ pub fn run_program(
         // four times its size: their allocations outgrow its few chunks,
         // so the heap grows (and empty class chunks are reclaimed).
         max_size: (cfg.shape == Shape::Churn).then_some(4 * MIN_POOL),
-        // Half the two-thread seeds commit in a lane per thread; the
-        // others share one (the smallest pools' default).
+        // Half the two-thread seeds (the even ones) commit in a lane per
+        // thread; the others share one (the smallest pools' default),
+        // where groups of the two threads meet in one lane's order.
         lanes: (cfg.threads > 1 && seed.is_multiple_of(2)).then_some(2),
         ..PoolConfig::default()
     };
