@@ -23,9 +23,10 @@ fn threads_take_the_lane_fewest_hold_and_give_it_back_when_they_end() {
     assert_eq!(p.lane_threads(), vec![1, 0, 0]);
     let barrier = std::sync::Barrier::new(4);
     std::thread::scope(|s| {
+        let mut handles = Vec::new();
         for i in 0..3 {
             let (p, barrier) = (&p, &barrier);
-            s.spawn(move || {
+            handles.push(s.spawn(move || {
                 p.transaction(|tx| {
                     tx.lock(x)?;
                     let v = tx.read(x)?;
@@ -34,7 +35,7 @@ fn threads_take_the_lane_fewest_hold_and_give_it_back_when_they_end() {
                 .unwrap();
                 barrier.wait();
                 barrier.wait();
-            });
+            }));
         }
         barrier.wait();
         // Four threads in three lanes: one lane holds two.
@@ -42,6 +43,12 @@ fn threads_take_the_lane_fewest_hold_and_give_it_back_when_they_end() {
         held.sort();
         assert_eq!(held, vec![1, 1, 2]);
         barrier.wait();
+        // Joined one by one: a join returns once its thread has ended,
+        // its thread-local claims dropped (the end of a scope alone waits
+        // only for the closures).
+        for h in handles {
+            h.join().unwrap();
+        }
     });
     // The three threads ended: their lanes are free again.
     assert_eq!(p.lane_threads(), vec![1, 0, 0]);
