@@ -159,6 +159,29 @@ struct Survey {
     groups: Vec<(u64, u64, u64, u64)>,
 }
 
+impl Survey {
+    /// Visits, in global commit order, each group recovery replays (those
+    /// above the watermark): its entries, and its pool offset.
+    fn each_replayed(
+        &self,
+        d: &Domain,
+        l: &Layout,
+        mut visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut buf = Vec::new();
+        for &(_, lane, pos, csn) in self.groups.iter().filter(|g| g.0 > self.w) {
+            let at = l.lane_off(lane) + pos;
+            let head = Ring::group_at(d, l.lane_off(lane), l.lane_len(), pos, csn, &mut buf)?
+                .ok_or(Error::LogCorrupt {
+                    offset: at,
+                    reason: "a commit group changed while recovery read it",
+                })?;
+            visit(group::entries(&buf, head.count, at)?, at)?;
+        }
+        Ok(())
+    }
+}
+
 impl Lanes {
     /// Recovers the lanes of the pool laid out as `l`: replays, merged by
     /// global commit number, every group above the watermark in each
@@ -170,16 +193,8 @@ impl Lanes {
         let len = l.lane_len();
         let mut rep = Replayed::default();
         let mut bit_chunks: Vec<u64> = Vec::new();
-        let mut buf = Vec::new();
-        for &(_, lane, pos, csn) in survey.groups.iter().filter(|g| g.0 > survey.w) {
-            let off = l.lane_off(lane);
-            let head =
-                Ring::group_at(d, off, len, pos, csn, &mut buf)?.ok_or(Error::LogCorrupt {
-                    offset: off + pos,
-                    reason: "a commit group changed while recovery read it",
-                })?;
-            let at = off + pos;
-            for e in group::entries(&buf, head.count, at)? {
+        survey.each_replayed(d, l, |entries, at| {
+            for e in entries {
                 match e {
                     Entry::Value(target, value) => {
                         check_target(l, target, value.len() as u64, at)?;
@@ -204,7 +219,8 @@ impl Lanes {
                 }
             }
             rep.groups += 1;
-        }
+            Ok(())
+        })?;
         // The bits were set and cleared without their chunks' check
         // words (a crash may have persisted a bit without its check, or
         // the reverse): each check is the bitmap's again.
@@ -218,7 +234,7 @@ impl Lanes {
         let top = (survey.groups.iter().map(|g| g.0).max())
             .unwrap_or(0)
             .max(survey.w);
-        let lap = len / group::LINE as u64 + 1;
+        let lap = lap(len);
         let order = Arc::new(Order {
             next: Padded(AtomicU64::new(top + 1)),
             low: (0..l.lanes)
@@ -280,15 +296,9 @@ impl Lanes {
     /// check again afterwards.
     pub fn recheck_bitmaps(d: &Domain, l: &Layout) -> Result<(), Error> {
         let survey = Self::survey(d, l)?;
-        let len = l.lane_len();
         let mut chunks: Vec<u64> = Vec::new();
-        let mut buf = Vec::new();
-        for &(_, lane, pos, csn) in survey.groups.iter().filter(|g| g.0 > survey.w) {
-            let off = l.lane_off(lane);
-            let Some(head) = Ring::group_at(d, off, len, pos, csn, &mut buf)? else {
-                continue;
-            };
-            for e in group::entries(&buf, head.count, off + pos)? {
+        survey.each_replayed(d, l, |entries, _| {
+            for e in entries {
                 if let Entry::Bits(b) = e {
                     if let Some(c) = crate::alloc::small_chunk(l, b.off, b.size) {
                         if !chunks.contains(&c) {
@@ -297,7 +307,8 @@ impl Lanes {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         for c in chunks {
             crate::alloc::recompute_check(d, l, c)?;
         }
@@ -314,8 +325,8 @@ impl Lanes {
             groups: Vec::new(),
         };
         for lane in 0..l.lanes {
-            let (start, torn, w) = log_start(d, len, lane)?;
-            survey.w = survey.w.max(w);
+            let (start, torn) = log_start(d, len, lane)?;
+            survey.w = survey.w.max(start.w);
             let groups = &mut survey.groups;
             let mut visit = |h: &Head, pos: u64| {
                 groups.push((h.gcn, lane, pos, h.csn));
@@ -489,9 +500,9 @@ impl Lanes {
     }
 }
 
-/// Lane `lane`'s durable Log Start, whether a slot failed its check
-/// word, and the largest watermark of its valid slots.
-fn log_start(d: &Domain, len: u64, lane: u64) -> Result<(LaneStart, bool, u64), Error> {
+/// Lane `lane`'s durable Log Start (with the largest watermark of its
+/// valid slots), and whether a slot failed its check word.
+fn log_start(d: &Domain, len: u64, lane: u64) -> Result<(LaneStart, bool), Error> {
     let read = |i| -> Result<Option<meta::RingSlot>, Error> {
         let mut w = [0u8; RING_SLOT as usize];
         d.read(meta::ring_slot_off(lane, i), &mut w)?;
@@ -514,22 +525,28 @@ fn log_start(d: &Domain, len: u64, lane: u64) -> Result<(LaneStart, bool, u64), 
             reason: "Log Start names no group boundary of its commit lane",
         });
     }
-    let w = slots.iter().flatten().map(|s| s.w).max().unwrap_or(0);
     let start = LaneStart {
         csn: s.csn,
         at: s.pos,
         slot,
-        w,
+        w: slots.iter().flatten().map(|s| s.w).max().unwrap_or(0),
     };
-    Ok((start, slots.iter().any(|s| s.is_none()), w))
+    Ok((start, slots.iter().any(|s| s.is_none())))
+}
+
+/// Sequence numbers a lane of `len` bytes can hold at once, and one more:
+/// recovery moves a lane on by this many, past any stale group in it.
+fn lap(len: u64) -> u64 {
+    len / group::LINE as u64 + 1
 }
 
 /// Whether lane `lane` holds, past its valid groups (the next sequence
-/// number `next`), a group header numbered within a lap after `next`: a group a crash left durable after a missing one, which a new
-/// group of the same size at the same place would make the next valid one.
+/// number `next`), a group header numbered within a lap after `next`: a
+/// group a crash left durable after a missing one, which a new group of
+/// the same size at the same place would make the next valid one.
 fn stale_past(d: &Domain, l: &Layout, lane: u64, next: u64) -> Result<bool, Error> {
     let len = l.lane_len();
-    let lap = len / group::LINE as u64 + 1;
+    let lap = lap(len);
     let mut h = [0u8; group::HEADER];
     let mut p = 0;
     while p + group::LINE as u64 <= len {
