@@ -1,8 +1,10 @@
 //! Per-operation cost of `BTreeMap` updates, for callgrind: N entries
 //! loaded, then M transactions each inserting one new key or removing a
 //! present one (bench btree's 100 % updates), on /dev/shm; with `str`,
-//! 32-byte string keys (bench btree-str's) in place of `u64` ones.
-//! `cargo run --release -p rewind-collections --example profile_btree -- [N] [M] [str]`
+//! 32-byte string keys (bench btree-str's) in place of `u64` ones; with a
+//! thread count T after it (`u64` or `str`), T threads each update a map of
+//! their own in the one pool (bench threads' own trees), for `perf`.
+//! `cargo run --release -p rewind-collections --example profile_btree -- [N] [M] [str|u64] [T]`
 
 use rewind::{Pool, PoolConfig};
 use rewind_collections::{BTreeMap, Error, Storable};
@@ -32,14 +34,14 @@ impl Key for Vec<u8> {
 fn main() -> Result<(), Error> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d| a.get(i).map_or(d, |s| s.parse::<u64>().expect("a number"));
-    let (n, m) = (num(0, 50_000), num(1, 3_000));
+    let (n, m, t) = (num(0, 50_000), num(1, 3_000), num(3, 1));
     match a.get(2).map(String::as_str) {
-        Some("str") => run::<Vec<u8>>(n, m),
-        _ => run::<u64>(n, m),
+        Some("str") => run::<Vec<u8>>(n, m, t),
+        _ => run::<u64>(n, m, t),
     }
 }
 
-fn run<K: Key>(n: u64, m: u64) -> Result<(), Error>
+fn run<K: Key + Send>(n: u64, m: u64, threads: u64) -> Result<(), Error>
 where
     K::Ref: Ord,
 {
@@ -50,19 +52,32 @@ where
     };
     let path = dir.join(format!("rewind-profile-{}.pool", std::process::id()));
     let pool = Pool::create(&path, "profile", 96 << 20, &PoolConfig::default())?;
-    let map = pool.transaction(BTreeMap::<K, [u8; 24]>::create)?;
-    for c in 0..n.div_ceil(1000) {
-        pool.transaction(|tx| {
-            for i in c * 1000..((c + 1) * 1000).min(n) {
-                map.insert(tx, K::key(i), [i as u8; 24])?;
-            }
-            Ok::<_, Error>(())
-        })?;
+    let mut maps = Vec::new();
+    for _ in 0..threads {
+        let map = pool.transaction(BTreeMap::<K, [u8; 24]>::create)?;
+        for c in 0..n.div_ceil(1000) {
+            pool.transaction(|tx| {
+                for i in c * 1000..((c + 1) * 1000).min(n) {
+                    map.insert(tx, K::key(i), [i as u8; 24])?;
+                }
+                Ok::<_, Error>(())
+            })?;
+        }
+        maps.push(map);
     }
     let t = std::time::Instant::now();
-    updates(&pool, map, n, m)?;
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (maps.iter())
+            .map(|&map| {
+                let pool = &pool;
+                s.spawn(move || updates(pool, map, n, m))
+            })
+            .collect();
+        runs.into_iter()
+            .try_for_each(|r| r.join().expect("a thread panicked"))
+    })?;
     let us = t.elapsed().as_secs_f64() * 1e6 / m as f64;
-    println!("{m} updates on {n} entries: {us:.3} us each");
+    println!("{m} updates on {n} entries, {threads} thread(s): {us:.3} us per thread's update");
     drop(pool);
     let _ = std::fs::remove_file(&path);
     Ok(())
