@@ -728,11 +728,11 @@ mod tests {
                             two[1] = (two[0] + 1) % 6;
                             two.sort_unstable();
                         }
-                        for (j, &k) in two.iter().enumerate() {
-                            let mode = match (n + j as u64) % 3 {
-                                0 => Mode::Exclusive,
-                                _ => Mode::Shared,
-                            };
+                        let modes = [0, 1].map(|j| match (n + j) % 3 {
+                            0 => Mode::Exclusive,
+                            _ => Mode::Shared,
+                        });
+                        for (&k, &mode) in two.iter().zip(&modes) {
                             t.acquire(tx, keys[k], mode, None).unwrap();
                             if mode == Mode::Exclusive {
                                 assert_eq!(inside[k].swap(-1, Ordering::SeqCst), 0);
@@ -740,8 +740,8 @@ mod tests {
                                 assert!(inside[k].fetch_add(1, Ordering::SeqCst) >= 0);
                             }
                         }
-                        for (j, &k) in two.iter().enumerate() {
-                            if (n + j as u64) % 3 == 0 {
+                        for (&k, &mode) in two.iter().zip(&modes) {
+                            if mode == Mode::Exclusive {
                                 assert_eq!(inside[k].swap(0, Ordering::SeqCst), -1);
                             } else {
                                 assert!(inside[k].fetch_sub(1, Ordering::SeqCst) >= 1);
