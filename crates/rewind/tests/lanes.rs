@@ -82,3 +82,36 @@ fn a_lane_count_that_does_not_fit_is_a_typed_error() {
         }
     }
 }
+
+#[test]
+fn on_a_disk_every_thread_commits_in_the_first_lane() {
+    // Msync: lanes would save no wait behind the device flush every
+    // commit shares, and each lane in use would add a page to it.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PoolConfig::default()
+        .lanes(3)
+        .backend(rewind::Backend::Msync);
+    let p = Pool::create(dir.path().join("disk.pool"), LAYOUT, 8 << 20, &cfg).unwrap();
+    let x: PPtr<u64> = p.transaction(|tx| tx.root::<u64>()).unwrap();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    p.transaction(|tx| {
+                        tx.lock(x)?;
+                        let v = tx.read(x)?;
+                        tx.write(x, &(v + 1))
+                    })
+                    .unwrap();
+                    p.lane_threads()
+                })
+            })
+            .collect();
+        for h in handles {
+            let held = h.join().unwrap();
+            assert_eq!(held[1..], [0, 0], "a thread claimed another lane: {held:?}");
+        }
+    });
+    assert_eq!(p.lane_threads(), vec![1, 0, 0]);
+    assert_eq!(p.read(x).unwrap(), 2);
+}
