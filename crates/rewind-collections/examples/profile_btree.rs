@@ -66,16 +66,21 @@ where
         maps.push(map);
     }
     let t = std::time::Instant::now();
-    std::thread::scope(|s| {
-        let runs: Vec<_> = (maps.iter())
-            .map(|&map| {
-                let pool = &pool;
-                s.spawn(move || updates(pool, map, n, m))
-            })
-            .collect();
-        runs.into_iter()
-            .try_for_each(|r| r.join().expect("a thread panicked"))
-    })?;
+    match maps[..] {
+        // One thread: this one, which loaded the map (and whose access
+        // cache holds its upper nodes), as before threads were added.
+        [map] => updates(&pool, map, n, m)?,
+        _ => std::thread::scope(|s| {
+            let runs: Vec<_> = (maps.iter())
+                .map(|&map| {
+                    let pool = &pool;
+                    s.spawn(move || updates(pool, map, n, m))
+                })
+                .collect();
+            runs.into_iter()
+                .try_for_each(|r| r.join().expect("a thread panicked"))
+        })?,
+    }
     let us = t.elapsed().as_secs_f64() * 1e6 / m as f64;
     println!("{m} updates on {n} entries, {threads} thread(s): {us:.3} us per thread's update");
     drop(pool);
