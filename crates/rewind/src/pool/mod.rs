@@ -82,7 +82,11 @@ pub struct PoolConfig {
     /// lane per thread, up to the count), 1 to 16, each at least 512 bytes
     /// of the ring (a sixty-fourth of the log). Default: lanes of 32 KiB,
     /// at most 8 (a 64 MiB pool has 4). A group larger than half a lane
-    /// commits through the bucket log.
+    /// commits through the bucket log. On [`Backend::Msync`] every thread
+    /// commits in the first lane (a commit there waits for a device flush
+    /// the commits arriving meanwhile share; more lanes would only add
+    /// pages to each flush); the pool keeps the count for a backend that
+    /// uses them.
     pub lanes: Option<u64>,
 }
 
