@@ -1,9 +1,9 @@
 //! Threads whose transactions only lock objects of their own (three locks
 //! each, no write): the lock table's cost, and whether threads that share
 //! no object meet in it (`perf record cargo run --release --example
-//! lockloop`). With one latch over the whole table two threads ran at a
-//! third of one thread's rate per thread on the 2-core VM; with the table
-//! in shards they run at about one thread's.
+//! lockloop`). With one latch over the whole table two threads took three
+//! to seven times one thread's time per transaction on the 2-core VM; with
+//! the table in shards they take about one thread's.
 //! Usage: lockloop [threads] [transactions per thread]
 
 use rewind::{Pool, PoolConfig};

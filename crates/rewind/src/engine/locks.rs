@@ -56,9 +56,10 @@
 //! way is granted under its key's shard latch alone, and a release with no
 //! one in line takes only that latch: threads locking objects of their own
 //! share no latch and no line of memory. With one latch over the whole
-//! table, two threads each locking objects of their own ran at a third of
-//! one thread's rate per thread on the 2-core VM (`examples/lockloop.rs`:
-//! 0.58–0.79 µs against 0.19 µs per transaction of three locks).
+//! table, two threads each locking objects of their own took 0.58–0.79 µs
+//! per transaction of three locks each on the 2-core VM, against 0.11–0.18
+//! µs for one thread alone; sharded, two threads take 0.19–0.22 µs each
+//! (`examples/lockloop.rs`).
 //! Everything else (a wait, an upgrade, a release while anyone is in line)
 //! takes `line` first, then shard latches one at a time, and counts itself
 //! in `slow` before it reads any holder: a request or release that reads
