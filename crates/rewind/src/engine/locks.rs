@@ -262,7 +262,8 @@ impl LockTable {
     /// (`ticket`: its place, `u64::MAX` for a request not yet in line), so a
     /// lock is granted first come, first served and a waiter woken by a
     /// release is never overtaken by a newcomer. Under the line's latch,
-    /// with `slow` counting the caller: no holder changes meanwhile.
+    /// with `slow` raised (the caller's count, or that of the waiter a
+    /// hand-over looks at): no holder changes meanwhile.
     fn blocking(&self, t: &Line, tx: u64, key: u64, mode: Mode, ticket: u64) -> Vec<u64> {
         let (mut b, upgrade) = {
             let s = self.shard(key);
@@ -305,14 +306,20 @@ impl LockTable {
     /// Grants `tx` the lock `key` in `mode` (nothing conflicts).
     fn grant(&self, tx: u64, key: u64, mode: Mode) {
         let mut s = self.shard(key);
-        let entry = s.locks.entry(key).or_default();
+        self.grant_in(s.locks.entry(key).or_default(), tx, key, mode);
+    }
+
+    /// Makes `tx` a holder of `e`, `key`'s entry (its shard latched), in
+    /// `mode`: nothing conflicts.
+    fn grant_in(&self, e: &mut Entry, tx: u64, key: u64, mode: Mode) {
         match mode {
             Mode::Exclusive => {
-                entry.shared.retain(|&h| h != tx);
-                entry.exclusive = Some(tx);
+                // An upgrade: no longer a shared holder.
+                e.shared.retain(|&h| h != tx);
+                e.exclusive = Some(tx);
                 self.granted(key);
             }
-            Mode::Shared => entry.shared.push(tx),
+            Mode::Shared => e.shared.push(tx),
         }
     }
 
@@ -372,17 +379,13 @@ impl LockTable {
             let mut s = self.shard(key);
             if self.slow.load(Ordering::SeqCst) == 0 {
                 let e = s.locks.entry(key).or_default();
-                match mode {
-                    Mode::Exclusive if e.is_free() => {
-                        self.granted(key);
-                        e.exclusive = Some(tx);
-                        return Ok(mode);
-                    }
-                    Mode::Shared if e.exclusive.is_none() => {
-                        e.shared.push(tx);
-                        return Ok(mode);
-                    }
-                    _ => {}
+                let free = match mode {
+                    Mode::Exclusive => e.is_free(),
+                    Mode::Shared => e.exclusive.is_none(),
+                };
+                if free {
+                    self.grant_in(e, tx, key, mode);
+                    return Ok(mode);
                 }
             }
         }
