@@ -232,11 +232,15 @@ impl Group {
                     buf[(s - off) as usize..(e - off) as usize]
                         .copy_from_slice(&new[(s - ps) as usize..(e - ps) as usize]);
                 } else {
+                    // Each run of bytes no later entry gave, copied whole.
                     let mut bits = give;
                     while bits != 0 {
-                        let a = base + u64::from(bits.trailing_zeros());
-                        bits &= bits - 1;
-                        buf[(a - off) as usize] = new[(a - ps) as usize];
+                        let s = u64::from(bits.trailing_zeros());
+                        let run = u64::from((!(bits >> s)).trailing_zeros());
+                        bits &= !mask(s, s + run);
+                        let a = base + s;
+                        buf[(a - off) as usize..(a + run - off) as usize]
+                            .copy_from_slice(&new[(a - ps) as usize..(a + run - ps) as usize]);
                     }
                 }
                 done |= give;
