@@ -180,10 +180,12 @@ impl Verified {
             return false;
         };
         let inside = |s: &Slot| s.generation == self.generation && off >= s.start && end <= s.end;
-        // A cache handed on has no slots: it holds nothing.
+        // A cache handed on has no slots: it holds nothing. (The region's
+        // slot before the line's: tree nodes are a region or more, and
+        // their accesses missed the line's slot every time.)
         (!self.slots.is_empty() && inside(&self.big))
-            || (self.slots.get(slot(off))).is_some_and(inside)
             || (self.slots.get(region_slot(off))).is_some_and(inside)
+            || (self.slots.get(slot(off))).is_some_and(inside)
     }
 
     /// Remembers the allocated block `[start, start + size)`, which holds

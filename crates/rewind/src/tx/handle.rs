@@ -509,7 +509,7 @@ impl Handle {
     /// False when no pending write can overlap `[off, off + len)`: nothing
     /// pending, or (redo) none of its lines is in the write set's filter.
     #[inline]
-    fn may_overlay(&self, off: u64, len: u64) -> bool {
+    pub(super) fn may_overlay(&self, off: u64, len: u64) -> bool {
         let Some(g) = &self.group else { return false };
         if g.pending.is_empty() || len == 0 {
             return false;
@@ -522,7 +522,7 @@ impl Handle {
     }
 
     #[inline(never)]
-    fn overlay_pending(&mut self, off: u64, buf: &mut [u8]) {
+    pub(super) fn overlay_pending(&mut self, off: u64, buf: &mut [u8]) {
         let Some(g) = &mut self.group else { return };
         let end = off + buf.len() as u64;
         if g.redo {

@@ -277,11 +277,35 @@ impl<'p> Tx<'p> {
     }
 
     /// Reads bytes, seeing this transaction's own writes.
+    ///
+    /// Inline only what most reads do (a tree's descent): a block already
+    /// verified, lines the write set's filter does not hold, the copy. The
+    /// rest is a call, so that a caller reading a node a few bytes at a
+    /// time does not save and restore the registers of the whole check at
+    /// every read.
     #[inline]
     pub fn read_bytes(&mut self, off: u64, buf: &mut [u8]) -> Result<(), Error> {
-        self.check_access(off, buf.len() as u64)?;
+        let len = buf.len() as u64;
+        let verified = self.verified.holds(off, len);
+        if verified && !self.log.may_overlay(off, len) {
+            return self.eng.read_committed(off, buf);
+        }
+        self.read_bytes_rest(off, buf, verified)
+    }
+
+    /// [`read_bytes`](Self::read_bytes) past its common case: the block
+    /// checked on media (`verified` false), or the write set laid over the
+    /// bytes read (`verified` true: the filter may hold one of their lines).
+    #[inline(never)]
+    fn read_bytes_rest(&mut self, off: u64, buf: &mut [u8], verified: bool) -> Result<(), Error> {
+        if !verified {
+            self.check_access_slow(off, buf.len() as u64)?;
+        }
         self.eng.read_committed(off, buf)?;
-        self.log.overlay(off, buf);
+        match verified {
+            true => self.log.overlay_pending(off, buf),
+            false => self.log.overlay(off, buf),
+        }
         Ok(())
     }
 
