@@ -17,9 +17,32 @@ pub fn update(crc: u32, bytes: &[u8]) -> u32 {
     !sw(!crc, bytes)
 }
 
+/// The CRC-32C of `a` then `b` (start from 0): `update(update(0, a), b)`
+/// in one call, the feature tested once (a commit group's header, then
+/// its entries).
+#[inline]
+pub fn of_two(a: &[u8], b: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU has SSE4.2, which `hw_two` is compiled for.
+        return !unsafe { hw_two(a, b) };
+    }
+    !sw(sw(!0, a), b)
+}
+
+/// [`hw`] over `a`, then `b`, from the initial value (inlined into one
+/// function: a `target_feature` function is not inlined into callers
+/// compiled without the feature).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+fn hw_two(a: &[u8], b: &[u8]) -> u32 {
+    hw(hw(!0, a), b)
+}
+
 /// The `crc32` instruction over 8-byte words, then bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
+#[inline]
 fn hw(crc: u32, bytes: &[u8]) -> u32 {
     use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
     let mut c = u64::from(crc);
@@ -77,6 +100,7 @@ mod tests {
         assert_eq!(update(0, b"123456789"), 0xe306_9283);
         assert_eq!(!sw(!0, b"123456789"), 0xe306_9283);
         assert_eq!(update(0, b""), 0);
+        assert_eq!(of_two(b"12345", b"6789"), 0xe306_9283);
         let bytes: Vec<u8> = (0..300u32).map(|i| (i * 37 % 251) as u8).collect();
         for len in [0, 1, 7, 8, 9, 44, 64, 299, 300] {
             let whole = update(0, &bytes[..len]);

@@ -268,7 +268,7 @@ fn bits_entry(b: Bits) -> [u8; BITS_ENTRY] {
 /// The group's checksum: CRC-32C of the header's first bytes, then of the
 /// entries (`format/crc.rs`).
 fn crc(head: &[u8], entries: &[u8]) -> u32 {
-    super::crc::update(super::crc::update(0, head), entries)
+    super::crc::of_two(head, entries)
 }
 
 /// A group's header, read before its entries.
