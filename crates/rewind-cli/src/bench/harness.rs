@@ -247,7 +247,13 @@ impl Ctx {
         for r in 0..warm_up + rounds {
             let inp = input(r);
             let mut digests = Vec::new();
-            for (i, s) in systems.iter_mut().enumerate() {
+            // Each round starts at the next system: whatever a system
+            // leaves behind (dirty lines the cache must write back, a
+            // cold TLB) falls on a different successor each round, not
+            // always on the same one.
+            let n = systems.len();
+            for i in (0..n).map(|j| (j + r) % n) {
+                let s = &mut systems[i];
                 let warm = if r < warm_up { " (warm-up)" } else { "" };
                 self.bar.set_message(format!("{}{warm}", labels[i]));
                 let sample = run(s, &inp)?;

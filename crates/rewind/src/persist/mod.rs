@@ -195,7 +195,10 @@ struct Slot {
     fences: AtomicU64,
     flushed_lines: AtomicU64,
     nt_lines: AtomicU64,
-    nvm_writes: AtomicU64,
+    /// NVM writes of non-temporal stores; each flushed line is one more
+    /// (a flush then bumps one counter, not two: each bump is a store,
+    /// and a store queued behind one that missed the cache delays it).
+    nt_writes: AtomicU64,
     device_flushes: AtomicU64,
     grouped_fences: AtomicU64,
     synced_pages: AtomicU64,
@@ -724,10 +727,18 @@ impl Domain {
         self.latency
     }
 
-    /// Counts `n` NVM writes and charges their latency.
+    /// Counts `n` NVM writes of non-temporal stores and charges their
+    /// latency.
     #[inline]
-    fn nvm_writes(&self, slot: &Slot, n: u64) {
-        bump(&slot.nvm_writes, n);
+    fn nt_writes(&self, slot: &Slot, n: u64) {
+        bump(&slot.nt_writes, n);
+        self.charge_writes(n);
+    }
+
+    /// Charges the latency of `n` NVM writes (lines written back are
+    /// counted once, as `flushed_lines`: each is one NVM write).
+    #[inline(always)]
+    fn charge_writes(&self, n: u64) {
         if self.latency.write_ns > 0 && matches!(self.kind, Kind::Pmem { .. }) {
             spin_ns(n * self.latency.write_ns);
         }
@@ -849,7 +860,7 @@ impl Domain {
             let first = (self.map.addr(0), off / LINE);
             let last = (first.0, first.1 + lines - 1);
             let merged = LAST_NT_LINE.with(|l| l.replace(last)) == first;
-            self.nvm_writes(slot, lines - merged as u64);
+            self.nt_writes(slot, lines - merged as u64);
         }
         match &self.kind {
             Kind::Pmem { instr, .. } => {
@@ -929,31 +940,62 @@ impl Domain {
     }
 
     /// [`flush`](Self::flush), naming the engine's ordering point.
-    #[inline]
+    ///
+    /// Persistent memory's path is inlined into the caller whole: a call
+    /// per flushed line costs more than the `clwb` where the line's store
+    /// missed the cache, since its stack stores queue in the store buffer
+    /// behind the missing store, and fewer of the loop's missing stores
+    /// then overlap (measured: the no-log baseline at 64 random lines per
+    /// fence took 3.3x the plain C loop's time with the call).
+    #[inline(always)]
     pub fn flush_at(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
-        if self.mutation == Some(site) {
-            return Ok(());
+        match &self.kind {
+            Kind::Pmem { instr, .. } if len > 0 && self.mutation != Some(site) => {
+                self.check(off, len as usize)?;
+                self.flush_lines(off, len, *instr);
+                Ok(())
+            }
+            Kind::Pmem { .. } => Ok(()),
+            _ => self.flush_elsewhere(off, len, site),
         }
-        if len == 0 {
+    }
+
+    /// Writes back and counts the lines of `[off, off+len)` (checked).
+    #[inline(always)]
+    fn flush_lines(&self, off: u64, len: u64, instr: FlushInstr) {
+        let n = lines_of(off, len);
+        self.count_flushed(n);
+        let first = off / LINE * LINE;
+        for i in 0..n {
+            self.map.flush_line((first + i * LINE) as usize, instr);
+        }
+    }
+
+    /// Counts `n` lines written back.
+    #[inline(always)]
+    fn count_flushed(&self, n: u64) {
+        bump(&self.counters.slot().flushed_lines, n);
+        self.charge_writes(n);
+    }
+
+    /// [`flush_at`](Self::flush_at) out of line: Msync and the simulator.
+    #[inline(never)]
+    fn flush_elsewhere(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
+        if self.mutation == Some(site) || len == 0 {
             return Ok(());
         }
         self.check(off, len as usize)?;
-        let n = lines_of(off, len);
-        let slot = self.counters.slot();
-        bump(&slot.flushed_lines, n);
-        self.nvm_writes(slot, n);
         match &self.kind {
             Kind::Pmem { instr, .. } => {
-                let first = off / LINE * LINE;
-                for i in 0..n {
-                    self.map.flush_line((first + i * LINE) as usize, *instr);
-                }
+                self.flush_lines(off, len, *instr);
+                return Ok(());
             }
             Kind::Msync(m) => {
                 m.flush.lock().record(off, len);
             }
             Kind::Sim(sim) => sim.lock().flush(off, len),
         }
+        self.count_flushed(lines_of(off, len));
         Ok(())
     }
 
@@ -1112,9 +1154,8 @@ impl Domain {
         let n = lines.len() as u64;
         lines.clear();
         drop(lines);
-        let slot = self.counters.slot();
-        bump(&slot.flushed_lines, n);
-        self.nvm_writes(slot, n);
+        bump(&self.counters.slot().flushed_lines, n);
+        self.charge_writes(n);
     }
 
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
@@ -1292,7 +1333,8 @@ impl Domain {
             fences: self.counters.sum(|s| &s.fences),
             flushed_lines: self.counters.sum(|s| &s.flushed_lines),
             nt_lines: self.counters.sum(|s| &s.nt_lines),
-            nvm_writes: self.counters.sum(|s| &s.nvm_writes),
+            nvm_writes: self.counters.sum(|s| &s.flushed_lines)
+                + self.counters.sum(|s| &s.nt_writes),
             device_flushes: self.counters.sum(|s| &s.device_flushes),
             grouped_fences: self.counters.sum(|s| &s.grouped_fences),
             synced_pages: self.counters.sum(|s| &s.synced_pages),

@@ -38,9 +38,9 @@ void nolog_run(uint64_t *arr, const uint64_t *idx, uint64_t k, uint64_t n)
  * that stays in cache). counts[0] counts lines, counts[1] fences; volatile
  * so that each increment is a store where the Domain makes one.
  *
- * On the project's VM this loop runs 2-3x faster than nolog_run at K >= 8:
- * a store followed at once by the clwb of its line is slow there, and
- * another store between them avoids it (BENCHMARKS.md, "Peers").
+ * Each store of a counter queues in the store buffer behind the array's
+ * stores, most of which miss the cache: on the project's VM this loop takes
+ * 1.1-1.3x nolog_run's time at K = 64 (`rewind bench overhead --quick`).
  */
 void nolog_run_counted(uint64_t *arr, const uint64_t *idx, uint64_t k, uint64_t n,
 		       volatile uint64_t *counts)
