@@ -229,7 +229,8 @@ impl Ctx {
     }
 
     /// Measures `systems` in alternating rounds: `warm_up` unmeasured
-    /// rounds, then `rounds` rounds of every system in turn. `input(r)`
+    /// rounds, then `rounds` rounds of every system in turn, round `r`
+    /// starting at system `r` (modulo their number). `input(r)`
     /// draws round `r`'s input once (the warm-ups are rounds `0..warm_up`),
     /// `run` measures one system on it. Fails if two systems' digests
     /// differ in a round.
