@@ -951,26 +951,21 @@ impl Domain {
     /// them).
     #[inline(always)]
     pub fn flush_at(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
-        match &self.kind {
-            Kind::Pmem { instr, .. } if len > 0 && self.mutation != Some(site) => {
-                self.check(off, len as usize)?;
-                self.flush_lines(off, len, *instr);
-                Ok(())
-            }
-            Kind::Pmem { .. } => Ok(()),
-            _ => self.flush_elsewhere(off, len, site),
+        if self.mutation == Some(site) || len == 0 {
+            return Ok(());
         }
-    }
-
-    /// Writes back and counts the lines of `[off, off+len)` (checked).
-    #[inline(always)]
-    fn flush_lines(&self, off: u64, len: u64, instr: FlushInstr) {
+        self.check(off, len as usize)?;
+        let Kind::Pmem { instr, .. } = &self.kind else {
+            self.record_flush(off, len);
+            return Ok(());
+        };
         let n = lines_of(off, len);
         self.count_flushed(n);
         let first = off / LINE * LINE;
         for i in 0..n {
-            self.map.flush_line((first + i * LINE) as usize, instr);
+            self.map.flush_line((first + i * LINE) as usize, *instr);
         }
+        Ok(())
     }
 
     /// Counts `n` lines written back.
@@ -980,25 +975,19 @@ impl Domain {
         self.charge_writes(n);
     }
 
-    /// [`flush_at`](Self::flush_at) out of line: Msync and the simulator.
+    /// [`flush_at`](Self::flush_at)'s flush of a checked range, out of
+    /// line, on Msync and the simulator (persistent memory's lines are
+    /// written back by `flush_at` itself).
     #[inline(never)]
-    fn flush_elsewhere(&self, off: u64, len: u64, site: Site) -> Result<(), Error> {
-        if self.mutation == Some(site) || len == 0 {
-            return Ok(());
-        }
-        self.check(off, len as usize)?;
+    fn record_flush(&self, off: u64, len: u64) {
         match &self.kind {
-            Kind::Pmem { instr, .. } => {
-                self.flush_lines(off, len, *instr);
-                return Ok(());
-            }
+            Kind::Pmem { .. } => return,
             Kind::Msync(m) => {
                 m.flush.lock().record(off, len);
             }
             Kind::Sim(sim) => sim.lock().flush(off, len),
         }
         self.count_flushed(lines_of(off, len));
-        Ok(())
     }
 
     /// Brings the lines of `[off, off+len)` toward the cache ahead of a
@@ -1156,8 +1145,7 @@ impl Domain {
         let n = lines.len() as u64;
         lines.clear();
         drop(lines);
-        bump(&self.counters.slot().flushed_lines, n);
-        self.charge_writes(n);
+        self.count_flushed(n);
     }
 
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
@@ -1331,12 +1319,13 @@ impl Domain {
 
     /// The counters so far.
     pub fn counters(&self) -> Counters {
+        // Each flushed line is also one NVM write.
+        let flushed_lines = self.counters.sum(|s| &s.flushed_lines);
         Counters {
             fences: self.counters.sum(|s| &s.fences),
-            flushed_lines: self.counters.sum(|s| &s.flushed_lines),
+            flushed_lines,
             nt_lines: self.counters.sum(|s| &s.nt_lines),
-            nvm_writes: self.counters.sum(|s| &s.flushed_lines)
-                + self.counters.sum(|s| &s.nt_writes),
+            nvm_writes: flushed_lines + self.counters.sum(|s| &s.nt_writes),
             device_flushes: self.counters.sum(|s| &s.device_flushes),
             grouped_fences: self.counters.sum(|s| &s.grouped_fences),
             synced_pages: self.counters.sum(|s| &s.synced_pages),
