@@ -63,6 +63,14 @@ struct Pending {
 /// of the transactions).
 const SCAN_MAX: usize = 64;
 
+impl Pending {
+    /// The cache lines its bytes touch (it has at least one byte).
+    #[inline]
+    fn lines(&self) -> std::ops::RangeInclusive<u64> {
+        self.target / 64..=(self.target + self.len as u64 - 1) / 64
+    }
+}
+
 /// No earlier entry on the line (`Group::chain`).
 const NO_ENTRY: u32 = u32::MAX;
 
@@ -166,9 +174,8 @@ impl Group {
         accept: impl Fn(&Pending) -> bool,
     ) -> Option<u32> {
         let (first, last) = (*lines.start(), *lines.end());
-        let (i, p) = (self.pending.iter().enumerate().rev()).find(|(_, p)| {
-            p.len > 0 && p.target / 64 <= last && (p.target + p.len as u64 - 1) / 64 >= first
-        })?;
+        let (i, p) = (self.pending.iter().enumerate().rev())
+            .find(|(_, p)| p.len > 0 && *p.lines().start() <= last && *p.lines().end() >= first)?;
         accept(p).then_some(i as u32)
     }
 
@@ -177,7 +184,7 @@ impl Group {
             let p = self.pending[i];
             let node = self.chain.len() as u32;
             if p.len > 0 {
-                for l in p.target / 64..=(p.target + p.len as u64 - 1) / 64 {
+                for l in p.lines() {
                     let prev = self.lines.replace(l, i as u32).unwrap_or(NO_ENTRY);
                     self.chain.push(prev);
                 }
