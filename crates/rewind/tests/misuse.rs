@@ -109,6 +109,43 @@ fn blocks_accessed_then_freed_or_unallocated_are_refused() {
         })
         .unwrap_err();
     assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
+    // Allocated by this transaction and read (remembered before anything
+    // marks it allocated on media: under redo, its commit group would),
+    // then freed by it, or undone by a failed nested top action.
+    for policy in Policy::ALL {
+        let p = Pool::create_sim("misuse", 4 << 20, &PoolConfig::default().policy(policy)).unwrap();
+        let e = p
+            .transaction(|tx| {
+                let c = tx.alloc::<[u64; 4]>()?;
+                tx.write(c, &[6; 4])?;
+                assert_eq!(tx.read(c)?, [6; 4]);
+                tx.free(c)?;
+                tx.read(c)
+            })
+            .unwrap_err();
+        assert!(matches!(e, Error::NotAllocated { .. }), "{policy}: {e}");
+        let mut c = None;
+        let got = p.transaction(|tx| {
+            let r: Result<(), Error> = tx.nested_top_action(|tx| {
+                let n = tx.alloc::<u64>()?;
+                tx.write(n, &7)?;
+                assert_eq!(tx.read(n)?, 7);
+                c = Some(n);
+                Err(Error::Aborted)
+            });
+            assert!(r.is_err());
+            Ok::<_, Error>(tx.read(c.unwrap()))
+        });
+        let got = got.unwrap();
+        assert!(
+            matches!(got, Err(Error::NotAllocated { .. })),
+            "{policy}: {got:?}"
+        );
+        assert!(matches!(
+            p.read(c.unwrap()),
+            Err(Error::NotAllocated { .. })
+        ));
+    }
 }
 
 /// The blocks a thread's transactions found allocated are remembered

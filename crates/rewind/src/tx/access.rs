@@ -19,6 +19,13 @@
 //! starts empty, with the epoch read now. A block freed in one transaction
 //! is therefore checked on media again by the next (and refused).
 //!
+//! A block the transaction allocated itself is remembered as well, though
+//! the media may not show it allocated yet (under redo its commit group
+//! sets its bit): a new node is read back by the operations after the one
+//! that made it. It stays allocated unless the transaction frees it or
+//! undoes its allocation, as below; an abort hands it back to the
+//! allocator with a new free epoch, so no later transaction trusts it.
+//!
 //! Within a transaction, a block stays allocated unless the transaction
 //! itself frees it (`Tx::free`) or undoes its allocation (a rollback to a
 //! savepoint, a failed nested top action): both forget every block. Other

@@ -329,9 +329,10 @@ impl<'p> Tx<'p> {
     /// `Ok` when `[off, off+len)` lies inside one block allocated now:
     /// on media, or allocated by this transaction, and not freed by it
     /// (see `alloc::check_access`; refused before anything is changed).
-    /// A block found allocated on media is remembered until the
-    /// transaction frees something or undoes an allocation (`access`):
-    /// later accesses inside it read no allocator metadata.
+    /// A block found allocated, on media or by this transaction, is
+    /// remembered until the transaction frees something or undoes an
+    /// allocation (`access`): later accesses inside it read no allocator
+    /// metadata.
     #[inline]
     fn check_access(&mut self, off: u64, len: u64) -> Result<(), Error> {
         if self.verified.holds(off, len) {
@@ -342,13 +343,25 @@ impl<'p> Tx<'p> {
 
     fn check_access_slow(&mut self, off: u64, len: u64) -> Result<(), Error> {
         let inside =
-            |&(s, n): &(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
+            |&&(s, n): &&(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
         let b = &self.log.blocks;
         match crate::alloc::access_block(&self.eng.dom, &self.eng.hdr.layout, off, len) {
-            Err(Error::NotAllocated { .. })
-                if b.fresh.iter().any(inside) || b.ring_allocs.iter().any(inside) =>
-            {
-                Ok(())
+            Err(e @ Error::NotAllocated { .. }) => {
+                // A block this transaction allocated and its commit group
+                // (or its ALLOC record, just after) has yet to mark on
+                // media: remembered like one found allocated there, so
+                // the reads of a block just allocated (a new node read
+                // back by the next insert) take the fast path. Freeing it
+                // or undoing its allocation forgets every block, and an
+                // abort releases it with a new free epoch (see `access`).
+                let mine = b.fresh.iter().chain(&b.ring_allocs).find(inside).copied();
+                match mine {
+                    Some((start, size)) => {
+                        self.verified.insert(off, start, size);
+                        Ok(())
+                    }
+                    None => Err(e),
+                }
             }
             Ok(_) if b.freed.iter().any(|&(s, n)| off >= s && off < s + n) => {
                 Err(Error::NotAllocated {
