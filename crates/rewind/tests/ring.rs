@@ -206,6 +206,68 @@ fn an_unlogged_store_after_another_threads_drain_is_not_replayed_over() {
     }
 }
 
+/// A group records where it lies in the ring, not each range it wrote:
+/// a store in place reads the groups still replayable back to find their
+/// lines. Every entry of a group counts, its first, its last, and each
+/// line of a value over several, in a group of many entries and with
+/// later groups after it; a line no group wrote needs no drain.
+#[test]
+fn a_store_in_place_finds_every_line_of_every_entry_of_a_replayable_group() {
+    let words = |i: u64| i * 8; // 8-byte words of the root, by index
+                                // (word index of the store in place, whether a group wrote its line)
+    let probes = [
+        (0, true),     // the group's first entry
+        (800, true),   // one in the middle
+        (1607, true),  // its last entry
+        (4000, true),  // the first line of the 200-byte value
+        (4016, true),  // its third line
+        (4024, true),  // its last line (bytes 192..200)
+        (4032, false), // the line after it
+        (3000, false), // a line no group wrote
+        (6000, true),  // the later group's entry
+    ];
+    for ordered in [true, false] {
+        for (word, written) in probes {
+            let (pool, root) = pool(LogVariant::Batch, 8 << 20);
+            pool.domain().set_sim_ordered(ordered);
+            pool.sync().unwrap();
+            pool.fence().unwrap();
+            let base = root.offset();
+            pool.transaction(|tx| {
+                for i in (0..1600).step_by(100).chain([1607]) {
+                    tx.write_bytes(base + words(i), &(i + 1).to_le_bytes())?;
+                }
+                tx.write_bytes(base + words(4000), &[5u8; 200])
+            })
+            .unwrap();
+            pool.transaction(|tx| tx.write_bytes(base + words(6000), &[6u8; 8]))
+                .unwrap();
+            let before = pool.counters().fences;
+            pool.write_unlogged(base + words(word), &[9u8; 8]).unwrap();
+            pool.fence().unwrap();
+            let fences = pool.counters().fences - before;
+            let what = format!("ordered {ordered}, word {word}");
+            match written {
+                true => assert!(fences >= 2, "{what}: no drain before the store"),
+                false => assert_eq!(fences, 1, "{what}: a drain no group needed"),
+            }
+            for all in [false, true] {
+                let back = recovered(&pool, all);
+                let mut got = [0u8; 8];
+                back.read_bytes(base + words(word), &mut got).unwrap();
+                assert_eq!(got, [9u8; 8], "{what}, all={all}");
+                back.read_bytes(base + words(1607), &mut got).unwrap();
+                let last = if word == 1607 {
+                    [9u8; 8]
+                } else {
+                    1608u64.to_le_bytes()
+                };
+                assert_eq!(got, last, "{what}, all={all}");
+            }
+        }
+    }
+}
+
 /// A store in place over lines a group still replayable wrote drains the
 /// ring first, also when the group recorded its write-back without the
 /// ring's latch (persistent memory's order, which the simulator is told

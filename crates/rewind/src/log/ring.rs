@@ -43,12 +43,17 @@
 //!   any later group, none of which has stored a value in place. The
 //!   applied count passes a group written back ahead only once the groups
 //!   before it are applied;
-//! - the ring's bookkeeping (the write-back ranges of each group, the
-//!   `touched` lines, the thread epochs, a lagged Log Start's slot) is
-//!   recorded under the latch when a group is applied, so in sequence
-//!   order. On persistent memory a commit in order that moves no Log
-//!   Start records it without the latch instead: its ranges and thread
-//!   into its slot of `done`, then the applied count, plain stores all (a
+//! - the ring's bookkeeping (each group written back, with the ranges
+//!   its bits entries wrote, the thread epochs, a lagged Log Start's
+//!   slot) is recorded under the latch when a group is applied, so in
+//!   sequence order. A group's value ranges are not recorded: they are
+//!   its value entries, read back from the ring by the rare work that
+//!   needs them (a drain writing back other threads' lines, a store in
+//!   place asking whether a group touched its lines), so a commit's
+//!   bookkeeping does not grow with its writes. On persistent memory a
+//!   commit in order that moves no Log Start records it without the
+//!   latch instead: its bits ranges and thread into its slot of `done`,
+//!   then the applied count, plain stores all (a
 //!   locked instruction right after the fence would wait for the group's
 //!   non-temporal stores to drain); a holder of the latch that reads
 //!   what they record first folds those slots into the state, in sequence
@@ -119,9 +124,9 @@
 //! writes, `Pool::write_unlogged`) drains only if a group that recovery
 //! could still replay (one at or after the durable Log Start) wrote one of
 //! its cache lines: the ring keeps, per line, the sequence number of the
-//! last group that wrote it (a commit records only its ranges; they are
-//! indexed by line when such a store asks, so a commit pays no probe per
-//! line). A replay writes only its groups' lines, so a store elsewhere
+//! last group that wrote it (a commit records only its group's place;
+//! the group's entries are read back from the ring and indexed by line
+//! when such a store asks, so a commit pays nothing per range). A replay writes only its groups' lines, so a store elsewhere
 //! costs no fence. A Log Start that another thread's drain
 //! stored and has not fenced is not durable for this thread's fence (a
 //! fence orders only its own thread's stores): a drain that finds one
@@ -150,15 +155,20 @@ struct Flight {
     csn: u64,
     /// Its global commit number (see `log/lanes.rs`).
     g: u64,
-    /// Virtual position just after it.
+    /// Virtual position of its header, and just after it.
+    at: u64,
     end: u64,
     /// The thread that wrote it back, and that thread's ring fences when
     /// it did: durable once that count has grown.
     writer: u64,
     epoch: u64,
-    /// Its write-back ranges, at the front of `State::ranges` (a group
-    /// written back ahead of an earlier one keeps them in `State::early`
-    /// until the groups before it are written back).
+    /// The write-back ranges of its bits entries (the bitmap words and
+    /// zeroed blocks its allocations and frees wrote), at the front of
+    /// `State::ranges` (a group written back ahead of an earlier one keeps
+    /// them in `State::early` until the groups before it are written
+    /// back). Its values' ranges are its value entries, read from the
+    /// ring when a drain or a store in place needs them
+    /// ([`Ring::value_ranges`]): a commit records none.
     ranges: usize,
     /// Written back in place (ahead of an earlier group, or in order).
     applied: bool,
@@ -214,6 +224,8 @@ pub(super) struct State {
     /// The global commit number of the last group reserved.
     last_g: u64,
     flights: VecDeque<Flight>,
+    /// The bits entries' write-back ranges of the groups in `flights`, in
+    /// order (see `Flight::ranges`).
     ranges: VecDeque<(u64, u64)>,
     /// Ring fences made by each thread (by its tag): a few threads, looked
     /// up by a scan.
@@ -221,21 +233,26 @@ pub(super) struct State {
     /// Cache line → sequence number of the last group that wrote it. A
     /// group at or after the durable Log Start (`fenced.csn`) may still be
     /// replayed: a store in place of one of its lines must drain first.
-    /// Built lazily from `written`, when a store in place asks
-    /// ([`State::touches`]).
+    /// Built lazily from `groups` and `written`, when a store in place
+    /// asks ([`State::touches`]).
     touched: Table<u64>,
     /// `touched` drops the lines of groups behind the durable Log Start
     /// once it holds more than this.
     prune_at: usize,
-    /// The lines groups wrote and `touched` does not hold yet: (first
-    /// line, last line, sequence number), one per range a group wrote
-    /// back. A commit pushes its ranges here (no probe per line); they
-    /// are indexed only when a store in place asks, so a run of commits
-    /// with no such store never indexes a line.
+    /// The groups whose lines `touched` does not hold yet: (sequence
+    /// number, virtual position), one per group written back. A commit
+    /// pushes its group here, not its ranges: the group's value entries
+    /// are read from the ring, and their lines indexed, only when a store
+    /// in place asks, so a run of commits with no such store never reads
+    /// a group back nor indexes a line.
+    groups: Vec<(u64, u64)>,
+    /// The same for the ranges the groups' bits entries wrote back (the
+    /// allocator's words, which the group does not name): (first line,
+    /// last line, sequence number).
     written: Vec<(u64, u64, u64)>,
-    /// `written` drops the ranges of groups behind the durable Log Start
-    /// once it holds more than this (it then holds at most the ranges of
-    /// the groups in the ring).
+    /// `groups` and `written` drop the groups behind the durable Log Start
+    /// once they hold more than this (they then hold at most the groups
+    /// in the ring).
     written_prune_at: usize,
     /// The last group durable and written back in place such that every
     /// group up to it is too (a group may be written back ahead of an
@@ -281,6 +298,7 @@ impl State {
             epochs: Default::default(),
             touched: Default::default(),
             prune_at: PRUNE_MIN,
+            groups: Vec::new(),
             written: Vec::new(),
             written_prune_at: PRUNE_MIN,
             applied: start.csn - 1,
@@ -310,12 +328,22 @@ impl State {
 
     /// Whether a group that recovery could replay (one the durable Log
     /// Start does not cover) wrote a line of `off..off + len`: probing each
-    /// line or scanning the map, whichever is shorter.
-    fn touches(&mut self, off: u64, len: u64) -> bool {
+    /// line or scanning the map, whichever is shorter. `values(at, out)`
+    /// gives the value ranges of the group at virtual position `at`
+    /// ([`Ring::value_ranges`]); a group it cannot read counts as
+    /// touching every line (the caller drains: never wrong, only slower).
+    fn touches(
+        &mut self,
+        off: u64,
+        len: u64,
+        values: impl FnMut(u64, &mut Vec<(u64, u64)>) -> Result<(), Error>,
+    ) -> bool {
         if len == 0 {
             return false;
         }
-        self.index_written();
+        if self.index_written(values).is_err() {
+            return true;
+        }
         let (first, last) = (off / LINE, (off + len - 1) / LINE);
         let from = self.fenced.csn;
         if last - first < self.touched.len() as u64 {
@@ -327,11 +355,25 @@ impl State {
         }
     }
 
-    /// Moves the ranges of `written` that a group recovery could still
-    /// replay wrote into `touched` (a line keeping the latest group's
-    /// sequence number), and prunes `touched` once it has grown.
-    fn index_written(&mut self) {
+    /// Moves the lines of `groups` and `written` that a group recovery
+    /// could still replay wrote into `touched` (a line keeping the latest
+    /// group's sequence number), and prunes `touched` once it has grown.
+    /// (Such a group is still whole in the ring: its space is reused only
+    /// once the durable Log Start has passed it.)
+    fn index_written(
+        &mut self,
+        mut values: impl FnMut(u64, &mut Vec<(u64, u64)>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let from = self.fenced.csn;
+        let mut ranges = Vec::new();
+        for &(csn, at) in self.groups.iter().filter(|g| g.0 >= from) {
+            ranges.clear();
+            values(at, &mut ranges)?;
+            let lines = ranges.iter().filter(|r| r.1 > 0);
+            let lines = lines.map(|&(t, n)| (t / LINE, (t + n - 1) / LINE, csn));
+            self.written.extend(lines);
+        }
+        self.groups.clear();
         let touched = &mut self.touched;
         for &(first, last, csn) in self.written.iter().filter(|w| w.2 >= from) {
             for l in first..=last {
@@ -347,14 +389,17 @@ impl State {
             self.touched.retain(|c| c >= from);
             self.prune_at = (2 * self.touched.len()).max(PRUNE_MIN);
         }
+        Ok(())
     }
 
     /// Drops the ranges of `written` that groups behind the durable Log
     /// Start wrote (no replay writes them again).
     fn prune_written(&mut self) {
         let from = self.fenced.csn;
+        self.groups.retain(|g| g.0 >= from);
         self.written.retain(|w| w.2 >= from);
-        self.written_prune_at = (2 * self.written.len()).max(PRUNE_MIN);
+        let held = self.groups.len() + self.written.len();
+        self.written_prune_at = (2 * held).max(PRUNE_MIN);
     }
 
     /// Group `csn` written back in order: the applied count passes it, and
@@ -524,8 +569,9 @@ pub struct Ring {
 
 /// A commit's write-back, recorded without the latch on a domain whose
 /// commits go in order (`Domain::commits_in_order`): the thread that wrote
-/// it back, and the byte ranges it wrote (at most [`DONE_RANGES`]; a group
-/// with more records under the latch). The latch's next holder folds it
+/// it back, and the byte ranges its bits entries wrote (at most
+/// [`DONE_RANGES`]; a group with more records under the latch; its value
+/// ranges are its entries in the ring). The latch's next holder folds it
 /// into the ring's state ([`Ring::fold`]).
 ///
 /// The slot of group `n` (`n % DONE_SLOTS`) is written only by the commit
@@ -540,7 +586,7 @@ pub struct Ring {
 struct Done {
     writer: AtomicU64,
     count: AtomicU64,
-    /// (first byte, length) of each range, two words each.
+    /// (first byte, length) of each bits range, two words each.
     words: Box<[AtomicU64]>,
 }
 
@@ -567,7 +613,7 @@ impl Done {
 /// at once (a reservation that would reuse a slot not yet folded waits).
 const DONE_SLOTS: usize = 64;
 
-/// The most ranges a commit records in its slot of [`Ring::done`].
+/// The most bits ranges a commit records in its slot of [`Ring::done`].
 const DONE_RANGES: usize = 128;
 
 /// How long a commit parked for an earlier group, or a drain waiting for
@@ -826,6 +872,7 @@ impl Ring {
             st.flights.push_back(Flight {
                 csn,
                 g,
+                at,
                 end: at + size,
                 writer: me,
                 epoch: 0,
@@ -884,16 +931,14 @@ impl Ring {
         // this commit looked wakes at its next look (`PARK_RECHECK`).
         if done.is_ok()
             && advance.is_none()
-            && b.count() as usize + bit_ranges.len() <= DONE_RANGES
+            && bit_ranges.len() <= DONE_RANGES
             && d.commits_in_order()
             && !d.mutated(sites::RING_ORDER)
         {
             // (This commit owns its group's slot now: see `Done`.)
             let slot = &self.done[(csn % DONE_SLOTS as u64) as usize];
-            let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
-            let ranges = ranges.chain(bit_ranges.iter().copied());
             let mut n = 0;
-            for ((t, len), w) in ranges.zip(slot.words.chunks_exact(2)) {
+            for (&(t, len), w) in bit_ranges.iter().zip(slot.words.chunks_exact(2)) {
                 w[0].store(t, Ordering::Relaxed);
                 w[1].store(len, Ordering::Relaxed);
                 n += 1;
@@ -934,8 +979,7 @@ impl Ring {
             st.advancing = false;
         }
         let before = st.applied;
-        let ranges = b.values().map(|(t, v)| (t, v.len() as u64));
-        self.record(d, st, csn, me, ranges.chain(bit_ranges.iter().copied()));
+        self.record(d, st, csn, me, bit_ranges.iter().copied());
         self.watch.applied.store(st.applied, Ordering::Release);
         self.watch.inflight.store(st.inflight(), Ordering::Relaxed);
         // (Stored only when it changes: a store to a line other threads
@@ -953,9 +997,11 @@ impl Ring {
     }
 
     /// Records, under the latch, group `csn`'s write-back by thread
-    /// `writer` of `ranges`: in order (the applied count passes it, and any
-    /// groups after it already written back ahead), or ahead of an earlier
-    /// group (`may_write_back`; or a mutated engine, which skips the wait).
+    /// `writer`, its bits entries' write-back `ranges` with it (its value
+    /// entries are in the ring: the group is recorded, not each range): in
+    /// order (the applied count passes it, and any groups after it already
+    /// written back ahead), or ahead of an earlier group (`may_write_back`;
+    /// or a mutated engine, which skips the wait).
     fn record(
         &self,
         d: &Domain,
@@ -986,10 +1032,12 @@ impl Ring {
             }
             n += 1;
         }
-        if st.written.len() > st.written_prune_at {
+        let first = st.flights.front().map_or(csn, |f| f.csn);
+        let at = st.flights[(csn - first) as usize].at;
+        st.groups.push((csn, at));
+        if st.groups.len() + st.written.len() > st.written_prune_at {
             st.prune_written();
         }
-        let first = st.flights.front().map_or(csn, |f| f.csn);
         let f = &mut st.flights[(csn - first) as usize];
         debug_assert_eq!(f.csn, csn);
         f.epoch = epoch;
@@ -1320,7 +1368,35 @@ impl Ring {
         }
         let mut st = self.state.lock();
         self.fold(d, &mut st);
-        st.touches(off, len)
+        st.touches(off, len, |at, out| self.value_ranges(d, at, out))
+    }
+
+    /// The byte ranges that the group at virtual position `at` writes
+    /// back in place for its value entries, read from the ring into `out`
+    /// (its bits entries' ranges are the allocator's: recorded apart). The
+    /// group must be one the durable Log Start does not cover yet, whose
+    /// place no later group can have taken; anything else there is
+    /// `LogCorrupt`.
+    fn value_ranges(&self, d: &Domain, at: u64, out: &mut Vec<(u64, u64)>) -> Result<(), Error> {
+        let off = self.off + at % self.len;
+        let mut h = [0u8; group::HEADER];
+        d.read(off, &mut h)?;
+        let lost = Error::LogCorrupt {
+            offset: off,
+            reason: "a commit group not yet covered by the Log Start is missing from the ring",
+        };
+        let head = Head::decode(&h).ok_or(lost.clone())?;
+        if head.size() > self.len - at % self.len {
+            return Err(lost);
+        }
+        let mut entries = vec![0u8; head.bytes as usize];
+        d.read(off + group::HEADER as u64, &mut entries)?;
+        for e in group::entries(&entries, head.count, off)? {
+            if let group::Entry::Value(t, v) = e {
+                out.push((t, v.len() as u64));
+            }
+        }
+        Ok(())
     }
 
     /// Bars this lane for a drain (`log/lanes.rs`): waits for another
@@ -1353,12 +1429,18 @@ impl Ring {
         if st.start.csn == st.next_csn || st.flights.is_empty() {
             return Ok(false);
         }
-        let mut ranges = st.ranges.iter();
+        let mut values = Vec::new();
+        let mut i = 0;
         for f in &st.flights {
-            for &(target, len) in ranges.by_ref().take(f.ranges) {
-                if f.writer != me {
-                    d.flush_at(target, len, sites::RING_DRAIN_FLUSH)?;
-                }
+            let bits = st.ranges.range(i..i + f.ranges);
+            i += f.ranges;
+            if f.writer == me {
+                continue;
+            }
+            values.clear();
+            self.value_ranges(d, f.at, &mut values)?;
+            for &(target, len) in values.iter().chain(bits) {
+                d.flush_at(target, len, sites::RING_DRAIN_FLUSH)?;
             }
         }
         Ok(true)
@@ -1531,6 +1613,7 @@ mod tests {
             st.flights.push_back(Flight {
                 csn,
                 g: csn,
+                at: 64 * (csn - 1),
                 end: 64 * csn,
                 writer: csn,
                 epoch: 0,
