@@ -126,8 +126,8 @@
 //! its cache lines: the ring keeps, per line, the sequence number of the
 //! last group that wrote it (a commit records only its group's place;
 //! the group's entries are read back from the ring and indexed by line
-//! when such a store asks, so a commit pays nothing per range). A replay writes only its groups' lines, so a store elsewhere
-//! costs no fence. A Log Start that another thread's drain
+//! when such a store asks, so a commit pays nothing per range). A replay
+//! writes only its groups' lines, so a store elsewhere costs no fence. A Log Start that another thread's drain
 //! stored and has not fenced is not durable for this thread's fence (a
 //! fence orders only its own thread's stores): a drain that finds one
 //! stores it again, so that this thread's next fence makes it durable
@@ -328,15 +328,15 @@ impl State {
 
     /// Whether a group that recovery could replay (one the durable Log
     /// Start does not cover) wrote a line of `off..off + len`: probing each
-    /// line or scanning the map, whichever is shorter. `values(at, out)`
-    /// gives the value ranges of the group at virtual position `at`
+    /// line or scanning the map, whichever is shorter. `values(csn, at,
+    /// out)` gives the value ranges of group `csn` at virtual position `at`
     /// ([`Ring::value_ranges`]); a group it cannot read counts as
     /// touching every line (the caller drains: never wrong, only slower).
     fn touches(
         &mut self,
         off: u64,
         len: u64,
-        values: impl FnMut(u64, &mut Vec<(u64, u64)>) -> Result<(), Error>,
+        values: impl FnMut(u64, u64, &mut Vec<(u64, u64)>) -> Result<(), Error>,
     ) -> bool {
         if len == 0 {
             return false;
@@ -362,13 +362,13 @@ impl State {
     /// once the durable Log Start has passed it.)
     fn index_written(
         &mut self,
-        mut values: impl FnMut(u64, &mut Vec<(u64, u64)>) -> Result<(), Error>,
+        mut values: impl FnMut(u64, u64, &mut Vec<(u64, u64)>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let from = self.fenced.csn;
         let mut ranges = Vec::new();
         for &(csn, at) in self.groups.iter().filter(|g| g.0 >= from) {
             ranges.clear();
-            values(at, &mut ranges)?;
+            values(csn, at, &mut ranges)?;
             let lines = ranges.iter().filter(|r| r.1 > 0);
             let lines = lines.map(|&(t, n)| (t / LINE, (t + n - 1) / LINE, csn));
             self.written.extend(lines);
@@ -1368,16 +1368,22 @@ impl Ring {
         }
         let mut st = self.state.lock();
         self.fold(d, &mut st);
-        st.touches(off, len, |at, out| self.value_ranges(d, at, out))
+        st.touches(off, len, |csn, at, out| self.value_ranges(d, csn, at, out))
     }
 
-    /// The byte ranges that the group at virtual position `at` writes
+    /// The byte ranges that group `csn`, at virtual position `at`, writes
     /// back in place for its value entries, read from the ring into `out`
     /// (its bits entries' ranges are the allocator's: recorded apart). The
     /// group must be one the durable Log Start does not cover yet, whose
     /// place no later group can have taken; anything else there is
     /// `LogCorrupt`.
-    fn value_ranges(&self, d: &Domain, at: u64, out: &mut Vec<(u64, u64)>) -> Result<(), Error> {
+    fn value_ranges(
+        &self,
+        d: &Domain,
+        csn: u64,
+        at: u64,
+        out: &mut Vec<(u64, u64)>,
+    ) -> Result<(), Error> {
         let off = self.off + at % self.len;
         let mut h = [0u8; group::HEADER];
         d.read(off, &mut h)?;
@@ -1386,7 +1392,7 @@ impl Ring {
             reason: "a commit group not yet covered by the Log Start is missing from the ring",
         };
         let head = Head::decode(&h).ok_or(lost.clone())?;
-        if head.size() > self.len - at % self.len {
+        if head.csn != csn || head.size() > self.len - at % self.len {
             return Err(lost);
         }
         let mut entries = vec![0u8; head.bytes as usize];
@@ -1438,7 +1444,7 @@ impl Ring {
                 continue;
             }
             values.clear();
-            self.value_ranges(d, f.at, &mut values)?;
+            self.value_ranges(d, f.csn, f.at, &mut values)?;
             for &(target, len) in values.iter().chain(bits) {
                 d.flush_at(target, len, sites::RING_DRAIN_FLUSH)?;
             }
