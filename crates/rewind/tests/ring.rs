@@ -213,8 +213,9 @@ fn an_unlogged_store_after_another_threads_drain_is_not_replayed_over() {
 /// later groups after it; a line no group wrote needs no drain.
 #[test]
 fn a_store_in_place_finds_every_line_of_every_entry_of_a_replayable_group() {
-    let words = |i: u64| i * 8; // 8-byte words of the root, by index
-                                // (word index of the store in place, whether a group wrote its line)
+    // The offset of the root's 8-byte word `i`.
+    let words = |i: u64| i * 8;
+    // (word of the store in place, whether a group wrote its line)
     let probes = [
         (0, true),     // the group's first entry
         (800, true),   // one in the middle

@@ -366,12 +366,16 @@ impl State {
     ) -> Result<(), Error> {
         let from = self.fenced.csn;
         let mut ranges = Vec::new();
-        for &(csn, at) in self.groups.iter().filter(|g| g.0 >= from) {
+        for i in 0..self.groups.len() {
+            let (csn, at) = self.groups[i];
+            if csn < from {
+                continue;
+            }
             ranges.clear();
             values(csn, at, &mut ranges)?;
-            let lines = ranges.iter().filter(|r| r.1 > 0);
-            let lines = lines.map(|&(t, n)| (t / LINE, (t + n - 1) / LINE, csn));
-            self.written.extend(lines);
+            for &(target, len) in &ranges {
+                self.note_written(target, len, csn);
+            }
         }
         self.groups.clear();
         let touched = &mut self.touched;
@@ -390,6 +394,15 @@ impl State {
             self.prune_at = (2 * self.touched.len()).max(PRUNE_MIN);
         }
         Ok(())
+    }
+
+    /// Notes in `written` the lines of `len` bytes at `target` that group
+    /// `csn` wrote (none for an empty range).
+    fn note_written(&mut self, target: u64, len: u64, csn: u64) {
+        if len > 0 {
+            self.written
+                .push((target / LINE, (target + len - 1) / LINE, csn));
+        }
     }
 
     /// Drops the ranges of `written` that groups behind the durable Log
@@ -1026,10 +1039,7 @@ impl Ring {
                 true => st.ranges.push_back((target, len)),
                 false => early.push((target, len)),
             }
-            if len > 0 {
-                st.written
-                    .push((target / LINE, (target + len - 1) / LINE, csn));
-            }
+            st.note_written(target, len, csn);
             n += 1;
         }
         let first = st.flights.front().map_or(csn, |f| f.csn);
@@ -1373,10 +1383,10 @@ impl Ring {
 
     /// The byte ranges that group `csn`, at virtual position `at`, writes
     /// back in place for its value entries, read from the ring into `out`
-    /// (its bits entries' ranges are the allocator's: recorded apart). The
-    /// group must be one the durable Log Start does not cover yet, whose
-    /// place no later group can have taken; anything else there is
-    /// `LogCorrupt`.
+    /// as recovery reads it ([`group_at`](Self::group_at)); its bits
+    /// entries' ranges are the allocator's, recorded apart. The group must
+    /// be one the durable Log Start does not cover yet, whose place no
+    /// later group can have taken; anything else there is `LogCorrupt`.
     fn value_ranges(
         &self,
         d: &Domain,
@@ -1384,20 +1394,15 @@ impl Ring {
         at: u64,
         out: &mut Vec<(u64, u64)>,
     ) -> Result<(), Error> {
-        let off = self.off + at % self.len;
-        let mut h = [0u8; group::HEADER];
-        d.read(off, &mut h)?;
-        let lost = Error::LogCorrupt {
-            offset: off,
-            reason: "a commit group not yet covered by the Log Start is missing from the ring",
-        };
-        let head = Head::decode(&h).ok_or(lost.clone())?;
-        if head.csn != csn || head.size() > self.len - at % self.len {
-            return Err(lost);
-        }
-        let mut entries = vec![0u8; head.bytes as usize];
-        d.read(off + group::HEADER as u64, &mut entries)?;
-        for e in group::entries(&entries, head.count, off)? {
+        let pos = at % self.len;
+        let mut entries = Vec::new();
+        let head = Self::group_at(d, self.off, self.len, pos, csn, &mut entries)?.ok_or(
+            Error::LogCorrupt {
+                offset: self.off + pos,
+                reason: "a commit group not yet covered by the Log Start is missing from the ring",
+            },
+        )?;
+        for e in group::entries(&entries, head.count, self.off + pos)? {
             if let group::Entry::Value(t, v) = e {
                 out.push((t, v.len() as u64));
             }
