@@ -3,7 +3,8 @@
 //!
 //! On a disk (the Msync backend) a commit waits for things that end within
 //! about one device flush: the flush in flight (its group's, or the one
-//! before it), then the earlier groups' write-back in sequence order. A
+//! before it), then the earlier groups' write-back in sequence order; and
+//! the leader of a flush waits for the fences of its group to join. A
 //! thread that sleeps on a condition variable for such a wait costs a
 //! futex wake and a context switch to whoever ends it, and on a virtual
 //! machine a wake-up across processors is an interrupt between them: at

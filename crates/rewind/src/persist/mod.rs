@@ -284,6 +284,9 @@ struct Msync {
     flushed: parking_lot::Condvar,
     /// Signalled when a gathering leader's group is complete.
     gathered: parking_lot::Condvar,
+    /// `Flushes::joined`, read without the lock by a gathering leader that
+    /// yields (`backoff`) rather than sleeps.
+    joined: AtomicU64,
     /// Device flushes ended (or failed): what a fence waiting for the
     /// flush in flight watches while it yields (`backoff`) before it
     /// sleeps on `flushed`.
@@ -314,10 +317,13 @@ struct Msync {
 /// group the last flush made durable plus the fences that joined while it
 /// was in flight (`expect`, at most the number of threads fencing). It
 /// waits until that many have joined (the last one to join wakes it) or
-/// for at most half the last flush's duration, whichever comes first. A
-/// lone thread expects only itself and never waits; a thread that stops
-/// committing costs the next leader at most that bound once, as the next
-/// group is then smaller.
+/// for at most half the last flush's duration, whichever comes first;
+/// while more threads commit than there are processors, it yields the
+/// processor to them (`backoff`) instead of sleeping, watching `joined`,
+/// so that no futex wake stands between the last fence to join and the
+/// flush. A lone thread expects only itself and never waits; a thread
+/// that stops committing costs the next leader at most that bound once,
+/// as the next group is then smaller.
 #[derive(Default)]
 struct Flushes {
     dirty: Vec<(u64, u64)>,
@@ -697,6 +703,7 @@ impl Domain {
                 flush: Mutex::new(Flushes::default()),
                 flushed: parking_lot::Condvar::new(),
                 gathered: parking_lot::Condvar::new(),
+                joined: AtomicU64::new(0),
                 ended: AtomicU64::new(0),
                 durable: AtomicU64::new(0),
                 crowded: std::sync::atomic::AtomicBool::new(false),
@@ -1226,6 +1233,7 @@ impl Domain {
         if want > f.taken {
             // No flush started yet covers it: it joins the next group.
             f.joined += 1;
+            m.joined.store(f.joined, Ordering::Release);
             if f.gathering && f.joined >= f.expect {
                 m.gathered.notify_one();
             }
@@ -1263,10 +1271,26 @@ impl Domain {
             if f.joined < f.expect {
                 let deadline = std::time::Instant::now() + f.last_flush / 2;
                 f.gathering = true;
-                while f.joined < f.expect && !m.gathered.wait_until(&mut f, deadline).timed_out() {}
+                if m.crowded.load(Ordering::Relaxed) {
+                    // The fences to come need the processors: the leader
+                    // yields to them (`backoff`) rather than sleep, and the
+                    // last one to join wakes nobody (a futex wake, on this
+                    // flush's critical path).
+                    let expect = f.expect;
+                    parking_lot::MutexGuard::unlocked(&mut f, || {
+                        let bound = deadline.saturating_duration_since(std::time::Instant::now());
+                        backoff::yield_until(bound, || m.joined.load(Ordering::Acquire) >= expect)
+                    });
+                } else {
+                    while f.joined < f.expect
+                        && !m.gathered.wait_until(&mut f, deadline).timed_out()
+                    {
+                    }
+                }
                 f.gathering = false;
             }
             let group = std::mem::take(&mut f.joined);
+            m.joined.store(0, Ordering::Release);
             let ranges = std::mem::take(&mut f.dirty);
             let upto = f.recorded;
             f.taken = upto;
@@ -1583,13 +1607,16 @@ mod tests {
     /// thread's, and all of them return (counts, not times).
     #[test]
     fn concurrent_msync_fences_each_lead_a_flush_or_share_one() {
-        const THREADS: u64 = 6;
+        // More threads than processors, so that waiters and gathering
+        // leaders yield (`backoff::crowded`) on any machine.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        let threads: u64 = (2 * cores + 2).max(6);
         const EACH: u64 = 40;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
         let d = Domain::create_file(&path, 1 << 20, Backend::Msync).unwrap();
         std::thread::scope(|s| {
-            for t in 0..THREADS {
+            for t in 0..threads {
                 let d = &d;
                 s.spawn(move || {
                     for k in 0..EACH {
@@ -1602,9 +1629,15 @@ mod tests {
             }
         });
         let c = d.counters();
-        assert_eq!(c.fences, THREADS * EACH);
-        assert_eq!(c.device_flushes + c.grouped_fences, THREADS * EACH);
+        assert_eq!(c.fences, threads * EACH);
+        assert_eq!(c.device_flushes + c.grouped_fences, threads * EACH);
         assert!(c.device_flushes >= 1);
+        assert!(backoff::crowded(threads));
+        for t in 0..threads {
+            for k in 0..EACH {
+                assert_eq!(d.read_u64(t * 4096 + k * 8).unwrap(), t << 32 | k);
+            }
+        }
         // A fence with nothing recorded neither flushes nor counts as grouped.
         d.fence().unwrap();
         assert_eq!(d.counters().since(&c).device_flushes, 0);
