@@ -106,11 +106,18 @@ pub fn dump_log(a: &PoolArgs) -> Result<(), CliError> {
         print_json(&txs);
         return Ok(());
     }
-    if txs.is_empty() {
+    let (groups, log): (Vec<_>, Vec<_>) = txs.into_iter().partition(|t| t.group.is_some());
+    if log.is_empty() {
         println!("(log is empty)");
     }
-    for t in txs {
+    for t in log {
         println!("{t}");
+    }
+    if groups.is_empty() {
+        println!("(commit ring is empty)");
+    }
+    for g in groups {
+        println!("{g}");
     }
     Ok(())
 }

@@ -541,21 +541,63 @@ pub struct LogRecord {
     pub cell: u64,
 }
 
-/// A transaction's records in the log and what recovery does with it.
+/// A transaction's records in the log and what recovery does with it, or
+/// a commit group of the commit ring (the redo policies' commits).
 #[derive(Clone, Debug, Serialize)]
 pub struct LogTransaction {
-    /// Transaction id (0: checkpoint records).
+    /// Transaction id (0: checkpoint records); for a commit group, its
+    /// global commit number (a group names no transaction).
     pub tx: u64,
     /// `committed`, `rolled back`, `rolling back` (recovery finishes the
     /// rollback), `in flight` (recovery undoes it), `torn commit`
-    /// (a redo group without its END: discarded), or `checkpoint`.
+    /// (a redo group without its END: discarded), or `checkpoint`; for a
+    /// commit group, `committed` (recovery replays it) or `in place`
+    /// (durable in place already: recovery skips it).
     pub status: &'static str,
-    /// Its records, in log order.
+    /// Its records, in log order; for a commit group, its entries:
+    /// `VALUE` (`target`, `len`), `ALLOC` and `FREE` (the block, its size
+    /// in `len`), with `block` the group's pool offset and `cell` the
+    /// entry's index.
     pub records: Vec<LogRecord>,
+    /// For a commit group: where it is in the commit ring.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupPlace>,
+}
+
+/// Where a commit group is: its lane of the commit ring and its sequence
+/// number there.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct GroupPlace {
+    /// Its commit lane.
+    pub lane: u64,
+    /// Its sequence number in the lane.
+    pub csn: u64,
+    /// Its pool offset.
+    pub offset: u64,
 }
 
 impl fmt::Display for LogTransaction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(g) = &self.group {
+            write!(
+                f,
+                "commit group {} (lane {}, group {}, at {:#x}) — {} ({} entries)",
+                self.tx,
+                g.lane,
+                g.csn,
+                g.offset,
+                self.status,
+                self.records.len()
+            )?;
+            for r in &self.records {
+                write!(
+                    f,
+                    "\n  {:<10} target {:#010x}  len {:>4}",
+                    r.kind, r.target, r.len
+                )?;
+            }
+            return Ok(());
+        }
         write!(
             f,
             "tx {} — {} ({} records)",
@@ -575,11 +617,60 @@ impl fmt::Display for LogTransaction {
 }
 
 /// The log's records grouped by transaction (in the order of each one's
-/// first record), with each transaction's status.
+/// first record), with each transaction's status, then the commit ring's
+/// groups (in global commit order: every group from each lane's durable
+/// Log Start to its first missing one, those recovery replays and those
+/// already in place).
 pub fn dump_log(path: &Path) -> Result<Vec<LogTransaction>, Error> {
     let src = Source::File(path);
     let (header, _) = src.header()?;
-    let (mut records, _, _) = scan(&src, &header)?;
+    let mut txs = log_transactions(&src, &header)?;
+    let dom = src.domain(&header)?;
+    let groups = crate::log::lanes::Lanes::found(&dom, &header.layout)?;
+    txs.extend(groups.into_iter().map(commit_group));
+    Ok(txs)
+}
+
+/// A commit group as `dump_log` lists it.
+fn commit_group(g: crate::log::lanes::FoundGroup) -> LogTransaction {
+    use crate::log::lanes::FoundEntry;
+    let records = (g.entries.iter().enumerate())
+        .map(|(i, e)| {
+            let (kind, target, len) = match *e {
+                FoundEntry::Value { target, len } => ("VALUE", target, len),
+                FoundEntry::Bits { off, size, set } => {
+                    (if set { "ALLOC" } else { "FREE" }, off, size)
+                }
+            };
+            LogRecord {
+                lsn: 0,
+                kind,
+                flags: 0,
+                target,
+                len,
+                aux: 0,
+                prev: 0,
+                block: g.at,
+                cell: i as u64,
+            }
+        })
+        .collect();
+    LogTransaction {
+        tx: g.gcn,
+        status: if g.replays { "committed" } else { "in place" },
+        records,
+        group: Some(GroupPlace {
+            lane: g.lane,
+            csn: g.csn,
+            offset: g.at,
+        }),
+    }
+}
+
+/// The bucket log's records grouped by transaction, as [`dump_log`] lists
+/// them.
+fn log_transactions(src: &Source<'_>, header: &Header) -> Result<Vec<LogTransaction>, Error> {
+    let (mut records, _, _) = scan(src, header)?;
     records.sort_by_key(|s| s.rec.lsn);
     let mut order = Vec::new();
     let mut by_tx: BTreeMap<u64, Vec<&Scanned>> = BTreeMap::new();
@@ -628,6 +719,7 @@ pub fn dump_log(path: &Path) -> Result<Vec<LogTransaction>, Error> {
                         cell: s.cell.idx as u64,
                     })
                     .collect(),
+                group: None,
             }
         })
         .collect())

@@ -52,9 +52,9 @@ pub struct DemoArgs {
     /// Log variant of the demo pool: simple, optimized, batch or two-layer.
     #[arg(long, default_value = "batch")]
     log: LogVariant,
-    /// Policy of the demo pool: force, no-force or redo.
-    #[arg(long, default_value = "force")]
-    policy: Policy,
+    /// Policy of the demo pool: force, no-force, redo or redo-async (default: the library's default, redo).
+    #[arg(long)]
+    policy: Option<Policy>,
     /// Transactions per system in the throughput table (tests use fewer).
     #[arg(long, default_value_t = 10_000, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     throughput_tx: u64,
@@ -81,7 +81,10 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
 
     println!("[1/4] create the pool and an empty B+-tree");
     remove_old_pool(&path, args.pool.is_none())?;
-    let cfg = PoolConfig::default().log(args.log).policy(args.policy);
+    let mut cfg = PoolConfig::default().log(args.log);
+    if let Some(policy) = args.policy {
+        cfg = cfg.policy(policy);
+    }
     create_tree(&path, &cfg)?;
     println!(
         "      {} MiB pool, {} log, {} policy; tree created in one transaction: ok",

@@ -177,6 +177,47 @@ struct Survey {
     groups: Vec<(u64, u64, u64, u64)>,
 }
 
+/// A group found in a lane's valid prefix, as `rewind dump-log` lists it
+/// ([`Lanes::found`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundGroup {
+    /// Its lane.
+    pub lane: u64,
+    /// Its sequence number in the lane.
+    pub csn: u64,
+    /// Its global commit number.
+    pub gcn: u64,
+    /// Its pool offset.
+    pub at: u64,
+    /// Whether recovery replays it (its global commit number is above
+    /// the largest watermark stored); otherwise it is durable in place.
+    pub replays: bool,
+    /// Its entries: a value's (target, length), or an allocation's or a
+    /// free's (block, size, `true` for an allocation).
+    pub entries: Vec<FoundEntry>,
+}
+
+/// An entry of a [`FoundGroup`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoundEntry {
+    /// A value for `target`.
+    Value {
+        /// Where it goes.
+        target: u64,
+        /// Its bytes.
+        len: u64,
+    },
+    /// A block's bitmap bit set (an allocation) or cleared (a free).
+    Bits {
+        /// The block's offset.
+        off: u64,
+        /// The block's size.
+        size: u64,
+        /// An allocation (else a free).
+        set: bool,
+    },
+}
+
 impl Survey {
     /// Visits, in global commit order, each group recovery replays (those
     /// above the watermark): its entries, and its pool offset.
@@ -184,10 +225,23 @@ impl Survey {
         &self,
         d: &Domain,
         l: &Layout,
+        visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.each(d, l, |g| g.0 > self.w, visit)
+    }
+
+    /// Visits, in global commit order, the groups `pick` takes (given
+    /// their (global commit number, lane, position, lane sequence
+    /// number)): their entries, and their pool offsets.
+    fn each(
+        &self,
+        d: &Domain,
+        l: &Layout,
+        pick: impl Fn(&(u64, u64, u64, u64)) -> bool,
         mut visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let mut buf = Vec::new();
-        for &(_, lane, pos, csn) in self.groups.iter().filter(|g| g.0 > self.w) {
+        for &(_, lane, pos, csn) in self.groups.iter().filter(|g| pick(g)) {
             let at = l.lane_off(lane) + pos;
             let head = Ring::group_at(d, l.lane_off(lane), l.lane_len(), pos, csn, &mut buf)?
                 .ok_or(Error::LogCorrupt {
@@ -308,6 +362,46 @@ impl Lanes {
             len,
         };
         Ok((lanes, rep))
+    }
+
+    /// Every group in the lanes' valid prefixes (from each durable Log
+    /// Start to the first missing group), in global commit order, without
+    /// changing anything: what recovery would find (`rewind dump-log`).
+    pub fn found(d: &Domain, l: &Layout) -> Result<Vec<FoundGroup>, Error> {
+        let survey = Self::survey(d, l)?;
+        let mut found = Vec::with_capacity(survey.groups.len());
+        let mut places = survey.groups.iter();
+        survey.each(
+            d,
+            l,
+            |_| true,
+            |entries, at| {
+                let &(gcn, lane, _, csn) = places.next().expect("one place per group visited");
+                let entries = (entries.into_iter())
+                    .map(|e| match e {
+                        Entry::Value(target, v) => FoundEntry::Value {
+                            target,
+                            len: v.len() as u64,
+                        },
+                        Entry::Bits(b) => FoundEntry::Bits {
+                            off: b.off,
+                            size: b.size,
+                            set: b.set,
+                        },
+                    })
+                    .collect();
+                found.push(FoundGroup {
+                    lane,
+                    csn,
+                    gcn,
+                    at,
+                    replays: gcn > survey.w,
+                    entries,
+                });
+                Ok(())
+            },
+        )?;
+        Ok(found)
     }
 
     /// Before the log blocks' recovery checks the allocator bitmaps: the

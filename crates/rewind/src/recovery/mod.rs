@@ -46,6 +46,27 @@ pub struct RecoveryReport {
 
 impl fmt::Display for RecoveryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ring_groups > 0 {
+            // (A commit group's entries are redone as records are.)
+            write!(
+                f,
+                "{} log records, {} commit groups replayed: ",
+                self.records, self.ring_groups
+            )?;
+            return write!(
+                f,
+                "{} committed transactions, {} rolled back ({} records and group entries redone, {} undone){}",
+                self.committed,
+                self.rolled_back,
+                self.redone,
+                self.undone,
+                if self.adll_repaired {
+                    "; interrupted log operation repaired"
+                } else {
+                    ""
+                }
+            );
+        }
         write!(
             f,
             "{} log records: {} committed transactions, {} rolled back ({} records redone, {} undone){}",
