@@ -465,6 +465,18 @@ fn check_source(src: &Source<'_>, header: &Header, deep_check: bool) -> CheckRep
         }
         Err(e) => r.problems.push(format!("log: {e}")),
     }
+    // (A ring that cannot be read is the recovery attempt's problem below.)
+    let found = src
+        .domain(header)
+        .and_then(|d| crate::log::lanes::Lanes::found(&d, &header.layout));
+    if let Ok(groups) = found {
+        let replays = groups.iter().filter(|g| g.replays).count();
+        if replays > 0 {
+            r.notes.push(format!(
+                "the commit ring holds {replays} commit groups to replay; opening the pool replays them"
+            ));
+        }
+    }
     if !r.is_ok() {
         return r;
     }
