@@ -342,6 +342,15 @@ fn dump_log_lists_the_commit_groups_a_crash_left_in_the_ring() {
         );
     }
 
+    let report = rewind::inspect::check(&path).unwrap();
+    assert!(report.is_ok(), "{report:?}");
+    let to_replay = groups.iter().filter(|g| g.status == "committed").count();
+    let note = format!("the commit ring holds {to_replay} commit groups to replay");
+    assert!(
+        report.notes.iter().any(|n| n.starts_with(&note)),
+        "{report:?}"
+    );
+
     let pool = Pool::open(&path, LAYOUT, &rewind::OpenOptions::default()).unwrap();
     for i in 0..5u64 {
         assert_eq!(pool.read(words.at(i * 64)).unwrap(), 100 + i);
