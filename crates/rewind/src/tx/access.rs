@@ -78,6 +78,10 @@ pub(super) struct Verified {
     /// do not each read a slot of the table (96 KiB, a cache miss for an
     /// access at a random place).
     big: Slot,
+    /// The block of the last access found in a slot or inserted: looked at
+    /// first, so that the accesses of a run into one block (a node's
+    /// header, then its keys, then a child) hash and probe nothing.
+    last: Slot,
 }
 
 /// A slot that holds nothing.
@@ -94,6 +98,7 @@ impl Default for Verified {
             generation: 1,
             epoch: 0,
             big: EMPTY,
+            last: EMPTY,
         }
     }
 }
@@ -144,6 +149,7 @@ impl Verified {
             generation: 1,
             epoch: 0,
             big: EMPTY,
+            last: EMPTY,
         })
     }
 
@@ -176,23 +182,37 @@ impl Verified {
             generation: self.generation,
             epoch: self.epoch,
             big: self.big,
+            last: self.last,
         };
         let _ = KEPT.try_with(|k| k.set(Some(v)));
     }
 
     /// True when `[off, off + len)` lies inside a remembered block.
     #[inline]
-    pub(super) fn holds(&self, off: u64, len: u64) -> bool {
+    pub(super) fn holds(&mut self, off: u64, len: u64) -> bool {
         let Some(end) = off.checked_add(len) else {
             return false;
         };
-        let inside = |s: &Slot| s.generation == self.generation && off >= s.start && end <= s.end;
-        // A cache handed on has no slots: it holds nothing. (The region's
-        // slot before the line's: tree nodes are a region or more, and
-        // their accesses missed the line's slot every time.)
-        (!self.slots.is_empty() && inside(&self.big))
-            || (self.slots.get(region_slot(off))).is_some_and(inside)
-            || (self.slots.get(slot(off))).is_some_and(inside)
+        let generation = self.generation;
+        let inside = |s: &Slot| s.generation == generation && off >= s.start && end <= s.end;
+        // A cache handed on has no slots: it holds nothing.
+        if self.slots.is_empty() {
+            return false;
+        }
+        if inside(&self.last) || inside(&self.big) {
+            return true;
+        }
+        // (The region's slot before the line's: tree nodes are a region
+        // or more, and their accesses missed the line's slot every time.)
+        let found = (self.slots.get(region_slot(off)).filter(|s| inside(s)))
+            .or_else(|| self.slots.get(slot(off)).filter(|s| inside(s)));
+        match found {
+            Some(&s) => {
+                self.last = s;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Remembers the allocated block `[start, start + size)`, which holds
@@ -214,6 +234,7 @@ impl Verified {
         };
         if let Some(s) = self.slots.get_mut(at) {
             *s = block;
+            self.last = block;
             if size >= REGION {
                 self.big = block;
             }
@@ -308,16 +329,23 @@ mod tests {
     #[test]
     fn a_small_block_is_found_from_its_lines_a_large_one_from_its_regions_or_as_the_last() {
         let mut v = Verified::default();
-        let small = 1 << 20;
+        let (small, next) = (1 << 20, 3 << 20);
         v.insert(small, small, 512);
         assert!(v.holds(small, 136), "the line of the first access");
         assert!(
+            v.holds(small + 256, 8),
+            "another line of the block last found"
+        );
+        v.insert(next, next, 512);
+        assert!(
             !v.holds(small + 256, 8),
-            "another line of a small block: verified again"
+            "another line of a small block no longer the last: verified again"
         );
         v.insert(small + 256, small, 512);
-        assert!(v.holds(small + 256, 8));
-        assert!(v.holds(small, 136), "both lines now");
+        v.insert(next, next, 512);
+        assert!(v.holds(small + 256, 8), "both lines now, by their slots");
+        v.insert(next, next, 512);
+        assert!(v.holds(small, 136));
         let large = 2 << 20;
         v.insert(large + 64, large, 4096);
         assert!(v.holds(large + 512, 64), "any line of the region");
@@ -337,8 +365,13 @@ mod tests {
             "the first one's region, by its slot"
         );
         assert!(
+            v.holds(large + 2048, 8),
+            "and then its other regions, as the block last found"
+        );
+        v.insert(next, next, 512);
+        assert!(
             !v.holds(large + 2048, 8),
-            "another region of the first one: verified again"
+            "another region of the first one, neither last nor last large: verified again"
         );
     }
 
