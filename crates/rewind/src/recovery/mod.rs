@@ -46,30 +46,17 @@ pub struct RecoveryReport {
 
 impl fmt::Display for RecoveryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.ring_groups > 0 {
-            // (A commit group's entries are redone as records are.)
-            write!(
-                f,
-                "{} log records, {} commit groups replayed: ",
-                self.records, self.ring_groups
-            )?;
-            return write!(
-                f,
-                "{} committed transactions, {} rolled back ({} records and group entries redone, {} undone){}",
-                self.committed,
-                self.rolled_back,
-                self.redone,
-                self.undone,
-                if self.adll_repaired {
-                    "; interrupted log operation repaired"
-                } else {
-                    ""
-                }
-            );
-        }
+        // (A commit group's entries are redone as records are.)
+        let (groups, redone) = match self.ring_groups {
+            0 => (String::new(), "records"),
+            n => (
+                format!(", {n} commit groups replayed"),
+                "records and group entries",
+            ),
+        };
         write!(
             f,
-            "{} log records: {} committed transactions, {} rolled back ({} records redone, {} undone){}",
+            "{} log records{groups}: {} committed transactions, {} rolled back ({} {redone} redone, {} undone){}",
             self.records,
             self.committed,
             self.rolled_back,
