@@ -225,30 +225,30 @@ impl Survey {
         &self,
         d: &Domain,
         l: &Layout,
-        visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
+        mut visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        self.each(d, l, |g| g.0 > self.w, visit)
+        self.each(d, l, |g| g.0 > self.w, |_, entries, at| visit(entries, at))
     }
 
     /// Visits, in global commit order, the groups `pick` takes (given
     /// their (global commit number, lane, position, lane sequence
-    /// number)): their entries, and their pool offsets.
+    /// number)): that place, their entries, and their pool offsets.
     fn each(
         &self,
         d: &Domain,
         l: &Layout,
         pick: impl Fn(&(u64, u64, u64, u64)) -> bool,
-        mut visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
+        mut visit: impl FnMut(&(u64, u64, u64, u64), Vec<Entry<'_>>, u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let mut buf = Vec::new();
-        for &(_, lane, pos, csn) in self.groups.iter().filter(|g| pick(g)) {
+        for g @ &(_, lane, pos, csn) in self.groups.iter().filter(|g| pick(g)) {
             let at = l.lane_off(lane) + pos;
             let head = Ring::group_at(d, l.lane_off(lane), l.lane_len(), pos, csn, &mut buf)?
                 .ok_or(Error::LogCorrupt {
                     offset: at,
                     reason: "a commit group changed while recovery read it",
                 })?;
-            visit(group::entries(&buf, head.count, at)?, at)?;
+            visit(g, group::entries(&buf, head.count, at)?, at)?;
         }
         Ok(())
     }
@@ -370,13 +370,11 @@ impl Lanes {
     pub fn found(d: &Domain, l: &Layout) -> Result<Vec<FoundGroup>, Error> {
         let survey = Self::survey(d, l)?;
         let mut found = Vec::with_capacity(survey.groups.len());
-        let mut places = survey.groups.iter();
         survey.each(
             d,
             l,
             |_| true,
-            |entries, at| {
-                let &(gcn, lane, _, csn) = places.next().expect("one place per group visited");
+            |&(gcn, lane, _, csn), entries, at| {
                 let entries = (entries.into_iter())
                     .map(|e| match e {
                         Entry::Value(target, v) => FoundEntry::Value {
