@@ -465,25 +465,20 @@ fn check_source(src: &Source<'_>, header: &Header, deep_check: bool) -> CheckRep
         }
         Err(e) => r.problems.push(format!("log: {e}")),
     }
-    // (A ring that cannot be read is the recovery attempt's problem below.)
-    let found = src
-        .domain(header)
-        .and_then(|d| crate::log::lanes::Lanes::found(&d, &header.layout));
-    if let Ok(groups) = found {
-        let replays = groups.iter().filter(|g| g.replays).count();
-        if replays > 0 {
-            r.notes.push(format!(
-                "the commit ring holds {replays} commit groups to replay; opening the pool replays them"
-            ));
-        }
+    // One private domain: the ring surveyed first, then recovery tried on
+    // it. (A ring that cannot be read is the recovery attempt's problem.)
+    let dom = src.domain(header);
+    let to_replay = (dom.as_ref().ok())
+        .and_then(|d| crate::log::lanes::Lanes::to_replay(d, &header.layout).ok());
+    if let Some(n @ 1..) = to_replay {
+        r.notes.push(format!(
+            "the commit ring holds {n} commit groups to replay; opening the pool replays them"
+        ));
     }
     if !r.is_ok() {
         return r;
     }
-    match src
-        .domain(header)
-        .and_then(|d| Pool::from_domain(d, &header.layout_name))
-    {
+    match dom.and_then(|d| Pool::from_domain(d, &header.layout_name)) {
         Ok(pool) => {
             check_open(&pool, &mut r);
             if deep_check && r.is_ok() {

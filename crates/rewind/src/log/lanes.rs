@@ -227,7 +227,19 @@ impl Survey {
         l: &Layout,
         mut visit: impl FnMut(Vec<Entry<'_>>, u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        self.each(d, l, |g| g.0 > self.w, |_, entries, at| visit(entries, at))
+        self.each(
+            d,
+            l,
+            |g| self.replays(g),
+            |_, entries, at| visit(entries, at),
+        )
+    }
+
+    /// Whether recovery replays the group at `g` (global commit number,
+    /// lane, position, lane sequence number): one above the largest
+    /// watermark stored (the groups up to it are durable in place).
+    fn replays(&self, g: &(u64, u64, u64, u64)) -> bool {
+        g.0 > self.w
     }
 
     /// Visits, in global commit order, the groups `pick` takes (given
@@ -242,13 +254,17 @@ impl Survey {
     ) -> Result<(), Error> {
         let mut buf = Vec::new();
         for g @ &(_, lane, pos, csn) in self.groups.iter().filter(|g| pick(g)) {
-            let at = l.lane_off(lane) + pos;
-            let head = Ring::group_at(d, l.lane_off(lane), l.lane_len(), pos, csn, &mut buf)?
-                .ok_or(Error::LogCorrupt {
-                    offset: at,
-                    reason: "a commit group changed while recovery read it",
-                })?;
-            visit(g, group::entries(&buf, head.count, at)?, at)?;
+            let missing = "a commit group changed while recovery read it";
+            let entries = Ring::entries_at(
+                d,
+                l.lane_off(lane),
+                l.lane_len(),
+                pos,
+                csn,
+                &mut buf,
+                missing,
+            )?;
+            visit(g, entries, l.lane_off(lane) + pos)?;
         }
         Ok(())
     }
@@ -374,7 +390,7 @@ impl Lanes {
             d,
             l,
             |_| true,
-            |&(gcn, lane, _, csn), entries, at| {
+            |g @ &(gcn, lane, _, csn), entries, at| {
                 let entries = (entries.into_iter())
                     .map(|e| match e {
                         Entry::Value(target, v) => FoundEntry::Value {
@@ -393,13 +409,20 @@ impl Lanes {
                     csn,
                     gcn,
                     at,
-                    replays: gcn > survey.w,
+                    replays: survey.replays(g),
                     entries,
                 });
                 Ok(())
             },
         )?;
         Ok(found)
+    }
+
+    /// How many groups recovery would replay (those [`found`](Self::found)
+    /// marks `replays`), from the survey alone: no group's entries decoded.
+    pub fn to_replay(d: &Domain, l: &Layout) -> Result<usize, Error> {
+        let survey = Self::survey(d, l)?;
+        Ok(survey.groups.iter().filter(|g| survey.replays(g)).count())
     }
 
     /// Before the log blocks' recovery checks the allocator bitmaps: the

@@ -781,6 +781,25 @@ impl Ring {
         Ok(head.verify(&h, buf).then_some(head))
     }
 
+    /// The entries of group `csn` at ring position `at` ([`group_at`](Self::group_at)),
+    /// decoded from `buf`; `missing` is the `LogCorrupt` reason when the
+    /// group is not there.
+    pub(super) fn entries_at<'b>(
+        d: &Domain,
+        off: u64,
+        len: u64,
+        at: u64,
+        csn: u64,
+        buf: &'b mut Vec<u8>,
+        missing: &'static str,
+    ) -> Result<Vec<group::Entry<'b>>, Error> {
+        let head = Self::group_at(d, off, len, at, csn, buf)?.ok_or(Error::LogCorrupt {
+            offset: off + at,
+            reason: missing,
+        })?;
+        group::entries(buf, head.count, off + at)
+    }
+
     /// Whether a group of `size` bytes is committed here (at most half
     /// the ring).
     pub fn fits(&self, size: usize) -> bool {
@@ -1394,15 +1413,9 @@ impl Ring {
         at: u64,
         out: &mut Vec<(u64, u64)>,
     ) -> Result<(), Error> {
-        let pos = at % self.len;
-        let mut entries = Vec::new();
-        let head = Self::group_at(d, self.off, self.len, pos, csn, &mut entries)?.ok_or(
-            Error::LogCorrupt {
-                offset: self.off + pos,
-                reason: "a commit group not yet covered by the Log Start is missing from the ring",
-            },
-        )?;
-        for e in group::entries(&entries, head.count, self.off + pos)? {
+        let mut buf = Vec::new();
+        let missing = "a commit group not yet covered by the Log Start is missing from the ring";
+        for e in Self::entries_at(d, self.off, self.len, at % self.len, csn, &mut buf, missing)? {
             if let group::Entry::Value(t, v) = e {
                 out.push((t, v.len() as u64));
             }
