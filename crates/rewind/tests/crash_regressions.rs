@@ -31,9 +31,9 @@ fn a_large_run_partly_taken_by_the_log_is_not_redone_over_it() {
 #[test]
 fn a_group_written_back_ahead_of_an_earlier_one_recovers_in_order() {
     for (name, seed) in [
-        ("batch-redo-2t", 5),
         ("batch-redo-2t", 71),
-        ("batch-redo-2t-handoff", 5),
+        ("batch-redo-2t", 159),
+        ("batch-redo-2t-handoff", 237),
     ] {
         let cfg = Config::parse(name).expect("a configuration");
         let stop = Arc::new(AtomicBool::new(false));

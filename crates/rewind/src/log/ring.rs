@@ -14,11 +14,13 @@
 //! sequence number; outside the latch it is written with non-temporal
 //! stores in whole lines, then **one fence** makes it durable: the commit
 //! point. Its values are then stored in place and their lines written back
-//! (`clwb`) with no fence of their own: the next fence of the same thread
-//! (its next commit, a drain, `sync`, `close`) makes them durable. (On
-//! persistent memory the domain issues those `clwb`s just before that
-//! fence, see `Domain::store_flush_lazy_at`, so that the latch taken
-//! after the write-back does not wait for them.)
+//! (`clwb`) with no fence of their own, in the thread's batch of deferred
+//! write-backs (`Domain::store_flush_lazy_at`): the batch is written back
+//! just before one of the thread's fences (any but a commit's, or a
+//! commit's once it holds the lines the commit asks for, see
+//! [`Ring::commit`]), which makes it durable. So a commit's fence usually
+//! waits for its group alone, and the latch taken after the write-back does
+//! not wait for `clwb`s.
 //!
 //! **Concurrent commits** (the latch never held across a fence). Groups
 //! of several threads are written and fenced at the same time, so group
@@ -78,12 +80,13 @@
 //! number and replays, from its position, every group whose CRC matches
 //! and whose sequence number is exactly the next one (if its global commit
 //! number is above the watermark). The ring space behind the durable Log
-//! Start is free. A group is durable in place once the thread that wrote
-//! it back has fenced again (an `sfence` orders only its own thread's
-//! `clwb`s), so a commit advances the Log Start over the prefix of groups
-//! so known that the watermark covers ([`Ring::advance_to`]), storing the
-//! slot not in use before its own fence: during commit `m` of one thread,
-//! groups up to `m - 2` are known durable. The slot is stored only once
+//! Start is free. A group is durable in place once the batch its values
+//! went into is: the thread that wrote it back tells, with each later group
+//! it records, the batches its fences have made durable (an `sfence` orders
+//! only its own thread's `clwb`s). A commit advances the Log Start over the
+//! prefix of groups so known that the watermark covers
+//! ([`Ring::advance_to`]), storing the slot not in use before its own fence.
+//! The slot is stored only once
 //! that prefix covers an eighth of the ring, so its line is
 //! written once per many commits; the space it frees is reused only after
 //! the fence that made it durable (until then, a torn slot leaves the other
@@ -158,8 +161,10 @@ struct Flight {
     /// Virtual position of its header, and just after it.
     at: u64,
     end: u64,
-    /// The thread that wrote it back, and that thread's ring fences when
-    /// it did: durable once that count has grown.
+    /// The thread that wrote it back, and the batch of that thread's
+    /// deferred write-backs its values went into (`Domain::store_flush_lazy_at`):
+    /// durable in place once the thread's fences have made that batch
+    /// durable (`State::epochs`; `u64::MAX` on a disk: only a drain).
     writer: u64,
     epoch: u64,
     /// The write-back ranges of its bits entries (the bitmap words and
@@ -227,8 +232,10 @@ pub(super) struct State {
     /// The bits entries' write-back ranges of the groups in `flights`, in
     /// order (see `Flight::ranges`).
     ranges: VecDeque<(u64, u64)>,
-    /// Ring fences made by each thread (by its tag): a few threads, looked
-    /// up by a scan.
+    /// Per thread (by its tag), the batches of deferred write-backs its
+    /// fences have made durable, as it last told (`Domain::batches_durable`,
+    /// recorded with each of its groups): a few threads, looked up by a
+    /// scan.
     epochs: Vec<(u64, u64)>,
     /// Cache line → sequence number of the last group that wrote it. A
     /// group at or after the durable Log Start (`fenced.csn`) may still be
@@ -474,7 +481,7 @@ impl State {
         }
     }
 
-    /// The ring fences thread `tag` has made.
+    /// The batches of write-backs thread `tag` has made durable.
     fn epoch(&self, tag: u64) -> u64 {
         self.epochs
             .iter()
@@ -482,7 +489,7 @@ impl State {
             .map_or(0, |&(_, n)| n)
     }
 
-    /// The count of ring fences of thread `tag`, to change.
+    /// The same, to raise.
     fn epoch_mut(&mut self, tag: u64) -> &mut u64 {
         let i = match self.epochs.iter().position(|&(t, _)| t == tag) {
             Some(i) => i,
@@ -597,7 +604,10 @@ pub struct Ring {
 /// read ended. Relaxed atomic stores and loads are plain moves: no locked
 /// instruction.
 struct Done {
+    /// The group's [`WriteBack`].
     writer: AtomicU64,
+    ticket: AtomicU64,
+    durable: AtomicU64,
     count: AtomicU64,
     /// (first byte, length) of each bits range, two words each.
     words: Box<[AtomicU64]>,
@@ -607,6 +617,8 @@ impl Default for Done {
     fn default() -> Done {
         Done {
             writer: AtomicU64::new(0),
+            ticket: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
             count: AtomicU64::new(0),
             words: (0..2 * DONE_RANGES).map(|_| AtomicU64::new(0)).collect(),
         }
@@ -620,6 +632,18 @@ impl Done {
         (self.words[..2 * n].chunks_exact(2))
             .map(|w| (w[0].load(Ordering::Relaxed), w[1].load(Ordering::Relaxed)))
     }
+}
+
+/// Who wrote a group back in place and when it is durable there: the
+/// writer's batch of deferred write-backs that holds its values (the
+/// ticket of `Domain::store_flush_lazy_at`), and the batches the writer
+/// had made durable when it recorded the group (`Domain::batches_durable`,
+/// after its commit's fence).
+#[derive(Clone, Copy, Debug)]
+struct WriteBack {
+    writer: u64,
+    ticket: u64,
+    durable: u64,
 }
 
 /// The slots of [`Ring::done`]: more than the commits usually in flight
@@ -838,7 +862,7 @@ impl Ring {
         debug_assert!(self.fits(size as usize));
         let me = super::thread_tag();
         // 1. Reserve, under the latch.
-        let (csn, g, at, advance) = {
+        let (csn, g, at, advance, batch) = {
             let mut st = self.state.lock();
             // The commits recorded without the latch are folded in, and
             // the groups durable in place learnt, in batches: when the
@@ -853,12 +877,22 @@ impl Ring {
                 && st.broken.is_none()
                 && st.next_csn <= st.applied + DONE_SLOTS as u64 / 2
                 && st.head - st.fenced.at < self.len / 8;
+            // The lines this commit's fence writes back if the thread has
+            // deferred as many (see `Domain::store_flush_lazy_at`): a
+            // sixteenth of the lane's worth of groups of one line each.
+            let mut batch = (self.len / 16 / group::LINE as u64) as usize;
             if !batched {
                 st = self.wait_while(d, st, |st| {
                     (st.draining || st.next_csn > st.applied + DONE_SLOTS as u64)
                         && st.broken.is_none()
                 });
                 self.learn(&mut st);
+                // Groups not known durable in place fill an eighth of the
+                // lane: the Log Start cannot pass them until their
+                // writers' batches are written back, so this one's is now.
+                if st.head - st.durable_to.at >= self.len / 8 {
+                    batch = 1;
+                }
             }
             let st = &mut *st;
             st.usable()?;
@@ -912,7 +946,7 @@ impl Ring {
                 applied: false,
                 claims,
             });
-            (csn, g, at, advance)
+            (csn, g, at, advance, batch)
         };
         // 2. Write and fence, without the latch: the commit point, the
         // group durable (and the Log Start stored with it).
@@ -927,21 +961,22 @@ impl Ring {
             if let Some((slot, start)) = advance {
                 self.store_slot(d, slot, start)?;
             }
-            d.fence_at(sites::RING_COMMIT)
+            d.fence_commit_at(sites::RING_COMMIT, batch)
         })();
         // 3. Wait until every earlier group is durable and written back:
         // recovery replays groups in order and stops at the first one
         // missing, so this one counts only once they all do, and in-place
         // stores go in sequence order (a later group's value of the same
         // bytes lands last, as at replay).
-        let done = written.and_then(|()| match d.mutated(sites::RING_ORDER) {
+        let turn = written.and_then(|()| match d.mutated(sites::RING_ORDER) {
             true => Ok(()),
             false => self.wait_turn(d, csn, b),
         });
-        // 4. Write-back: stores and clwb, no fence (the next fence of this
-        // thread makes them durable); allocations first, so a new block is
+        // 4. Write-back: stores, their clwbs in the thread's batch, no fence
+        // (the fence after the batch's write-back makes them durable: the
+        // ticket); allocations first, so a new block is
         // zeroed before the values written into it.
-        let done = done.and_then(|()| {
+        let done = turn.and_then(|()| {
             for e in b.bits() {
                 if e.zero {
                     zero_block(d, e.off, e.size, sites::RING_WRITE_BACK, true)?;
@@ -961,6 +996,13 @@ impl Ring {
         // into the state. A commit parked for this group is woken only if
         // one said it sleeps (`Watch::sleepers`); one that joined just as
         // this commit looked wakes at its next look (`PARK_RECHECK`).
+        // (Its values' batch, and the batches this thread's fences, its
+        // commit's last, have made durable.)
+        let wb = WriteBack {
+            writer: me,
+            ticket: *done.as_ref().unwrap_or(&u64::MAX),
+            durable: d.batches_durable(),
+        };
         if done.is_ok()
             && advance.is_none()
             && bit_ranges.len() <= DONE_RANGES
@@ -976,7 +1018,9 @@ impl Ring {
                 n += 1;
             }
             slot.count.store(n, Ordering::Relaxed);
-            slot.writer.store(me, Ordering::Relaxed);
+            slot.writer.store(wb.writer, Ordering::Relaxed);
+            slot.ticket.store(wb.ticket, Ordering::Relaxed);
+            slot.durable.store(wb.durable, Ordering::Relaxed);
             self.watch.applied.store(csn, Ordering::Release);
             if !self.watch.pending.load(Ordering::Relaxed) {
                 self.watch.pending.store(true, Ordering::Release);
@@ -1011,7 +1055,7 @@ impl Ring {
             st.advancing = false;
         }
         let before = st.applied;
-        self.record(d, st, csn, me, bit_ranges.iter().copied());
+        self.record(d, st, csn, wb, bit_ranges.iter().copied());
         self.watch.applied.store(st.applied, Ordering::Release);
         self.watch.inflight.store(st.inflight(), Ordering::Relaxed);
         // (Stored only when it changes: a store to a line other threads
@@ -1039,17 +1083,11 @@ impl Ring {
         d: &Domain,
         st: &mut State,
         csn: u64,
-        writer: u64,
+        wb: WriteBack,
         ranges: impl Iterator<Item = (u64, u64)>,
     ) {
-        let epoch = st.epoch_mut(writer);
-        if !d.lazy_write_back() {
-            // On Msync a commit's fence syncs only its own ranges (the
-            // group): write-backs wait for a drain, so no commit's fence
-            // makes a group durable in place.
-            *epoch += 1;
-        }
-        let epoch = *epoch;
+        let known = st.epoch_mut(wb.writer);
+        *known = (*known).max(wb.durable);
         let in_order = st.applied + 1 == csn;
         let mut early = Vec::new();
         let mut n = 0;
@@ -1069,7 +1107,8 @@ impl Ring {
         }
         let f = &mut st.flights[(csn - first) as usize];
         debug_assert_eq!(f.csn, csn);
-        f.epoch = epoch;
+        f.writer = wb.writer;
+        f.epoch = wb.ticket;
         f.applied = true;
         if f.claims {
             st.claims.retain(|c| c.0 != csn);
@@ -1095,8 +1134,12 @@ impl Ring {
             // Group `c` is counted applied (the Acquire load above): its
             // commit wrote the slot and is done with it (see `Done`).
             let slot = &self.done[(c % DONE_SLOTS as u64) as usize];
-            let writer = slot.writer.load(Ordering::Relaxed);
-            self.record(d, st, c, writer, slot.ranges());
+            let wb = WriteBack {
+                writer: slot.writer.load(Ordering::Relaxed),
+                ticket: slot.ticket.load(Ordering::Relaxed),
+                durable: slot.durable.load(Ordering::Relaxed),
+            };
+            self.record(d, st, c, wb, slot.ranges());
         }
     }
 
@@ -1331,7 +1374,7 @@ impl Ring {
     fn learn(&self, st: &mut State) {
         let before = st.durable_to.csn;
         while let Some(f) = st.flights.front() {
-            if f.csn > st.applied || st.epoch(f.writer) <= f.epoch {
+            if f.csn > st.applied || st.epoch(f.writer) < f.epoch {
                 break;
             }
             st.durable_to = Start {
@@ -1509,7 +1552,9 @@ impl Ring {
             return Ok(());
         }
         if fenced && !st.flights.is_empty() {
-            *st.epoch_mut(me) += 1;
+            let durable = d.batches_durable();
+            let known = st.epoch_mut(me);
+            *known = (*known).max(durable);
         }
         self.store_slot(d, st.slot ^ 1, head)?;
         st.unfenced = Some((head, me));

@@ -209,19 +209,42 @@ struct Slot {
 
 const SLOTS: usize = 64;
 
-/// The most lines a thread's deferred write-backs hold (see
-/// [`Domain::store_flush_lazy_at`]); once they reach it they are all
-/// written back at once. Deferring pays while the thread's next locked
-/// instruction (the next commit's latch) comes soon: a `clwb` issued now
-/// would make it wait. A write-back of many lines is followed by a long
-/// transaction (as many writes) before that latch, time enough for the
-/// lines to complete, while deferred they would all be waited for by the
-/// next fence. Measured with `examples/txloop batch redo K` on the 2-core
-/// VM (µs per transaction, deferred / at once): K=4 0.305 / 0.330, K=6
-/// 0.346 / 0.343, K=8 0.38 / 0.367, K=16 0.52 / 0.45, K=64 1.57 / 1.48.
-/// Part at once and part deferred is the worst of both (K=2, one of each:
-/// 0.370 against 0.267 deferred).
-const DEFERRED_MAX: usize = 8;
+/// The most lines a thread's batch of deferred write-backs holds before a
+/// commit's fence writes it back (see [`Domain::store_flush_lazy_at`]): a
+/// commit's fence that writes back no line waits only for the group's
+/// non-temporal stores. Measured with `examples/txloop batch redo 1` on
+/// the 2-core VM (µs per transaction, median of 9 alternating runs): each
+/// commit's fence writing back the last commit's line 0.314, a batch of
+/// 4,096 lines 0.242; batches of 32, 512 and 8,192 lines were within the
+/// noise of it. The commit ring asks for smaller batches when its lane is
+/// small (see `Ring::commit`): the groups of a batch not yet written back
+/// keep the lane's Log Start from passing them.
+pub(crate) const BATCH_MAX: usize = 256;
+
+/// The batch of the simulator, whatever the ring asks: a few lines, so
+/// that the crash explorer's short programs leave commits' values
+/// unwritten across later commits and fences, and explore those states.
+const SIM_BATCH: usize = 3;
+
+/// A batch of more lines than this is written back as soon as it is
+/// reached (a commit of many writes), whatever the ring asks: a thread
+/// keeps no more.
+const DEFERRED_CAP: usize = 4 * BATCH_MAX;
+
+/// A thread's write-backs that wait for a fence (see
+/// [`Domain::store_flush_lazy_at`]), and how many batches of them it has
+/// written back and made durable.
+#[derive(Default)]
+struct Deferred {
+    /// The lines stored in place and not written back yet.
+    lines: Vec<u64>,
+    /// Batches written back so far (`clwb`s issued, or flushes marked in
+    /// the simulator): the batch being filled is number `issued + 1`.
+    issued: u64,
+    /// `issued` at the thread's last fence: every batch up to it is
+    /// durable.
+    durable: u64,
+}
 
 #[inline]
 fn slot_index() -> usize {
@@ -260,12 +283,8 @@ impl AtomicCounters {
 }
 
 enum Kind {
-    /// `deferred`: per thread, the lines its commits stored in place and
-    /// have not written back yet (see [`Domain::store_flush_lazy_at`]):
-    /// its next fence writes them back first.
     Pmem {
         instr: FlushInstr,
-        deferred: Box<ThreadLocal<crate::padded::Padded<RefCell<Vec<u64>>>>>,
     },
     /// `flush`: the ranges the next device flush makes durable (flushed
     /// cached stores, and non-temporal stores, already written to the
@@ -404,6 +423,10 @@ pub struct Domain {
     /// explicitly with it, see [`Locked`]); on Msync, non-temporal stores
     /// are written to it.
     file: Option<Locked>,
+    /// Per thread, the lines its commits stored in place and have not
+    /// written back yet (see [`Domain::store_flush_lazy_at`]; persistent
+    /// memory and the simulator).
+    deferred: Box<ThreadLocal<crate::padded::Padded<RefCell<Deferred>>>>,
 }
 
 /// Testing: a point at which this process kills itself with SIGKILL: the
@@ -690,6 +713,7 @@ impl Domain {
             mutation: None,
             failing: AtomicU64::new(u64::MAX),
             file: None,
+            deferred: Box::default(),
         }
     }
 
@@ -697,7 +721,6 @@ impl Domain {
         let kind = match backend {
             Backend::Pmem => Kind::Pmem {
                 instr: FlushInstr::detect(),
-                deferred: Box::default(),
             },
             Backend::Msync => Kind::Msync(Box::new(Msync {
                 flush: Mutex::new(Flushes::default()),
@@ -721,6 +744,7 @@ impl Domain {
             mutation: None,
             failing: AtomicU64::new(u64::MAX),
             file: None,
+            deferred: Box::default(),
         }
     }
 
@@ -1083,76 +1107,102 @@ impl Domain {
     }
 
     /// Stores each `(offset, bytes)` in place and writes its lines back as
-    /// [`flush_lazy_at`](Self::flush_lazy_at) does (a commit's write-back):
-    /// the same stores and flushes as a [`store`](Self::store) and a
-    /// `flush_lazy_at` per value.
+    /// [`flush_lazy_at`](Self::flush_lazy_at) does (a commit's write-back),
+    /// later: returns the ticket that [`batches_durable`](Self::batches_durable)
+    /// reaches once they are durable.
     ///
-    /// On persistent memory the write-backs are deferred: the lines are
-    /// kept for the calling thread and its next fence on this domain
-    /// writes them back (`clwb`) just before its `sfence`. The guarantee is
-    /// the one of a flush, "durable at this thread's next fence"; what it
-    /// saves is a drain. A locked instruction (a latch, an atomic
-    /// read-modify-write) waits for every earlier `clwb` of its thread to
-    /// complete, as a fence does, so write-backs issued here would make the
-    /// commit's next latch a second fence; issued just before the next
-    /// fence, they complete together with that fence's own stores. (A line
-    /// may reach the media earlier, as any cache line may be evicted at
-    /// any time; never later.) The simulated domain flushes at once: the
-    /// crash states it explores include every state of the deferred order.
+    /// On persistent memory and the simulator the write-backs are
+    /// deferred, in a batch per thread: the lines are kept, and the batch
+    /// is written back (`clwb`) just before one of the thread's fences:
+    /// any fence, save a commit's ([`fence_commit_at`](Self::fence_commit_at)),
+    /// which writes it back only once it holds the lines the commit asks
+    /// for. So a commit's fence usually waits for its group's
+    /// non-temporal stores alone, and a line written by many commits of a
+    /// batch (a tree's header) is written back once. A locked instruction
+    /// (a latch, an atomic read-modify-write) waits for every earlier
+    /// `clwb` of its thread to complete, as a fence does, so write-backs
+    /// are issued just before a fence, never between. (A line may reach
+    /// the media earlier, as any cache line may be evicted at any time;
+    /// never later than the fence after its batch is written back.) The
+    /// ticket is the batch's number: durable once the thread's fences have
+    /// made batch `ticket` durable.
+    ///
+    /// On Msync the write-backs are lazy as [`flush_lazy_at`](Self::flush_lazy_at)'s,
+    /// and no fence of the thread alone makes them durable (a drain does):
+    /// the ticket is `u64::MAX`.
     pub fn store_flush_lazy_at<'a>(
         &self,
         values: impl Iterator<Item = (u64, &'a [u8])>,
         site: Site,
-    ) -> Result<(), Error> {
-        let Kind::Pmem { deferred, .. } = &self.kind else {
+    ) -> Result<u64, Error> {
+        if let Kind::Msync(_) = &self.kind {
             for (off, bytes) in values {
                 self.store(off, bytes)?;
                 self.flush_lazy_at(off, bytes.len() as u64, site)?;
             }
-            return Ok(());
-        };
+            return Ok(u64::MAX);
+        }
         let flush = self.mutation != Some(site);
-        let mut lines = deferred.get_or_default().borrow_mut();
+        let mut d = self.deferred.get_or_default().borrow_mut();
         for (off, bytes) in values {
-            self.check(off, bytes.len())?;
-            self.map.write(off as usize, bytes);
+            match &self.kind {
+                Kind::Sim(_) => self.store(off, bytes)?,
+                _ => {
+                    self.check(off, bytes.len())?;
+                    self.map.write(off as usize, bytes);
+                }
+            }
             if flush && !bytes.is_empty() {
                 let first = off / LINE * LINE;
                 for i in 0..lines_of(off, bytes.len() as u64) {
                     let line = first + i * LINE;
                     // (Consecutive values in one line: written back once.)
-                    if lines.last() != Some(&line) {
-                        lines.push(line);
+                    if d.lines.last() != Some(&line) {
+                        d.lines.push(line);
                     }
                 }
             }
         }
-        if lines.len() >= DEFERRED_MAX {
-            drop(lines);
-            self.write_back_deferred();
+        let ticket = d.issued + 1;
+        if d.lines.len() >= DEFERRED_CAP {
+            self.write_back(&mut d);
         }
-        Ok(())
+        Ok(ticket)
     }
 
-    /// Writes back the lines [`store_flush_lazy_at`](Self::store_flush_lazy_at)
-    /// deferred for the calling thread (no fence).
-    #[inline]
-    fn write_back_deferred(&self) {
-        let Kind::Pmem { instr, deferred } = &self.kind else {
-            return;
-        };
-        let Some(cell) = deferred.get() else { return };
-        let mut lines = cell.borrow_mut();
-        if lines.is_empty() {
+    /// The batches of deferred write-backs ([`store_flush_lazy_at`](Self::store_flush_lazy_at))
+    /// the calling thread has made durable: a ticket up to it is durable.
+    pub(crate) fn batches_durable(&self) -> u64 {
+        self.deferred.get().map_or(0, |d| d.borrow().durable)
+    }
+
+    /// Writes back the calling thread's batch of deferred lines, each
+    /// once (no fence): the batch is issued.
+    fn write_back(&self, d: &mut Deferred) {
+        if d.lines.is_empty() {
             return;
         }
-        for &l in lines.iter() {
-            self.map.flush_line(l as usize, *instr);
+        if d.lines.len() > 1 {
+            d.lines.sort_unstable();
+            d.lines.dedup();
         }
-        let n = lines.len() as u64;
-        lines.clear();
-        drop(lines);
-        self.count_flushed(n);
+        match &self.kind {
+            Kind::Pmem { instr } => {
+                for &l in d.lines.iter() {
+                    self.map.flush_line(l as usize, *instr);
+                }
+            }
+            Kind::Sim(sim) => {
+                let mut s = sim.lock();
+                for &l in d.lines.iter() {
+                    s.flush(l, LINE);
+                }
+            }
+            Kind::Msync(_) => {}
+        }
+        self.count_flushed(d.lines.len() as u64);
+        d.lines.clear();
+        d.issued += 1;
     }
 
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
@@ -1177,9 +1227,23 @@ impl Domain {
         self.fence_at(sites::USER)
     }
 
-    /// [`fence`](Self::fence), naming the engine's ordering point.
+    /// [`fence`](Self::fence), naming the engine's ordering point. The
+    /// thread's deferred write-backs are written back first.
     #[inline]
     pub fn fence_at(&self, site: Site) -> Result<(), Error> {
+        self.fence_batch_at(site, 0)
+    }
+
+    /// A commit's fence: [`fence_at`](Self::fence_at), writing back the
+    /// thread's deferred lines only if they are `batch` or more (at most
+    /// [`BATCH_MAX`]; the simulator's batch is its own).
+    #[inline]
+    pub(crate) fn fence_commit_at(&self, site: Site, batch: usize) -> Result<(), Error> {
+        self.fence_batch_at(site, batch.clamp(1, BATCH_MAX))
+    }
+
+    #[inline]
+    fn fence_batch_at(&self, site: Site, batch: usize) -> Result<(), Error> {
         if self.mutation == Some(site) {
             return Ok(());
         }
@@ -1200,14 +1264,38 @@ impl Domain {
         LAST_NT_LINE.with(|l| l.set(NO_LINE));
         match &self.kind {
             Kind::Pmem { .. } => {
-                self.write_back_deferred();
+                let d = self.deferred.get();
+                if let Some(d) = d {
+                    let mut d = d.borrow_mut();
+                    if d.lines.len() >= batch {
+                        self.write_back(&mut d);
+                    }
+                }
                 self.map.sfence();
+                if let Some(d) = d {
+                    let mut d = d.borrow_mut();
+                    d.durable = d.issued;
+                }
                 if self.latency.fence_ns > 0 {
                     spin_ns(self.latency.fence_ns);
                 }
             }
             Kind::Msync(m) => self.group_fence(m)?,
-            Kind::Sim(sim) => sim.lock().fence(),
+            Kind::Sim(sim) => {
+                let d = self.deferred.get();
+                if let Some(d) = d {
+                    let mut d = d.borrow_mut();
+                    let due = if batch == 0 { 0 } else { SIM_BATCH };
+                    if d.lines.len() >= due {
+                        self.write_back(&mut d);
+                    }
+                }
+                sim.lock().fence();
+                if let Some(d) = d {
+                    let mut d = d.borrow_mut();
+                    d.durable = d.issued;
+                }
+            }
         }
         Ok(())
     }
@@ -1553,6 +1641,50 @@ mod tests {
         let mut b = [0u8; 8];
         d.read(100, &mut b).unwrap();
         assert_eq!(b, [8; 8]);
+    }
+
+    /// A commit's fence writes a thread's deferred lines back only once
+    /// its batch holds as many as the commit asks for; every other fence
+    /// writes them back. The ticket tells when they are durable.
+    #[test]
+    fn a_commit_fence_writes_back_a_batch_once_it_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::create_file(&dir.path().join("p"), 8192, Backend::Pmem).unwrap();
+        let one = |off: u64| {
+            let v: [(u64, &[u8]); 1] = [(off, &[1; 8])];
+            d.store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK)
+                .unwrap()
+        };
+        let first = one(0);
+        assert_eq!((first, d.batches_durable()), (1, 0));
+        d.fence_commit_at(sites::RING_COMMIT, 3).unwrap();
+        assert_eq!(d.counters().flushed_lines, 0, "one line of a batch of 3");
+        assert_eq!(d.batches_durable(), 0);
+        assert_eq!(one(64), 1, "the same batch");
+        assert_eq!(one(0), 1);
+        d.fence_commit_at(sites::RING_COMMIT, 3).unwrap();
+        assert_eq!(d.counters().flushed_lines, 2, "three lines, one twice");
+        assert_eq!(d.batches_durable(), 1, "the ticket is durable");
+        assert_eq!(one(128), 2, "the next batch");
+        d.fence().unwrap();
+        assert_eq!(d.counters().flushed_lines, 3, "any other fence");
+        assert_eq!(d.batches_durable(), 2);
+    }
+
+    /// The simulator defers a batch of its own size, so that the crash
+    /// explorer sees values unwritten across later commits.
+    #[test]
+    fn the_simulator_keeps_a_commits_lines_pending_until_its_batch_is_written_back() {
+        let d = Domain::sim(8192);
+        let v: [(u64, &[u8]); 1] = [(0, &[9; 8])];
+        d.store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK)
+            .unwrap();
+        d.fence_commit_at(sites::RING_COMMIT, 1).unwrap();
+        let pending = d.with_sim(|s| s.pending_lines()).unwrap();
+        assert_eq!(pending.len(), 1, "line 0 still pending: {pending:?}");
+        d.fence().unwrap();
+        let pending = d.with_sim(|s| s.pending_lines()).unwrap();
+        assert!(pending.is_empty(), "written back and fenced: {pending:?}");
     }
 
     #[test]
