@@ -33,7 +33,7 @@ fn a_group_written_back_ahead_of_an_earlier_one_recovers_in_order() {
     for (name, seed) in [
         ("batch-redo-2t", 71),
         ("batch-redo-2t", 159),
-        ("batch-redo-2t-handoff", 237),
+        ("batch-redo-2t-handoff", 35),
     ] {
         let cfg = Config::parse(name).expect("a configuration");
         let stop = Arc::new(AtomicBool::new(false));

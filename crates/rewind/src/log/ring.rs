@@ -877,10 +877,11 @@ impl Ring {
                 && st.broken.is_none()
                 && st.next_csn <= st.applied + DONE_SLOTS as u64 / 2
                 && st.head - st.fenced.at < self.len / 8;
-            // The lines this commit's fence writes back if the thread has
-            // deferred as many (see `Domain::store_flush_lazy_at`): a
-            // sixteenth of the lane's worth of groups of one line each.
-            let mut batch = (self.len / 16 / group::LINE as u64) as usize;
+            // The lines of the thread's batch of deferred write-backs
+            // that this commit's write-back writes back once it holds as
+            // many (see `Domain::store_flush_lazy_at`): an eighth of the
+            // lane's worth of groups of one line each.
+            let mut batch = (self.len / 8 / group::LINE as u64) as usize;
             if !batched {
                 st = self.wait_while(d, st, |st| {
                     (st.draining || st.next_csn > st.applied + DONE_SLOTS as u64)
@@ -889,7 +890,8 @@ impl Ring {
                 self.learn(&mut st);
                 // Groups not known durable in place fill an eighth of the
                 // lane: the Log Start cannot pass them until their
-                // writers' batches are written back, so this one's is now.
+                // writers' batches are written back, so this one's goes
+                // now.
                 if st.head - st.durable_to.at >= self.len / 8 {
                     batch = 1;
                 }
@@ -961,7 +963,7 @@ impl Ring {
             if let Some((slot, start)) = advance {
                 self.store_slot(d, slot, start)?;
             }
-            d.fence_commit_at(sites::RING_COMMIT, batch)
+            d.fence_commit_at(sites::RING_COMMIT)
         })();
         // 3. Wait until every earlier group is durable and written back:
         // recovery replays groups in order and stops at the first one
@@ -984,7 +986,7 @@ impl Ring {
                 }
                 bit_ranges.extend(bits(e.off, e.size, e.set)?);
             }
-            d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK)
+            d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK, batch)
         });
         // 5. Record the write-back and let the next group go. In order on
         // persistent memory (every earlier group is applied: this one's

@@ -209,16 +209,10 @@ struct Slot {
 
 const SLOTS: usize = 64;
 
-/// The most lines a thread's batch of deferred write-backs holds before a
-/// commit's fence writes it back (see [`Domain::store_flush_lazy_at`]): a
-/// commit's fence that writes back no line waits only for the group's
-/// non-temporal stores. Measured with `examples/txloop batch redo 1` on
-/// the 2-core VM (µs per transaction, median of 9 alternating runs): each
-/// commit's fence writing back the last commit's line 0.314, a batch of
-/// 4,096 lines 0.242; batches of 32, 512 and 8,192 lines were within the
-/// noise of it. The commit ring asks for smaller batches when its lane is
-/// small (see `Ring::commit`): the groups of a batch not yet written back
-/// keep the lane's Log Start from passing them.
+/// The most lines of a thread's batch of deferred write-backs (see
+/// [`Domain::store_flush_lazy_at`]): a commit ring asks for fewer when its
+/// lane is small (see `Ring::commit`), since the groups of a batch not yet
+/// written back keep the lane's Log Start from passing them.
 pub(crate) const BATCH_MAX: usize = 256;
 
 /// The batch of the simulator, whatever the ring asks: a few lines, so
@@ -226,18 +220,19 @@ pub(crate) const BATCH_MAX: usize = 256;
 /// unwritten across later commits and fences, and explore those states.
 const SIM_BATCH: usize = 3;
 
-/// A batch of more lines than this is written back as soon as it is
-/// reached (a commit of many writes), whatever the ring asks: a thread
-/// keeps no more.
-const DEFERRED_CAP: usize = 4 * BATCH_MAX;
+/// Slots of a batch's filter of the lines it holds (a power of two).
+const RECENT: usize = 32;
 
-/// A thread's write-backs that wait for a fence (see
-/// [`Domain::store_flush_lazy_at`]), and how many batches of them it has
-/// written back and made durable.
+/// A thread's write-backs that wait (see [`Domain::store_flush_lazy_at`]),
+/// and how many batches of them it has written back and made durable.
 #[derive(Default)]
 struct Deferred {
     /// The lines stored in place and not written back yet.
     lines: Vec<u64>,
+    /// A direct-mapped filter of lines in `lines` (line + 1; 0: none): a
+    /// line that commits of a batch write again and again (a tree's
+    /// header, a counter) is kept once, and written back once.
+    recent: [u64; RECENT],
     /// Batches written back so far (`clwb`s issued, or flushes marked in
     /// the simulator): the batch being filled is number `issued + 1`.
     issued: u64,
@@ -245,6 +240,27 @@ struct Deferred {
     /// durable.
     durable: u64,
 }
+
+impl Deferred {
+    /// Whether the filter says the batch holds line `l` (the offset of
+    /// its first byte); if not, it does from now.
+    #[inline]
+    fn seen(&mut self, l: u64) -> bool {
+        let h = ((l / LINE).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 59) as usize % RECENT;
+        let seen = self.recent[h] == l + 1;
+        self.recent[h] = l + 1;
+        seen
+    }
+}
+
+/// A write-back of this many lines or more is issued at once, batch or
+/// not: a transaction that wrote as many leaves time for them to complete
+/// before its thread's next locked instruction (the next commit's latch),
+/// while a batch of many such commits would make one of them wait for
+/// all (`examples/txloop batch redo K`, µs per transaction, at once /
+/// batched: K=8 0.433 / 0.454, K=64 1.92 / 2.06; K=1 0.326 / 0.251 is
+/// batched).
+const AT_ONCE: usize = 8;
 
 #[inline]
 fn slot_index() -> usize {
@@ -1108,24 +1124,21 @@ impl Domain {
 
     /// Stores each `(offset, bytes)` in place and writes its lines back as
     /// [`flush_lazy_at`](Self::flush_lazy_at) does (a commit's write-back),
-    /// later: returns the ticket that [`batches_durable`](Self::batches_durable)
+    /// in a batch: returns the ticket that [`batches_durable`](Self::batches_durable)
     /// reaches once they are durable.
     ///
-    /// On persistent memory and the simulator the write-backs are
-    /// deferred, in a batch per thread: the lines are kept, and the batch
-    /// is written back (`clwb`) just before one of the thread's fences:
-    /// any fence, save a commit's ([`fence_commit_at`](Self::fence_commit_at)),
-    /// which writes it back only once it holds the lines the commit asks
-    /// for. So a commit's fence usually waits for its group's
-    /// non-temporal stores alone, and a line written by many commits of a
-    /// batch (a tree's header) is written back once. A locked instruction
-    /// (a latch, an atomic read-modify-write) waits for every earlier
-    /// `clwb` of its thread to complete, as a fence does, so write-backs
-    /// are issued just before a fence, never between. (A line may reach
-    /// the media earlier, as any cache line may be evicted at any time;
-    /// never later than the fence after its batch is written back.) The
-    /// ticket is the batch's number: durable once the thread's fences have
-    /// made batch `ticket` durable.
+    /// On persistent memory and the simulator the lines join the calling
+    /// thread's batch (each line once), and the batch is written back
+    /// (`clwb`, no fence) once it holds `batch` lines (at most
+    /// [`BATCH_MAX`]; the simulator's batch is its own), or just before any
+    /// fence of the thread but a commit's ([`fence_commit_at`](Self::fence_commit_at)).
+    /// So most commits' fences wait for their groups' non-temporal stores
+    /// alone, and a line that many commits of a batch write (a tree's
+    /// header) is written back once. (A line may reach the media earlier,
+    /// as any cache line may be evicted at any time; never later than the
+    /// fence after its batch is written back.) The ticket is the batch's
+    /// number: the values are durable once the thread's fences have made
+    /// batch `ticket` durable.
     ///
     /// On Msync the write-backs are lazy as [`flush_lazy_at`](Self::flush_lazy_at)'s,
     /// and no fence of the thread alone makes them durable (a drain does):
@@ -1134,6 +1147,7 @@ impl Domain {
         &self,
         values: impl Iterator<Item = (u64, &'a [u8])>,
         site: Site,
+        batch: usize,
     ) -> Result<u64, Error> {
         if let Kind::Msync(_) = &self.kind {
             for (off, bytes) in values {
@@ -1144,6 +1158,7 @@ impl Domain {
         }
         let flush = self.mutation != Some(site);
         let mut d = self.deferred.get_or_default().borrow_mut();
+        let before = d.lines.len();
         for (off, bytes) in values {
             match &self.kind {
                 Kind::Sim(_) => self.store(off, bytes)?,
@@ -1164,9 +1179,26 @@ impl Domain {
             }
         }
         let ticket = d.issued + 1;
-        if d.lines.len() >= DEFERRED_CAP {
-            self.write_back(&mut d);
+        let (batch, at_once) = match &self.kind {
+            Kind::Sim(_) => (SIM_BATCH, usize::MAX),
+            _ => (batch.clamp(1, BATCH_MAX), AT_ONCE),
+        };
+        if d.lines.len() - before < at_once {
+            // A few lines: those the batch holds already leave.
+            let mut kept = before;
+            for i in before..d.lines.len() {
+                let l = d.lines[i];
+                if !d.seen(l) {
+                    d.lines[kept] = l;
+                    kept += 1;
+                }
+            }
+            d.lines.truncate(kept);
+            if d.lines.len() < batch {
+                return Ok(ticket);
+            }
         }
+        self.write_back(&mut d);
         Ok(ticket)
     }
 
@@ -1176,15 +1208,11 @@ impl Domain {
         self.deferred.get().map_or(0, |d| d.borrow().durable)
     }
 
-    /// Writes back the calling thread's batch of deferred lines, each
-    /// once (no fence): the batch is issued.
+    /// Writes back the calling thread's batch of deferred lines (no
+    /// fence): the batch is issued.
     fn write_back(&self, d: &mut Deferred) {
         if d.lines.is_empty() {
             return;
-        }
-        if d.lines.len() > 1 {
-            d.lines.sort_unstable();
-            d.lines.dedup();
         }
         match &self.kind {
             Kind::Pmem { instr } => {
@@ -1202,6 +1230,7 @@ impl Domain {
         }
         self.count_flushed(d.lines.len() as u64);
         d.lines.clear();
+        d.recent = [0; RECENT];
         d.issued += 1;
     }
 
@@ -1228,22 +1257,22 @@ impl Domain {
     }
 
     /// [`fence`](Self::fence), naming the engine's ordering point. The
-    /// thread's deferred write-backs are written back first.
+    /// thread's batch of deferred write-backs is written back first.
     #[inline]
     pub fn fence_at(&self, site: Site) -> Result<(), Error> {
-        self.fence_batch_at(site, 0)
+        self.fence_batch_at(site, true)
     }
 
-    /// A commit's fence: [`fence_at`](Self::fence_at), writing back the
-    /// thread's deferred lines only if they are `batch` or more (at most
-    /// [`BATCH_MAX`]; the simulator's batch is its own).
+    /// A commit's fence: [`fence_at`](Self::fence_at) that leaves the
+    /// thread's batch of deferred write-backs to fill (it makes durable
+    /// only the batches written back before it).
     #[inline]
-    pub(crate) fn fence_commit_at(&self, site: Site, batch: usize) -> Result<(), Error> {
-        self.fence_batch_at(site, batch.clamp(1, BATCH_MAX))
+    pub(crate) fn fence_commit_at(&self, site: Site) -> Result<(), Error> {
+        self.fence_batch_at(site, false)
     }
 
     #[inline]
-    fn fence_batch_at(&self, site: Site, batch: usize) -> Result<(), Error> {
+    fn fence_batch_at(&self, site: Site, write_back: bool) -> Result<(), Error> {
         if self.mutation == Some(site) {
             return Ok(());
         }
@@ -1265,11 +1294,8 @@ impl Domain {
         match &self.kind {
             Kind::Pmem { .. } => {
                 let d = self.deferred.get();
-                if let Some(d) = d {
-                    let mut d = d.borrow_mut();
-                    if d.lines.len() >= batch {
-                        self.write_back(&mut d);
-                    }
+                if let Some(d) = d.filter(|_| write_back) {
+                    self.write_back(&mut d.borrow_mut());
                 }
                 self.map.sfence();
                 if let Some(d) = d {
@@ -1283,12 +1309,8 @@ impl Domain {
             Kind::Msync(m) => self.group_fence(m)?,
             Kind::Sim(sim) => {
                 let d = self.deferred.get();
-                if let Some(d) = d {
-                    let mut d = d.borrow_mut();
-                    let due = if batch == 0 { 0 } else { SIM_BATCH };
-                    if d.lines.len() >= due {
-                        self.write_back(&mut d);
-                    }
+                if let Some(d) = d.filter(|_| write_back) {
+                    self.write_back(&mut d.borrow_mut());
                 }
                 sim.lock().fence();
                 if let Some(d) = d {
@@ -1592,7 +1614,7 @@ mod tests {
                     .unwrap();
             }
             batched
-                .store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK)
+                .store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK, BATCH_MAX)
                 .unwrap();
             if batched.backend() == Backend::Pmem {
                 // Deferred: written back by the thread's next fence.
@@ -1613,7 +1635,7 @@ mod tests {
             assert_eq!(y[60..68], [1; 8]);
             let out = [(8190u64, &[0u8; 8][..])];
             assert!(matches!(
-                batched.store_flush_lazy_at(out.iter().copied(), sites::RING_WRITE_BACK),
+                batched.store_flush_lazy_at(out.iter().copied(), sites::RING_WRITE_BACK, BATCH_MAX),
                 Err(Error::OutOfBounds { .. })
             ));
         }
@@ -1627,7 +1649,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = Domain::create_file(&dir.path().join("p"), 8192, Backend::Pmem).unwrap();
         let values: [(u64, &[u8]); 2] = [(0, &[7; 8]), (100, &[8; 60])];
-        d.store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK)
+        d.store_flush_lazy_at(values.iter().copied(), sites::RING_WRITE_BACK, BATCH_MAX)
             .unwrap();
         assert_eq!(d.counters().flushed_lines, 0, "deferred");
         std::thread::scope(|s| {
@@ -1643,31 +1665,34 @@ mod tests {
         assert_eq!(b, [8; 8]);
     }
 
-    /// A commit's fence writes a thread's deferred lines back only once
-    /// its batch holds as many as the commit asks for; every other fence
-    /// writes them back. The ticket tells when they are durable.
+    /// A thread's deferred lines are written back once its batch holds as
+    /// many as the commit asks for (each line once), or at any fence but
+    /// a commit's; the ticket tells when they are durable.
     #[test]
-    fn a_commit_fence_writes_back_a_batch_once_it_is_full() {
+    fn a_batch_is_written_back_once_full_or_at_a_fence_not_a_commits() {
         let dir = tempfile::tempdir().unwrap();
         let d = Domain::create_file(&dir.path().join("p"), 8192, Backend::Pmem).unwrap();
         let one = |off: u64| {
             let v: [(u64, &[u8]); 1] = [(off, &[1; 8])];
-            d.store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK)
+            d.store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK, 3)
                 .unwrap()
         };
-        let first = one(0);
-        assert_eq!((first, d.batches_durable()), (1, 0));
-        d.fence_commit_at(sites::RING_COMMIT, 3).unwrap();
+        assert_eq!((one(0), d.batches_durable()), (1, 0));
+        d.fence_commit_at(sites::RING_COMMIT).unwrap();
         assert_eq!(d.counters().flushed_lines, 0, "one line of a batch of 3");
         assert_eq!(d.batches_durable(), 0);
-        assert_eq!(one(64), 1, "the same batch");
-        assert_eq!(one(0), 1);
-        d.fence_commit_at(sites::RING_COMMIT, 3).unwrap();
-        assert_eq!(d.counters().flushed_lines, 2, "three lines, one twice");
+        assert_eq!(one(0), 1, "the same line, the same batch");
+        assert_eq!(one(64), 1);
+        d.fence_commit_at(sites::RING_COMMIT).unwrap();
+        assert_eq!(d.counters().flushed_lines, 0, "two lines");
+        assert_eq!(one(128), 1, "the third line fills the batch");
+        assert_eq!(d.counters().flushed_lines, 3, "written back at once");
+        assert_eq!(d.batches_durable(), 0, "not fenced yet");
+        d.fence_commit_at(sites::RING_COMMIT).unwrap();
         assert_eq!(d.batches_durable(), 1, "the ticket is durable");
-        assert_eq!(one(128), 2, "the next batch");
+        assert_eq!(one(192), 2, "the next batch");
         d.fence().unwrap();
-        assert_eq!(d.counters().flushed_lines, 3, "any other fence");
+        assert_eq!(d.counters().flushed_lines, 4, "any other fence");
         assert_eq!(d.batches_durable(), 2);
     }
 
@@ -1677,9 +1702,9 @@ mod tests {
     fn the_simulator_keeps_a_commits_lines_pending_until_its_batch_is_written_back() {
         let d = Domain::sim(8192);
         let v: [(u64, &[u8]); 1] = [(0, &[9; 8])];
-        d.store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK)
+        d.store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK, 1)
             .unwrap();
-        d.fence_commit_at(sites::RING_COMMIT, 1).unwrap();
+        d.fence_commit_at(sites::RING_COMMIT).unwrap();
         let pending = d.with_sim(|s| s.pending_lines()).unwrap();
         assert_eq!(pending.len(), 1, "line 0 still pending: {pending:?}");
         d.fence().unwrap();
