@@ -239,6 +239,9 @@ struct Deferred {
     /// `issued` at the thread's last fence: every batch up to it is
     /// durable.
     durable: u64,
+    /// The batch is written back at the thread's next fence, a commit's
+    /// included (a batch of one line: see [`Domain::store_flush_lazy_at`]).
+    due: bool,
 }
 
 impl Deferred {
@@ -1131,7 +1134,9 @@ impl Domain {
     /// thread's batch (each line once), and the batch is written back
     /// (`clwb`, no fence) once it holds `batch` lines (at most
     /// [`BATCH_MAX`]; the simulator's batch is its own), or just before any
-    /// fence of the thread but a commit's ([`fence_commit_at`](Self::fence_commit_at)).
+    /// fence of the thread but a commit's ([`fence_commit_at`](Self::fence_commit_at));
+    /// a batch of one line, just before the thread's next fence, whichever.
+    /// A write-back of [`AT_ONCE`] lines or more goes at once.
     /// So most commits' fences wait for their groups' non-temporal stores
     /// alone, and a line that many commits of a batch write (a tree's
     /// header) is written back once. (A line may reach the media earlier,
@@ -1197,6 +1202,14 @@ impl Domain {
             if d.lines.len() < batch {
                 return Ok(ticket);
             }
+            if batch == 1 {
+                // A batch of one line (a small lane, or one the Log Start
+                // waits on): written back at the next fence, just before
+                // it, which then waits for it with its own stores, rather
+                // than now, which would make the next latch wait for it.
+                d.due = true;
+                return Ok(ticket);
+            }
         }
         self.write_back(&mut d);
         Ok(ticket)
@@ -1232,6 +1245,7 @@ impl Domain {
         d.lines.clear();
         d.recent = [0; RECENT];
         d.issued += 1;
+        d.due = false;
     }
 
     /// [`fence_at`](Self::fence_at) that also makes every lazy write-back
@@ -1265,7 +1279,7 @@ impl Domain {
 
     /// A commit's fence: [`fence_at`](Self::fence_at) that leaves the
     /// thread's batch of deferred write-backs to fill (it makes durable
-    /// only the batches written back before it).
+    /// only the batches written back before it, and a batch of one line).
     #[inline]
     pub(crate) fn fence_commit_at(&self, site: Site) -> Result<(), Error> {
         self.fence_batch_at(site, false)
@@ -1294,8 +1308,11 @@ impl Domain {
         match &self.kind {
             Kind::Pmem { .. } => {
                 let d = self.deferred.get();
-                if let Some(d) = d.filter(|_| write_back) {
-                    self.write_back(&mut d.borrow_mut());
+                if let Some(d) = d {
+                    let mut d = d.borrow_mut();
+                    if write_back || d.due {
+                        self.write_back(&mut d);
+                    }
                 }
                 self.map.sfence();
                 if let Some(d) = d {
@@ -1694,6 +1711,22 @@ mod tests {
         d.fence().unwrap();
         assert_eq!(d.counters().flushed_lines, 4, "any other fence");
         assert_eq!(d.batches_durable(), 2);
+    }
+
+    /// A batch of one line waits for the thread's next fence, a commit's
+    /// included, and is written back just before it.
+    #[test]
+    fn a_batch_of_one_line_goes_with_the_next_fence() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::create_file(&dir.path().join("p"), 8192, Backend::Pmem).unwrap();
+        let v: [(u64, &[u8]); 1] = [(64, &[2; 8])];
+        let ticket = d
+            .store_flush_lazy_at(v.iter().copied(), sites::RING_WRITE_BACK, 1)
+            .unwrap();
+        assert_eq!(d.counters().flushed_lines, 0, "not at once");
+        d.fence_commit_at(sites::RING_COMMIT).unwrap();
+        assert_eq!(d.counters().flushed_lines, 1);
+        assert_eq!(d.batches_durable(), ticket);
     }
 
     /// The simulator defers a batch of its own size, so that the crash
