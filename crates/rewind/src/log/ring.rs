@@ -16,11 +16,10 @@
 //! point. Its values are then stored in place and their lines written back
 //! (`clwb`) with no fence of their own, in the thread's batch of deferred
 //! write-backs (`Domain::store_flush_lazy_at`): the batch is written back
-//! just before one of the thread's fences (any but a commit's, or a
-//! commit's once it holds the lines the commit asks for, see
-//! [`Ring::commit`]), which makes it durable. So a commit's fence usually
-//! waits for its group alone, and the latch taken after the write-back does
-//! not wait for `clwb`s.
+//! once it holds the lines the commit asks for (see [`Ring::commit`]; at
+//! once for a commit of many lines), or just before any fence of the
+//! thread but a commit's, and the thread's next fence makes it durable. So
+//! a commit's fence usually waits for its group alone.
 //!
 //! **Concurrent commits** (the latch never held across a fence). Groups
 //! of several threads are written and fenced at the same time, so group
