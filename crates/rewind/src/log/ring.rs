@@ -234,8 +234,10 @@ pub(super) struct State {
     /// Per thread (by its tag), the batches of deferred write-backs its
     /// fences have made durable, as it last told (`Domain::batches_durable`,
     /// recorded with each of its groups): a few threads, looked up by a
-    /// scan.
+    /// scan, and only those with groups in flight kept once there are
+    /// more than `epochs_prune_at` (threads come and go).
     epochs: Vec<(u64, u64)>,
+    epochs_prune_at: usize,
     /// Cache line → sequence number of the last group that wrote it. A
     /// group at or after the durable Log Start (`fenced.csn`) may still be
     /// replayed: a store in place of one of its lines must drain first.
@@ -302,6 +304,7 @@ impl State {
             flights: VecDeque::new(),
             ranges: VecDeque::new(),
             epochs: Default::default(),
+            epochs_prune_at: EPOCHS_MIN,
             touched: Default::default(),
             prune_at: PRUNE_MIN,
             groups: Vec::new(),
@@ -493,6 +496,14 @@ impl State {
         let i = match self.epochs.iter().position(|&(t, _)| t == tag) {
             Some(i) => i,
             None => {
+                if self.epochs.len() >= self.epochs_prune_at {
+                    // A thread with no group in flight needs no count: it
+                    // tells one again with its next group.
+                    let flights = &self.flights;
+                    self.epochs
+                        .retain(|&(t, _)| flights.iter().any(|f| f.writer == t));
+                    self.epochs_prune_at = (2 * self.epochs.len()).max(EPOCHS_MIN);
+                }
                 self.epochs.push((tag, 0));
                 self.epochs.len() - 1
             }
@@ -523,6 +534,9 @@ const LINE: u64 = group::LINE as u64;
 /// group is written back in order (comparing its entries with every
 /// earlier group's would cost more than the wait).
 const MAX_CLAIMS: u32 = 16;
+
+/// The least `State::epochs_prune_at`.
+const EPOCHS_MIN: usize = 16;
 
 /// The least `State::prune_at`.
 const PRUNE_MIN: usize = 4096;
@@ -1698,6 +1712,21 @@ mod tests {
         }
         st.claims.push((3, 128, 136));
         st
+    }
+
+    /// Threads that come and go leave no count behind once there are
+    /// many: only the writers of groups in flight keep theirs.
+    #[test]
+    fn the_counts_of_threads_with_no_group_in_flight_are_dropped() {
+        let mut st = three(false);
+        *st.epoch_mut(2) = 5;
+        for tag in 100..100 + EPOCHS_MIN as u64 {
+            *st.epoch_mut(tag) = 1;
+        }
+        assert_eq!(st.epochs.len(), 2, "writer 2, and the last thread to come");
+        assert_eq!(st.epoch(2), 5, "a writer of a group in flight keeps its count");
+        assert_eq!(st.epoch(100), 0, "a thread gone");
+        assert_eq!(st.epoch(100 + EPOCHS_MIN as u64 - 1), 1);
     }
 
     fn one_value(target: u64) -> Builder {
