@@ -1724,7 +1724,11 @@ mod tests {
             *st.epoch_mut(tag) = 1;
         }
         assert_eq!(st.epochs.len(), 2, "writer 2, and the last thread to come");
-        assert_eq!(st.epoch(2), 5, "a writer of a group in flight keeps its count");
+        assert_eq!(
+            st.epoch(2),
+            5,
+            "a writer of a group in flight keeps its count"
+        );
         assert_eq!(st.epoch(100), 0, "a thread gone");
         assert_eq!(st.epoch(100 + EPOCHS_MIN as u64 - 1), 1);
     }
