@@ -491,8 +491,9 @@ impl State {
             .map_or(0, |&(_, n)| n)
     }
 
-    /// The same, to raise.
-    fn epoch_mut(&mut self, tag: u64) -> &mut u64 {
+    /// Thread `tag` tells that its fences have made `durable` batches
+    /// durable: its count rises to it (counts never fall).
+    fn raise_epoch(&mut self, tag: u64, durable: u64) {
         let i = match self.epochs.iter().position(|&(t, _)| t == tag) {
             Some(i) => i,
             None => {
@@ -508,7 +509,8 @@ impl State {
                 self.epochs.len() - 1
             }
         };
-        &mut self.epochs[i].1
+        let known = &mut self.epochs[i].1;
+        *known = (*known).max(durable);
     }
 }
 
@@ -1101,8 +1103,7 @@ impl Ring {
         wb: WriteBack,
         ranges: impl Iterator<Item = (u64, u64)>,
     ) {
-        let known = st.epoch_mut(wb.writer);
-        *known = (*known).max(wb.durable);
+        st.raise_epoch(wb.writer, wb.durable);
         let in_order = st.applied + 1 == csn;
         let mut early = Vec::new();
         let mut n = 0;
@@ -1122,7 +1123,6 @@ impl Ring {
         }
         let f = &mut st.flights[(csn - first) as usize];
         debug_assert_eq!(f.csn, csn);
-        f.writer = wb.writer;
         f.epoch = wb.ticket;
         f.applied = true;
         if f.claims {
@@ -1567,9 +1567,7 @@ impl Ring {
             return Ok(());
         }
         if fenced && !st.flights.is_empty() {
-            let durable = d.batches_durable();
-            let known = st.epoch_mut(me);
-            *known = (*known).max(durable);
+            st.raise_epoch(me, d.batches_durable());
         }
         self.store_slot(d, st.slot ^ 1, head)?;
         st.unfenced = Some((head, me));
@@ -1719,9 +1717,9 @@ mod tests {
     #[test]
     fn the_counts_of_threads_with_no_group_in_flight_are_dropped() {
         let mut st = three(false);
-        *st.epoch_mut(2) = 5;
+        st.raise_epoch(2, 5);
         for tag in 100..100 + EPOCHS_MIN as u64 {
-            *st.epoch_mut(tag) = 1;
+            st.raise_epoch(tag, 1);
         }
         assert_eq!(st.epochs.len(), 2, "writer 2, and the last thread to come");
         assert_eq!(

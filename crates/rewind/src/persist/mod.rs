@@ -213,7 +213,7 @@ const SLOTS: usize = 64;
 /// [`Domain::store_flush_lazy_at`]): a commit ring asks for fewer when its
 /// lane is small (see `Ring::commit`), since the groups of a batch not yet
 /// written back keep the lane's Log Start from passing them.
-pub(crate) const BATCH_MAX: usize = 256;
+const BATCH_MAX: usize = 256;
 
 /// The batch of the simulator, whatever the ring asks: a few lines, so
 /// that the crash explorer's short programs leave commits' values
@@ -1307,36 +1307,35 @@ impl Domain {
         LAST_NT_LINE.with(|l| l.set(NO_LINE));
         match &self.kind {
             Kind::Pmem { .. } => {
-                let d = self.deferred.get();
-                if let Some(d) = d {
-                    let mut d = d.borrow_mut();
-                    if write_back || d.due {
-                        self.write_back(&mut d);
-                    }
-                }
-                self.map.sfence();
-                if let Some(d) = d {
-                    let mut d = d.borrow_mut();
-                    d.durable = d.issued;
-                }
+                self.batch_fence(write_back, || self.map.sfence());
                 if self.latency.fence_ns > 0 {
                     spin_ns(self.latency.fence_ns);
                 }
             }
             Kind::Msync(m) => self.group_fence(m)?,
-            Kind::Sim(sim) => {
-                let d = self.deferred.get();
-                if let Some(d) = d.filter(|_| write_back) {
-                    self.write_back(&mut d.borrow_mut());
-                }
-                sim.lock().fence();
-                if let Some(d) = d {
-                    let mut d = d.borrow_mut();
-                    d.durable = d.issued;
-                }
-            }
+            Kind::Sim(sim) => self.batch_fence(write_back, || sim.lock().fence()),
         }
         Ok(())
+    }
+
+    /// A fence of persistent memory or the simulator, `fence`, with the
+    /// calling thread's batch of deferred write-backs: written back just
+    /// before it if `write_back` (or it is due), and every batch written
+    /// back before it durable after it.
+    #[inline]
+    fn batch_fence(&self, write_back: bool, fence: impl FnOnce()) {
+        let d = self.deferred.get();
+        if let Some(d) = d {
+            let mut d = d.borrow_mut();
+            if write_back || d.due {
+                self.write_back(&mut d);
+            }
+        }
+        fence();
+        if let Some(d) = d {
+            let mut d = d.borrow_mut();
+            d.durable = d.issued;
+        }
     }
 
     /// Msync's fence: every range recorded before it durable, by a device
