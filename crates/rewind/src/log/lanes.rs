@@ -51,9 +51,12 @@
 //! first group in flight (reserved and not known durable in place), or
 //! none. `W` is the least of the lanes' low words and the counter, less
 //! one. A lane with nothing in flight stores the counter in its low word
-//! before it takes a number (sequentially consistent: a computation of
-//! `W` that read the counter before that store sees the store, or reads
-//! a counter below the number the lane takes).
+//! before it takes a number, a number no larger than the one it takes
+//! (one past its last: sequentially consistent, a computation of `W` that
+//! reads the low word before that store read the counter before the lane
+//! took its number, hence no larger than it; one that reads it after
+//! sees a low word no larger than it), then raises its low word to the
+//! number it took.
 //!
 //! **Drain.** A drain (before a transaction logs in the bucket log, at
 //! `sync` and close, before a store in place over a line a group could
@@ -93,15 +96,26 @@ pub(super) struct Order {
 }
 
 impl Order {
-    /// A number for a group of lane `lane` (under its latch); `idle`: the
-    /// lane has no group in flight, and says first what it may take.
+    /// A number for a group of lane `lane` (under its latch). `idle`: the
+    /// lane has no group in flight, and says first what it may take, a
+    /// number no larger than the one it will take: one past the last it
+    /// took (the counter only grows), not the counter read now, so that
+    /// a commit moves the counter's line between cores once, for the
+    /// `fetch_add`, not once more for a load (threads of one pool in
+    /// lanes of their own: `examples/threadloop.rs`). Once it has its
+    /// number the low word is raised to it, which keeps the watermark of
+    /// the other lanes as high as it was.
     #[inline]
-    pub(super) fn take(&self, lane: u64, idle: bool) -> u64 {
-        if idle {
-            let next = self.next.0.load(Ordering::SeqCst);
-            self.low[lane as usize].0.store(next, Ordering::SeqCst);
+    pub(super) fn take(&self, lane: u64, idle: Option<u64>) -> u64 {
+        let low = &self.low[lane as usize].0;
+        if let Some(floor) = idle {
+            low.store(floor, Ordering::SeqCst);
         }
-        self.next.0.fetch_add(1, Ordering::SeqCst)
+        let g = self.next.0.fetch_add(1, Ordering::SeqCst);
+        if idle.is_some_and(|floor| floor < g) {
+            low.store(g, Ordering::Release);
+        }
+        g
     }
 
     /// Lane `lane`'s first group in flight is now `first` (under its
