@@ -9,14 +9,38 @@
  * and renewed before the next (LMDB's fast path for repeated reads). A
  * batch is one write transaction for many operations, then committed or
  * aborted. Every function returns 0 or LMDB's error number (lm_strerror
- * names it). */
+ * names it).
+ *
+ * LMDB forbids opening one environment twice in a process: closing either
+ * handle drops the process's advisory locks on the lock file, and the next
+ * open may then reinitialize the lock file's mutexes while other handles
+ * hold them (seen as a segfault in glibc's robust-mutex unlock, with a
+ * handle per thread in `bench group-commit`). So handles opened on the same
+ * directory share one environment, counted, closed with the last handle;
+ * each handle keeps its own write and read transactions, read transactions
+ * not tied to threads (MDB_NOTLS), so a handle per thread is LMDB's own
+ * multi-threaded use. */
 #include <lmdb.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* An environment open in this process, and the handles that use it. */
+struct shared_env {
+    char *dir;
+    MDB_env *env;
+    MDB_dbi dbi;
+    int handles;
+    struct shared_env *next;
+};
+
+static pthread_mutex_t envs_latch = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_env *envs; /* under envs_latch */
+
 struct lm {
+    struct shared_env *shared;
     MDB_env *env;
     MDB_dbi dbi;
     MDB_txn *read;  /* reset between lookups */
@@ -26,24 +50,35 @@ struct lm {
 const char *lm_strerror(int err) { return mdb_strerror(err); }
 
 /* Opens (creating) the environment in the existing directory `dir`, its
- * map `mapsize` bytes. */
-int lm_open(const char *dir, uint64_t mapsize, struct lm **out) {
-    struct lm *l = calloc(1, sizeof *l);
-    if (l == NULL)
+ * map `mapsize` bytes: a new environment, or the one this process has
+ * open on `dir` already (its map size kept). */
+static int env_open(const char *dir, uint64_t mapsize, struct shared_env **out) {
+    for (struct shared_env *e = envs; e != NULL; e = e->next) {
+        if (strcmp(e->dir, dir) == 0) {
+            e->handles++;
+            *out = e;
+            return 0;
+        }
+    }
+    struct shared_env *e = calloc(1, sizeof *e);
+    if (e == NULL || (e->dir = strdup(dir)) == NULL) {
+        free(e);
         return ENOMEM;
-    int rc = mdb_env_create(&l->env);
+    }
+    int rc = mdb_env_create(&e->env);
     if (rc != 0) {
-        free(l);
+        free(e->dir);
+        free(e);
         return rc;
     }
-    rc = mdb_env_set_mapsize(l->env, (size_t)mapsize);
+    rc = mdb_env_set_mapsize(e->env, (size_t)mapsize);
     if (rc == 0)
-        rc = mdb_env_open(l->env, dir, 0, 0600);
+        rc = mdb_env_open(e->env, dir, MDB_NOTLS, 0600);
     MDB_txn *t = NULL;
     if (rc == 0)
-        rc = mdb_txn_begin(l->env, NULL, 0, &t);
+        rc = mdb_txn_begin(e->env, NULL, 0, &t);
     if (rc == 0)
-        rc = mdb_dbi_open(t, NULL, 0, &l->dbi);
+        rc = mdb_dbi_open(t, NULL, 0, &e->dbi);
     if (rc == 0) {
         rc = mdb_txn_commit(t);
         t = NULL;
@@ -51,10 +86,48 @@ int lm_open(const char *dir, uint64_t mapsize, struct lm **out) {
     if (rc != 0) {
         if (t != NULL)
             mdb_txn_abort(t);
-        mdb_env_close(l->env);
+        mdb_env_close(e->env);
+        free(e->dir);
+        free(e);
+        return rc;
+    }
+    e->handles = 1;
+    e->next = envs;
+    envs = e;
+    *out = e;
+    return 0;
+}
+
+/* One handle fewer on `e`: closed with its last. */
+static void env_close(struct shared_env *e) {
+    if (--e->handles > 0)
+        return;
+    for (struct shared_env **p = &envs; *p != NULL; p = &(*p)->next) {
+        if (*p == e) {
+            *p = e->next;
+            break;
+        }
+    }
+    mdb_env_close(e->env);
+    free(e->dir);
+    free(e);
+}
+
+/* A handle on the environment in the existing directory `dir` (see
+ * env_open). */
+int lm_open(const char *dir, uint64_t mapsize, struct lm **out) {
+    struct lm *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return ENOMEM;
+    pthread_mutex_lock(&envs_latch);
+    int rc = env_open(dir, mapsize, &l->shared);
+    pthread_mutex_unlock(&envs_latch);
+    if (rc != 0) {
         free(l);
         return rc;
     }
+    l->env = l->shared->env;
+    l->dbi = l->shared->dbi;
     *out = l;
     return 0;
 }
@@ -64,7 +137,9 @@ int lm_close(struct lm *l) {
         mdb_txn_abort(l->batch);
     if (l->read != NULL)
         mdb_txn_abort(l->read);
-    mdb_env_close(l->env);
+    pthread_mutex_lock(&envs_latch);
+    env_close(l->shared);
+    pthread_mutex_unlock(&envs_latch);
     free(l);
     return 0;
 }
