@@ -61,7 +61,9 @@ fn sql(what: &'static str) -> impl Fn(rusqlite::Error) -> CliError {
 /// A store doing durable one-row updates from one or more threads: rewind
 /// (one pool), SQLite (a connection per thread on one database), LMDB and
 /// Berkeley DB (with `--features peers`: only their directory is kept, each
-/// thread opening its own environment handle for a round).
+/// thread opening its own handle for a round: a Berkeley DB environment
+/// handle, or an LMDB handle on the process's one environment, which LMDB
+/// requires, `peers/lmdb.c`).
 enum Store {
     Rewind {
         pool: Box<Pool>,
@@ -362,8 +364,8 @@ const GROUP_THREADS: [usize; 5] = [1, 2, 4, 8, 16];
 /// directory): rewind on `Msync` (one pool; its commits share device
 /// flushes, see `rewind::persist`) beside SQLite WAL FULL (a connection
 /// per thread on one database), LMDB and Berkeley DB (with `--features
-/// peers`: an environment handle per thread on one environment, each
-/// thread's transactions its own). Thread `t` of `T` updates only rows
+/// peers`: a handle per thread on one environment, each thread's
+/// transactions its own). Thread `t` of `T` updates only rows
 /// `r` with `r % T == t`, so the rows' final values, read back after every
 /// round, are the same for every system.
 pub fn run_group(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
