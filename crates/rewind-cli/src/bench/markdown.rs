@@ -91,7 +91,7 @@ pub fn generate(
     if !others.is_empty() {
         let _ = write!(
             md,
-            "\nOther machines, each on a page of its own: {}.\n",
+            "\nOther machines and media (a disk), each on a page of its own: {}.\n",
             others.join(", ")
         );
     }
