@@ -112,6 +112,12 @@ impl Order {
             low.store(floor, Ordering::SeqCst);
         }
         let g = self.next.0.fetch_add(1, Ordering::SeqCst);
+        // (A lane's last number is below the counter: recovery sets the
+        // counter past every number a Log Start slot or a group holds.)
+        debug_assert!(
+            idle.is_none_or(|floor| floor <= g),
+            "lane {lane}: low word {idle:?} above its number {g}"
+        );
         if idle.is_some_and(|floor| floor < g) {
             low.store(g, Ordering::Release);
         }
