@@ -920,7 +920,8 @@ impl Ring {
             let csn = st.next_csn;
             st.head = at + size;
             st.next_csn = csn + 1;
-            let g = (self.order).take(self.lane, st.flights.is_empty().then_some(st.last_g + 1));
+            let idle = st.flights.is_empty().then_some(st.last_g + 1);
+            let g = self.order.take(self.lane, idle);
             st.last_g = g;
             // Lagged reclamation: the slot not in use takes the end of the
             // groups known durable that the watermark covers, made durable

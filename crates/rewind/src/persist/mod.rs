@@ -1324,18 +1324,15 @@ impl Domain {
     /// back before it durable after it.
     #[inline]
     fn batch_fence(&self, write_back: bool, fence: impl FnOnce()) {
-        let d = self.deferred.get();
-        if let Some(d) = d {
-            let mut d = d.borrow_mut();
-            if write_back || d.due {
-                self.write_back(&mut d);
-            }
+        let Some(d) = self.deferred.get() else {
+            return fence();
+        };
+        let mut d = d.borrow_mut();
+        if write_back || d.due {
+            self.write_back(&mut d);
         }
         fence();
-        if let Some(d) = d {
-            let mut d = d.borrow_mut();
-            d.durable = d.issued;
-        }
+        d.durable = d.issued;
     }
 
     /// Msync's fence: every range recorded before it durable, by a device
