@@ -3,8 +3,10 @@
 //! present one (bench btree's 100 % updates), on /dev/shm; with `str`,
 //! 32-byte string keys (bench btree-str's) in place of `u64` ones; with a
 //! thread count T after it (`u64` or `str`), T threads each update a map of
-//! their own in the one pool (bench threads' own trees), for `perf`.
-//! `cargo run --release -p rewind-collections --example profile_btree -- [N] [M] [str|u64] [T]`
+//! their own in the one pool (bench threads' own trees), for `perf`; with
+//! `each` after T, each thread's map in a pool of its own (what sharing
+//! one pool costs).
+//! `cargo run --release -p rewind-collections --example profile_btree -- [N] [M] [str|u64] [T] [one|each]`
 
 use rewind::{Pool, PoolConfig};
 use rewind_collections::{BTreeMap, Error, Storable};
@@ -35,13 +37,14 @@ fn main() -> Result<(), Error> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d| a.get(i).map_or(d, |s| s.parse::<u64>().expect("a number"));
     let (n, m, t) = (num(0, 50_000), num(1, 3_000), num(3, 1));
+    let each = a.get(4).is_some_and(|s| s == "each");
     match a.get(2).map(String::as_str) {
-        Some("str") => run::<Vec<u8>>(n, m, t),
-        _ => run::<u64>(n, m, t),
+        Some("str") => run::<Vec<u8>>(n, m, t, each),
+        _ => run::<u64>(n, m, t, each),
     }
 }
 
-fn run<K: Key + Send>(n: u64, m: u64, threads: u64) -> Result<(), Error>
+fn run<K: Key + Send>(n: u64, m: u64, threads: u64, each: bool) -> Result<(), Error>
 where
     K::Ref: Ord,
 {
@@ -50,10 +53,16 @@ where
     } else {
         std::env::temp_dir()
     };
-    let path = dir.join(format!("rewind-profile-{}.pool", std::process::id()));
-    let pool = Pool::create(&path, "profile", 96 << 20, &PoolConfig::default())?;
+    let pools = if each { threads } else { 1 };
+    let paths: Vec<_> = (0..pools)
+        .map(|i| dir.join(format!("rewind-profile-{}-{i}.pool", std::process::id())))
+        .collect();
+    let pools = (paths.iter())
+        .map(|path| Pool::create(path, "profile", 96 << 20, &PoolConfig::default()))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut maps = Vec::new();
-    for _ in 0..threads {
+    for i in 0..threads as usize {
+        let pool = &pools[i % pools.len()];
         let map = pool.transaction(BTreeMap::<K, [u8; 24]>::create)?;
         for c in 0..n.div_ceil(1000) {
             pool.transaction(|tx| {
@@ -63,19 +72,16 @@ where
                 Ok::<_, Error>(())
             })?;
         }
-        maps.push(map);
+        maps.push((pool, map));
     }
     let t = std::time::Instant::now();
     match maps[..] {
         // One thread: this one, which loaded the map (and whose access
         // cache holds its upper nodes), as before threads were added.
-        [map] => updates(&pool, map, n, m)?,
+        [(pool, map)] => updates(pool, map, n, m)?,
         _ => std::thread::scope(|s| {
             let runs: Vec<_> = (maps.iter())
-                .map(|&map| {
-                    let pool = &pool;
-                    s.spawn(move || updates(pool, map, n, m))
-                })
+                .map(|&(pool, map)| s.spawn(move || updates(pool, map, n, m)))
                 .collect();
             runs.into_iter()
                 .try_for_each(|r| r.join().expect("a thread panicked"))
@@ -83,8 +89,11 @@ where
     }
     let us = t.elapsed().as_secs_f64() * 1e6 / m as f64;
     println!("{m} updates on {n} entries, {threads} thread(s): {us:.3} us per thread's update");
-    drop(pool);
-    let _ = std::fs::remove_file(&path);
+    drop(maps);
+    drop(pools);
+    for path in paths {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 
