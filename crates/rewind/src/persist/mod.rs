@@ -257,8 +257,9 @@ impl Deferred {
     }
 }
 
-/// A write-back of this many lines or more is issued at once, batch or
-/// not: a transaction that wrote as many leaves time for them to complete
+/// A write-back of this many lines or more is not batched: it is issued
+/// at once (or, below [`AT_NEXT_FENCE`], with the next fence). A
+/// transaction that wrote as many leaves time for them to complete
 /// before its thread's next locked instruction (the next commit's latch),
 /// while a batch of many such commits would make one of them wait for
 /// all (`examples/txloop batch redo K`, µs per transaction, at once /
