@@ -89,7 +89,6 @@ where
     }
     let us = t.elapsed().as_secs_f64() * 1e6 / m as f64;
     println!("{m} updates on {n} entries, {threads} thread(s): {us:.3} us per thread's update");
-    drop(maps);
     drop(pools);
     for path in paths {
         let _ = std::fs::remove_file(path);

@@ -1206,7 +1206,13 @@ impl Domain {
             Kind::Sim(_) => (SIM_BATCH, usize::MAX),
             _ => (batch.clamp(1, BATCH_MAX), AT_ONCE),
         };
-        if d.lines.len() - before < at_once {
+        let added = d.lines.len() - before;
+        // Written back at the next fence, just before it, which then waits
+        // for them with its own stores, rather than now, which would make
+        // the next latch wait for them: a batch of one line (a small lane,
+        // or one the Log Start waits on), or a commit's few lines past a
+        // batch's.
+        let due = if added < at_once {
             // A few lines: those the batch holds already leave.
             let mut kept = before;
             for i in before..d.lines.len() {
@@ -1220,19 +1226,14 @@ impl Domain {
             if d.lines.len() < batch {
                 return Ok(ticket);
             }
-            if batch == 1 {
-                // A batch of one line (a small lane, or one the Log Start
-                // waits on): written back at the next fence, just before
-                // it, which then waits for it with its own stores, rather
-                // than now, which would make the next latch wait for it.
-                d.due = true;
-                return Ok(ticket);
-            }
-        } else if d.lines.len() - before < AT_NEXT_FENCE {
-            d.due = true;
-            return Ok(ticket);
+            batch == 1
+        } else {
+            added < AT_NEXT_FENCE
+        };
+        match due {
+            true => d.due = true,
+            false => self.write_back(&mut d),
         }
-        self.write_back(&mut d);
         Ok(ticket)
     }
 
