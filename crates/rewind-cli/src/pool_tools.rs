@@ -165,6 +165,14 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
             grown.max_size,
             grown.heap_chunks
         );
+        if grown.size < target {
+            // (`grow_to` stops at the last whole chunk under the maximum.)
+            println!(
+                "note: {target} bytes is past the last whole 256 KiB heap chunk under the maximum \
+                 size; {} bytes is as large as this pool can be",
+                grown.size
+            );
+        }
     }
     pool.close().map_err(CliError::rewind(format!(
         "closing pool {}",

@@ -63,6 +63,19 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A scan through `&Pool` (`iter`, `range`), which takes no lock, met
+    /// bytes a transaction was changing or had changed while it read: a
+    /// node freed or reused by a commit, a chain grown past the length it
+    /// began with. The collection is whole; scan it in a transaction
+    /// (`iter_tx`, `range_tx`, which lock it shared) for one consistent
+    /// view.
+    #[error("{what} at offset {offset} changed during a scan through &Pool, which takes no lock (scan in a transaction, with iter_tx or range_tx, for a consistent view)")]
+    Changed {
+        /// The collection kind.
+        what: &'static str,
+        /// Its header's offset.
+        offset: u64,
+    },
     /// An argument is out of range.
     #[error("invalid {what}: {value} (expected {expected})")]
     InvalidArgument {

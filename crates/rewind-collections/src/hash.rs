@@ -42,7 +42,7 @@ use rewind::{PPtr, Pool, Tx};
 
 use crate::checked;
 use crate::error::{corrupt, Result};
-use crate::mem::{check_count, check_span, le64, put64, Mem};
+use crate::mem::{check_count, check_span, le64, put64, Mem, ScanWatch};
 use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
@@ -335,9 +335,18 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
 
     /// Every entry, bucket by bucket (in no particular order), read as the
     /// iterator goes (committed state). A read error, or a chain longer
-    /// than the map, ends it after yielding the error.
+    /// than the map, ends it after yielding the error. Not isolated from
+    /// writers: beside transactions that change the map it can see part
+    /// of a change, and an error met while one did (a chain grown past the
+    /// length the scan began with, an entry freed by a commit) is
+    /// [`Error::Changed`](crate::Error::Changed);
+    /// [`iter_tx`](Self::iter_tx) scans under the map's lock.
     pub fn iter<'a>(&self, pool: &'a Pool) -> Result<HashIter<'a, K, V>> {
-        HashIter::new(self, Box::new(pool))
+        // (Taken before the header is read.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        let mut it = HashIter::new(self, Box::new(pool)).map_err(|e| watch.explain(e))?;
+        it.watch = Some(watch);
+        Ok(it)
     }
 
     /// [`iter`](Self::iter) as `tx` sees the map, its own writes included.
@@ -575,6 +584,9 @@ pub struct HashIter<'a, K, V> {
     cur: u64,
     seen: u64,
     done: bool,
+    /// A scan through `&Pool`: its errors while a writer held the map are
+    /// `Changed`.
+    watch: Option<ScanWatch<'a>>,
     _t: PhantomData<fn() -> (K, V)>,
 }
 
@@ -589,6 +601,7 @@ impl<'a, K: Stored, V: Stored> HashIter<'a, K, V> {
             cur: 0,
             seen: 0,
             done: false,
+            watch: None,
             _t: PhantomData,
         })
     }
@@ -625,6 +638,9 @@ impl<K: Stored, V: Stored> Iterator for HashIter<'_, K, V> {
         if !matches!(r, Ok(Some(_))) {
             self.done = true;
         }
-        r.transpose()
+        match (r, &self.watch) {
+            (Err(e), Some(w)) => Some(Err(w.explain(e))),
+            (r, _) => r.transpose(),
+        }
     }
 }

@@ -28,7 +28,7 @@ use std::marker::PhantomData;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_count, le64, put64, read_header, Mem};
+use crate::mem::{check_count, le64, put64, read_header, Mem, ScanWatch};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "list";
@@ -486,10 +486,16 @@ impl<T: Stored> List<T> {
     }
 
     /// Every element from front to back, or back to front with `.rev()`
-    /// (committed state). Nodes are read as the iterator goes.
+    /// (committed state). Nodes are read as the iterator goes, with no
+    /// lock: beside transactions that change the list it can see part of
+    /// a change, and an error met while one did (a node freed by a commit)
+    /// is [`Error::Changed`](crate::Error::Changed).
     pub fn iter<'p>(&self, pool: &'p Pool) -> Result<Iter<'p, T>> {
-        let h = self.header(&mut { pool })?;
+        // (Taken before the header is read.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        let h = self.header(&mut { pool }).map_err(|e| watch.explain(e))?;
         Ok(Iter {
+            watch,
             pool,
             list: self.hdr,
             front: h.head,
@@ -554,6 +560,8 @@ impl<T: Stored> List<T> {
 /// An iterator over a [`List`]'s elements, front to back, or back to front
 /// with `.rev()` (from [`List::iter`]).
 pub struct Iter<'p, T> {
+    /// Its errors while a writer held the list are `Changed`.
+    watch: ScanWatch<'p>,
     pool: &'p Pool,
     list: u64,
     front: u64,
@@ -587,7 +595,7 @@ impl<T: Stored> Iter<'_, T> {
             }
             Err(e) => {
                 self.left = 0;
-                Some(Err(e))
+                Some(Err(self.watch.explain(e)))
             }
         }
     }

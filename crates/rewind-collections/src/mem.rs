@@ -193,3 +193,47 @@ pub(crate) fn check_span<M: Mem + ?Sized>(
             .map_err(|_| corrupt(what, hdr, "a buffer that extends past the pool")),
     }
 }
+
+/// The writers of a collection as a scan through `&Pool` (which takes no
+/// lock) began: an error it meets on the way while a transaction changed
+/// the collection (a node freed or reused by a commit, a chain longer than
+/// the length read at first) is [`Error::Changed`], not damage.
+#[derive(Clone, Copy)]
+pub(crate) struct ScanWatch<'a> {
+    pool: &'a Pool,
+    what: &'static str,
+    hdr: u64,
+    watch: rewind::WriteWatch,
+}
+
+impl<'a> ScanWatch<'a> {
+    /// Taken before the scan reads the header at `hdr`.
+    pub(crate) fn new(pool: &'a Pool, what: &'static str, hdr: u64) -> ScanWatch<'a> {
+        ScanWatch {
+            pool,
+            what,
+            hdr,
+            watch: pool.write_watch(hdr),
+        }
+    }
+
+    /// `e`, or [`Error::Changed`] when a writer held the collection's lock
+    /// during the scan and `e` is what reading bytes it changed can give.
+    pub(crate) fn explain(&self, e: Error) -> Error {
+        let moved = matches!(
+            e,
+            Error::Corrupt { .. }
+                | Error::WrongMagic { .. }
+                | Error::Pool(
+                    rewind::Error::NotAllocated { .. } | rewind::Error::OutOfBounds { .. }
+                )
+        );
+        match moved && self.pool.written_since(self.watch) {
+            true => Error::Changed {
+                what: self.what,
+                offset: self.hdr,
+            },
+            false => e,
+        }
+    }
+}

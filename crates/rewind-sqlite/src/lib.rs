@@ -55,6 +55,16 @@
 //!   first time, creates) the pool file beside the database: a database on
 //!   a read-only file system cannot be opened through this VFS
 //!   (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
+//! * *Checkpoints.* Every connection through this VFS checkpoints as
+//!   SQLite does at 1,000 frames, and also once the WAL's blocks hold half
+//!   the pool's heap at its maximum size, so that a bounded pool (a small
+//!   [`Config::max_pool_size`], large pages) never fills with frames a
+//!   checkpoint could free. `PRAGMA wal_autocheckpoint` on a connection
+//!   replaces this with SQLite's own rule, by frames only.
+//! * *Copies.* Copy a database in use with SQLite's backup API (or `VACUUM
+//!   INTO`), never with `cp` of its files: a copy of a live pool may be torn
+//!   and nothing opening it can tell (`rewind check` on the copied pool file
+//!   says it was copied while open). Stock SQLite's WAL has the same hazard.
 //! * *Stock SQLite* opening the database sees none of the frames in the
 //!   pool, and what it writes to the database file is hidden by those
 //!   frames when the database is opened through this VFS again (then
@@ -153,6 +163,18 @@ impl Config {
             .max(self.pool_size)
     }
 
+    /// The configuration of a new WAL pool. Redo: the blocks' rare link
+    /// and free transactions commit as groups of the commit ring, and the
+    /// next commit's unlogged frame copy drains the ring only if a group
+    /// wrote one of its lines.
+    pub(crate) fn pool_config(&self) -> rewind::PoolConfig {
+        rewind::PoolConfig::default()
+            .policy(rewind::Policy::Redo)
+            .backend(self.backend)
+            .nvm_latency(self.nvm_latency)
+            .max_size(self.pool_max())
+    }
+
     /// Bytes per block (at least 4 KiB, a multiple of 64).
     pub fn block_size(mut self, bytes: u64) -> Self {
         self.block_size = bytes;
@@ -224,6 +246,11 @@ pub enum RegisterError {
         /// Its `szOsFile`.
         bytes: usize,
     },
+    /// No pool could be made with this configuration (the engine's
+    /// reason: a maximum whose allocator metadata does not fit the pool's
+    /// first size, say).
+    #[error("no WAL pool can be made with this configuration: {0}")]
+    Pool(#[source] rewind::Error),
     /// SQLite has no default VFS to keep the database files with.
     #[error("SQLite has no default VFS")]
     NoDefaultVfs,
@@ -244,8 +271,11 @@ pub enum RegisterError {
 /// holds a NUL byte or is SQLite's already ([`RegisterError::NameTaken`]),
 /// and a configuration no pool could be made of: a pool under 1 MiB, a
 /// pool or a maximum of 256 TiB or more ([`rewind::MAX_POOL`]), a
-/// block size that is not a multiple of 64 of at least 4096 or that a
-/// pool of the maximum size ([`Config::pool_max`]) could not hold twice.
+/// pool size and maximum no pool can be laid out with
+/// ([`RegisterError::Pool`]: the maximum's allocator metadata must fit
+/// the first size beside the log), a block size that is not a multiple of
+/// 64 of at least 4096 or that the heap of a pool of the maximum size
+/// ([`Config::pool_max`]) could not hold twice.
 pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
     if !log::block_size_shaped(cfg.block_size) {
         return Err(RegisterError::BadBlockSize {
@@ -278,11 +308,19 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
             expected: format!("below 256 TiB ({bound})"),
         });
     }
-    if cfg.block_size > max / 2 {
+    // What the first open would find: a pool that cannot be laid out, or
+    // a heap at the maximum size that cannot hold two blocks.
+    let heap = (cfg.pool_config())
+        .max_heap(cfg.pool_size)
+        .map_err(RegisterError::Pool)?;
+    if cfg.block_size > heap / 2 {
         return Err(RegisterError::BadConfig {
             field: "block_size",
             value: cfg.block_size,
-            expected: format!("at most half of max_pool_size ({max})"),
+            expected: format!(
+                "at most half the heap of a pool of max_pool_size ({max}), {} bytes",
+                heap / 2
+            ),
         });
     }
     vfs::register(name, cfg)

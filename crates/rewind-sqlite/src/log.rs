@@ -664,6 +664,12 @@ impl WalLog {
     pub fn blocks(&self) -> usize {
         self.blocks.len()
     }
+
+    /// Bytes of the log's blocks: those in the list and those a restart
+    /// has yet to free.
+    pub fn bytes_held(&self) -> u64 {
+        (self.blocks.len() + self.reclaim.len()) as u64 * self.block_size
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
-use rewind::{OpenOptions, Policy, Pool, PoolConfig};
+use rewind::{OpenOptions, Pool};
 use rusqlite::ffi;
 
 use crate::error::Error;
@@ -106,6 +106,115 @@ struct WalHandle {
 
 static NAMES: LazyLock<Mutex<Vec<String>>> = LazyLock::new(Default::default);
 
+/// The VFS structures [`register`] gave SQLite (their addresses).
+static OURS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// SQLite's default auto-checkpoint: once the WAL holds this many frames
+/// (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
+const AUTO_CHECKPOINT_FRAMES: c_int = 1000;
+
+/// The result of installing [`on_connection`] for every connection the
+/// process opens (once).
+static HOOKED: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
+
+/// Run by SQLite as each connection opens (`sqlite3_auto_extension`): a
+/// connection whose main database is this crate's VFS's checkpoints with
+/// [`wal_hook`] instead of SQLite's default hook.
+unsafe extern "C" fn on_connection(
+    db: *mut ffi::sqlite3,
+    _err: *mut *mut c_char,
+    _api: *const ffi::sqlite3_api_routines,
+) -> c_int {
+    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+    // SAFETY: `db` is the connection SQLite is opening; the file control
+    // writes the main database's VFS pointer into `vfs`.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            db,
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_VFS_POINTER,
+            (&mut vfs as *mut *mut ffi::sqlite3_vfs).cast(),
+        )
+    };
+    if rc == ffi::SQLITE_OK && OURS.lock().contains(&(vfs as usize)) {
+        // (SQLite sets its own WAL hook after the auto-extensions ran: the
+        // first commit sets this one.)
+        // SAFETY: `db` is a valid connection; the hook gets it back.
+        unsafe { ffi::sqlite3_commit_hook(db, Some(first_commit), db.cast()) };
+    }
+    ffi::SQLITE_OK
+}
+
+/// The connection's first commit: sets [`wal_hook`] in place of SQLite's
+/// default one, with the same frame count (1,000, or what `PRAGMA
+/// wal_autocheckpoint` set before it; none if it turned checkpoints
+/// off), and removes itself.
+unsafe extern "C" fn first_commit(arg: *mut c_void) -> c_int {
+    let db = arg.cast::<ffi::sqlite3>();
+    // SAFETY: `arg` is the connection this commit hook was set on.
+    let frames =
+        unsafe { ffi::sqlite3_wal_hook(db, Some(wal_hook), arg_of(AUTO_CHECKPOINT_FRAMES)) };
+    let frames = frames as usize;
+    if frames == 0 {
+        // Checkpoints turned off (or no hook): left so.
+        // SAFETY: as above.
+        unsafe { ffi::sqlite3_wal_hook(db, None, std::ptr::null_mut()) };
+    } else if frames != AUTO_CHECKPOINT_FRAMES as usize {
+        // SAFETY: as above.
+        unsafe { ffi::sqlite3_wal_hook(db, Some(wal_hook), frames as *mut c_void) };
+    }
+    // SAFETY: as above; SQLite reads the commit hook before it calls it.
+    unsafe { ffi::sqlite3_commit_hook(db, None, std::ptr::null_mut()) };
+    0 // the commit goes on
+}
+
+/// A frame count as a hook's argument (as SQLite's default hook takes it).
+fn arg_of(frames: c_int) -> *mut c_void {
+    frames as usize as *mut c_void
+}
+
+/// After each commit to a WAL of this VFS: SQLite's default
+/// auto-checkpoint (a passive checkpoint once the WAL holds `arg` frames,
+/// 1,000 unless the program set another count), and one as soon as the
+/// log's blocks hold half the pool's heap at its maximum
+/// size ([`WalFile::wants_checkpoint`]): a pool of bounded size (large
+/// pages, or a small `max_pool_size`) would otherwise fill with frames the
+/// checkpoint could free, and every write would fail with `SQLITE_FULL`.
+/// `PRAGMA wal_autocheckpoint` on a connection replaces it with SQLite's
+/// own hook, as for any connection.
+unsafe extern "C" fn wal_hook(
+    arg: *mut c_void,
+    db: *mut ffi::sqlite3,
+    zdb: *const c_char,
+    frames: c_int,
+) -> c_int {
+    let due = frames as usize >= arg as usize || {
+        // SAFETY: `db` and `zdb` are the connection and schema SQLite
+        // passes the hook; the file name lives as long as the connection.
+        let name = unsafe { ffi::sqlite3_db_filename(db, zdb) };
+        // SAFETY: a non-null file name is a NUL-terminated string.
+        let path = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
+        path.is_some_and(|p| {
+            let key = key_of(Path::new(OsStr::from_bytes(p.to_bytes())));
+            let shared = OPEN.lock().get(&key).map(|e| e.shared.clone());
+            shared.is_some_and(|s| s.file.lock().as_ref().is_some_and(|f| f.wants_checkpoint()))
+        })
+    };
+    if due {
+        // SAFETY: as SQLite's default hook does, from inside the hook.
+        unsafe {
+            ffi::sqlite3_wal_checkpoint_v2(
+                db,
+                zdb,
+                ffi::SQLITE_CHECKPOINT_PASSIVE,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    ffi::SQLITE_OK
+}
+
 /// Registers the VFS `name` (not as the default).
 pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
     let mut names = NAMES.lock();
@@ -169,11 +278,21 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
         xGetSystemCall: None,
         xNextSystemCall: None,
     });
-    // SAFETY: the VFS structure and its data are leaked: they live as long
-    // as the process, as SQLite requires of a registered VFS.
-    let rc = unsafe { ffi::sqlite3_vfs_register(Box::into_raw(vfs), 0) };
+    // The VFS structure and its data are leaked: they live as long as the
+    // process, as SQLite requires of a registered VFS.
+    let vfs = Box::into_raw(vfs);
+    // SAFETY: `vfs` is a whole VFS structure that is never freed.
+    let rc = unsafe { ffi::sqlite3_vfs_register(vfs, 0) };
     if rc != ffi::SQLITE_OK {
         return Err(crate::RegisterError::Sqlite { code: rc });
+    }
+    OURS.lock().push(vfs as usize);
+    // SAFETY: `on_connection` has the entry point's signature and lives
+    // as long as the process.
+    let hooked =
+        *HOOKED.get_or_init(|| unsafe { ffi::sqlite3_auto_extension(Some(on_connection)) });
+    if hooked != ffi::SQLITE_OK {
+        return Err(crate::RegisterError::Sqlite { code: hooked });
     }
     names.push(name.to_string());
     Ok(())
@@ -236,15 +355,7 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
     let pool = if pool_file.exists() || !create {
         Pool::open(&pool_file, LAYOUT, &opts)?
     } else {
-        // Redo: the blocks' rare link and free transactions commit as
-        // groups of the commit ring, and the next commit's unlogged frame
-        // copy drains the ring only if a group wrote one of its lines.
-        let pc = PoolConfig::default()
-            .policy(Policy::Redo)
-            .backend(cfg.backend)
-            .nvm_latency(cfg.nvm_latency)
-            .max_size(cfg.pool_max());
-        Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &pc)?
+        Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &cfg.pool_config())?
     };
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
     // SQLite checks its WAL header's magic and checksum when it reads the

@@ -142,6 +142,9 @@ pub struct WalFile {
     stats: Stats,
     /// Page buffers of dropped frames, for new ones (no allocation).
     spare: Vec<Box<[u8]>>,
+    /// Half the heap the pool has at its maximum size: log blocks past it
+    /// want a checkpoint ([`wants_checkpoint`](Self::wants_checkpoint)).
+    checkpoint_at: u64,
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -156,7 +159,12 @@ impl WalFile {
         db_path: PathBuf,
         differential: bool,
     ) -> WalFile {
+        // The heap now, and what growth to the maximum adds to it.
+        let pool = log.pool();
+        let heap = pool.alloc_stats().total_chunks * (256 << 10);
+        let checkpoint_at = (heap + pool.max_size().saturating_sub(pool.size())) / 2;
         let mut w = WalFile {
+            checkpoint_at,
             log,
             db_path,
             differential,
@@ -469,6 +477,15 @@ impl WalFile {
             blocks: self.log.blocks() as u64,
             ..self.stats
         }
+    }
+
+    /// Whether the log's blocks hold half the pool's heap at its maximum
+    /// size or more: a checkpoint now (which lets the next writer restart
+    /// the WAL and free its blocks) keeps a pool of bounded size from
+    /// filling with frames SQLite's auto-checkpoint, counted in frames,
+    /// would reach too late.
+    pub fn wants_checkpoint(&self) -> bool {
+        self.log.bytes_held() >= self.checkpoint_at
     }
 
     /// The pool's counters.

@@ -426,6 +426,14 @@ fn register_refuses_taken_names_and_impossible_configs() {
             Config::default().pool_size(1 << 20).max_pool_size(1 << 62),
             "max_pool_size",
         ),
+        // A pool of at most 1 MiB: its heap holds one 512 KiB block, not two.
+        (
+            Config::default()
+                .pool_size(1 << 20)
+                .max_pool_size(1 << 20)
+                .block_size(512 << 10),
+            "block_size",
+        ),
     ] {
         match rewind_sqlite::register("rewind-bad-config", &cfg) {
             Err(e @ RegisterError::BadConfig { field: f, .. }) => {
@@ -433,6 +441,23 @@ fn register_refuses_taken_names_and_impossible_configs() {
                 assert!(e.to_string().contains(field), "{e}");
             }
             r => panic!("{field}: {r:?}"),
+        }
+    }
+    // Maxima whose allocator metadata does not fit the first size beside
+    // the log: refused here, with the engine's reason, not at the first
+    // statement.
+    for cfg in [
+        Config::default().pool_size(4 << 20).max_pool_size(4 << 30),
+        Config::default()
+            .pool_size(1 << 20)
+            .max_pool_size(256 << 20),
+        Config::default().max_pool_size(1 << 40),
+    ] {
+        match rewind_sqlite::register("rewind-bad-config", &cfg) {
+            Err(e @ RegisterError::Pool(rewind::Error::InvalidConfig { .. })) => {
+                assert!(e.to_string().contains("max size"), "{e}");
+            }
+            r => panic!("{cfg:?}: {r:?}"),
         }
     }
 }

@@ -264,7 +264,10 @@ pub enum Error {
     /// commit and then be undone by the outer one's rollback, so it is
     /// refused: do the work in the outer transaction's `Tx`. Also inside the
     /// read of a `Pool::read_isolated` of the same pool, which may hold a
-    /// lock shared that the transaction would wait for.
+    /// lock shared that the transaction would wait for; and a
+    /// `Pool::read_isolated` (a collection's read through `&Pool`) inside a
+    /// transaction of the same pool, which would see that transaction's
+    /// stores under some policies and not others: read through its `Tx`.
     #[error("a transaction or isolated read of this pool is already running on this thread: use its Tx instead of starting another")]
     NestedTransaction,
     /// Waiting for the lock at `offset` would never end: the holder waits,

@@ -83,6 +83,7 @@ pub use alloc::{AllocStats, ClassStats};
 /// because the derive macros refer to `::bytemuck`.
 pub use bytemuck;
 pub use bytemuck::{Pod, Zeroable};
+pub use engine::locks::WriteWatch;
 pub use engine::write_back::WriteBack;
 pub use error::{Error, Result};
 /// The most commit lanes a pool has ([`PoolConfig::lanes`]).

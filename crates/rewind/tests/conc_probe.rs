@@ -432,13 +432,20 @@ fn a_transaction_inside_an_isolated_read_is_refused_not_a_hang() {
         0,
         "the refused transaction changed nothing"
     );
-    // Atomic writes are transactions too; a read inside a transaction and
-    // a transaction after the read are unaffected.
+    // Atomic writes are transactions too. The other way round, an
+    // isolated read inside a transaction is refused too (it would see the
+    // transaction's own stores under some policies): the transaction reads
+    // through its `Tx` and commits, and a transaction after the read is
+    // unaffected.
     let r = pool.read_isolated(obj.offset(), |_| Ok::<_, Error>(pool.atomic_write(obj, &5)));
     assert!(matches!(r, Ok(Err(Error::NestedTransaction))), "{r:?}");
     pool.transaction(|tx| {
         tx.lock(obj)?;
-        let v = pool.read_isolated(obj.offset(), |r| r.read(obj))?;
+        let e = pool
+            .read_isolated(obj.offset(), |r| r.read(obj))
+            .unwrap_err();
+        assert!(matches!(e, Error::NestedTransaction), "{e:?}");
+        let v = tx.read(obj)?;
         tx.write(obj, &(v + 1))
     })
     .unwrap();

@@ -17,7 +17,7 @@ use rewind::{Pool, Tx};
 use super::node::{Geo, Raw};
 use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
 use crate::error::{corrupt, Result};
-use crate::mem::Mem;
+use crate::mem::{Mem, ScanWatch};
 use crate::storable::Storable;
 
 impl<K: Storable, V: Storable> BTreeMap<K, V>
@@ -34,13 +34,19 @@ where
         pool: &'a Pool,
         range: impl RangeBounds<K::Ref>,
     ) -> Result<Iter<'a, K, V>> {
-        Iter::new(self, Box::new(pool), range)
+        // (Taken before the header is read.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        let mut it = Iter::new(self, Box::new(pool), range).map_err(|e| watch.explain(e))?;
+        it.watch = Some(watch);
+        Ok(it)
     }
 
     /// Every entry, in key order (committed state); `.rev()` for
     /// descending order. Not isolated from writers (each leaf is read as
     /// the scan reaches it): beside a running transaction it can see part
-    /// of a change; [`iter_tx`](Self::iter_tx) scans under the map's lock.
+    /// of a change, and a read that meets a node a commit freed or reused
+    /// meanwhile ends it with [`Error::Changed`](crate::Error::Changed);
+    /// [`iter_tx`](Self::iter_tx) scans under the map's lock.
     pub fn iter<'a>(&self, pool: &'a Pool) -> Result<Iter<'a, K, V>> {
         self.range(pool, ..)
     }
@@ -125,6 +131,9 @@ pub struct Iter<'a, K, V> {
     /// The most entries the scan may yield (`count`): the stored length
     /// at first.
     limit: u64,
+    /// A scan through `&Pool`: its errors while a writer held the map are
+    /// `Changed`.
+    watch: Option<ScanWatch<'a>>,
 }
 
 impl<'a, K: Storable, V: Storable> Iter<'a, K, V>
@@ -158,7 +167,16 @@ where
             back_started: false,
             yielded: 0,
             skipped: 0,
+            watch: None,
         })
+    }
+
+    /// `e` as [`ScanWatch::explain`] tells it for a scan through `&Pool`.
+    fn explain(&self, e: crate::Error) -> crate::Error {
+        match &self.watch {
+            Some(w) => w.explain(e),
+            None => e,
+        }
     }
 
     fn below_start(&self, k: &K) -> bool {
@@ -404,7 +422,7 @@ where
             Err(e) => {
                 self.front.done = true;
                 self.back.done = true;
-                Some(Err(e))
+                Some(Err(self.explain(e)))
             }
         }
     }
@@ -420,7 +438,7 @@ where
             Err(e) => {
                 self.front.done = true;
                 self.back.done = true;
-                Some(Err(e))
+                Some(Err(self.explain(e)))
             }
         }
     }

@@ -231,17 +231,24 @@ where
         Ok(n.decode_inner::<K>(geo))
     }
 
-    /// Removes every entry: frees every node and starts again from one
-    /// empty leaf, in `tx`.
+    /// Removes every entry: frees every node but the first leaf, which is
+    /// emptied, in `tx`. It allocates nothing, so it frees the space of a
+    /// map that filled the pool; its log holds a free per block, so in a
+    /// pool whose log cannot grow either (no free chunk) a large map may
+    /// need to lose entries in smaller transactions first
+    /// ([`Error::Pool`](crate::Error::Pool)`(LogFull)` says so).
     pub fn clear(&self, tx: &mut Tx<'_>) -> Result<()> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let blocks = self.blocks_in(tx)?;
         let h = self.header(tx)?;
-        // The new leaf first: a pool out of memory fails the clear with
-        // the map as it was (blocks freed here are reusable only after the
+        // The first leaf stays, emptied: a new one would need memory the
+        // pool may not have (blocks freed here are reusable only after the
         // commit).
-        let leaf = tx.alloc_bytes(h.geo.size() as u64)?;
-        for &off in &blocks[1..] {
+        let leaf = h.first;
+        if !blocks[1..].contains(&leaf) {
+            return Err(corrupt(WHAT, self.hdr, "the first leaf is not in the tree"));
+        }
+        for &off in blocks[1..].iter().filter(|&&off| off != leaf) {
             tx.free(PPtr::<u8>::from_offset(off))?;
         }
         store_leaf(tx, &h.geo, leaf, tx.id(), 0, &[])?;

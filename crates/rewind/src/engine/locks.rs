@@ -182,6 +182,15 @@ pub(crate) struct Quiet {
     granted: u64,
 }
 
+/// The writers of a lock as a reader that takes none saw them
+/// ([`Pool::write_watch`](crate::Pool::write_watch)).
+#[derive(Clone, Copy, Debug)]
+pub struct WriteWatch {
+    stripe: usize,
+    granted: u64,
+    busy: bool,
+}
+
 /// The volatile lock table of one open pool.
 pub(crate) struct LockTable {
     /// The holders of each lock, by shard of its key.
@@ -536,6 +545,28 @@ impl LockTable {
     pub(crate) fn still(&self, q: Quiet) -> bool {
         std::sync::atomic::fence(Ordering::Acquire);
         self.stripes[q.stripe].granted.load(Ordering::Acquire) == q.granted
+    }
+
+    /// The exclusive holds of `key`'s stripe as of now, for
+    /// [`written_since`](Self::written_since).
+    pub(crate) fn watch(&self, key: u64) -> WriteWatch {
+        let stripe = stripe_of(key);
+        let s = &self.stripes[stripe];
+        let released = s.released.load(Ordering::Acquire);
+        let granted = s.granted.load(Ordering::Acquire);
+        WriteWatch {
+            stripe,
+            granted,
+            busy: granted != released,
+        }
+    }
+
+    /// Whether an exclusive hold of `w`'s stripe was in force when `w`
+    /// was taken or began since: what was read in between, a holder may
+    /// have been changing.
+    pub(crate) fn written_since(&self, w: WriteWatch) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        w.busy || self.stripes[w.stripe].granted.load(Ordering::Acquire) != w.granted
     }
 
     /// `read`'s result if it ran while no exclusive hold of `key`'s

@@ -178,11 +178,25 @@ fn open_unnamed(path: &Path) -> Option<File> {
 /// its blocks allocated. Returns it and where it lives; the caller fills
 /// it and calls [`publish`] (or [`Temp::remove`]).
 pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(Locked, Temp), Error> {
-    if std::fs::symlink_metadata(path).is_ok() {
-        return Err(Error::io(
-            path,
-            std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-        ));
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        // Something already there: a file is `AlreadyExists` (it is never
+        // replaced); anything else says what it is.
+        let kind = match std::fs::metadata(path) {
+            Ok(m) if m.file_type().is_file() => None,
+            Ok(m) => Some(kind_of(m.file_type())),
+            Err(_) if meta.file_type().is_symlink() => Some("a symbolic link to nothing"),
+            Err(_) => None,
+        };
+        return Err(match kind {
+            Some(kind) => Error::NotAFile {
+                path: path.to_path_buf(),
+                kind,
+            },
+            None => Error::io(
+                path,
+                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            ),
+        });
     }
     let (file, tmp) = match open_unnamed(path) {
         Some(file) => (file, Temp::Unnamed),

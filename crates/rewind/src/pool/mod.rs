@@ -108,6 +108,27 @@ impl Default for PoolConfig {
 }
 
 impl PoolConfig {
+    /// The heap of a pool created at `size` bytes with this configuration,
+    /// once grown to its maximum size: the bytes of its whole 256 KiB
+    /// chunks, what its allocations share. Checks what [`Pool::create`]
+    /// checks before it touches a disk, so a configuration no pool of
+    /// `size` bytes could be made with is the same
+    /// [`Error::InvalidConfig`] here (for a library that takes a
+    /// configuration now and creates pools later).
+    ///
+    /// ```
+    /// use rewind::PoolConfig;
+    /// let heap = PoolConfig::default().max_size(64 << 20).max_heap(16 << 20)?;
+    /// assert!(heap > 48 << 20 && heap < 64 << 20);
+    /// // A maximum whose chunk table does not fit a 4 MiB pool beside its log.
+    /// assert!(PoolConfig::default().max_size(1 << 40).max_heap(4 << 20).is_err());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn max_heap(&self, size: u64) -> Result<u64, Error> {
+        let planned = plan("max-heap", size, self)?;
+        Ok(planned.layout.heap_chunks * crate::format::layout::CHUNK)
+    }
+
     /// The write-back of `Policy::RedoAsync`.
     pub fn write_back(mut self, w: WriteBack) -> Self {
         self.write_back = w;
@@ -611,8 +632,16 @@ impl Pool {
     /// bytes read while a writer was changing them may look damaged) it
     /// runs under the lock taken shared, in line with the transactions
     /// that wait for it, and the pool's lock timeout applies
-    /// (`Error::LockTimeout`). Called inside a transaction of this pool,
-    /// it runs once, unchecked: that transaction may hold the lock itself.
+    /// (`Error::LockTimeout`).
+    ///
+    /// Called on a thread inside a transaction of this pool it is
+    /// [`Error::NestedTransaction`], and `read` does not run: it could
+    /// answer no consistent question there. It would see that
+    /// transaction's own stores under the undo policies (they store in
+    /// place) and not under the redo ones (the write set waits for the
+    /// commit), and waiting for another writer while holding that
+    /// transaction's locks could deadlock unseen. Read through the
+    /// transaction instead (`tx.read`, a collection's `get_tx`).
     /// A transaction of this pool (or an atomic write) started inside
     /// `read` is [`Error::NestedTransaction`]: under the lock, taken shared
     /// by this thread, it could never lock `key` (and a
@@ -646,11 +675,36 @@ impl Pool {
     pub fn read_isolated<R, E: From<Error>>(
         &self,
         key: u64,
-        mut read: impl FnMut(&mut crate::Reader<'_>) -> Result<R, E>,
+        read: impl FnMut(&mut crate::Reader<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
+        if nesting::InTransaction::active(self.nesting_key()) {
+            return Err(Error::NestedTransaction.into());
+        }
+        self.isolated(key, read)
+    }
+
+    /// [`read_isolated`](Self::read_isolated) for the pool's own lookups
+    /// (roots, the catalog), which a transaction may make too: inside one
+    /// of this pool, `read` runs once, unchecked (that transaction may hold
+    /// the lock itself).
+    fn lookup_isolated<R>(
+        &self,
+        key: u64,
+        mut read: impl FnMut(&mut crate::Reader<'_>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         if nesting::InTransaction::active(self.nesting_key()) {
             return read(&mut self.reader());
         }
+        self.isolated(key, read)
+    }
+
+    /// [`read_isolated`](Self::read_isolated) outside any transaction of
+    /// this pool.
+    fn isolated<R, E: From<Error>>(
+        &self,
+        key: u64,
+        mut read: impl FnMut(&mut crate::Reader<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
         // No transaction of this pool may start inside `read` (it would
         // wait for the lock the second run holds shared: for ever).
         let _reading = nesting::InRead::enter(self.nesting_key());
@@ -672,6 +726,38 @@ impl Pool {
         }
         let _held = Held(locks, id, key);
         read(&mut self.reader())
+    }
+
+    /// The writers of the lock `key` ([`Tx::lock`]) as of now, for a
+    /// reader that takes no lock (a scan through `&Pool`): when
+    /// [`written_since`](Self::written_since) is false after its reads, no
+    /// transaction held `key` exclusively while it read, so what it read
+    /// no holder was changing. Locks share counters (a stripe of the lock
+    /// table per key), so a writer of another key may also count.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("watch.pool");
+    /// use rewind::{Pool, PoolConfig};
+    /// let pool = Pool::create(&path, "doc", 4 << 20, &PoolConfig::default())?;
+    /// let x = pool.transaction(|tx| tx.root::<u64>())?;
+    /// let w = pool.write_watch(x.offset());
+    /// assert!(!pool.written_since(w));
+    /// pool.transaction(|tx| {
+    ///     tx.lock(x)?;
+    ///     tx.write(x, &1)
+    /// })?;
+    /// assert!(pool.written_since(w));
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn write_watch(&self, key: u64) -> crate::WriteWatch {
+        self.eng.locks.watch(key)
+    }
+
+    /// Whether a transaction held the lock of `w`'s key exclusively when
+    /// `w` was taken ([`write_watch`](Self::write_watch)), or took it since.
+    pub fn written_since(&self, w: crate::WriteWatch) -> bool {
+        self.eng.locks.written_since(w)
     }
 
     /// Reads bytes at a pool offset.
@@ -704,11 +790,13 @@ impl Pool {
     /// may roll back, is not among them, nor is a catalog half rewritten
     /// (or freed and reused) read as a damaged one. Inside another
     /// isolated read it is an isolated read of another key (see
-    /// [`read_isolated`](Self::read_isolated)'s lock timeout).
+    /// [`read_isolated`](Self::read_isolated)'s lock timeout). Inside a
+    /// transaction of this pool it reads the catalog as it is, unchecked
+    /// (that transaction may hold its lock).
     pub fn roots(&self) -> Result<Vec<NamedRoot>, Error> {
         self.eng.usable()?;
         let e = &self.eng;
-        self.read_isolated(meta::CATALOG, |_| {
+        self.lookup_isolated(meta::CATALOG, |_| {
             crate::alloc::catalog::read(&e.dom, &e.hdr.layout, &|o, b| e.read_committed(o, b))
         })
     }
@@ -716,7 +804,7 @@ impl Pool {
     /// The root object, if one was created (see [`Tx::root`]); isolated,
     /// as [`roots`](Self::roots), from a transaction creating it.
     pub fn root<T: Pod>(&self) -> Result<Option<PPtr<T>>, Error> {
-        self.read_isolated(meta::ROOT, |_| self.eng.root::<T>())
+        self.lookup_isolated(meta::ROOT, |_| self.eng.root::<T>())
     }
 
     /// Fences, flushed lines and non-temporal lines so far.
