@@ -21,7 +21,10 @@
 //!
 //! **Recovery** reads the blocks in order, applies each record's ranges to
 //! the page's previous image, and keeps the frames of every transaction
-//! whose commit record checks; the first one that does not ends the log.
+//! whose commit record checks; the first one that does not ends the log,
+//! unless a commit that checks follows it (chained from its stored crc, or
+//! from the crc its records give): a crash tears only the last commit, so
+//! that is damage after the commit, `Error::Damaged`, not a silent end.
 //!
 //! **Generations.** SQLite restarts its WAL (new salts, frame numbers from 1)
 //! once a checkpoint has copied every frame into the database file. The
@@ -440,6 +443,18 @@ impl WalLog {
                 }
                 Kind::Commit => {
                     let sum = std::mem::replace(&mut crc, crc32fast::Hasher::new()).finalize();
+                    // (Seeded with the crc stored, or with the one the
+                    // records give when it is the stored crc that was hit.)
+                    if sum != h.crc
+                        && (self.commit_follows(cur, pos, &block, h.crc)?
+                            || self.commit_follows(cur, pos, &block, sum)?)
+                    {
+                        return Err(Error::Damaged {
+                            what: "a committed transaction's records fail their checksum, and \
+                                   committed transactions follow them: the log was damaged \
+                                   after its commit (a crash tears only the last commit)",
+                        });
+                    }
                     if sum != h.crc || h.ntrunc == 0 {
                         break;
                     }
@@ -458,6 +473,61 @@ impl WalLog {
             }
         }
         Ok(frames)
+    }
+
+    /// Whether a commit whose crc checks lies past the commit record ending
+    /// at `pos` of block `cur` (read into `block`), whose stored crc,
+    /// `seed`, failed: the writer chained the next commit from that stored
+    /// crc, and wrote it only after the failed one's fence, so one that
+    /// checks means the failed one was damaged after its commit, not torn
+    /// by a crash. Records are hashed as [`scan`](Self::scan) hashes them;
+    /// any record that does not decode ends the search (no).
+    fn commit_follows(
+        &self,
+        mut cur: usize,
+        mut pos: u64,
+        block: &[u8],
+        seed: u32,
+    ) -> Result<bool, Error> {
+        let mut crc = crc32fast::Hasher::new_with_initial(seed);
+        let mut block = block.to_vec();
+        loop {
+            let room = (self.block_size - pos) as usize;
+            let at = pos as usize;
+            let h = match room < REC_HDR {
+                true => None,
+                false => match Header::decode(&block[at..], room) {
+                    Some(h) if h.gen == self.gen => Some(h),
+                    _ => return Ok(false),
+                },
+            };
+            if h.is_none_or(|h| h.kind == Kind::Jump) {
+                if let Some(h) = h {
+                    crc.update(&block[at..at + h.len]);
+                }
+                if cur + 1 == self.blocks.len() {
+                    return Ok(false);
+                }
+                cur += 1;
+                pos = BLOCK_HDR;
+                self.pool.read_bytes(self.blocks[cur], &mut block)?;
+                continue;
+            }
+            let h = h.expect("checked");
+            if h.kind == Kind::Commit {
+                let mut rec = block[at..at + h.len].to_vec();
+                rec[CRC_OFF..CRC_OFF + 4].fill(0);
+                crc.update(&rec);
+                let sum = std::mem::replace(&mut crc, crc32fast::Hasher::new()).finalize();
+                if sum == h.crc && h.ntrunc != 0 {
+                    return Ok(true);
+                }
+                crc = crc32fast::Hasher::new_with_initial(h.crc);
+            } else {
+                crc.update(&block[at..at + h.len]);
+            }
+            pos += h.len as u64;
+        }
     }
 
     /// Links a new block after the last one (one rewind transaction). The

@@ -121,3 +121,39 @@ fn a_damaged_generation_is_an_error_never_an_abort_or_a_silent_loss() {
         );
     }
 }
+
+/// One flipped bit in a committed transaction's record, with committed
+/// transactions after it: a crash tears only the last commit, so that is
+/// damage, an error, not a log silently ended before it (as SQLite's own
+/// WAL would end at the first frame that fails its checksum).
+#[test]
+fn a_flipped_bit_in_a_committed_record_is_an_error_not_a_shorter_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = crashed_db(dir.path());
+    for (name, at) in [("early", 1000u64), ("later", 5000)] {
+        let path = dir.path().join(format!("{name}.db"));
+        let pool = rewind_sqlite::pool_path(&dir.path().join(format!("{name}.db-wal")));
+        std::fs::write(&path, &files.0).unwrap();
+        std::fs::write(&pool, &files.1).unwrap();
+        let p = rewind::Pool::open(
+            &pool,
+            rewind_sqlite::LAYOUT,
+            &rewind::OpenOptions::default(),
+        )
+        .unwrap();
+        let root = p.root::<[u8; 128]>().unwrap().unwrap().offset();
+        let mut head = [0u8; 8];
+        p.read_bytes(root + 16, &mut head).unwrap();
+        let byte = u64::from_le_bytes(head) + at;
+        let mut b = [0u8; 1];
+        p.read_bytes(byte, &mut b).unwrap();
+        p.transaction(|tx| tx.write_bytes(byte, &[b[0] ^ 0x10]))
+            .unwrap();
+        p.close().unwrap();
+        let r = open_and_count(&path);
+        assert!(
+            r.as_ref().is_err_and(|e| e.contains("damaged")),
+            "{name}: {r:?}"
+        );
+    }
+}
