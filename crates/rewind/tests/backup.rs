@@ -135,3 +135,38 @@ fn backups_of_a_growing_pool_open() {
     });
     assert!(pool.size() > 4 << 20, "the pool grew during the backups");
 }
+
+/// A copy of the file taken while the pool is open (a `cp`, not a backup)
+/// says so in its recovery report: its open stamp names the other file. The
+/// pool reopened after a clean close, or after its opener vanished without
+/// one, and a `backup_to` copy, do not.
+#[test]
+fn a_copy_taken_while_open_says_so_and_a_backup_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.pool");
+    let pool = Pool::create(&path, "bank", 4 << 20, &PoolConfig::default()).unwrap();
+    let x: PPtr<u64> = pool.transaction(|tx| tx.root()).unwrap();
+    pool.transaction(|tx| tx.write(x, &7)).unwrap();
+    let copy = dir.path().join("copy.pool");
+    std::fs::copy(&path, &copy).unwrap();
+    let backup = dir.path().join("backup.pool");
+    pool.backup_to(&backup).unwrap();
+    // Gone without a close: the stamp stays, the file's own.
+    std::mem::forget(pool);
+    let opts = OpenOptions::default();
+    let c = Pool::open(&copy, "bank", &opts).unwrap();
+    assert!(c.recovery_report().copied_while_open);
+    assert!(c
+        .recovery_report()
+        .to_string()
+        .contains("copy of a pool taken while it was open"));
+    assert_eq!(c.read(x).unwrap(), 7);
+    c.close().unwrap();
+    // Closed cleanly, the copy is a pool of its own now.
+    let c = Pool::open(&copy, "bank", &opts).unwrap();
+    assert!(!c.recovery_report().copied_while_open);
+    c.close().unwrap();
+    let b = Pool::open(&backup, "bank", &opts).unwrap();
+    assert!(!b.recovery_report().copied_while_open);
+    b.close().unwrap();
+}

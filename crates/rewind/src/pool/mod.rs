@@ -407,7 +407,13 @@ impl Pool {
         let stamp = file::identity(path, &f)?;
         let mut dom = Domain::map_reserved(path, f.into_file(), backend, hdr.layout.pool_size)?;
         dom.set_latency(opts.nvm_latency);
+        // The stamp an opener left: another file's, this is a copy of it.
+        let left = dom.read_u64(meta::STAMP)?;
         Engine::start(dom, path, layout, opts.write_back)
+            .map(|mut e| {
+                e.report.copied_while_open = left != 0 && left != stamp;
+                e
+            })
             .map(Pool::start)
             .and_then(|p| p.stamped(stamp))
     }

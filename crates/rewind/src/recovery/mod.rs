@@ -42,6 +42,12 @@ pub struct RecoveryReport {
     /// Commit groups replayed from the commit ring (counted in
     /// `committed`, their entries in `redone`).
     pub ring_groups: u64,
+    /// The file's open stamp named another file: it is a copy of a pool
+    /// taken while that pool was open (or had crashed and was not yet
+    /// recovered). A copy of a crashed pool recovers whole; one of a live
+    /// pool (a `cp` while it ran) may be torn, and nothing can tell:
+    /// copy pools with `Pool::backup_to` or `rewind copy`.
+    pub copied_while_open: bool,
 }
 
 impl fmt::Display for RecoveryReport {
@@ -67,7 +73,15 @@ impl fmt::Display for RecoveryReport {
             } else {
                 ""
             }
-        )
+        )?;
+        if self.copied_while_open {
+            write!(
+                f,
+                "; this file is a copy of a pool taken while it was open: a copy of a live pool \
+                 may be torn (use Pool::backup_to or `rewind copy`)"
+            )?;
+        }
+        Ok(())
     }
 }
 
