@@ -12,6 +12,16 @@ fn configs() -> [(LogVariant, Policy); 3] {
     ]
 }
 
+/// Drains a scan that ran beside changes: every error it yields is
+/// `Changed`.
+fn ends_changed<T>(scan: impl IntoIterator<Item = Result<T, Error>>, what: &str) {
+    for e in scan {
+        if let Err(e) = e {
+            assert!(matches!(e, Error::Changed { .. }), "{what}: {e:?}");
+        }
+    }
+}
+
 /// A hash map grown by inserts committed between the steps of a scan
 /// (one thread): the scan meets a chain longer than the length it began
 /// with, or a table the doubling freed. That is `Changed`, never
@@ -43,12 +53,10 @@ fn a_hash_scan_beside_inserts_ends_changed_not_corrupt() {
             }
             // (Every entry the scan yielded brought one more: it ends on an
             // error, or on the last bucket.)
-            if let Some(e) = ended {
-                assert!(
-                    matches!(e, Error::Changed { .. }),
-                    "{variant:?} {policy:?} {n}: {e:?}"
-                );
-            }
+            ends_changed(
+                ended.map(Err::<(), _>),
+                &format!("{variant:?} {policy:?} {n}"),
+            );
             map.check_invariants(&pool).unwrap();
         }
     }
@@ -86,14 +94,7 @@ fn a_btree_scan_beside_removals_ends_changed_not_corrupt() {
             Ok::<_, Error>(())
         })
         .unwrap();
-        for e in it {
-            if let Err(e) = e {
-                assert!(
-                    matches!(e, Error::Changed { .. }),
-                    "{variant:?} {policy:?}: {e:?}"
-                );
-            }
-        }
+        ends_changed(it, &format!("{variant:?} {policy:?}"));
         map.check_invariants(&pool).unwrap();
         assert_eq!(map.len(&pool).unwrap(), 0);
         other.check_invariants(&pool).unwrap();
@@ -125,14 +126,7 @@ fn a_list_scan_beside_removals_ends_changed_not_corrupt() {
             Ok::<_, Error>(())
         })
         .unwrap();
-        for e in it {
-            if let Err(e) = e {
-                assert!(
-                    matches!(e, Error::Changed { .. }),
-                    "{variant:?} {policy:?}: {e:?}"
-                );
-            }
-        }
+        ends_changed(it, &format!("{variant:?} {policy:?}"));
         list.check_invariants(&pool).unwrap();
     }
 }

@@ -38,6 +38,17 @@ fn crashed_db(dir: &Path) -> (Vec<u8>, Vec<u8>) {
 /// Writes the crashed database as `name`.db, with `damage` applied to its
 /// pool through the pool's own API (the root object's bytes at `off`).
 fn damaged(dir: &Path, name: &str, files: &(Vec<u8>, Vec<u8>), off: u64, bytes: &[u8]) -> PathBuf {
+    copy_with(dir, name, files, |_, root| (root + off, bytes.to_vec()))
+}
+
+/// Writes the crashed database as `name`.db, with `poke(pool, root)`'s
+/// bytes written at its offset in the pool through the pool's own API.
+fn copy_with(
+    dir: &Path,
+    name: &str,
+    files: &(Vec<u8>, Vec<u8>),
+    poke: impl FnOnce(&rewind::Pool, u64) -> (u64, Vec<u8>),
+) -> PathBuf {
     let path = dir.join(format!("{name}.db"));
     let pool = rewind_sqlite::pool_path(&dir.join(format!("{name}.db-wal")));
     std::fs::write(&path, &files.0).unwrap();
@@ -49,8 +60,8 @@ fn damaged(dir: &Path, name: &str, files: &(Vec<u8>, Vec<u8>), off: u64, bytes: 
     )
     .unwrap();
     let root = p.root::<[u8; 128]>().unwrap().unwrap().offset();
-    p.transaction(|tx| tx.write_bytes(root + off, bytes))
-        .unwrap();
+    let (at, bytes) = poke(&p, root);
+    p.transaction(|tx| tx.write_bytes(at, &bytes)).unwrap();
     p.close().unwrap();
     path
 }
@@ -131,25 +142,15 @@ fn a_flipped_bit_in_a_committed_record_is_an_error_not_a_shorter_log() {
     let dir = tempfile::tempdir().unwrap();
     let files = crashed_db(dir.path());
     for (name, at) in [("early", 1000u64), ("later", 5000)] {
-        let path = dir.path().join(format!("{name}.db"));
-        let pool = rewind_sqlite::pool_path(&dir.path().join(format!("{name}.db-wal")));
-        std::fs::write(&path, &files.0).unwrap();
-        std::fs::write(&pool, &files.1).unwrap();
-        let p = rewind::Pool::open(
-            &pool,
-            rewind_sqlite::LAYOUT,
-            &rewind::OpenOptions::default(),
-        )
-        .unwrap();
-        let root = p.root::<[u8; 128]>().unwrap().unwrap().offset();
-        let mut head = [0u8; 8];
-        p.read_bytes(root + 16, &mut head).unwrap();
-        let byte = u64::from_le_bytes(head) + at;
-        let mut b = [0u8; 1];
-        p.read_bytes(byte, &mut b).unwrap();
-        p.transaction(|tx| tx.write_bytes(byte, &[b[0] ^ 0x10]))
-            .unwrap();
-        p.close().unwrap();
+        // A bit of the head block's byte `at` flipped.
+        let path = copy_with(dir.path(), name, &files, |p, root| {
+            let mut head = [0u8; 8];
+            p.read_bytes(root + 16, &mut head).unwrap();
+            let byte = u64::from_le_bytes(head) + at;
+            let mut b = [0u8; 1];
+            p.read_bytes(byte, &mut b).unwrap();
+            (byte, vec![b[0] ^ 0x10])
+        });
         let r = open_and_count(&path);
         assert!(
             r.as_ref().is_err_and(|e| e.contains("damaged")),
