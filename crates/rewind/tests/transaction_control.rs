@@ -194,6 +194,68 @@ fn a_nested_top_action_survives_the_abort_of_its_transaction() {
     }
 }
 
+/// A nested top action whose closure panics, the panic caught inside the
+/// transaction: the action is undone as after an error, the transaction
+/// goes on in its own frame (a savepoint of its top level can be rolled
+/// back to) and commits without the action's writes, whether the action
+/// is the transaction's first work (a group of its own under redo) or not.
+#[test]
+fn a_panic_caught_from_a_nested_top_action_undoes_it_and_the_transaction_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"planned") {
+            eprintln!("{info}");
+        }
+    }));
+    for (v, p) in configs() {
+        let (pool, root) = pool(dir.path(), v, p);
+        for first in [true, false] {
+            pool.transaction(|tx| {
+                if !first {
+                    tx.write(root.cast::<u64>(), &1)?;
+                }
+                let sp = tx.savepoint()?;
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let _ = tx.nested_top_action(|tx| {
+                        tx.write(root.cast::<u64>().at(1), &77)?;
+                        let node = tx.alloc::<u64>()?;
+                        tx.write(root.cast::<u64>().at(3), &node.offset())?;
+                        panic!("planned");
+                        #[allow(unreachable_code)]
+                        Ok::<_, Error>(())
+                    });
+                }));
+                assert!(caught.is_err());
+                let r = tx.read(root)?;
+                assert_eq!((r.b, r.kept), (0, 0), "{v}-{p} {first}: the action undone");
+                tx.write(root.cast::<u64>().at(2), &5)?;
+                tx.rollback_to(sp)?;
+                tx.write(root.cast::<u64>().at(2), &9)
+            })
+            .unwrap_or_else(|e| panic!("{v}-{p} {first}: {e:?}"));
+            let pool2 = &pool;
+            let r = pool2.read(root).unwrap();
+            assert_eq!((r.b, r.obj, r.kept), (0, 9, 0), "{v}-{p} {first}");
+            assert_eq!(r.a, u64::from(!first), "{v}-{p} {first}");
+            pool.transaction(|tx| tx.write(root, &Root::zeroed()))
+                .unwrap();
+        }
+        // The root is the only block allocated, live and as rebuilt at open.
+        let used = pool.alloc_stats().bytes_used;
+        let pool = reopen(pool, dir.path(), v, p);
+        let r = pool.read(root).unwrap();
+        assert_eq!(
+            (r.a, r.b, r.obj, r.kept),
+            (0, 0, 0, 0),
+            "{v}-{p}: after reopen"
+        );
+        let after = pool.alloc_stats().bytes_used;
+        assert_eq!((used, after), (1024, 1024), "{v}-{p}: no block leaked");
+    }
+    std::panic::set_hook(quiet);
+}
+
 #[test]
 fn atomic_write_takes_one_fence_for_an_aligned_word_under_force_and_redo_and_a_transaction_otherwise(
 ) {

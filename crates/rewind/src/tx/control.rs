@@ -229,7 +229,10 @@ impl<'p> Tx<'p> {
     /// what it does stays even if the enclosing transaction later rolls
     /// back, and is as durable as the enclosing transaction's commit would
     /// be. If `f` returns an error, what it did is rolled back (the
-    /// enclosing transaction goes on) and the error is returned.
+    /// enclosing transaction goes on) and the error is returned. If `f`
+    /// panics, what it did is rolled back the same way before the panic
+    /// goes on: a program that catches it inside the transaction goes on in
+    /// the enclosing transaction, without the action's writes.
     ///
     /// The classic use is a structure change that others may already rely
     /// on, such as a B-tree page split: it stays while the insert that
@@ -275,7 +278,8 @@ impl<'p> Tx<'p> {
             frame: self.frame,
             ..start
         };
-        let r = f(self).and_then(|v| {
+        let (r, panic) = self.run_action(f);
+        let r = r.and_then(|v| {
             self.live()?;
             let r = self.end_action(start, head, freed_from);
             self.check(r).map(|_| v).map_err(E::from)
@@ -284,11 +288,30 @@ impl<'p> Tx<'p> {
             // The action is undone; the enclosing transaction goes on.
             if let Err(e) = self.rollback_to(start) {
                 (self.frame, self.frame_start) = (outer, outer_start);
+                resume(panic);
                 return Err(e.into());
             }
         }
         (self.frame, self.frame_start) = (outer, outer_start);
+        resume(panic);
         r
+    }
+
+    /// Runs an action's closure. A panic in it comes back as
+    /// `Err(Aborted)` with its payload: the action is then undone and the
+    /// enclosing frame restored, as after an error, before the panic goes
+    /// on ([`resume`]); so a program that catches it inside the
+    /// transaction goes on in the enclosing frame, without the action's
+    /// writes.
+    #[allow(clippy::type_complexity)]
+    fn run_action<R, E: From<Error>>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'p>) -> Result<R, E>,
+    ) -> (Result<R, E>, Option<Box<dyn std::any::Any + Send>>) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
+            Ok(r) => (r, None),
+            Err(payload) => (Err(E::from(Error::Aborted)), Some(payload)),
+        }
     }
 
     /// Ends a nested top action begun at `start`, when the transaction's
@@ -331,7 +354,8 @@ impl<'p> Tx<'p> {
             undo_len: 0,
             entry_lsn: 0,
         };
-        let r = f(self).and_then(|v| {
+        let (r, panic) = self.run_action(f);
+        let r = r.and_then(|v| {
             self.live()?;
             let r = self.end_joined(start, head);
             self.check(r).map(|_| v).map_err(E::from)
@@ -354,10 +378,12 @@ impl<'p> Tx<'p> {
             };
             if let Err(e) = r2 {
                 (self.frame, self.frame_start, self.flat) = (0, 0, None);
+                resume(panic);
                 return Err(e.into());
             }
         }
         (self.frame, self.frame_start, self.flat) = (0, 0, None);
+        resume(panic);
         r
     }
 
@@ -404,5 +430,13 @@ impl<'p> Tx<'p> {
         // into them are logged.
         self.log.blocks.fresh.clear();
         Ok(())
+    }
+}
+
+/// Goes on with the panic an action's closure raised, if it did
+/// ([`Tx::run_action`]).
+fn resume(panic: Option<Box<dyn std::any::Any + Send>>) {
+    if let Some(payload) = panic {
+        std::panic::resume_unwind(payload);
     }
 }
