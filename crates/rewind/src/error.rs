@@ -132,8 +132,9 @@ pub enum Error {
         /// Pool size.
         size: u64,
     },
-    /// The heap has no free block large enough.
-    #[error("out of pool memory: no free block of {requested} bytes, and no room to grow the pool to one (free memory, or create the pool with a larger `max_size`)")]
+    /// The heap has no free block large enough (`requested` is
+    /// `u64::MAX` for a size that overflows, an array's say).
+    #[error("out of pool memory: {}", out_of_memory(*requested))]
     OutOfMemory {
         /// Bytes asked for.
         requested: u64,
@@ -171,8 +172,9 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
-    /// A write aimed outside the heap (at the header, log or allocator).
-    #[error("write to [{offset}, {offset}+{len}) is outside the heap [{heap_start}, {heap_end}); only allocated memory may be written")]
+    /// A read or write aimed outside the heap (at the header, log or
+    /// allocator).
+    #[error("access to [{offset}, {offset}+{len}) is outside the heap [{heap_start}, {heap_end}); only allocated memory may be read or written")]
     NotInHeap {
         /// Start offset.
         offset: u64,
@@ -300,3 +302,14 @@ impl Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// [`Error::OutOfMemory`]'s reason.
+fn out_of_memory(requested: u64) -> String {
+    match requested {
+        u64::MAX => "the size asked for overflows 64 bits (an array of too many elements?)".into(),
+        n => format!(
+            "no free block of {n} bytes, and no room to grow the pool to one (free memory, or \
+             create the pool with a larger `max_size`)"
+        ),
+    }
+}

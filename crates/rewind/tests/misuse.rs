@@ -20,6 +20,23 @@ fn null_pointer_reads_and_writes_are_errors() {
     assert!(matches!(e, Error::NullPointer { .. }), "{e}");
 }
 
+/// The messages say what happened: a read outside the heap is an access,
+/// not a write; an array whose size overflows is not a pool to enlarge.
+#[test]
+fn messages_name_reads_as_accesses_and_overflowing_sizes_as_such() {
+    let p = pool();
+    let header = PPtr::<u64>::from_offset(8);
+    let e = p.read(header).unwrap_err();
+    assert!(matches!(e, Error::NotInHeap { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("access to [8, 8+8)"), "{e}");
+    let e = p
+        .transaction(|tx| tx.alloc_array::<u64>(u64::MAX / 8 + 1))
+        .unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+    assert!(e.to_string().contains("overflows"), "{e}");
+    assert!(!e.to_string().contains("max_size"), "{e}");
+}
+
 #[test]
 fn memory_never_allocated_is_refused() {
     let p = pool();
