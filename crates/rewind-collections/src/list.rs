@@ -508,6 +508,13 @@ impl<T: Stored> List<T> {
     /// The offsets of every block the list owns, header first (committed
     /// state): for space accounting and checks.
     pub fn blocks(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
+        // (Taken before the header is read: a writer meanwhile makes an
+        // error `Changed`, as for a scan.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        self.blocks_unwatched(pool).map_err(|e| watch.explain(e))
+    }
+
+    fn blocks_unwatched(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
         let mut m = pool;
         let h = self.header(&mut m)?;
         let mut out = vec![self.hdr];
@@ -537,6 +544,14 @@ impl<T: Stored> List<T> {
     /// Checks the links: walking forward visits `len` nodes ending at the
     /// tail, and every node's `prev` is the node before it.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
+        // (Taken before the header is read: a writer meanwhile makes an
+        // error `Changed`, as for a scan.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        self.check_invariants_unwatched(pool)
+            .map_err(|e| watch.explain(e))
+    }
+
+    fn check_invariants_unwatched(&self, pool: &Pool) -> Result<()> {
         self.blocks(pool).map(|_| ())
     }
 

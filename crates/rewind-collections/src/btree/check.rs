@@ -7,7 +7,7 @@ use rewind::{PPtr, Pool, Tx};
 use super::node::{fingerprint, Raw, FPS_OFF};
 use super::{BTreeMap, Header, MAX_DEPTH, WHAT};
 use crate::error::{corrupt, Result};
-use crate::mem::Mem;
+use crate::mem::{Mem, ScanWatch};
 use crate::storable::Storable;
 
 /// What a walk of the tree collects.
@@ -32,6 +32,14 @@ where
     /// leaf chain visiting exactly the leaves in key order; the header's
     /// entry count and first leaf right.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
+        // (Taken before the header is read: a writer meanwhile makes an
+        // error `Changed`, as for a scan.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        self.check_invariants_unwatched(pool)
+            .map_err(|e| watch.explain(e))
+    }
+
+    fn check_invariants_unwatched(&self, pool: &Pool) -> Result<()> {
         let mut m = pool;
         let h = self.header(&mut m)?;
         let mut w = Walk {
@@ -75,6 +83,13 @@ where
     /// by nested top actions of aborted inserts (undo policies) are
     /// reachable, so they are here too.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
+        // (Taken before the header is read: a writer meanwhile makes an
+        // error `Changed`, as for a scan.)
+        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        self.blocks_unwatched(pool).map_err(|e| watch.explain(e))
+    }
+
+    fn blocks_unwatched(&self, pool: &Pool) -> Result<Vec<u64>> {
         self.blocks_in(&mut { pool })
     }
 
