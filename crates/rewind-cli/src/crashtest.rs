@@ -19,7 +19,9 @@ pub struct CrashtestArgs {
     /// Time budget in seconds (default 60 unless --budget is given).
     #[arg(long, conflicts_with = "budget")]
     seconds: Option<f64>,
-    /// Count budget: crash images to check (the same result on any machine).
+    /// Count budget: crash images to check, in whole programs (the run
+    /// ends with the program that reaches it; the same result on any
+    /// machine).
     #[arg(long, value_name = "IMAGES")]
     budget: Option<u64>,
     /// First program seed (program i uses seed + i).
@@ -113,7 +115,7 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     }
     let limit = match budget {
         Budget::Seconds(s) => format!("{s} s"),
-        Budget::Images(n) => format!("{n} images"),
+        Budget::Images(n) => format!("{n} images (in whole programs)"),
         Budget::Programs(n) => format!("{n} programs"),
     };
     println!(

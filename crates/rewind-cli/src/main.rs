@@ -76,9 +76,15 @@ enum Command {
 
 fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Demo(args) => demo::run(&args),
+        Command::Demo(args) => {
+            scratch::remove_on_signal();
+            demo::run(&args)
+        }
         Command::DemoChild(args) => demo::child(&args),
-        Command::Bench(args) => bench::run(&args),
+        Command::Bench(args) => {
+            scratch::remove_on_signal();
+            bench::run(&args)
+        }
         Command::Crashtest(args) => crashtest::run(&args),
         Command::ProfileTpcc(args) => bench::tpcc::profile::run(&args),
         Command::Info(a) => inspect::info(&a),

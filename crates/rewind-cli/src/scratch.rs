@@ -21,14 +21,60 @@ pub fn base_dir() -> PathBuf {
 }
 
 /// A fresh directory under `base` (`None`: [`base_dir`]), removed with
-/// everything in it when dropped.
-pub fn dir(base: Option<&Path>) -> Result<TempDir, CliError> {
+/// everything in it when dropped, or by [`remove_on_signal`]'s handler when
+/// the process is interrupted first.
+pub fn dir(base: Option<&Path>) -> Result<Scratch, CliError> {
     let base = base.map_or_else(base_dir, Path::to_path_buf);
-    tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("rewind-bench-")
         .tempdir_in(&base)
         .map_err(CliError::io(format!(
             "creating a scratch directory in {}",
             base.display()
-        )))
+        )))?;
+    live().push(dir.path().to_path_buf());
+    Ok(Scratch(dir))
+}
+
+/// A scratch directory (see [`dir`]).
+pub struct Scratch(TempDir);
+
+impl Scratch {
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let mut live = live();
+        if let Some(i) = live.iter().position(|p| p == self.0.path()) {
+            live.swap_remove(i);
+        }
+    }
+}
+
+/// The scratch directories not yet dropped.
+fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// On SIGINT, SIGTERM or SIGHUP, removes every scratch directory still
+/// there, then exits with status 130: an
+/// interrupted benchmark leaves no gigabytes of pools in `/dev/shm` (RAM)
+/// or on a disk. (The handler runs on a thread of its own, not in the
+/// signal's context.) Installed once; a second call does nothing.
+pub fn remove_on_signal() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            for p in live().drain(..) {
+                let _ = std::fs::remove_dir_all(&p);
+            }
+            eprintln!("interrupted: scratch files removed");
+            std::process::exit(130);
+        });
+    });
 }

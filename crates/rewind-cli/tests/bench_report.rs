@@ -85,12 +85,39 @@ fn a_changed_result_is_caught_and_regenerating_fixes_it() {
     };
     let stale = report(true);
     assert_eq!(stale.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&stale.stderr).contains("fence"));
+    let err = String::from_utf8_lossy(&stale.stderr);
+    assert!(err.contains("fence"), "{err}");
+    // The command it suggests writes the document checked, not another.
+    assert!(
+        err.contains(&format!("--markdown {}", md.display())),
+        "{err}"
+    );
     assert!(report(false).status.success());
     assert!(report(true).status.success());
     assert!(std::fs::read_to_string(data.join("fence.csv"))
         .unwrap()
         .contains("12345"));
+}
+
+/// A directory with no results is refused, not a document of empty
+/// sections written over the one there.
+#[test]
+fn a_directory_without_results_is_refused_and_the_document_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("empty");
+    std::fs::create_dir(&data).unwrap();
+    let md = dir.path().join("B.md");
+    std::fs::write(&md, "kept\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["bench", "report", "--out"])
+        .arg(&data)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .expect("run the rewind binary");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no benchmark results"));
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), "kept\n");
 }
 
 /// Results the report cannot use are errors naming them, never sections

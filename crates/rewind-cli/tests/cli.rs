@@ -511,6 +511,68 @@ fn demo_refuses_to_replace_another_pool() {
     assert_eq!(held.read(root).unwrap(), 7, "the pool is the one created");
 }
 
+/// At the default path too (the temp dir's `rewind-demo.pool`), a file
+/// that is not a pool is refused and kept, as the help says; and while a
+/// demo holds its pool, a second one on the same pool is refused at once
+/// (it removed the first one's pool between its steps).
+#[test]
+fn demo_keeps_a_file_at_its_default_path_and_runs_alone_on_a_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = dir.path().join("rewind-demo.pool");
+    std::fs::write(&default, "notes\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["demo", "--seconds-before-kill", "0.1"])
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, &["not a rewind pool"]);
+    assert_eq!(std::fs::read_to_string(&default).unwrap(), "notes\n");
+    // The claim a running demo holds on its pool.
+    let pool = dir.path().join("p.pool");
+    let mut lock = pool.as_os_str().to_owned();
+    lock.push(".demo-lock");
+    let held = std::fs::File::create(&lock).unwrap();
+    held.lock().unwrap();
+    let out = rewind(&["demo", "--pool", pool.to_str().unwrap()]);
+    assert_clean_failure(&out, &["another `rewind demo`"]);
+    assert!(!pool.exists());
+}
+
+/// An interrupted benchmark (SIGINT, SIGTERM) removes its scratch pools:
+/// gigabytes in `/dev/shm`, which is memory, were left behind.
+#[test]
+fn an_interrupted_bench_removes_its_scratch_pools() {
+    let dir = tempfile::tempdir().unwrap();
+    for signal in ["INT", "TERM"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rewind"))
+            .args(["bench", "overhead", "--quick", "--out"])
+            .arg(dir.path().join("out"))
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once the header is out, the scratch directory exists.
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0
+            && !line.contains("median of")
+        {
+            line.clear();
+        }
+        let _ = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status();
+        let status = child.wait().unwrap();
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with("rewind-bench-"))
+            .collect();
+        assert!(left.is_empty(), "SIG{signal} ({status}) left {left:?}");
+    }
+}
+
 #[test]
 fn a_fifo_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();

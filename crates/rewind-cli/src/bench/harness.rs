@@ -57,7 +57,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rewind::persist::Domain;
 use rewind::{Backend, Counters, LogVariant, NvmLatency, Policy, Pool, PoolConfig};
 use serde::Deserialize;
-use tempfile::TempDir;
 
 use super::output::{Chart, Col, Report};
 use crate::error::CliError;
@@ -183,7 +182,7 @@ impl Ctx {
 
     /// A fresh scratch directory for pools and peer files, removed with
     /// everything in it when dropped.
-    pub fn scratch(&self) -> Result<TempDir, CliError> {
+    pub fn scratch(&self) -> Result<crate::scratch::Scratch, CliError> {
         crate::scratch::dir(self.dir.as_deref())
     }
 

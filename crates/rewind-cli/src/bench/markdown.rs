@@ -51,6 +51,15 @@ pub fn generate(
         files.push((data.join(format!("{}.csv", b.name)), report.csv()?));
         reports.push(report);
     }
+    // A directory with no result at all would replace the document with
+    // a page of empty sections.
+    if files.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{}: no benchmark results in it (`rewind bench NAME --out {}` writes them)",
+            data.display(),
+            data.display()
+        )));
+    }
     let mut md = String::from("# Benchmarks\n\n");
     md.push_str(
         "rewind against the systems a user would pick instead, in the papers' experiments. Each \
@@ -218,9 +227,18 @@ fn headline_row(b: &Bench, r: &Report, h: &Headline) -> Result<String, CliError>
         }
         // (Results from before the metric existed: neither side has it.)
         (None, None) => format!("| {link} | {param} | not measured | not measured | |\n"),
-        _ => format!(
-            "| {link} | {param} | not measured | {} not in this run | |\n",
+        // The peer not in this run (a build without `peers`): ours as
+        // measured.
+        (Some((o, ov)), None) => format!(
+            "| {link} | {param} | {o} {} {} | {} not in this run | |\n",
+            num(ov),
+            h.unit,
             h.against.join(", ")
+        ),
+        (None, Some((p, pv))) => format!(
+            "| {link} | {param} | not measured | {p} {} {} | |\n",
+            num(pv),
+            h.unit
         ),
     })
 }

@@ -48,7 +48,9 @@ pub struct BenchArgs {
     /// With `report`: the document to write [default: BENCHMARKS.md].
     #[arg(long)]
     markdown: Option<PathBuf>,
-    /// Fewer transactions per measurement: the whole run takes well under two minutes.
+    /// Fewer transactions per measurement: on the pmem backend each
+    /// experiment takes seconds to a minute (on msync every fence is a
+    /// device flush: many minutes).
     #[arg(long)]
     quick: bool,
     /// Directory for the JSON, CSV and SVG results.
@@ -209,7 +211,11 @@ const BUILT_PEERS: &[&str] = if cfg!(feature = "peers") {
 fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let meta = b.meta()?;
     println!("bench {} ({})", b.name, meta.about);
-    println!("  {}", ctx.describe());
+    match on_disk(b.name) {
+        // (Whatever --backend says: these measure a disk.)
+        true => println!("  backend msync, on a disk: the temp dir or --dir"),
+        false => println!("  {}", ctx.describe()),
+    }
     let missing: Vec<&str> = (meta.peers.iter())
         .map(String::as_str)
         .filter(|p| !BUILT_PEERS.contains(p))
@@ -221,7 +227,7 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         );
     }
     let mut report = Report::new(b.name);
-    report.machine = machine(ctx);
+    report.machine = machine(ctx, b.name);
     report.scale = format!("{:?}", ctx.scale).to_lowercase();
     report.configs = harness::chosen_configs();
     (b.run)(ctx, &mut report)?;
@@ -238,8 +244,14 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The experiments that run on the msync backend in the temp dir (or
+/// `--dir`) whatever `--backend` says: they measure a disk.
+fn on_disk(name: &str) -> bool {
+    matches!(name, "disk" | "group-commit")
+}
+
 /// The machine, where the pools went and the backend, as a report names them.
-fn machine(ctx: &Ctx) -> String {
+fn machine(ctx: &Ctx, name: &str) -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = (cpuinfo.lines())
         .find_map(|l| {
@@ -249,11 +261,19 @@ fn machine(ctx: &Ctx) -> String {
         })
         .unwrap_or("unknown CPU");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let dir = ctx.dir.clone().unwrap_or_else(crate::scratch::base_dir);
+    let (dir, backend) = match on_disk(name) {
+        true => (
+            ctx.dir.clone().unwrap_or_else(std::env::temp_dir),
+            Backend::Msync,
+        ),
+        false => (
+            ctx.dir.clone().unwrap_or_else(crate::scratch::base_dir),
+            ctx.backend,
+        ),
+    };
     format!(
-        "{cpu}, {cores} cores, pools in {} ({} backend)",
-        dir.display(),
-        ctx.backend
+        "{cpu}, {cores} cores, pools in {} ({backend} backend)",
+        dir.display()
     )
 }
 
@@ -276,8 +296,13 @@ fn report(args: &BenchArgs) -> Result<(), CliError> {
     if stale.is_empty() {
         return Ok(());
     }
+    // (The command that rewrites them: `--markdown` too when it was given.)
+    let markdown = match &args.markdown {
+        Some(m) => format!(" --markdown {}", m.display()),
+        None => String::new(),
+    };
     Err(harness::failed(format!(
-        "regenerating from {}/*.json changes {}: run `rewind bench report --out {}`",
+        "regenerating from {}/*.json changes {}: run `rewind bench report --out {}{markdown}`",
         args.out.display(),
         stale.join(", "),
         args.out.display()

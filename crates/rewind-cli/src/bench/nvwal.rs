@@ -265,10 +265,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         .scale
         .pick((20, (0, 1)), (1_000, (0, 1)), (2_000, (1, 3)));
     let scratch = ctx.scratch()?;
-    let disk = tempfile::Builder::new()
-        .prefix("rewind-bench-nvwal-")
-        .tempdir()
-        .map_err(CliError::io("creating a directory in the temp dir"))?;
+    let disk = crate::scratch::dir(Some(&std::env::temp_dir()))?;
     println!(
         "  {txs} transactions per run ({} for multi-row ones), {RECORD}-byte records; median of {} rounds",
         txs / 4,

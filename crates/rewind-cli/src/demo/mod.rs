@@ -62,7 +62,7 @@ pub struct DemoArgs {
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let before_kill = Duration::try_from_secs_f64(args.seconds_before_kill).ok();
-    let Some(before_kill) = before_kill.filter(|d| d.as_secs() <= 3600) else {
+    let Some(before_kill) = before_kill.filter(|d| *d <= Duration::from_secs(3600)) else {
         return Err(CliError::Usage(format!(
             "--seconds-before-kill must be between 0 and 3600 seconds, not {}",
             args.seconds_before_kill
@@ -78,6 +78,9 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     );
     println!("pool: {}", path.display());
     println!();
+    // Held to the end: a second demo on this pool would remove it between
+    // this one's steps.
+    let _alone = one_demo(&path)?;
 
     println!("[1/4] create the pool and an empty B+-tree");
     remove_old_pool(&path, args.pool.is_none())?;
@@ -128,6 +131,45 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
 /// layout), and only while no one has it open, so that a typo cannot
 /// delete an unrelated file or another application's pool. A file at the
 /// default path that is no pool at all is the demo's leftover.
+/// The demo's claim on `path`: an exclusive lock on `PATH.demo-lock`,
+/// released (and the file removed) when dropped; another demo holding it
+/// is refused at once.
+struct OneDemo {
+    _held: std::fs::File,
+    path: PathBuf,
+}
+
+impl Drop for OneDemo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn one_demo(path: &Path) -> Result<OneDemo, CliError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".demo-lock");
+    let lock = PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(CliError::io(format!("creating {}", lock.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(OneDemo {
+            _held: file,
+            path: lock,
+        }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(CliError::Usage(format!(
+            "another `rewind demo` is running on {}; wait for it or give another --pool",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(CliError::io(format!("locking {}", lock.display()))(e))
+        }
+    }
+}
+
 fn remove_old_pool(path: &Path, is_default: bool) -> Result<(), CliError> {
     if !path.exists() {
         return Ok(());
@@ -147,8 +189,12 @@ fn remove_old_pool(path: &Path, is_default: bool) -> Result<(), CliError> {
             ))
         }
         Ok(_) => {}
-        Err(_) if !is_default => return refuse("exists and is not a rewind pool".into()),
-        Err(_) => {}
+        // An earlier demo's pool at the default path, written by another
+        // version of rewind or damaged: replaced (the header says it is a
+        // pool). Anything else there is not the demo's.
+        Err(rewind::Error::UnsupportedVersion { .. } | rewind::Error::BadHeader { .. })
+            if is_default => {}
+        Err(e) => return refuse(format!("exists and is not a rewind pool ({e})")),
     }
     std::fs::remove_file(path).map_err(CliError::io(format!(
         "removing old pool {}",

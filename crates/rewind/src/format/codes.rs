@@ -84,7 +84,8 @@ impl fmt::Display for LogVariant {
 impl FromStr for LogVariant {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
+        // (Case and `_` for `-` as a user may write them: `Two_Layer`.)
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
             "simple" => Ok(LogVariant::Simple),
             "optimized" => Ok(LogVariant::Optimized),
             "batch" => Ok(LogVariant::Batch),
@@ -162,11 +163,11 @@ impl fmt::Display for Policy {
 impl FromStr for Policy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
             "force" => Ok(Policy::Force),
             "no-force" | "noforce" => Ok(Policy::NoForce),
             "redo" | "redo-sync" => Ok(Policy::Redo),
-            "redo-async" => Ok(Policy::RedoAsync),
+            "redo-async" | "redoasync" => Ok(Policy::RedoAsync),
             _ => Err(Error::InvalidConfig {
                 what: "policy",
                 value: s.to_string(),
