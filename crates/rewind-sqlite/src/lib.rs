@@ -59,8 +59,10 @@
 //!   SQLite does at 1,000 frames, and also once the WAL's blocks hold half
 //!   the pool's heap at its maximum size, so that a bounded pool (a small
 //!   [`Config::max_pool_size`], large pages) never fills with frames a
-//!   checkpoint could free. `PRAGMA wal_autocheckpoint` on a connection
-//!   replaces this with SQLite's own rule, by frames only.
+//!   checkpoint could free. `PRAGMA wal_autocheckpoint = N` on a
+//!   connection replaces this with SQLite's own rule, by frames only (and
+//!   the pragma, read, says 0 while this crate's hook is set, as SQLite
+//!   says for any hook but its own).
 //! * *Copies.* Copy a database in use with SQLite's backup API (or `VACUUM
 //!   INTO`), never with `cp` of its files: a copy of a live pool may be torn
 //!   and nothing opening it can tell (`rewind check` on the copied pool file

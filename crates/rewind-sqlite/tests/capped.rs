@@ -37,6 +37,17 @@ fn fill(vfs: &str, cap_mib: u64, page_size: u32, row: usize, rows: i64) {
         }
         let s = rewind_sqlite::stats(&path).unwrap();
         assert!(s.restarts > 0, "{vfs}: no checkpoint let the WAL restart");
+        // The crate's hook is set (SQLite reads 0 for a hook not its own);
+        // the pragma puts SQLite's own rule back.
+        let n: i64 = c
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "{vfs}");
+        c.pragma_update(None, "wal_autocheckpoint", 100).unwrap();
+        let n: i64 = c
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 100, "{vfs}");
         let n: i64 = c
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap();
