@@ -82,7 +82,28 @@ fn a_btree_scan_beside_removals_ends_changed_not_corrupt() {
         .unwrap();
         let mut it = map.iter(&pool).unwrap();
         assert_eq!(it.next().unwrap().unwrap(), (0, 0));
-        // Everything removed, then the space reused by a new map.
+        // Everything removed: the scan's next leaf is freed.
+        pool.transaction(|tx| map.clear(tx)).unwrap();
+        let rest: Vec<_> = it.collect();
+        assert!(
+            matches!(rest.last(), Some(Err(Error::Changed { .. }))),
+            "{variant:?} {policy:?}: {:?}",
+            rest.last()
+        );
+        ends_changed(rest, &format!("{variant:?} {policy:?}"));
+        // The space reused by a new map, under a second scan.
+        let mut it = map.iter(&pool).unwrap();
+        pool.transaction(|tx| {
+            for k in 0..2000 {
+                map.insert(tx, k, k)?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        assert!(
+            it.next().is_none_or(|e| e.is_ok()),
+            "an empty leaf, read first"
+        );
         pool.transaction(|tx| map.clear(tx)).unwrap();
         let other = pool
             .transaction(|tx| BTreeMap::<u64, u64>::create_with_fanout(tx, 8))
