@@ -78,8 +78,11 @@ pub fn generate(
         }
     }
     let machines: Vec<&str> = reports.iter().map(|r| r.machine.as_str()).collect();
+    // Each machine once, in the order first met (runs on the same machine
+    // alternate with those on a disk).
     let mut machines: Vec<&str> = machines.into_iter().filter(|m| !m.is_empty()).collect();
-    machines.dedup();
+    let mut seen = std::collections::HashSet::new();
+    machines.retain(|m| seen.insert(*m));
     let rel = relative(data, md_path);
     let regenerate = if rel == MAIN {
         format!("from `{MAIN}/*.json` with `cargo run -p rewind-cli -- bench report --out {MAIN}`")

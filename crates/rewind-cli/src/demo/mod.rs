@@ -122,9 +122,19 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     println!("all checks passed; the pool is kept at {}", path.display());
     println!(
         "  try: rewind check {0}   or   rewind dump-log {0}",
-        path.display()
+        shell_word(&path.display().to_string())
     );
     Ok(())
+}
+
+/// `s` as one word of a POSIX shell command: quoted when it holds anything
+/// but letters, digits and `/._-+,:@%=` (a path with spaces, say).
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    match !s.is_empty() && s.chars().all(plain) {
+        true => s.to_string(),
+        false => format!("'{}'", s.replace('\'', r"'\''")),
+    }
 }
 
 /// Removes a pool left by an earlier run: only the demo's own pool (its
@@ -209,4 +219,17 @@ fn create_tree(path: &Path, cfg: &PoolConfig) -> Result<(), CliError> {
     )))?;
     tree::init(&pool).map_err(CliError::collection("creating the B+-tree"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod shell_word_tests {
+    use super::shell_word;
+
+    #[test]
+    fn paths_a_shell_would_split_are_quoted() {
+        assert_eq!(shell_word("/tmp/rewind-demo.pool"), "/tmp/rewind-demo.pool");
+        assert_eq!(shell_word("/tmp/a b.pool"), "'/tmp/a b.pool'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }
