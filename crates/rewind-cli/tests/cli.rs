@@ -921,6 +921,18 @@ fn grow_grows_a_pool_up_to_its_maximum() {
     }
     assert_clean_failure(&rewind(&["grow", p, "1M"]), &["shrink"]);
     assert_clean_failure(&rewind(&["grow", p, "lots"]), &["size"]);
+    // The maximum itself: as far as whole heap chunks go, and it says so
+    // when that is short of the size asked for.
+    let out = rewind(&["grow", p, "32M"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        size <= 32 << 20 && size > (32 << 20) - (256 << 10),
+        "{size}"
+    );
+    if size < 32 << 20 {
+        assert!(text(&out.stdout).contains("as large as this pool can be"));
+    }
     let pool = open_pool(&path);
     assert_eq!(pool.read(root).unwrap(), 7);
     assert!(pool.size() >= 17 << 20);

@@ -48,6 +48,45 @@ fn good_pool_opens_and_checks() {
     assert!(rewind::inspect::check(&p).unwrap().is_ok());
 }
 
+/// Creating where a directory or a symbolic link to nothing is says what
+/// is there (`NotAFile`), as opening does; a file there is
+/// `AlreadyExists`, never replaced.
+#[test]
+fn create_over_a_directory_or_a_dangling_link_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PoolConfig::default();
+    let sub = dir.path().join("d");
+    std::fs::create_dir(&sub).unwrap();
+    let link = dir.path().join("dangling.pool");
+    std::os::unix::fs::symlink(dir.path().join("nothing"), &link).unwrap();
+    for (path, kind) in [(&sub, "a directory"), (&link, "a symbolic link to nothing")] {
+        for r in [
+            Pool::create(path, "bad-files", 4 << 20, &cfg),
+            Pool::open_or_create(path, "bad-files", 4 << 20, &cfg),
+        ] {
+            let e = r.err().unwrap();
+            assert!(
+                matches!(&e, Error::NotAFile { kind: k, .. } if *k == kind),
+                "{e:?}"
+            );
+        }
+    }
+    assert!(
+        !dir.path().join("nothing").exists(),
+        "nothing made through the link"
+    );
+    let file = dir.path().join("notes");
+    std::fs::write(&file, "x").unwrap();
+    let e = Pool::create(&file, "bad-files", 4 << 20, &cfg)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists),
+        "{e:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}
+
 #[test]
 fn missing_file() {
     let dir = tempfile::tempdir().unwrap();
