@@ -507,14 +507,8 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// The offsets of every block the map owns: header, table, then every
     /// entry (committed state): for space accounting and checks.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
-        // (Taken before the header is read: a writer meanwhile makes an
-        // error `Changed`, as for a scan.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        self.blocks_unwatched(pool).map_err(|e| watch.explain(e))
-    }
-
-    fn blocks_unwatched(&self, pool: &Pool) -> Result<Vec<u64>> {
-        self.blocks_in(&mut { pool })
+        // (An error while a writer held it is `Changed`, as for a scan.)
+        ScanWatch::around(pool, WHAT, self.hdr, || self.blocks_in(&mut { pool }))
     }
 
     /// Frees every entry, the table and the header, in `tx`; the handle
@@ -552,11 +546,10 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// bucket's), no key appears twice, and the length is the number of
     /// entries.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
-        // (Taken before the header is read: a writer meanwhile makes an
-        // error `Changed`, as for a scan.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        self.check_invariants_unwatched(pool)
-            .map_err(|e| watch.explain(e))
+        // (An error while a writer held it is `Changed`, as for a scan.)
+        ScanWatch::around(pool, WHAT, self.hdr, || {
+            self.check_invariants_unwatched(pool)
+        })
     }
 
     fn check_invariants_unwatched(&self, pool: &Pool) -> Result<()> {

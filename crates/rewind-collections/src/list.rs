@@ -508,10 +508,8 @@ impl<T: Stored> List<T> {
     /// The offsets of every block the list owns, header first (committed
     /// state): for space accounting and checks.
     pub fn blocks(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
-        // (Taken before the header is read: a writer meanwhile makes an
-        // error `Changed`, as for a scan.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        self.blocks_unwatched(pool).map_err(|e| watch.explain(e))
+        // (An error while a writer held it is `Changed`, as for a scan.)
+        ScanWatch::around(pool, WHAT, self.hdr, || self.blocks_unwatched(pool))
     }
 
     fn blocks_unwatched(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
@@ -544,14 +542,6 @@ impl<T: Stored> List<T> {
     /// Checks the links: walking forward visits `len` nodes ending at the
     /// tail, and every node's `prev` is the node before it.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
-        // (Taken before the header is read: a writer meanwhile makes an
-        // error `Changed`, as for a scan.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        self.check_invariants_unwatched(pool)
-            .map_err(|e| watch.explain(e))
-    }
-
-    fn check_invariants_unwatched(&self, pool: &Pool) -> Result<()> {
         self.blocks(pool).map(|_| ())
     }
 

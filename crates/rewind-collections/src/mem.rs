@@ -217,6 +217,19 @@ impl<'a> ScanWatch<'a> {
         }
     }
 
+    /// `read` (of the collection at `hdr` through `pool`, taking no lock),
+    /// its error told apart as [`explain`](Self::explain) does, the watch
+    /// taken before `read` reads the header: for the checks.
+    pub(crate) fn around<T>(
+        pool: &'a Pool,
+        what: &'static str,
+        hdr: u64,
+        read: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let watch = ScanWatch::new(pool, what, hdr);
+        read().map_err(|e| watch.explain(e))
+    }
+
     /// `e`, or [`Error::Changed`] when a writer held the collection's lock
     /// during the scan and `e` is what reading bytes it changed can give.
     pub(crate) fn explain(&self, e: Error) -> Error {

@@ -427,13 +427,7 @@ impl WalLog {
             if !record::apply(&block[at + REC_HDR..at + h.len], h.nranges, &mut f.image) {
                 break;
             }
-            if h.kind == Kind::Commit {
-                let mut rec = block[at..at + h.len].to_vec();
-                rec[CRC_OFF..CRC_OFF + 4].fill(0);
-                crc.update(&rec);
-            } else {
-                crc.update(&block[at..at + h.len]);
-            }
+            hash_record(&mut crc, &block[at..at + h.len], h.kind);
             pos += h.len as u64;
             match h.kind {
                 Kind::Part => working = Some((num, f)),
@@ -514,17 +508,13 @@ impl WalLog {
                 continue;
             }
             let h = h.expect("checked");
+            hash_record(&mut crc, &block[at..at + h.len], h.kind);
             if h.kind == Kind::Commit {
-                let mut rec = block[at..at + h.len].to_vec();
-                rec[CRC_OFF..CRC_OFF + 4].fill(0);
-                crc.update(&rec);
                 let sum = std::mem::replace(&mut crc, crc32fast::Hasher::new()).finalize();
                 if sum == h.crc && h.ntrunc != 0 {
                     return Ok(true);
                 }
                 crc = crc32fast::Hasher::new_with_initial(h.crc);
-            } else {
-                crc.update(&block[at..at + h.len]);
             }
             pos += h.len as u64;
         }
@@ -739,6 +729,18 @@ impl WalLog {
     /// has yet to free.
     pub fn bytes_held(&self) -> u64 {
         (self.blocks.len() + self.reclaim.len()) as u64 * self.block_size
+    }
+}
+
+/// Feeds record `rec` (of kind `kind`) to a commit's crc as the writer
+/// did: a COMMIT with its crc field zeroed.
+fn hash_record(crc: &mut crc32fast::Hasher, rec: &[u8], kind: Kind) {
+    if kind == Kind::Commit {
+        let mut rec = rec.to_vec();
+        rec[CRC_OFF..CRC_OFF + 4].fill(0);
+        crc.update(&rec);
+    } else {
+        crc.update(rec);
     }
 }
 

@@ -159,10 +159,7 @@ impl WalFile {
         db_path: PathBuf,
         differential: bool,
     ) -> WalFile {
-        // The heap now, and what growth to the maximum adds to it.
-        let pool = log.pool();
-        let heap = pool.alloc_stats().total_chunks * (256 << 10);
-        let checkpoint_at = (heap + pool.max_size().saturating_sub(pool.size())) / 2;
+        let checkpoint_at = log.pool().max_heap() / 2;
         let mut w = WalFile {
             checkpoint_at,
             log,

@@ -211,7 +211,7 @@ const BUILT_PEERS: &[&str] = if cfg!(feature = "peers") {
 fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     let meta = b.meta()?;
     println!("bench {} ({})", b.name, meta.about);
-    match on_disk(b.name) {
+    match measures_a_disk(b.name) {
         // (Whatever --backend says: these measure a disk.)
         true => println!("  backend msync, on a disk: the temp dir or --dir"),
         false => println!("  {}", ctx.describe()),
@@ -227,7 +227,7 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
         );
     }
     let mut report = Report::new(b.name);
-    report.machine = machine(ctx, b.name);
+    report.machine = machine(ctx);
     report.scale = format!("{:?}", ctx.scale).to_lowercase();
     report.configs = harness::chosen_configs();
     (b.run)(ctx, &mut report)?;
@@ -245,13 +245,14 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
 }
 
 /// The experiments that run on the msync backend in the temp dir (or
-/// `--dir`) whatever `--backend` says: they measure a disk.
-fn on_disk(name: &str) -> bool {
+/// `--dir`) whatever `--backend` says: they measure a disk (and say so in
+/// the report's machine line: `disk::on_disk`).
+fn measures_a_disk(name: &str) -> bool {
     matches!(name, "disk" | "group-commit")
 }
 
 /// The machine, where the pools went and the backend, as a report names them.
-fn machine(ctx: &Ctx, name: &str) -> String {
+fn machine(ctx: &Ctx) -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = (cpuinfo.lines())
         .find_map(|l| {
@@ -261,19 +262,11 @@ fn machine(ctx: &Ctx, name: &str) -> String {
         })
         .unwrap_or("unknown CPU");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (dir, backend) = match on_disk(name) {
-        true => (
-            ctx.dir.clone().unwrap_or_else(std::env::temp_dir),
-            Backend::Msync,
-        ),
-        false => (
-            ctx.dir.clone().unwrap_or_else(crate::scratch::base_dir),
-            ctx.backend,
-        ),
-    };
+    let dir = ctx.dir.clone().unwrap_or_else(crate::scratch::base_dir);
     format!(
-        "{cpu}, {cores} cores, pools in {} ({backend} backend)",
-        dir.display()
+        "{cpu}, {cores} cores, pools in {} ({} backend)",
+        dir.display(),
+        ctx.backend
     )
 }
 

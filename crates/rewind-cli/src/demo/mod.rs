@@ -137,10 +137,6 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-/// Removes a pool left by an earlier run: only the demo's own pool (its
-/// layout), and only while no one has it open, so that a typo cannot
-/// delete an unrelated file or another application's pool. A file at the
-/// default path that is no pool at all is the demo's leftover.
 /// The demo's claim on `path`: an exclusive lock on `PATH.demo-lock`,
 /// released (and the file removed) when dropped; another demo holding it
 /// is refused at once.
@@ -180,6 +176,11 @@ fn one_demo(path: &Path) -> Result<OneDemo, CliError> {
     }
 }
 
+/// Removes a pool left by an earlier run: only the demo's own pool (its
+/// layout), and only while no one has it open, so that a typo cannot
+/// delete an unrelated file or another application's pool. At the default
+/// path, a demo pool another version of rewind wrote, or one whose header
+/// is damaged, is replaced too; a file that is no pool at all is kept.
 fn remove_old_pool(path: &Path, is_default: bool) -> Result<(), CliError> {
     if !path.exists() {
         return Ok(());

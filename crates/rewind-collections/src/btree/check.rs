@@ -32,11 +32,10 @@ where
     /// leaf chain visiting exactly the leaves in key order; the header's
     /// entry count and first leaf right.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
-        // (Taken before the header is read: a writer meanwhile makes an
-        // error `Changed`, as for a scan.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        self.check_invariants_unwatched(pool)
-            .map_err(|e| watch.explain(e))
+        // (An error while a writer held it is `Changed`, as for a scan.)
+        ScanWatch::around(pool, WHAT, self.hdr, || {
+            self.check_invariants_unwatched(pool)
+        })
     }
 
     fn check_invariants_unwatched(&self, pool: &Pool) -> Result<()> {
@@ -83,14 +82,8 @@ where
     /// by nested top actions of aborted inserts (undo policies) are
     /// reachable, so they are here too.
     pub fn blocks(&self, pool: &Pool) -> Result<Vec<u64>> {
-        // (Taken before the header is read: a writer meanwhile makes an
-        // error `Changed`, as for a scan.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        self.blocks_unwatched(pool).map_err(|e| watch.explain(e))
-    }
-
-    fn blocks_unwatched(&self, pool: &Pool) -> Result<Vec<u64>> {
-        self.blocks_in(&mut { pool })
+        // (An error while a writer held it is `Changed`, as for a scan.)
+        ScanWatch::around(pool, WHAT, self.hdr, || self.blocks_in(&mut { pool }))
     }
 
     /// Frees every node and the header, in `tx`; the handle must not be

@@ -174,16 +174,8 @@ fn stripe_of(key: u64) -> usize {
     ((key >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - STRIPES.trailing_zeros())) as usize
 }
 
-/// A reader's view of a key's stripe with no exclusive hold in it
-/// ([`LockTable::quiet`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Quiet {
-    stripe: usize,
-    granted: u64,
-}
-
 /// The writers of a lock as a reader that takes none saw them
-/// ([`Pool::write_watch`](crate::Pool::write_watch)).
+/// ([`LockTable::watch`], [`Pool::write_watch`](crate::Pool::write_watch)).
 #[derive(Clone, Copy, Debug)]
 pub struct WriteWatch {
     stripe: usize,
@@ -532,19 +524,15 @@ impl LockTable {
 
     /// `key`'s stripe, if no exclusive hold is in it now: a reader outside
     /// transactions may read, then ask [`still`](Self::still).
-    pub(crate) fn quiet(&self, key: u64) -> Option<Quiet> {
-        let stripe = stripe_of(key);
-        let s = &self.stripes[stripe];
-        let released = s.released.load(Ordering::Acquire);
-        let granted = s.granted.load(Ordering::Acquire);
-        (granted == released).then_some(Quiet { stripe, granted })
+    pub(crate) fn quiet(&self, key: u64) -> Option<WriteWatch> {
+        let w = self.watch(key);
+        (!w.busy).then_some(w)
     }
 
     /// Whether no exclusive hold in the stripe began since `q` was seen:
     /// what was read in between no holder was changing.
-    pub(crate) fn still(&self, q: Quiet) -> bool {
-        std::sync::atomic::fence(Ordering::Acquire);
-        self.stripes[q.stripe].granted.load(Ordering::Acquire) == q.granted
+    pub(crate) fn still(&self, q: WriteWatch) -> bool {
+        !self.written_since(q)
     }
 
     /// The exclusive holds of `key`'s stripe as of now, for

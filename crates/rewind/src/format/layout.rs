@@ -167,7 +167,12 @@ impl Layout {
 
     /// End of the heap.
     pub fn heap_end(&self) -> u64 {
-        self.heap_off + self.heap_chunks * CHUNK
+        self.heap_off + self.heap_max()
+    }
+
+    /// Bytes of the heap at the maximum size: its whole chunks.
+    pub fn heap_max(&self) -> u64 {
+        self.heap_chunks * CHUNK
     }
 
     /// `Err(NotInHeap)` unless `[off, off+len)` lies in the heap.

@@ -125,8 +125,7 @@ impl PoolConfig {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn max_heap(&self, size: u64) -> Result<u64, Error> {
-        let planned = plan("max-heap", size, self)?;
-        Ok(planned.layout.heap_chunks * crate::format::layout::CHUNK)
+        Ok(plan("max-heap", size, self)?.layout.heap_max())
     }
 
     /// The write-back of `Policy::RedoAsync`.
@@ -732,6 +731,13 @@ impl Pool {
         }
         let _held = Held(locks, id, key);
         read(&mut self.reader())
+    }
+
+    /// The heap's bytes once grown to the maximum size (its whole 256 KiB
+    /// chunks, what allocations share), as [`PoolConfig::max_heap`] gives
+    /// it before the pool exists.
+    pub fn max_heap(&self) -> u64 {
+        self.eng.hdr.layout.heap_max()
     }
 
     /// The writers of the lock `key` ([`Tx::lock`]) as of now, for a
