@@ -97,8 +97,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 /// A reader that stops reading (`rewind dump-log POOL | head`) ends the
-/// program quietly: `println!` panics when its write fails, and a closed
-/// pipe is not the program's failure. Any other panic is reported as usual.
+/// program quietly, with status 0: `println!` panics when its write fails,
+/// and a closed pipe is not the program's failure. The scratch pools and
+/// the demo's lock file are removed first (the process ends here, without
+/// unwinding); the demo's child, left without a reader, stops quietly at
+/// its next line (`demo::child`). Any other panic is reported as usual.
 fn quiet_on_closed_pipe() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -106,6 +109,7 @@ fn quiet_on_closed_pipe() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
         if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            scratch::remove_all();
             std::process::exit(0);
         }
         report(info)

@@ -32,7 +32,7 @@ pub fn dir(base: Option<&Path>) -> Result<Scratch, CliError> {
             "creating a scratch directory in {}",
             base.display()
         )))?;
-    live().push(dir.path().to_path_buf());
+    track(dir.path().to_path_buf());
     Ok(Scratch(dir))
 }
 
@@ -48,21 +48,45 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let mut live = live();
-        if let Some(i) = live.iter().position(|p| p == self.0.path()) {
-            live.swap_remove(i);
-        }
+        untrack(self.0.path());
     }
 }
 
-/// The scratch directories not yet dropped.
+/// The scratch directories not yet dropped, and the run's other files
+/// of its own ([`track`]).
 fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Has [`remove_all`] remove `path` (a directory with everything in it,
+/// or a file), until [`untrack`]: what the run removes itself when it
+/// ends normally (a scratch directory, the demo's lock file).
+pub fn track(path: PathBuf) {
+    live().push(path);
+}
+
+/// Leaves `path` to its owner again (it removes it, or keeps it).
+pub fn untrack(path: &Path) {
+    let mut live = live();
+    if let Some(i) = live.iter().position(|p| p == path) {
+        live.swap_remove(i);
+    }
+}
+
+/// Removes every scratch directory and tracked file still there: for a
+/// process that ends without unwinding (a signal, a closed stdout).
+pub fn remove_all() {
+    for p in live().drain(..) {
+        let _ = match p.is_dir() {
+            true => std::fs::remove_dir_all(&p),
+            false => std::fs::remove_file(&p),
+        };
+    }
+}
+
 /// On SIGINT, SIGTERM or SIGHUP, removes every scratch directory still
-/// there, then exits with status 130: an
+/// there ([`remove_all`]), then exits with status 130: an
 /// interrupted benchmark leaves no gigabytes of pools in `/dev/shm` (RAM)
 /// or on a disk. (The handler runs on a thread of its own, not in the
 /// signal's context.) Installed once; a second call does nothing.
@@ -70,9 +94,7 @@ pub fn remove_on_signal() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = ctrlc::set_handler(|| {
-            for p in live().drain(..) {
-                let _ = std::fs::remove_dir_all(&p);
-            }
+            remove_all();
             eprintln!("interrupted: scratch files removed");
             std::process::exit(130);
         });

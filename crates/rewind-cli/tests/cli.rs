@@ -1016,3 +1016,128 @@ fn a_closed_stdout_pipe_ends_the_command_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.success(), "{:?}: {err}", out.status);
 }
+
+/// `rewind demo | head -N`: the demo ends quietly with status 0 at the
+/// first line no one reads, in whichever step (before, during and after
+/// its child's run); the child, left without a reader when the demo ends
+/// while it runs, stops without a word (its stderr is the demo's), and the
+/// demo's lock file is gone (found by a user: "error: reporting a commit,
+/// caused by: Broken pipe" from the child).
+#[test]
+fn a_closed_stdout_pipe_ends_the_demo_and_its_child_quietly() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    for (i, stop_after) in ["pool:", "[2/4]", "killed at"].into_iter().enumerate() {
+        let pool = dir.path().join(format!("demo-{i}.pool"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rewind"))
+            .args([
+                "demo",
+                "--seconds-before-kill",
+                "0",
+                "--throughput-tx",
+                "10",
+            ])
+            .arg("--pool")
+            .arg(&pool)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 && !line.contains(stop_after) {
+            line.clear();
+        }
+        drop(out);
+        // (Its stderr ends when the demo's child, if still running, ends too.)
+        let end = child.wait_with_output().unwrap();
+        let err = text(&end.stderr);
+        assert!(
+            end.status.success() && err.is_empty(),
+            "closed after {stop_after:?}: {:?}\n{err}",
+            end.status
+        );
+        let mut lock = pool.into_os_string();
+        lock.push(".demo-lock");
+        assert!(
+            !Path::new(&lock).exists(),
+            "closed after {stop_after:?}: lock left"
+        );
+    }
+}
+
+/// The demo's child whose parent is gone (its stdout a closed pipe) stops
+/// at its first line, with status 1 and no message.
+#[test]
+fn the_demo_child_stops_quietly_without_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("demo.pool");
+    let p = pool.to_str().unwrap();
+    let out = rewind(&[
+        "demo",
+        "--pool",
+        p,
+        "--seconds-before-kill",
+        "0",
+        "--throughput-tx",
+        "1",
+    ]);
+    assert!(out.status.success(), "demo failed:\n{}", text(&out.stderr));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["__demo-child", "--pool", p, "--seed", "42"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.is_empty(),
+        "{:?}\n{err}",
+        out.status
+    );
+}
+
+/// `rewind bench NAME | head -2`: the bench ends quietly with status 0
+/// and removes its scratch directories, in --dir and in the temp dir (the
+/// process ends without unwinding: they were left behind).
+#[test]
+fn a_closed_stdout_pipe_ends_a_bench_quietly_and_removes_its_scratch_files() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (scratch, tmp) = (dir.path().join("scratch"), dir.path().join("tmp"));
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::create_dir(&tmp).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["bench", "nvwal", "--tiny", "--out"])
+        .arg(dir.path().join("out"))
+        .arg("--dir")
+        .arg(&scratch)
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed after the header: the next line comes once the scratch
+    // directories exist.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("backend") {
+        line.clear();
+    }
+    drop(out);
+    let end = child.wait_with_output().unwrap();
+    let err = text(&end.stderr);
+    assert!(
+        end.status.success() && err.is_empty(),
+        "{:?}\n{err}",
+        end.status
+    );
+    for d in [&scratch, &tmp] {
+        let left: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "left in {}: {left:?}", d.display());
+    }
+}

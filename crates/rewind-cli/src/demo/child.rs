@@ -145,22 +145,25 @@ pub fn child(args: &ChildArgs) -> Result<(), CliError> {
     loop {
         let i = tree::step(&pool, root, args.seed, |i| {
             if i % INFLIGHT_EVERY == 0 {
-                // A failed write means the parent is gone: stop here, which
-                // is just another crash for the pool to recover from.
-                if say(format_args!("inflight {i}")).is_err() {
-                    std::process::exit(1);
-                }
+                say(format_args!("inflight {i}"));
                 std::thread::sleep(INFLIGHT_PAUSE);
             }
         })
         .map_err(CliError::collection("running a transaction"))?;
-        say(format_args!("committed {i}")).map_err(CliError::io("reporting a commit"))?;
+        say(format_args!("committed {i}"));
     }
 }
 
 /// One protocol line, flushed at once: the parent acts on each as it comes.
-fn say(line: std::fmt::Arguments<'_>) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()
+/// A failed write means the parent is gone (it ended early: its own stdout
+/// closed, say): the child stops there, with status 1 and no message (no one
+/// reads it), which is just another crash for the pool to recover from.
+fn say(line: std::fmt::Arguments<'_>) {
+    let written = {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").and_then(|()| out.flush())
+    };
+    if written.is_err() {
+        std::process::exit(1);
+    }
 }

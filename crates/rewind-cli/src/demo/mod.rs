@@ -138,8 +138,9 @@ fn shell_word(s: &str) -> String {
 }
 
 /// The demo's claim on `path`: an exclusive lock on `PATH.demo-lock`,
-/// released (and the file removed) when dropped; another demo holding it
-/// is refused at once.
+/// released (and the file removed) when dropped, or by
+/// `scratch::remove_all` when the process ends first; another demo
+/// holding it is refused at once.
 struct OneDemo {
     _held: std::fs::File,
     path: PathBuf,
@@ -147,6 +148,7 @@ struct OneDemo {
 
 impl Drop for OneDemo {
     fn drop(&mut self) {
+        crate::scratch::untrack(&self.path);
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -162,10 +164,13 @@ fn one_demo(path: &Path) -> Result<OneDemo, CliError> {
         .open(&lock)
         .map_err(CliError::io(format!("creating {}", lock.display())))?;
     match file.try_lock() {
-        Ok(()) => Ok(OneDemo {
-            _held: file,
-            path: lock,
-        }),
+        Ok(()) => {
+            crate::scratch::track(lock.clone());
+            Ok(OneDemo {
+                _held: file,
+                path: lock,
+            })
+        }
         Err(std::fs::TryLockError::WouldBlock) => Err(CliError::Usage(format!(
             "another `rewind demo` is running on {}; wait for it or give another --pool",
             path.display()
