@@ -121,7 +121,32 @@ fn demo_passes(log: &str, policy: &str) -> bool {
             text(&out.stderr)
         );
     }
+    if out.status.success() {
+        assert_rollback_told_as_recovery_counted(&text(&out.stdout));
+    }
     out.status.success()
+}
+
+/// The demo says the killed transaction was rolled back only where the
+/// recovery report counts a transaction rolled back (undo); under redo its
+/// writes never reached the log and recovery rolls back none (a user saw
+/// "0 rolled back" above "(transaction 2000 rolled back)").
+fn assert_rollback_told_as_recovery_counted(stdout: &str) {
+    let recovery = (stdout.lines())
+        .find(|l| l.contains(" rolled back ("))
+        .unwrap_or_else(|| panic!("no recovery report:\n{stdout}"));
+    let before = recovery.split(" rolled back (").next().unwrap();
+    let rolled_back: u64 = before.rsplit(' ').next().unwrap().parse().unwrap();
+    let counter = (stdout.lines())
+        .find(|l| l.contains("committed counter"))
+        .unwrap_or_else(|| panic!("no counter check:\n{stdout}"));
+    let told = counter.contains("rolled back)");
+    assert_eq!(told, rolled_back > 0, "{recovery}\n{counter}");
+    assert_eq!(
+        counter.contains("never reached the log: nothing to roll back)"),
+        rolled_back == 0,
+        "{recovery}\n{counter}"
+    );
 }
 
 #[test]
