@@ -17,7 +17,8 @@ use crate::error::CliError;
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
     /// Time budget in seconds (default 60 unless --budget is given).
-    #[arg(long, conflicts_with = "budget")]
+    #[arg(long, conflicts_with = "budget", value_parser = positive_seconds,
+          allow_negative_numbers = true)]
     seconds: Option<f64>,
     /// Count budget: crash images to check, in whole programs (the run
     /// ends with the program that reaches it; the same result on any
@@ -50,6 +51,17 @@ pub struct CrashtestArgs {
     mutate: Option<String>,
 }
 
+/// `--seconds`: a positive number of seconds a clock can count. (A
+/// negative number is taken as the option's value, `-1` as `=-1`, and
+/// refused here.)
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    let secs: f64 = (s.parse()).map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    match secs > 0.0 && Duration::try_from_secs_f64(secs).is_ok() {
+        true => Ok(secs),
+        false => Err("must be a positive number of seconds a clock can count".into()),
+    }
+}
+
 pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     if a.list_mutations {
         for s in sites::ALL {
@@ -63,11 +75,6 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     let budget = match (a.seconds, a.budget) {
         (_, Some(0)) => return Err(CliError::Usage("--budget must be positive".into())),
         (_, Some(n)) => Budget::Images(n),
-        (Some(s), None) if !(s > 0.0 && Duration::try_from_secs_f64(s).is_ok()) => {
-            return Err(CliError::Usage(format!(
-                "--seconds must be a positive number of seconds a clock can count, got {s}"
-            )))
-        }
         (s, None) => Budget::Seconds(s.unwrap_or(60.0)),
     };
     let mutation = match &a.mutate {

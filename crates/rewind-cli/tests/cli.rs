@@ -221,12 +221,23 @@ fn usage_errors_exit_2() {
 
     assert_eq!(rewind(&[]).status.code(), Some(2));
     assert_eq!(rewind(&["frobnicate"]).status.code(), Some(2));
-    assert_eq!(
-        rewind(&["demo", "--seconds-before-kill", "-1"])
-            .status
-            .code(),
-        Some(2)
-    );
+    // A negative number is the option's value in either spelling, refused
+    // for what it is (not taken for an unknown flag `-1`).
+    for args in [
+        &["demo", "--seconds-before-kill", "-1"][..],
+        &["demo", "--seconds-before-kill=-1"],
+        &["crashtest", "--seconds", "-1"],
+        &["crashtest", "--seconds=-1"],
+    ] {
+        let out = rewind(args);
+        assert_clean_failure(&out, &["invalid value '-1'"]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("seconds") && !err.contains("unexpected argument"),
+            "{err}"
+        );
+    }
     // Seconds no clock can count are usage errors, not panics (found by a
     // user: 1e300 panicked in Duration::from_secs_f64).
     // Nor are durations a run would never end in.

@@ -43,9 +43,10 @@ pub struct DemoArgs {
     /// Pool file (default: rewind-demo.pool in the temp directory). An earlier demo pool there is replaced; any other file, another layout's pool or a pool in use is refused.
     #[arg(long)]
     pool: Option<PathBuf>,
-    /// Kill the child at the first in-flight transaction after this many seconds (at most 3600).
-    #[arg(long, default_value_t = 0.5)]
-    seconds_before_kill: f64,
+    /// Kill the child at the first in-flight transaction after this many seconds (0 to 3600).
+    #[arg(long, default_value = "0.5", value_name = "SECONDS",
+          value_parser = seconds_before_kill, allow_negative_numbers = true)]
+    seconds_before_kill: Duration,
     /// Seed of the transaction sequence.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -60,14 +61,17 @@ pub struct DemoArgs {
     throughput_tx: u64,
 }
 
+/// `--seconds-before-kill`: seconds from 0 to an hour. (A negative number
+/// is taken as the option's value, `-1` as `=-1`, and refused here.)
+fn seconds_before_kill(s: &str) -> Result<Duration, String> {
+    let secs: f64 = (s.parse()).map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    (Duration::try_from_secs_f64(secs).ok())
+        .filter(|d| *d <= Duration::from_secs(3600))
+        .ok_or_else(|| "must be between 0 and 3600 seconds".to_string())
+}
+
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
-    let before_kill = Duration::try_from_secs_f64(args.seconds_before_kill).ok();
-    let Some(before_kill) = before_kill.filter(|d| *d <= Duration::from_secs(3600)) else {
-        return Err(CliError::Usage(format!(
-            "--seconds-before-kill must be between 0 and 3600 seconds, not {}",
-            args.seconds_before_kill
-        )));
-    };
+    let before_kill = args.seconds_before_kill;
     let path = match &args.pool {
         Some(p) => p.clone(),
         None => std::env::temp_dir().join("rewind-demo.pool"),
