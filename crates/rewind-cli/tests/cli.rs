@@ -703,6 +703,64 @@ fn bench_fence_counts_fewer_fences_for_larger_groups() {
     assert_eq!(fences("batch-64-no-force"), 2.0);
 }
 
+/// `--configs` keeps fence's setups of the variants it names under
+/// no-force; naming none of them is a usage error, not a run of all.
+#[test]
+fn bench_fence_runs_only_the_configurations_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let run = |configs: &str| {
+        let out_dir = out_dir.to_str().unwrap();
+        rewind(&[
+            "bench",
+            "fence",
+            "--tiny",
+            "--out",
+            out_dir,
+            "--configs",
+            configs,
+        ])
+    };
+    let out = run("batch-redo,simple-no-force");
+    assert_clean_failure(&out, &["none of fence's configurations"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !out_dir.join("fence.json").exists(),
+        "refused before the run"
+    );
+
+    let out = run("optimized-no-force,batch-redo");
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let rows = bench_rows(&out_dir, "fence");
+    let mut configs: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+    configs.dedup();
+    assert_eq!(configs, ["optimized-no-force"]);
+    assert_eq!(
+        row_value(&rows, "optimized-no-force", "fence=500ns", "fences_per_tx"),
+        130.0
+    );
+    assert!(row_value(&rows, "optimized-no-force", "fence=0ns", "slowdown") == 1.0);
+
+    let out = run("batch-no-force");
+    assert!(out.status.success(), "bench failed:\n{}", text(&out.stderr));
+    let rows = bench_rows(&out_dir, "fence");
+    for r in &rows {
+        assert!(r["config"].as_str().unwrap().starts_with("batch-"), "{r}");
+    }
+    // Each group size's slowdown is against itself at 0 ns.
+    for g in [8, 16, 32, 64] {
+        assert_eq!(
+            row_value(
+                &rows,
+                &format!("batch-{g}-no-force"),
+                "fence=0ns",
+                "slowdown"
+            ),
+            1.0
+        );
+    }
+}
+
 #[test]
 fn bench_intensity_writes_a_ratio_per_configuration_and_intensity() {
     let dir = tempfile::tempdir().unwrap();

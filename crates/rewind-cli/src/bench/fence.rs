@@ -8,13 +8,14 @@
 //! runs the update-only array workload of `bench overhead` with 64 updates
 //! per transaction (so a transaction fills several groups). The slowdown
 //! is a configuration's time at a fence latency over its time at 0, taken
-//! per round, median of the rounds.
+//! per round, median of the rounds. `--configs` keeps the setups of the
+//! variants it names under no-force (`batch-no-force`: every group size).
 
 use std::path::Path;
 
 use rewind::{LogVariant, NvmLatency, Policy};
 
-use super::harness::{Ctx, Label, Per, Sample};
+use super::harness::{every_config, Ctx, Label, Per, Sample};
 use super::output::Report;
 use crate::error::CliError;
 
@@ -29,6 +30,24 @@ const SETUPS: [(LogVariant, u32); 5] = [
     (LogVariant::Batch, 32),
     (LogVariant::Batch, 64),
 ];
+
+/// The setups `--configs` keeps (all of them without it): those whose
+/// variant it names under no-force.
+fn chosen_setups() -> Vec<(LogVariant, u32)> {
+    let kept: Vec<LogVariant> = (every_config())
+        .filter(|c| c.2 == Policy::NoForce)
+        .map(|c| c.1)
+        .collect();
+    SETUPS.into_iter().filter(|s| kept.contains(&s.0)).collect()
+}
+
+/// Why `--configs` leaves this benchmark nothing to run (`None`: it runs).
+pub fn nothing_chosen() -> Option<String> {
+    chosen_setups().is_empty().then(|| {
+        let (o, b, p) = (LogVariant::Optimized, LogVariant::Batch, Policy::NoForce);
+        format!("--configs names none of fence's configurations: {o}-{p} and {b}-{p}")
+    })
+}
 
 fn name((variant, group): (LogVariant, u32)) -> String {
     match variant {
@@ -66,19 +85,23 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
         "  {txs} transactions of {K} random 8-byte updates per run, no-force, no checkpoints; \
          fence latency {fences:?} ns (--fence-ns is ignored); median of {rounds} rounds"
     );
+    let setups = chosen_setups();
+    if let Some(why) = nothing_chosen() {
+        return Err(CliError::Usage(why));
+    }
     let dir = ctx.scratch()?;
     let label = |s, f| {
         let config = format!("{}-{}", name(s), Policy::NoForce);
         Label::new("rewind", config, format!("fence={f}ns"))
     };
     let mut systems: Vec<_> = (fences.iter())
-        .flat_map(|&f| SETUPS.map(|s| (label(s, f), (s, f))))
+        .flat_map(|&f| setups.iter().map(move |&s| (label(s, f), (s, f))))
         .collect();
     let m = ctx.seeded(&mut systems, (0, rounds), |&mut (s, f), seed| {
         run_once(ctx, dir.path(), s, f, txs, seed)
     })?;
     m.report(report, &Per::us("tx", "us_per_tx", txs), &[], &[]);
     // Against the same configuration at the first fence latency (0).
-    m.push_each(report, ("slowdown", "x"), |i| m.ratio(i, i % SETUPS.len()));
+    m.push_each(report, ("slowdown", "x"), |i| m.ratio(i, i % setups.len()));
     Ok(())
 }

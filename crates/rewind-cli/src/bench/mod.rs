@@ -78,6 +78,8 @@ pub struct BenchArgs {
     /// Only these of rewind's configurations (`variant-policy`, comma
     /// separated, e.g. `batch-redo,batch-force`) where a benchmark runs
     /// every one; the collections' rows and the baselines still run.
+    /// `fence` keeps the variants named under no-force (with none of them:
+    /// an error, skipped by `all`).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     configs: Vec<String>,
 }
@@ -244,6 +246,15 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Why `--configs` leaves experiment `b` nothing to run (`None`: it runs
+/// something, or does not heed `--configs`).
+fn nothing_chosen(b: &Bench) -> Option<String> {
+    match b.name {
+        "fence" => fence::nothing_chosen(),
+        _ => None,
+    }
+}
+
 /// The experiments that run on the msync backend in the temp dir (or
 /// `--dir`) whatever `--backend` says: they measure a disk (and say so in
 /// the report's machine line: `disk::on_disk`).
@@ -370,8 +381,19 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     if !args.configs.is_empty() {
         harness::choose_configs(&args.configs)?;
     }
+    // One experiment `--configs` leaves nothing to run is refused before
+    // anything runs; `all` skips it.
+    if let (false, [b]) = (args.name == "all", &chosen[..]) {
+        if let Some(why) = nothing_chosen(b) {
+            return Err(CliError::Usage(why));
+        }
+    }
     let latency = NvmLatency::new(args.nvm_write_ns, args.fence_ns);
     for b in chosen {
+        if let Some(why) = nothing_chosen(b) {
+            println!("bench {}: skipped ({why})", b.name);
+            continue;
+        }
         let ctx = Ctx::new(scale, latency, args.backend, args.dir.as_deref());
         run_bench(b, &ctx, &args.out)?;
     }
