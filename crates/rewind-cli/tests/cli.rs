@@ -648,6 +648,13 @@ fn bench_checkpoint_writes_every_row_and_counts_its_checkpoints() {
         "{}",
         text(&out.stdout)
     );
+    // The table says how its seconds (medians) and overheads (medians of
+    // per-round ratios) go together: they can differ in sign.
+    assert!(
+        text(&out.stdout).contains("median of the rounds; seconds: the median time"),
+        "{}",
+        text(&out.stdout)
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("checkpoint.json")).unwrap())
             .unwrap();

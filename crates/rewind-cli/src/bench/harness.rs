@@ -82,6 +82,9 @@ pub struct Meta {
     pub about: String,
     /// The printed table's columns.
     pub table: Vec<Col>,
+    /// A line printed under the table: how to read its columns together.
+    #[serde(default)]
+    pub table_note: Option<String>,
     pub chart: Chart,
     /// The peers (`--features peers`) this experiment runs when built with them.
     pub peers: Vec<String>,

@@ -234,7 +234,7 @@ fn run_bench(b: &Bench, ctx: &Ctx, out: &Path) -> Result<(), CliError> {
     report.configs = harness::chosen_configs();
     (b.run)(ctx, &mut report)?;
     ctx.bar.finish_and_clear();
-    report.print_table(&meta.table);
+    report.print_table(&meta.table, meta.table_note.as_deref());
     let svg = report.chart(&meta.chart)?;
     let mut written = report.write(out)?;
     let svg_path = out.join(format!("{}.svg", b.name));

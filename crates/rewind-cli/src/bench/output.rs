@@ -161,8 +161,8 @@ impl Report {
     /// report holds and `cols` does not name, in the order first met:
     /// fences and lines per operation, `ratio_vs_NAME` (`x NAME`) and
     /// `speed_vs_NAME` (`vs NAME`), with 2 decimals (`-`: not measured
-    /// there).
-    pub fn print_table(&self, cols: &[Col]) {
+    /// there); then `note`, when given.
+    pub fn print_table(&self, cols: &[Col], note: Option<&str>) {
         let mut cols: Vec<(&str, String, usize)> = cols
             .iter()
             .map(|c| (c.0.as_str(), c.1.clone(), c.2))
@@ -201,6 +201,9 @@ impl Report {
                 }
                 println!("{line}");
             }
+        }
+        if let Some(note) = note {
+            println!("  {note}");
         }
         println!();
     }
