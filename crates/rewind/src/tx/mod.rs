@@ -325,25 +325,11 @@ impl<'p> Tx<'p> {
         if self.doomed.is_none()
             && self.log.blocks.fresh.is_empty()
             && self.verified.holds(off, bytes.len() as u64)
+            && self.log.try_append(self.eng, off, bytes)
         {
-            if self.log.try_append(self.eng, off, bytes) {
-                return Ok(());
-            }
-            // Checked: an edit of an entry, or a write the write set
-            // takes otherwise.
-            return self.write_checked(off, bytes);
+            return Ok(());
         }
         self.write_bytes_rest(off, bytes)
-    }
-
-    /// A write into no fresh block of a live transaction, its access
-    /// checked: logged.
-    #[inline(never)]
-    fn write_checked(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        match self.write_pieces(off, bytes) {
-            Ok(()) => Ok(()),
-            r => self.check(r),
-        }
     }
 
     /// [`write_bytes`](Self::write_bytes) past its common case.
@@ -452,13 +438,6 @@ impl<'p> Tx<'p> {
             d.store(off, bytes)?;
             return d.flush_at(off, bytes.len() as u64, sites::TX_FRESH_FLUSH);
         }
-        self.write_pieces(off, bytes)
-    }
-
-    /// A logged write into no fresh block: in pieces of at most one
-    /// record's bytes.
-    #[inline(always)]
-    fn write_pieces(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         if bytes.len() as u64 <= MAX_RECORD_DATA {
             // Most writes: one piece.
             return self.log.write(self.eng, off, bytes);
