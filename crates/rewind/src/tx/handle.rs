@@ -603,40 +603,6 @@ impl Handle {
         }
     }
 
-    /// The common write of a redo write set, appended with nothing else
-    /// done: a new entry (no earlier entry on its first line, so none to
-    /// edit), with room in the commit ring, and no bucket-log reservation.
-    /// `false`: nothing was done, and [`write`](Self::write) takes it.
-    /// (Inline in `Tx::write_bytes`, so that most writes make no call.)
-    #[inline(always)]
-    pub(super) fn try_append(&mut self, eng: &Engine, off: u64, new: &[u8]) -> bool {
-        let Some(g) = &mut self.group else {
-            return false;
-        };
-        let len = new.len() as u64;
-        if !g.redo || g.reserving || len == 0 || len > MAX_RECORD_DATA || g.bloom.may_hold(off / 64)
-        {
-            return false;
-        }
-        let bytes = g.group_bytes + group::entry_size(new.len());
-        if !(eng.ring.as_ref()).is_some_and(|ring| ring.fits(group::HEADER + bytes)) {
-            return false;
-        }
-        g.group_bytes = bytes;
-        eng.dom.prefetch(off, len);
-        for l in off / 64..=(off + len - 1) / 64 {
-            g.bloom.insert(l);
-        }
-        let at = g.set.push(off, new);
-        g.pending.push(Pending {
-            target: off,
-            at,
-            len: new.len(),
-            node: 0,
-        });
-        true
-    }
-
     /// [`write`](Self::write) when the group is full: logged first (its
     /// failure is returned once the write is added, as the write's).
     #[cold]

@@ -315,26 +315,7 @@ impl<'p> Tx<'p> {
     }
 
     /// Writes bytes at a pool offset inside the heap.
-    ///
-    /// Inline only what most writes do: a block already verified, a live
-    /// transaction that allocated nothing since its last savepoint, and a
-    /// new entry of the redo write set (`Handle::try_append`). The rest
-    /// is a call.
-    #[inline]
     pub fn write_bytes(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        if self.doomed.is_none()
-            && self.log.blocks.fresh.is_empty()
-            && self.verified.holds(off, bytes.len() as u64)
-            && self.log.try_append(self.eng, off, bytes)
-        {
-            return Ok(());
-        }
-        self.write_bytes_rest(off, bytes)
-    }
-
-    /// [`write_bytes`](Self::write_bytes) past its common case.
-    #[inline(never)]
-    fn write_bytes_rest(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check_access(off, bytes.len() as u64)?;
         self.live()?;
         // (`Ok` made here rather than the write's result passed on: a
