@@ -1118,6 +1118,31 @@ fn a_closed_stdout_pipe_ends_the_command_quietly() {
     assert!(out.status.success(), "{:?}: {err}", out.status);
 }
 
+/// Runs `cmd` with its stdout and stderr piped, reads its stdout up to
+/// the first line that contains `marker`, closes it there, and waits:
+/// the command must then end with status 0 and nothing on stderr.
+fn assert_quiet_after_closing_stdout(cmd: &mut Command, marker: &str) {
+    use std::io::BufRead;
+    let mut child = (cmd.stdout(std::process::Stdio::piped()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains(marker) {
+        line.clear();
+    }
+    drop(out);
+    // (Its stderr ends when its own children, if still running, end too.)
+    let end = child.wait_with_output().unwrap();
+    let err = text(&end.stderr);
+    assert!(
+        end.status.success() && err.is_empty(),
+        "closed after {marker:?}: {:?}\n{err}",
+        end.status
+    );
+}
+
 /// `rewind demo | head -N`: the demo ends quietly with status 0 at the
 /// first line no one reads, in whichever step (before, during and after
 /// its child's run); the child, left without a reader when the demo ends
@@ -1126,38 +1151,20 @@ fn a_closed_stdout_pipe_ends_the_command_quietly() {
 /// caused by: Broken pipe" from the child).
 #[test]
 fn a_closed_stdout_pipe_ends_the_demo_and_its_child_quietly() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     for (i, stop_after) in ["pool:", "[2/4]", "killed at"].into_iter().enumerate() {
         let pool = dir.path().join(format!("demo-{i}.pool"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rewind"))
-            .args([
-                "demo",
-                "--seconds-before-kill",
-                "0",
-                "--throughput-tx",
-                "10",
-            ])
-            .arg("--pool")
-            .arg(&pool)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        while out.read_line(&mut line).unwrap() > 0 && !line.contains(stop_after) {
-            line.clear();
-        }
-        drop(out);
-        // (Its stderr ends when the demo's child, if still running, ends too.)
-        let end = child.wait_with_output().unwrap();
-        let err = text(&end.stderr);
-        assert!(
-            end.status.success() && err.is_empty(),
-            "closed after {stop_after:?}: {:?}\n{err}",
-            end.status
-        );
+        let mut demo = Command::new(env!("CARGO_BIN_EXE_rewind"));
+        demo.args([
+            "demo",
+            "--seconds-before-kill",
+            "0",
+            "--throughput-tx",
+            "10",
+        ])
+        .arg("--pool")
+        .arg(&pool);
+        assert_quiet_after_closing_stdout(&mut demo, stop_after);
         let mut lock = pool.into_os_string();
         lock.push(".demo-lock");
         assert!(
@@ -1204,36 +1211,20 @@ fn the_demo_child_stops_quietly_without_a_reader() {
 /// process ends without unwinding: they were left behind).
 #[test]
 fn a_closed_stdout_pipe_ends_a_bench_quietly_and_removes_its_scratch_files() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let (scratch, tmp) = (dir.path().join("scratch"), dir.path().join("tmp"));
     std::fs::create_dir(&scratch).unwrap();
     std::fs::create_dir(&tmp).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rewind"))
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_rewind"));
+    bench
         .args(["bench", "nvwal", "--tiny", "--out"])
         .arg(dir.path().join("out"))
         .arg("--dir")
         .arg(&scratch)
-        .env("TMPDIR", &tmp)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .env("TMPDIR", &tmp);
     // Closed after the header: the next line comes once the scratch
     // directories exist.
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("backend") {
-        line.clear();
-    }
-    drop(out);
-    let end = child.wait_with_output().unwrap();
-    let err = text(&end.stderr);
-    assert!(
-        end.status.success() && err.is_empty(),
-        "{:?}\n{err}",
-        end.status
-    );
+    assert_quiet_after_closing_stdout(&mut bench, "backend");
     for d in [&scratch, &tmp] {
         let left: Vec<_> = std::fs::read_dir(d)
             .unwrap()
