@@ -43,7 +43,12 @@ fn chosen_setups() -> Vec<(LogVariant, u32)> {
 
 /// Why `--configs` leaves this benchmark nothing to run (`None`: it runs).
 pub fn nothing_chosen() -> Option<String> {
-    chosen_setups().is_empty().then(|| {
+    nothing_in(&chosen_setups())
+}
+
+/// Why `setups`, the ones `--configs` keeps, are nothing to run.
+fn nothing_in(setups: &[(LogVariant, u32)]) -> Option<String> {
+    setups.is_empty().then(|| {
         let (o, b, p) = (LogVariant::Optimized, LogVariant::Batch, Policy::NoForce);
         format!("--configs names none of fence's configurations: {o}-{p} and {b}-{p}")
     })
@@ -86,7 +91,7 @@ pub fn run(ctx: &Ctx, report: &mut Report) -> Result<(), CliError> {
          fence latency {fences:?} ns (--fence-ns is ignored); median of {rounds} rounds"
     );
     let setups = chosen_setups();
-    if let Some(why) = nothing_chosen() {
+    if let Some(why) = nothing_in(&setups) {
         return Err(CliError::Usage(why));
     }
     let dir = ctx.scratch()?;
