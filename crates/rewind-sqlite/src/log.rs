@@ -68,15 +68,25 @@ const HEADER_OFF: u64 = HAS_HEADER_OFF + 8;
 /// generation linked as they were, still allocated, freed front first),
 /// 0 when empty.
 const RECLAIM_OFF: u64 = HEADER_OFF + 32;
-const _: () = assert!(RECLAIM_OFF as usize + 8 <= ROOT_SIZE);
+/// Root: CRC-32 of the bytes before it (magic to reclaim chain), u32.
+/// Every field is read only once it checks: a flipped bit in the
+/// generation or the header flag otherwise opened an empty WAL, every
+/// committed frame dropped without a word.
+const ROOT_CRC_OFF: u64 = RECLAIM_OFF + 8;
+/// Root bytes every root transaction writes: the fields and their crc.
+const ROOT_SEALED: usize = ROOT_CRC_OFF as usize + 4;
+const _: () = assert!(ROOT_SEALED <= ROOT_SIZE);
 /// Blocks a restart frees per rewind transaction: 4 KiB of commit-group
 /// entries, well inside half the commit ring of the smallest pool.
 pub const FREE_BATCH: usize = 256;
-/// Version 3: the reclaim chain in the root (2 freed a generation's blocks
-/// in one transaction; 1 had 24-byte record headers and zeroed blocks).
 /// Bytes of a cache line: a commit ends on one.
 const LINE: u64 = 64;
-const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x03");
+/// Version 4: the root's crc (3 had none, and is read and upgraded at
+/// open; 2 freed a generation's blocks in one transaction; 1 had 24-byte
+/// record headers and zeroed blocks).
+const MAGIC: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x04");
+/// Version 3: the same root without its crc.
+const MAGIC_V3: u64 = u64::from_le_bytes(*b"NVWAL\0\0\x03");
 /// The magic's bytes before the version.
 const MAGIC_MASK: u64 = 0x0000_ffff_ffff_ffff;
 
@@ -139,6 +149,8 @@ pub struct WalLog {
     cur: usize,
     pos: u64,
     gen: u64,
+    /// SQLite's WAL header in the root (none: an empty WAL file).
+    header: Option<WalHeader>,
     /// The last commit's crc (the generation's seed before any).
     chain: u32,
     /// The current frame number (frames committed in this generation).
@@ -164,6 +176,33 @@ pub struct Persist {
     pub counters: rewind::Counters,
     /// Blocks linked by rewind transactions.
     pub blocks_linked: u64,
+}
+
+/// The root's fields as one transaction writes them, sealed with their
+/// crc ([`ROOT_CRC_OFF`]).
+fn root_image(
+    gen: u64,
+    head: u64,
+    block_size: u64,
+    header: Option<&WalHeader>,
+    reclaim: u64,
+) -> [u8; ROOT_SEALED] {
+    let mut r = [0u8; ROOT_SEALED];
+    let mut put = |off: u64, bytes: &[u8]| {
+        let o = off as usize;
+        r[o..o + bytes.len()].copy_from_slice(bytes);
+    };
+    put(MAGIC_OFF, &MAGIC.to_le_bytes());
+    put(GEN_OFF, &gen.to_le_bytes());
+    put(HEAD_OFF, &head.to_le_bytes());
+    put(BLOCK_SIZE_OFF, &block_size.to_le_bytes());
+    put(HAS_HEADER_OFF, &(header.is_some() as u64).to_le_bytes());
+    put(HEADER_OFF, header.unwrap_or(&[0u8; 32]));
+    put(RECLAIM_OFF, &reclaim.to_le_bytes());
+    let at = ROOT_CRC_OFF as usize;
+    let crc = crc32fast::hash(&r[..at]);
+    r[at..].copy_from_slice(&crc.to_le_bytes());
+    r
 }
 
 fn seed(gen: u64, header: Option<&WalHeader>) -> u32 {
@@ -231,10 +270,7 @@ impl WalLog {
             None => pool.transaction(|tx| {
                 let root = tx.root::<RootBytes>()?.offset();
                 let head = tx.alloc_bytes(block_size)?;
-                tx.write_bytes(root + MAGIC_OFF, &MAGIC.to_le_bytes())?;
-                tx.write_bytes(root + GEN_OFF, &1u64.to_le_bytes())?;
-                tx.write_bytes(root + HEAD_OFF, &head.to_le_bytes())?;
-                tx.write_bytes(root + BLOCK_SIZE_OFF, &block_size.to_le_bytes())?;
+                tx.write_bytes(root, &root_image(1, head, block_size, None, 0))?;
                 Ok::<_, rewind::Error>(root)
             })?,
         };
@@ -245,13 +281,14 @@ impl WalLog {
             u64::from_le_bytes(r[o..o + 8].try_into().expect("8 bytes"))
         };
         let magic = word(MAGIC_OFF);
-        if magic & MAGIC_MASK == MAGIC & MAGIC_MASK && magic != MAGIC {
+        let v3 = magic == MAGIC_V3;
+        if magic & MAGIC_MASK == MAGIC & MAGIC_MASK && magic != MAGIC && !v3 {
             return Err(Error::UnsupportedVersion {
                 found: magic >> 56,
                 expected: MAGIC >> 56,
             });
         }
-        if magic != MAGIC {
+        if magic != MAGIC && !v3 {
             return Err(Error::NotAWalPool { found: magic });
         }
         let block_size = word(BLOCK_SIZE_OFF);
@@ -296,6 +333,16 @@ impl WalLog {
                 })
             }
         };
+        // (The checks above name what they find; any other damage to a
+        // field is found here.)
+        let crc_at = ROOT_CRC_OFF as usize;
+        let stored = u32::from_le_bytes(r[crc_at..crc_at + 4].try_into().expect("4 bytes"));
+        if !v3 && stored != crc32fast::hash(&r[..crc_at]) {
+            return Err(Error::Damaged {
+                what: "the root fails its checksum (its generation, header, head block or \
+                       reclaim chain was changed after it was written)",
+            });
+        }
         let mut seen = std::collections::HashSet::new();
         let blocks = chain(&pool, word(HEAD_OFF), &mut seen)?;
         let reclaim = match word(RECLAIM_OFF) {
@@ -313,6 +360,7 @@ impl WalLog {
             cur: 0,
             pos: BLOCK_HDR,
             gen,
+            header,
             chain: seed(gen, header.as_ref()),
             frames: 0,
             bytes_written: 0,
@@ -324,9 +372,21 @@ impl WalLog {
             None => Vec::new(),
         };
         log.frames = frames.len() as u32;
+        if v3 {
+            // Sealed with its crc, as version 4.
+            let image = log.root_image(log.gen, log.header.as_ref(), word(RECLAIM_OFF));
+            log.pool.transaction(|tx| tx.write_bytes(root, &image))?;
+        }
         log.free_reclaimed()?;
         log.not_commits = log.pool.counters();
         Ok((log, Recovered { header, frames }))
+    }
+
+    /// The root as a transaction of this log writes it: `gen` and
+    /// `header`, the log's head block and block size, the reclaim chain
+    /// from `reclaim`.
+    fn root_image(&self, gen: u64, header: Option<&WalHeader>, reclaim: u64) -> [u8; ROOT_SEALED] {
+        root_image(gen, self.blocks[0], self.block_size, header, reclaim)
     }
 
     /// Sets how many blocks a restart frees per rewind transaction (at
@@ -345,11 +405,12 @@ impl WalLog {
             let n = self.free_batch.min(self.reclaim.len());
             let rest = self.reclaim.get(n).copied().unwrap_or(0);
             let batch = &self.reclaim[..n];
+            let image = self.root_image(self.gen, self.header.as_ref(), rest);
             self.pool.transaction(|tx| {
                 for &b in batch {
                     tx.free(PPtr::<u8>::from_offset(b))?;
                 }
-                tx.write_bytes(root + RECLAIM_OFF, &rest.to_le_bytes())
+                tx.write_bytes(root, &image)
             })?;
             self.reclaim.drain(..n);
         }
@@ -682,19 +743,15 @@ impl WalLog {
         // has one.
         self.free_reclaimed()?;
         let first = self.blocks.get(1).copied().unwrap_or(0);
+        let image = self.root_image(gen, header, first);
         self.pool.transaction(|tx| {
-            tx.write_bytes(root + RECLAIM_OFF, &first.to_le_bytes())?;
             tx.write_bytes(head, &0u64.to_le_bytes())?;
-            tx.write_bytes(root + GEN_OFF, &gen.to_le_bytes())?;
-            tx.write_bytes(
-                root + HAS_HEADER_OFF,
-                &(header.is_some() as u64).to_le_bytes(),
-            )?;
-            tx.write_bytes(root + HEADER_OFF, header.unwrap_or(&[0u8; 32]))?;
+            tx.write_bytes(root, &image)?;
             Ok::<_, rewind::Error>(())
         })?;
         self.reclaim = self.blocks.split_off(1);
         (self.cur, self.pos, self.gen) = (0, BLOCK_HDR, gen);
+        self.header = header.copied();
         self.chain = seed(gen, header);
         self.frames = 0;
         let freed = self.free_reclaimed();
@@ -870,6 +927,35 @@ mod tests {
         assert_eq!(reopen(&log).len(), new.len() + 1);
     }
 
+    /// A pool of version 3 (the root without its crc) opens with its
+    /// frames and is sealed as version 4, which opens again.
+    #[test]
+    fn a_pool_of_format_version_3_opens_and_is_upgraded() {
+        let cfg = PoolConfig::default().policy(rewind::Policy::Redo);
+        let pool = Pool::create_sim(crate::LAYOUT, 1 << 20, &cfg).unwrap();
+        let (mut log, _) = WalLog::open(pool, 4096).unwrap();
+        log.restart(Some(&header(1))).unwrap();
+        let mut pages = vec![vec![0u8; PAGE]; 4];
+        let want: Vec<Frame> = (0..5)
+            .map(|t| one(&mut log, &mut pages, t % 4 + 1, t))
+            .collect();
+        let mut v3 = [0u8; 12];
+        v3[..8].copy_from_slice(&MAGIC_V3.to_le_bytes());
+        log.pool
+            .transaction(|tx| {
+                tx.write_bytes(log.root + MAGIC_OFF, &v3[..8])?;
+                tx.write_bytes(log.root + ROOT_CRC_OFF, &v3[8..])
+            })
+            .unwrap();
+        let (log, rec) = WalLog::open(crashed_pool(&log), 4096).unwrap();
+        assert_eq!(rec.frames, want);
+        let mut r = [0u8; ROOT_SEALED];
+        log.pool.read_bytes(log.root, &mut r).unwrap();
+        assert_eq!(r[..8], MAGIC.to_le_bytes());
+        assert_eq!(r, log.root_image(log.gen, log.header.as_ref(), 0));
+        assert_eq!(reopen(&log), want);
+    }
+
     #[test]
     fn a_pool_of_format_version_2_is_a_clear_error() {
         let cfg = PoolConfig::default().policy(rewind::Policy::Redo);
@@ -881,7 +967,7 @@ mod tests {
             .unwrap();
         match WalLog::open(crashed_pool(&log), 4096) {
             Err(Error::UnsupportedVersion { found, expected }) => {
-                assert_eq!((found, expected), (2, 3))
+                assert_eq!((found, expected), (2, 4))
             }
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("a version 2 pool opened"),

@@ -158,3 +158,30 @@ fn a_flipped_bit_in_a_committed_record_is_an_error_not_a_shorter_log() {
         );
     }
 }
+
+/// Root damage no range check can see: a generation raised (the records
+/// are of generation 2, and a restart leaves a generation above its head
+/// block's records too), the header flag cleared, the reclaim chain or
+/// the root's crc itself changed. The root's crc finds each: before it, a
+/// raised generation or a cleared flag opened an empty WAL, every commit
+/// dropped without a word ("no such table").
+#[test]
+fn a_raised_generation_or_a_cleared_header_flag_is_an_error_not_an_empty_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = crashed_db(dir.path());
+    let cases: &[(&str, u64, &[u8])] = &[
+        ("gen-3", 8, &3u64.to_le_bytes()),
+        ("gen-100", 8, &100u64.to_le_bytes()),
+        ("has-header-0", 32, &0u64.to_le_bytes()),
+        ("reclaim-0x40", 72, &0x40u64.to_le_bytes()),
+        ("crc", 80, &[0x5a]),
+    ];
+    for &(name, off, bytes) in cases {
+        let p = damaged(dir.path(), name, &files, off, bytes);
+        let e = open_and_count(&p).expect_err(name);
+        assert!(
+            e.starts_with("unable to open database file") && e.contains("checksum"),
+            "{name}: {e}"
+        );
+    }
+}
