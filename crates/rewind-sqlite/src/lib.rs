@@ -206,7 +206,7 @@ impl Config {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegisterError {
-    /// This process registered the name already.
+    /// SQLite has this crate's VFS of this name registered already.
     #[error("a VFS named {name:?} is registered already (register each name once)")]
     AlreadyRegistered {
         /// The name.
@@ -278,6 +278,10 @@ pub enum RegisterError {
 /// the first size beside the log), a block size that is not a multiple of
 /// 64 of at least 4096 or that the heap of a pool of the maximum size
 /// ([`Config::pool_max`]) could not hold twice.
+///
+/// A name whose VFS the program unregistered from SQLite
+/// (`sqlite3_vfs_unregister`) may be registered again, with any
+/// configuration; connections opened before keep the VFS they opened with.
 pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
     if !log::block_size_shaped(cfg.block_size) {
         return Err(RegisterError::BadBlockSize {

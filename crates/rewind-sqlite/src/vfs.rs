@@ -104,7 +104,9 @@ struct WalHandle {
     shared: *const Shared,
 }
 
-static NAMES: LazyLock<Mutex<Vec<String>>> = LazyLock::new(Default::default);
+/// Held through [`register`]: two threads registering one name at once
+/// register it once.
+static REGISTERING: Mutex<()> = Mutex::new(());
 
 /// The VFS structures [`register`] gave SQLite (their addresses).
 static OURS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
@@ -217,23 +219,25 @@ unsafe extern "C" fn wal_hook(
 
 /// Registers the VFS `name` (not as the default).
 pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
-    let mut names = NAMES.lock();
-    if names.iter().any(|n| n == name) {
-        return Err(crate::RegisterError::AlreadyRegistered {
-            name: name.to_string(),
-        });
-    }
+    let _registering = REGISTERING.lock();
     let cname = CString::new(name)
         .ok()
         .filter(|_| !name.is_empty())
         .ok_or_else(|| crate::RegisterError::BadName {
             name: name.to_string(),
         })?;
+    // What SQLite has now decides, not what this process registered once:
+    // a VFS of this crate that the program unregistered
+    // (`sqlite3_vfs_unregister`) may be registered again.
     // SAFETY: `cname` is a NUL-terminated string that outlives the call;
     // sqlite3_vfs_find only reads SQLite's global list.
-    if !unsafe { ffi::sqlite3_vfs_find(cname.as_ptr()) }.is_null() {
-        return Err(crate::RegisterError::NameTaken {
-            name: name.to_string(),
+    let found = unsafe { ffi::sqlite3_vfs_find(cname.as_ptr()) };
+    if !found.is_null() {
+        let name = name.to_string();
+        return Err(if OURS.lock().contains(&(found as usize)) {
+            crate::RegisterError::AlreadyRegistered { name }
+        } else {
+            crate::RegisterError::NameTaken { name }
         });
     }
     // SAFETY: sqlite3_vfs_find with NULL returns the default VFS (or NULL
@@ -294,7 +298,6 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
     if hooked != ffi::SQLITE_OK {
         return Err(crate::RegisterError::Sqlite { code: hooked });
     }
-    names.push(name.to_string());
     Ok(())
 }
 

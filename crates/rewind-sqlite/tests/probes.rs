@@ -85,3 +85,52 @@ fn a_wal_restart_keeps_the_connections_lock_on_the_database() {
     );
     assert!(!rewind_sqlite::pool_path(&dir.path().join("l.db-wal")).exists());
 }
+
+/// A VFS the program unregistered from SQLite (`sqlite3_vfs_unregister`,
+/// there being no other way) can be registered again under its name:
+/// `register` refused it as "registered already", from a list of the
+/// names it had ever registered, though SQLite had none of that name and
+/// nothing could open a database through it again. A connection opened
+/// before the unregistering keeps its VFS meanwhile.
+#[test]
+fn a_vfs_unregistered_from_sqlite_registers_again() {
+    const NAME: &str = "rewind-probes-unregistered";
+    let cname = std::ffi::CString::new(NAME).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u.db");
+    let cfg = rewind_sqlite::Config::default();
+    rewind_sqlite::register(NAME, &cfg).unwrap();
+    let flags = rusqlite::OpenFlags::default();
+    let before = Connection::open_with_flags_and_vfs(&path, flags, NAME).unwrap();
+    before.pragma_update(None, "journal_mode", "WAL").unwrap();
+    before
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    for round in 0..2 {
+        // SAFETY: `cname` is NUL-terminated; sqlite3_vfs_find returns a
+        // VFS registered with SQLite, which sqlite3_vfs_unregister takes
+        // off its list (this crate never frees its VFS structures).
+        let rc = unsafe {
+            let vfs = rusqlite::ffi::sqlite3_vfs_find(cname.as_ptr());
+            assert!(!vfs.is_null(), "round {round}");
+            rusqlite::ffi::sqlite3_vfs_unregister(vfs)
+        };
+        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+        assert!(Connection::open_with_flags_and_vfs(&path, flags, NAME).is_err());
+        before.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        rewind_sqlite::register(NAME, &cfg).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let again = Connection::open_with_flags_and_vfs(&path, flags, NAME).unwrap();
+        let n: i64 = again
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2, "round {round}");
+        again
+            .execute("DELETE FROM t WHERE rowid = (SELECT max(rowid) FROM t)", [])
+            .unwrap();
+        assert!(matches!(
+            rewind_sqlite::register(NAME, &cfg),
+            Err(rewind_sqlite::RegisterError::AlreadyRegistered { .. })
+        ));
+    }
+    drop(before);
+}
