@@ -97,7 +97,13 @@ impl Blob {
     /// Creates a blob holding `bytes`.
     pub fn create_from(tx: &mut Tx<'_>, bytes: &[u8]) -> Result<Self> {
         let b = Self::create(tx)?;
-        b.append(tx, bytes)?;
+        // Bytes refused for space (OutOfMemory leaves the transaction
+        // usable, and a program may commit after it) take the header back
+        // with them: nothing leaks.
+        if let Err(e) = b.append(tx, bytes) {
+            tx.free(b.as_ptr())?;
+            return Err(e);
+        }
         Ok(b)
     }
 

@@ -204,7 +204,16 @@ where
         }
         let geo = Self::geo(fanout);
         let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
-        let leaf = tx.alloc_bytes(geo.size() as u64)?;
+        // A leaf refused for space (OutOfMemory leaves the transaction
+        // usable, and a program may commit after it) takes the header
+        // back with it: nothing leaks.
+        let leaf = match tx.alloc_bytes(geo.size() as u64) {
+            Ok(leaf) => leaf,
+            Err(e) => {
+                tx.free(PPtr::<u8>::from_offset(hdr))?;
+                return Err(e.into());
+            }
+        };
         store_leaf(tx, &geo, leaf, tx.id(), 0, &[])?;
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);

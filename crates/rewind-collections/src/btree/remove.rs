@@ -260,7 +260,11 @@ where
 
     /// Keeps only the entries for which `keep` returns true; removes the
     /// others in `tx`. Reads every entry first (their keys are held in
-    /// memory), then removes.
+    /// memory), then removes. Whole or not at all: a removal refused for
+    /// space (a byte-string key's share of entries needs a separator
+    /// block; OutOfMemory leaves the transaction usable) undoes the
+    /// removals before it, so a program that goes on commits the map as
+    /// it was.
     pub fn retain(&self, tx: &mut Tx<'_>, mut keep: impl FnMut(&K, &V) -> bool) -> Result<()> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut doomed = Vec::new();
@@ -270,8 +274,19 @@ where
                 doomed.push(k);
             }
         }
+        // Only a byte-string key's removal allocates (a `Pod` separator
+        // is stored in its slot): only then can one fail after others.
+        let undo = match !K::INLINE && doomed.len() > 1 {
+            true => Some(tx.savepoint()?),
+            false => None,
+        };
         for k in doomed {
-            self.remove(tx, k.borrowed())?;
+            if let Err(e) = self.remove(tx, k.borrowed()) {
+                if let Some(sp) = undo {
+                    tx.rollback_to(sp)?;
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
