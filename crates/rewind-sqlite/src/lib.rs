@@ -55,7 +55,8 @@
 //!   first time, creates) the pool file beside the database: a database on
 //!   a read-only file system cannot be opened through this VFS
 //!   (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
-//! * *Checkpoints.* Every connection through this VFS checkpoints as
+//! * *Checkpoints.* Every connection with a database of this VFS (its
+//!   main one or one it attached) checkpoints as
 //!   SQLite does at 1,000 frames, and also once the WAL's blocks hold half
 //!   the pool's heap at its maximum size, so that a bounded pool (a small
 //!   [`Config::max_pool_size`], large pages) never fills with frames a

@@ -119,41 +119,70 @@ const AUTO_CHECKPOINT_FRAMES: c_int = 1000;
 /// process opens (once).
 static HOOKED: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
 
-/// Run by SQLite as each connection opens (`sqlite3_auto_extension`): a
-/// connection whose main database is this crate's VFS's checkpoints with
-/// [`wal_hook`] instead of SQLite's default hook.
+/// Run by SQLite as each connection opens (`sqlite3_auto_extension`):
+/// every connection gets [`first_commit`], which gives a connection with a
+/// database of this crate's VFS [`wal_hook`] in place of SQLite's default
+/// hook. Every connection, not only those whose main database is this
+/// VFS's: one opened on a stock database (or in memory) that `ATTACH`es a
+/// database of this VFS writes its WAL to a pool as well, and without the
+/// hook a pool of bounded size filled with frames a checkpoint could free
+/// (every write to it then failed with `SQLITE_FULL`).
 unsafe extern "C" fn on_connection(
     db: *mut ffi::sqlite3,
     _err: *mut *mut c_char,
     _api: *const ffi::sqlite3_api_routines,
 ) -> c_int {
-    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
-    // SAFETY: `db` is the connection SQLite is opening; the file control
-    // writes the main database's VFS pointer into `vfs`.
-    let rc = unsafe {
-        ffi::sqlite3_file_control(
-            db,
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_VFS_POINTER,
-            (&mut vfs as *mut *mut ffi::sqlite3_vfs).cast(),
-        )
-    };
-    if rc == ffi::SQLITE_OK && OURS.lock().contains(&(vfs as usize)) {
-        // (SQLite sets its own WAL hook after the auto-extensions ran: the
-        // first commit sets this one.)
-        // SAFETY: `db` is a valid connection; the hook gets it back.
-        unsafe { ffi::sqlite3_commit_hook(db, Some(first_commit), db.cast()) };
-    }
+    // (SQLite sets its own WAL hook after the auto-extensions ran: a
+    // commit sets this one.)
+    // SAFETY: `db` is the connection SQLite is opening; the hook gets it
+    // back.
+    unsafe { ffi::sqlite3_commit_hook(db, Some(first_commit), db.cast()) };
     ffi::SQLITE_OK
 }
 
-/// The connection's first commit: sets [`wal_hook`] in place of SQLite's
-/// default one, with the same frame count (1,000, or what `PRAGMA
-/// wal_autocheckpoint` set before it; none if it turned checkpoints
-/// off), and removes itself.
+/// Whether one of `db`'s databases (main, temp or attached) is kept by a
+/// VFS of this crate.
+///
+/// # Safety
+/// `db` is an open connection, on the thread that uses it.
+unsafe fn has_ours(db: *mut ffi::sqlite3) -> bool {
+    let ours = OURS.lock();
+    (0..)
+        .map_while(|i| {
+            // SAFETY: the caller's promise; NULL past the last database.
+            let name = unsafe { ffi::sqlite3_db_name(db, i) };
+            (!name.is_null()).then_some(name)
+        })
+        .any(|name| {
+            let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+            // SAFETY: `name` is the schema name SQLite just gave; the file
+            // control writes that database's VFS pointer into `vfs`.
+            let rc = unsafe {
+                ffi::sqlite3_file_control(
+                    db,
+                    name,
+                    ffi::SQLITE_FCNTL_VFS_POINTER,
+                    (&mut vfs as *mut *mut ffi::sqlite3_vfs).cast(),
+                )
+            };
+            rc == ffi::SQLITE_OK && ours.contains(&(vfs as usize))
+        })
+}
+
+/// Each commit of a connection until one of its databases is this
+/// crate's VFS's (main or attached since): then sets [`wal_hook`] in
+/// place of SQLite's default one, with the same frame count (1,000, or
+/// what `PRAGMA wal_autocheckpoint` set before it; none if it turned
+/// checkpoints off), and removes itself. A connection with none of them
+/// keeps SQLite's own hook.
 unsafe extern "C" fn first_commit(arg: *mut c_void) -> c_int {
     let db = arg.cast::<ffi::sqlite3>();
-    // SAFETY: `arg` is the connection this commit hook was set on.
+    // SAFETY: `arg` is the connection this commit hook was set on, and
+    // SQLite calls the hook on the thread running its commit.
+    if !unsafe { has_ours(db) } {
+        return 0; // the commit goes on; the next one asks again
+    }
+    // SAFETY: as above.
     let frames =
         unsafe { ffi::sqlite3_wal_hook(db, Some(wal_hook), arg_of(AUTO_CHECKPOINT_FRAMES)) };
     let frames = frames as usize;

@@ -74,3 +74,56 @@ fn a_16_mib_pool_of_64_kib_pages_takes_small_transactions_for_ever() {
 fn a_1_mib_pool_of_4_kib_pages_takes_small_transactions_for_ever() {
     fill("rewind-capped-1", 1, 4096, 3000, 1500);
 }
+
+/// A connection whose main database is not the VFS's (here in memory)
+/// `ATTACH`es a database of the VFS with a bounded pool: its WAL gets the
+/// crate's checkpoints as well. Before, only a connection whose main
+/// database was the VFS's had them, and the attached database's pool
+/// filled after 79 inserts of 3,000 bytes, every later write failing with
+/// `SQLITE_FULL`. A connection with no database of the VFS keeps SQLite's
+/// own hook (the pragma reads its count).
+#[test]
+fn a_capped_database_attached_to_a_stock_connection_takes_small_transactions_for_ever() {
+    const VFS: &str = "rewind-capped-attached";
+    let cfg = rewind_sqlite::Config::default()
+        .pool_size(1 << 20)
+        .max_pool_size(1 << 20);
+    rewind_sqlite::register(VFS, &cfg).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("attached.db");
+    let c = Connection::open_in_memory().unwrap();
+    c.execute(
+        "ATTACH ?1 AS cap",
+        [format!("file:{}?vfs={VFS}", path.display())],
+    )
+    .unwrap();
+    c.execute_batch(
+        "PRAGMA cap.journal_mode = WAL;
+         CREATE TABLE cap.t(id INTEGER PRIMARY KEY, v BLOB);",
+    )
+    .unwrap();
+    let rows = 600;
+    for i in 0..rows {
+        c.execute(
+            "INSERT INTO cap.t(id, v) VALUES (?1, randomblob(3000))",
+            [i],
+        )
+        .unwrap_or_else(|e| panic!("insert {i}: {e} ({:?})", rewind_sqlite::last_error()));
+    }
+    assert!(rewind_sqlite::stats(&path).unwrap().restarts > 0);
+    drop(c);
+    let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), VFS).unwrap();
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, rows);
+    // A stock database alone, in WAL mode, after a commit: SQLite's hook.
+    let stock = Connection::open(dir.path().join("stock.db")).unwrap();
+    stock
+        .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let n: i64 = stock
+        .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1000);
+}
