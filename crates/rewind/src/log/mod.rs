@@ -36,11 +36,22 @@
 //! ([`Lsns`]) that several logs can share, so that per-thread lanes (MARS's
 //! distributed log) can later be several `Log`s merged by lsn at recovery.
 //! All appends and removals of one log hold its latch (`State`).
+//!
+//! **Code.** This module holds the log's volatile state, its opening and
+//! the clearing of finished transactions' records; `append` the writer
+//! (an append's charge, then its records placed and made valid by the
+//! variant's protocol, one short function each), `reader` the recovery
+//! scan, `space` the costs, reservations and growth, `two_layer` the
+//! two-layer variant's tree operations. The commit ring of the redo
+//! policies is [`ring`], its per-thread lanes [`lanes`].
 
 pub mod adll;
+mod append;
 pub mod blocks;
 pub mod lanes;
+mod reader;
 pub mod ring;
+mod space;
 pub(crate) mod table;
 mod tracking;
 pub mod tree;
@@ -54,10 +65,14 @@ use parking_lot::Mutex;
 use crate::alloc::{self, Allocator};
 use crate::error::Error;
 use crate::format::layout::{Layout, MAX_RECORD_DATA, RECORD_HEADER};
-pub use crate::format::record::{self, Draft, Kind, Record};
+pub use crate::format::record::{Draft, Kind, Record};
 pub use crate::format::LogVariant;
-use crate::persist::{sites, Domain};
+use crate::persist::Domain;
+use append::{gap_cells, store_cells};
 use blocks::Blocks;
+use reader::scan;
+use space::usable;
+pub use space::Reservation;
 use tracking::{Free, Order};
 
 /// A cell of a bucket.
@@ -168,32 +183,6 @@ impl std::hash::Hasher for OffsetHasher {
 }
 
 type Buckets = HashMap<u64, Bucket, std::hash::BuildHasherDefault<OffsetHasher>>;
-
-/// A transaction's place in the log: the head of its record chain, and the
-/// log space it holds for the records its end may need (the compensation
-/// records of its forward records, its ROLLBACK and its END).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Reservation {
-    /// Bytes held (in the log's cost units).
-    pub bytes: u64,
-    /// ROLLBACK and END are reserved (at the first forward record).
-    started: bool,
-    /// Lsn of the transaction's latest record (0: none yet): the `prev` of
-    /// its next one.
-    pub last: u64,
-}
-
-impl Reservation {
-    /// No reservation, for records that fit by construction: recovery's,
-    /// continuing the chain whose latest record is `last`.
-    pub fn none(last: u64) -> Reservation {
-        Reservation {
-            bytes: 0,
-            started: true,
-            last,
-        }
-    }
-}
 
 struct State {
     layout: Layout,
@@ -496,292 +485,9 @@ impl Log {
         self.variant
     }
 
-    fn cost(&self, size: u64) -> u64 {
-        (size + self.node).max(self.per_cell)
-    }
-
-    /// Log space a rollback of this record needs (its CLR: the old bytes
-    /// of an UPDATE, the block size of an ALLOC or DELETE).
-    pub fn clr_cost(&self, d: &Draft) -> u64 {
-        match d.kind {
-            Kind::Update => self.cost((record::HEADER + d.new.len().div_ceil(8) * 8) as u64),
-            Kind::Alloc | Kind::Delete => self.cost(record::HEADER as u64 + 8),
-            _ => 0,
-        }
-    }
-
-    /// Space of a record without payload (ROLLBACK, END, CHECKPOINT).
-    fn bare_cost(&self) -> u64 {
-        self.cost(record::HEADER as u64)
-    }
-
     /// Lets the log grow into the heap (after recovery).
     pub fn attach_heap(&self, heap: Arc<Allocator>) {
         let _ = self.heap.set(heap);
-    }
-
-    /// Appends `drafts` in order and makes them persistent and valid before
-    /// returning, so the caller may then perform the in-place stores they
-    /// describe (WAL). Forward records (UPDATE, ALLOC, DELETE) add to `res`
-    /// the space of their CLRs (and, for a transaction's first, its
-    /// ROLLBACK and END); the others (CLR, END, ROLLBACK, CHECKPOINT) are
-    /// paid from `res`, so a rollback never finds the log full. The log
-    /// grows into the heap when it must; when it cannot, nothing is written
-    /// and the error is [`Error::LogFull`].
-    pub fn append(
-        &self,
-        d: &Domain,
-        drafts: &[Draft<'_>],
-        out: &mut Vec<Placed>,
-        res: &mut Reservation,
-    ) -> Result<(), Error> {
-        let mut st = self.state.lock();
-        self.append_locked(d, &mut st, drafts, out, res, false)
-    }
-
-    /// Appends a one-fence commit (NVWAL §4.3): `drafts` (the REDO records
-    /// of a transaction with no other record in the log) and, after them,
-    /// END with the commit sequence number and the group's checksum, all
-    /// under a single fence. Optimized and Batch logs only: the others'
-    /// records become valid through their own fenced structures.
-    pub fn append_commit(
-        &self,
-        d: &Domain,
-        drafts: &[Draft<'_>],
-        out: &mut Vec<Placed>,
-        res: &mut Reservation,
-    ) -> Result<(), Error> {
-        debug_assert!(self.variant.one_fence());
-        debug_assert!(drafts.last().is_some_and(|e| e.kind == Kind::End));
-        let mut st = self.state.lock();
-        self.append_locked(d, &mut st, drafts, out, res, true)
-    }
-
-    /// Appends a transaction's END record and, under force, clears its
-    /// records (`cells`, then END: see [`release`](Self::release)) in the
-    /// same critical section.
-    pub fn append_end(
-        &self,
-        d: &Domain,
-        end: &Draft<'_>,
-        clear: Option<&[CellRef]>,
-        out: &mut Vec<Placed>,
-        res: &mut Reservation,
-    ) -> Result<(), Error> {
-        let mut st = self.state.lock();
-        let st = &mut *st;
-        let first = out.len();
-        self.append_locked(d, st, std::slice::from_ref(end), out, res, false)?;
-        if let Some(cells) = clear {
-            self.release_locked(d, st, cells, Some(out[first].cell))?;
-        }
-        Ok(())
-    }
-
-    fn append_locked(
-        &self,
-        d: &Domain,
-        st: &mut State,
-        drafts: &[Draft<'_>],
-        out: &mut Vec<Placed>,
-        res: &mut Reservation,
-        one_fence: bool,
-    ) -> Result<(), Error> {
-        let (mut forward, mut other, mut reserve) = (0, 0, 0);
-        for x in drafts {
-            let c = self.cost(x.size() as u64);
-            match x.kind {
-                Kind::Update | Kind::Alloc | Kind::Delete => {
-                    forward += c;
-                    reserve += self.clr_cost(x);
-                }
-                _ => other += c,
-            }
-        }
-        let mut held = 0;
-        if forward > 0 {
-            if !res.started {
-                reserve += 2 * self.bare_cost();
-            }
-            if !st.checkpoint_held {
-                held = self.bare_cost();
-            }
-        }
-        let paid = other.min(res.bytes);
-        let needed = forward + reserve + held + (other - paid);
-        // Reserved space not this append's to use.
-        let others = st.reserved - paid;
-        while self.available(st).saturating_sub(others) < needed || !self.holds(st) {
-            if !self.grow(d, st)? {
-                return Err(Error::LogFull {
-                    needed,
-                    free: self.available(st).saturating_sub(others),
-                });
-            }
-        }
-        st.batch_index.clear();
-        st.batch_cells.clear();
-        if self.variant != LogVariant::Batch || one_fence {
-            // Committed groups' clears (redo policy), persisted by this
-            // append's first fence before any in-place store it covers.
-            st.store_others_clears(d)?;
-        }
-        // One-fence commit: the group's checksum, built as its records are
-        // encoded, and END's payload (commit sequence number, checksum).
-        let mut group = record::GroupChecksum::default();
-        let mut end_payload = [0u8; record::ONE_FENCE_PAYLOAD];
-        // The append's lsns, taken at once before any record is written: a
-        // locked instruction drains the write-combining buffers, so one
-        // among the records' non-temporal stores would wait for all of them.
-        let first_lsn = self.lsns.take(drafts.len() as u64);
-        let first_out = out.len();
-        for (lsn, draft) in (first_lsn..).zip(drafts) {
-            let size = draft.size() as u64 + self.node;
-            let block = self.room(d, st, size)?;
-            // A CHECKPOINT belongs to no transaction's chain.
-            let prev = if draft.kind == Kind::Checkpoint {
-                0
-            } else {
-                std::mem::replace(&mut res.last, lsn)
-            };
-            let seq = if draft.kind == Kind::End && draft.flags & record::END_COMMITTED != 0 {
-                st.csn += 1;
-                st.csn - 1
-            } else {
-                0
-            };
-            if one_fence && draft.kind == Kind::End {
-                let csn = seq;
-                end_payload[..8].copy_from_slice(&csn.to_le_bytes());
-                end_payload[8..].copy_from_slice(&group.value().to_le_bytes());
-                Draft::end_one_fence(draft.tx, draft.aux, &end_payload).encode(
-                    lsn,
-                    prev,
-                    &mut st.scratch,
-                );
-            } else {
-                draft.encode(lsn, prev, &mut st.scratch);
-                if one_fence {
-                    group.add(lsn, record::stored_crc(&st.scratch));
-                }
-            }
-            let b = st.buckets.get_mut(&block).expect("tail bucket is tracked");
-            let at = block + b.body_used;
-            let rec_off = at + self.node;
-            let cell = if self.node > 0 {
-                CellRef::node_at(block, at)
-            } else {
-                CellRef {
-                    block,
-                    idx: b.next_cell,
-                }
-            };
-            b.body_used += size;
-            b.next_cell += 1;
-            b.live += 1;
-            if self.node > 0 {
-                d.store_nt(at, &tree::leaf_header(at))?;
-            }
-            d.store_nt(rec_off, &st.scratch)?;
-            match self.variant {
-                // The group's single fence comes after the loop.
-                _ if one_fence => {
-                    b.tagged.push(rec_off);
-                    st.batch_cells.push((cell, tagged_cell(rec_off, lsn)));
-                }
-                // The node's body is fenced by the tree operation below.
-                LogVariant::TwoLayer => {}
-                LogVariant::Simple | LogVariant::Optimized => {
-                    // The body persistent before the cell points at it.
-                    d.fence_at(sites::LOG_RECORD_BODY)?;
-                    d.store_nt_u64(cell.off(), rec_off)?;
-                    // The cell persistent before the caller's in-place store.
-                    d.fence_at(sites::LOG_RECORD_CELL)?;
-                }
-                LogVariant::Batch => {
-                    st.batch_cells.push((cell, rec_off));
-                    match st.batch_index.last_mut() {
-                        Some((blk, n)) if *blk == block => *n = cell.idx + 1,
-                        _ => st.batch_index.push((block, cell.idx + 1)),
-                    }
-                }
-            }
-            out.push(Placed {
-                lsn,
-                cell,
-                rec_off,
-                seq,
-            });
-        }
-        if one_fence {
-            // The cells after the bodies, a run per line (one line write,
-            // not one per record); records and END durable together: the
-            // commit point.
-            store_cells(d, &mut st.words, &st.batch_cells)?;
-            d.fence_at(sites::LOG_ONE_FENCE)?;
-        } else if self.variant == LogVariant::Batch && !drafts.is_empty() {
-            st.store_others_clears(d)?;
-            store_cells(d, &mut st.words, &st.batch_cells)?;
-            // Bodies and cells of the group persistent before the index
-            // makes them valid.
-            d.fence_at(sites::LOG_GROUP_BODY)?;
-            for (i, &(block, n)) in st.batch_index.iter().enumerate() {
-                if i > 0 {
-                    // A group spanning buckets becomes valid in log order: a
-                    // crash may leave a prefix of it, never a later part alone
-                    // (an END without its records, a CLR without the earlier ones).
-                    d.fence_at(sites::LOG_GROUP_SPAN)?;
-                }
-                d.store_nt_u64(block + INDEX, n as u64)?;
-            }
-            // The index persistent before the caller's in-place stores.
-            d.fence_at(sites::LOG_GROUP_INDEX)?;
-        }
-        if self.variant == LogVariant::TwoLayer {
-            // Valid once in the tree, before the caller's in-place stores.
-            let placed: Vec<Placed> = out[first_out..].to_vec();
-            self.tree_insert(d, st, &placed)?;
-        }
-        // The accounting changes once the records are placed: an append
-        // that fails on the way (`room` finding no block after all) holds
-        // nothing, and leaves no checkpoint reservation marked held whose
-        // bytes `reserved` never got (the next checkpoint would take them
-        // back: an underflow that made every later append `LogFull`).
-        res.bytes -= paid;
-        st.reserved -= paid;
-        if forward > 0 {
-            res.started = true;
-            st.checkpoint_held = true;
-        }
-        st.reserved += reserve + held;
-        res.bytes += reserve;
-        Ok(())
-    }
-
-    /// Reserves the space of a REDO record of `len` bytes of value (and,
-    /// for a transaction's first, its END and ROLLBACK), which its commit
-    /// group will be paid from: a redo transaction's write set is bounded by
-    /// the log it must fit in. The log grows into the heap when it must;
-    /// when it cannot, [`Error::LogFull`] and nothing is reserved.
-    pub fn reserve_redo(&self, d: &Domain, len: usize, res: &mut Reservation) -> Result<(), Error> {
-        let mut st = self.state.lock();
-        let st = &mut *st;
-        let mut needed = self.cost((record::HEADER + len.div_ceil(8) * 8) as u64);
-        if !res.started {
-            needed += 2 * self.bare_cost();
-        }
-        while self.available(st).saturating_sub(st.reserved) < needed || !self.holds(st) {
-            if !self.grow(d, st)? {
-                return Err(Error::LogFull {
-                    needed,
-                    free: self.available(st).saturating_sub(st.reserved),
-                });
-            }
-        }
-        res.started = true;
-        st.reserved += needed;
-        res.bytes += needed;
-        Ok(())
     }
 
     /// Runs `write`, an in-place store outside any transaction followed by
@@ -814,117 +520,10 @@ impl Log {
         Ok(())
     }
 
-    /// Log space sure to be there: what any sequence of records costing
-    /// this much fits in (free blocks plus the tail's room). An append
-    /// lowers it by at most its cost, whichever block its records land in.
-    fn available(&self, st: &State) -> u64 {
-        let tail = st.order.last().map_or(0, |t| {
-            let b = &st.buckets[&t];
-            usable(
-                self.layout.bucket_cells,
-                self.per_cell,
-                self.layout.bucket_cells - b.next_cell as u64,
-                self.layout.log_block_size - b.body_used,
-                MAX_RECORD + self.node,
-            )
-        });
-        // Two-layer: the blocks held for tree operations are not records' room.
-        let blocks = (st.free.len() + st.inner.order.len()) as u64;
-        match blocks.checked_sub(st.inner.hold) {
-            Some(n) => n * self.block_usable + tail,
-            None => 0,
-        }
-    }
-
-    /// Two-layer: whether the blocks the largest tree operation needs are
-    /// there (always so for the other variants).
-    fn holds(&self, st: &State) -> bool {
-        (st.free.len() + st.inner.order.len()) as u64 >= st.inner.hold
-    }
-
-    /// Takes a chunk from the heap and adds its blocks to the free set.
-    /// `false` when the heap has none (or the log is not attached to it).
-    fn grow(&self, d: &Domain, st: &mut State) -> Result<bool, Error> {
-        let Some(heap) = self.heap.get() else {
-            return Ok(false);
-        };
-        if Blocks::per_chunk(&self.layout) == 0 {
-            return Ok(false);
-        }
-        let chunk = match heap.reserve_log_chunk(d) {
-            Ok(c) => c,
-            Err(Error::OutOfMemory { .. }) => return Ok(false),
-            Err(e) => return Err(e),
-        };
-        st.blocks.add_chunk(chunk);
-        let per_chunk = Blocks::per_chunk(&self.layout);
-        for b in st.blocks.chunk_blocks(chunk).collect::<Vec<_>>() {
-            st.free.insert(&st.blocks, per_chunk, b);
-        }
-        Ok(true)
-    }
-
-    /// Gives `block`'s heap chunk back when all its blocks are free and the
-    /// log keeps enough space for every reservation without it.
-    fn maybe_shrink(&self, d: &Domain, st: &mut State, block: u64) -> Result<(), Error> {
-        let (Some(heap), Some(chunk)) = (self.heap.get(), st.blocks.chunk_of(block)) else {
-            return Ok(());
-        };
-        let n = Blocks::per_chunk(&self.layout);
-        let blocks = (st.free.len() + st.inner.order.len()) as u64;
-        if !st.free.is_idle(chunk)
-            || self.available(st) < st.reserved + n * self.block_usable
-            || blocks < st.inner.hold + n
-        {
-            return Ok(());
-        }
-        st.forget_chunk(chunk);
-        heap.release_log_chunk(d, chunk)
-    }
-
-    /// Gives every log chunk back to the heap (an empty log: after
-    /// recovery, at a clean close). Before the allocator exists (at open)
-    /// the descriptors are freed directly.
-    pub fn release_chunks(&self, d: &Domain) -> Result<(), Error> {
-        let mut st = self.state.lock();
-        if !st.order.is_empty() {
-            return Ok(());
-        }
-        let chunks: Vec<u64> = st.blocks.chunks().collect();
-        for chunk in chunks {
-            st.forget_chunk(chunk);
-            match self.heap.get() {
-                Some(heap) => heap.release_log_chunk(d, chunk)?,
-                None => {
-                    alloc::free_log_chunk(d, &self.layout, chunk)?;
-                }
-            }
-        }
-        // The freed descriptors persistent (a crash before leaves chunks
-        // the next open frees again).
-        d.fence_at(sites::ALLOC_LOG_SHRINK_FENCE)
-    }
-
     /// Walks the list, checking every link (`rewind check`).
     pub fn check_list(&self, d: &Domain) -> Result<Vec<u64>, Error> {
         let st = self.state.lock();
         st.list.walk(d, &st.blocks)
-    }
-
-    /// Takes the checkpoint's reservation for its CHECKPOINT record.
-    pub fn take_checkpoint_reservation(&self) -> Reservation {
-        let mut st = self.state.lock();
-        let bytes = if st.checkpoint_held {
-            st.checkpoint_held = false;
-            self.bare_cost()
-        } else {
-            0
-        };
-        Reservation {
-            bytes,
-            started: true,
-            last: 0,
-        }
     }
 
     /// The tail bucket if it has room for a record of `size` bytes, else a
@@ -1099,19 +698,6 @@ impl Log {
         Ok(())
     }
 
-    /// Returns what is left of a reservation once its transaction ended,
-    /// and gives back the heap chunks the log no longer needs.
-    pub fn unreserve(&self, d: &Domain, res: &mut Reservation) -> Result<(), Error> {
-        let mut st = self.state.lock();
-        st.reserved -= res.bytes;
-        res.bytes = 0;
-        // Only chunks whose blocks are all free can go.
-        for chunk in st.free.idle() {
-            self.maybe_shrink(d, &mut st, chunk)?;
-        }
-        Ok(())
-    }
-
     /// Removes every block, oldest first (recovery, after all records are
     /// applied). A crash leaves a suffix of the log, which is harmless: END
     /// records come after the records they finish.
@@ -1167,192 +753,4 @@ fn thread_tag() -> u64 {
         static TAG: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     TAG.with(|t| *t)
-}
-
-/// The space a block with `cells` of its `cells_total` cells and `body`
-/// bytes of body left is sure to hold, in cost units (a record costs its
-/// size, at least `per_cell`). A record that does not fit leaves the block
-/// with no cell or with less than `largest` (the largest record, with its
-/// two-layer node header) of body, both of which count 0 here; so appends
-/// lower the total by at most their cost.
-fn usable(cells_total: u64, per_cell: u64, cells: u64, body: u64, largest: u64) -> u64 {
-    if cells == 0 {
-        0
-    } else if cells_total == 1 {
-        // Simple: one record per node, whatever its size.
-        per_cell
-    } else {
-        (cells * per_cell).min(body.saturating_sub(largest))
-    }
-}
-
-/// Writes cell values, one non-temporal store per run of adjacent cells:
-/// whole-line writes cost a fraction of word-by-word ones.
-fn store_cells(d: &Domain, words: &mut Vec<u8>, cells: &[(CellRef, u64)]) -> Result<(), Error> {
-    let mut i = 0;
-    while i < cells.len() {
-        let start = cells[i].0;
-        words.clear();
-        let mut j = i;
-        while j < cells.len()
-            && cells[j].0.block == start.block
-            && cells[j].0.idx == start.idx + (j - i) as u32
-        {
-            words.extend_from_slice(&cells[j].1.to_le_bytes());
-            j += 1;
-        }
-        d.store_nt(start.off(), words)?;
-        i = j;
-    }
-    Ok(())
-}
-
-/// Marks cells as gaps, coalescing adjacent ones.
-fn gap_cells(
-    d: &Domain,
-    words: &mut Vec<u8>,
-    sorted: &mut Vec<(CellRef, u64)>,
-    cells: &[CellRef],
-) -> Result<(), Error> {
-    sorted.clear();
-    sorted.extend(cells.iter().map(|&c| (c, GAP)));
-    sorted.sort_unstable_by_key(|(c, _)| (c.block, c.idx));
-    store_cells(d, words, sorted)
-}
-
-type ScanResult = (Vec<u64>, Buckets, Vec<Scanned>);
-
-/// Reads and checks the record a cell points at (`off`, inside a body
-/// ending at `body_end`).
-fn read_cell_record(
-    d: &Domain,
-    off: u64,
-    body_end: u64,
-    buf: &mut Vec<u8>,
-) -> Result<Record, Error> {
-    let mut h = [0u8; record::HEADER];
-    d.read(off, &mut h)?;
-    let payload = record::payload_len(&h).ok_or(Error::LogCorrupt {
-        offset: off,
-        reason: "unknown record kind",
-    })?;
-    let total = record::HEADER as u64 + payload as u64;
-    if off + total > body_end {
-        return Err(Error::LogCorrupt {
-            offset: off,
-            reason: "log record runs past its bucket",
-        });
-    }
-    buf.resize(total as usize, 0);
-    d.read(off, buf)?;
-    record::decode(buf, off)
-}
-
-/// Walks the list and reads every valid record, verifying each checksum.
-fn scan(
-    d: &Domain,
-    l: &Layout,
-    blocks: &Blocks,
-    variant: LogVariant,
-    list: adll::List,
-) -> Result<ScanResult, Error> {
-    let order = list.walk(d, blocks)?;
-    let mut buckets = Buckets::default();
-    let mut records: Vec<Scanned> = Vec::new();
-    let mut cells = vec![0u8; (l.bucket_cells * 8) as usize];
-    let mut buf = Vec::new();
-    for &block in &order {
-        d.read(block + CELLS, &mut cells)?;
-        let limit = match variant {
-            LogVariant::Batch => {
-                let n = d.read_u64(block + INDEX)?;
-                if n > l.bucket_cells {
-                    return Err(Error::LogCorrupt {
-                        offset: block + INDEX,
-                        reason: "bucket index past its last cell",
-                    });
-                }
-                n
-            }
-            _ => l.bucket_cells,
-        };
-        let mut b = Bucket {
-            next_cell: 0,
-            live: 0,
-            body_used: l.body_start(),
-            tagged: Vec::new(),
-        };
-        let body_end = block + l.log_block_size;
-        for idx in 0..l.bucket_cells {
-            let v = u64::from_le_bytes(
-                cells[idx as usize * 8..idx as usize * 8 + 8]
-                    .try_into()
-                    .expect("8"),
-            );
-            if v == 0 {
-                continue;
-            }
-            let cell = CellRef {
-                block,
-                idx: idx as u32,
-            };
-            if v == GAP {
-                b.next_cell = idx as u32 + 1;
-                continue;
-            }
-            let tagged = v & TAG != 0;
-            if !tagged && idx >= limit {
-                // Batch: a group whose index never persisted; its cell is
-                // made a gap, so that an index a later group moves past it
-                // cannot make it valid.
-                d.store_nt_u64(cell.off(), GAP)?;
-                continue;
-            }
-            let off = if tagged { v & OFF_BITS & !7 } else { v };
-            if off < block + l.body_start()
-                || off
-                    .checked_add(record::HEADER as u64)
-                    .is_none_or(|e| e > body_end)
-                || off % 8 != 0
-            {
-                return Err(Error::LogCorrupt {
-                    offset: cell.off(),
-                    reason: "log cell points outside its bucket's body",
-                });
-            }
-            b.next_cell = idx as u32 + 1;
-            let rec = read_cell_record(d, off, body_end, &mut buf);
-            let rec = match rec {
-                Ok(r) if !tagged || r.lsn & 0xffff == v >> 48 => r,
-                // A one-fence commit's record whose body a crash lost (or
-                // an older record left at its offset): that commit is not
-                // whole, so never redone; the cell becomes a gap.
-                Ok(_) | Err(Error::LogCorrupt { .. } | Error::ChecksumMismatch { .. })
-                    if tagged =>
-                {
-                    d.store_nt_u64(cell.off(), GAP)?;
-                    continue;
-                }
-                Ok(_) => unreachable!("untagged records are taken as they are"),
-                Err(e) => return Err(e),
-            };
-            if records.last().is_some_and(|p| p.rec.lsn >= rec.lsn) {
-                return Err(Error::LogCorrupt {
-                    offset: off,
-                    reason: "record ids do not increase in log order",
-                });
-            }
-            if tagged {
-                b.tagged.push(off);
-            }
-            b.live += 1;
-            b.body_used = b.body_used.max(off + two_layer::rec_size(&rec) - block);
-            records.push(Scanned { rec, cell });
-        }
-        if variant == LogVariant::Batch {
-            b.next_cell = b.next_cell.max(limit as u32);
-        }
-        buckets.insert(block, b);
-    }
-    Ok((order, buckets, records))
 }
