@@ -57,7 +57,8 @@
 //!   (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
 //! * *Checkpoints.* Every connection with a database of this VFS (its
 //!   main one or one it attached) checkpoints as
-//!   SQLite does at 1,000 frames, and also once the WAL's blocks hold half
+//!   SQLite does at 1,000 frames, and also once the WAL's blocks, with
+//!   room for one more transaction the size of the last, hold half
 //!   the pool's heap at its maximum size, so that a bounded pool (a small
 //!   [`Config::max_pool_size`], large pages) never fills with frames a
 //!   checkpoint could free. `PRAGMA wal_autocheckpoint = N` on a

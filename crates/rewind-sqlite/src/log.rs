@@ -163,6 +163,8 @@ pub struct WalLog {
     /// rather than around each commit, to keep two sums of the pool's
     /// counter stripes off the commit path).
     not_commits: rewind::Counters,
+    /// Bytes of the blocks the last commit's records reached into.
+    last_span: u64,
 }
 
 /// What the commits' copies and fences cost (NVWAL Fig. 6), apart from
@@ -366,6 +368,7 @@ impl WalLog {
             bytes_written: 0,
             persist: Persist::default(),
             not_commits: rewind::Counters::default(),
+            last_span: 0,
         };
         let frames = match &header {
             Some(h) => log.scan(page_size(h))?,
@@ -723,6 +726,7 @@ impl WalLog {
         }
         self.pool.fence()?;
         self.persist.time += t0.elapsed();
+        self.last_span = (cur - self.cur + 1) as u64 * self.block_size;
         (self.cur, self.pos, self.chain) = (cur, pos, sum);
         self.frames += frames.len() as u32;
         Ok(())
@@ -780,6 +784,12 @@ impl WalLog {
     /// Blocks in the list (for tests).
     pub fn blocks(&self) -> usize {
         self.blocks.len()
+    }
+
+    /// Bytes of the blocks the last commit's records reached into (0
+    /// before any commit since open).
+    pub fn last_span(&self) -> u64 {
+        self.last_span
     }
 
     /// Bytes of the log's blocks: those in the list and those a restart

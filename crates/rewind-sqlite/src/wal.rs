@@ -476,13 +476,19 @@ impl WalFile {
         }
     }
 
-    /// Whether the log's blocks hold half the pool's heap at its maximum
-    /// size or more: a checkpoint now (which lets the next writer restart
-    /// the WAL and free its blocks) keeps a pool of bounded size from
-    /// filling with frames SQLite's auto-checkpoint, counted in frames,
-    /// would reach too late.
+    /// Whether the log's blocks, with room for one more transaction of the
+    /// last one's size, hold half the pool's heap at its maximum size or
+    /// more: a checkpoint now (which lets the next writer restart the WAL
+    /// and free its blocks) keeps a pool of bounded size from filling with
+    /// frames SQLite's auto-checkpoint, counted in frames, would reach too
+    /// late. The last transaction's room counts because a load committed
+    /// in pieces (as the crate's docs advise for large ones) sends pieces
+    /// of one size: counting the blocks held alone, a piece of 40% of a
+    /// 2 MiB pool's heap found 45% held by the piece before (under half:
+    /// no checkpoint) and failed with `SQLITE_FULL`, and so did every
+    /// second piece after it, where an empty log held it.
     pub fn wants_checkpoint(&self) -> bool {
-        self.log.bytes_held() >= self.checkpoint_at
+        self.log.bytes_held() + self.log.last_span() >= self.checkpoint_at
     }
 
     /// The pool's counters.
