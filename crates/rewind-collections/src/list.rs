@@ -5,7 +5,8 @@
 //! allocates one node and changes at most one neighbour's link and the
 //! header; a pop or a removal changes at most two neighbours' links and
 //! the header, and frees the node. A removal in the middle needs the node:
-//! by index (a walk from the nearer end) or by a [`Cursor`] (no walk).
+//! by index (a walk from the nearer end) or by a [`Cursor`] (checked to
+//! lead to this list's nearer end: twice that distance in steps).
 //! Everything happens in the caller's transaction, so a rollback relinks
 //! and frees exactly what it should; no nested top actions.
 //!
