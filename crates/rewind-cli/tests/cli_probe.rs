@@ -633,10 +633,10 @@ fn edited_headers_are_refused_by_every_command() {
             &["version 10"],
         ),
         (
-            "version 12",
+            "version 13",
             8,
-            12u32.to_le_bytes().to_vec(),
-            &["version 12"],
+            13u32.to_le_bytes().to_vec(),
+            &["version 13"],
         ),
         (
             "no lanes",

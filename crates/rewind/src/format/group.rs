@@ -4,7 +4,10 @@
 //! of truth.
 //!
 //! ```text
-//! header   0   4  magic "RGRP" (0x50524752)
+//! header   0   2  magic "RG" (0x4752)
+//!          2   2  lag: groups of the lane not yet written back in place
+//!                 when it was reserved, itself included (0xFFFF: as many
+//!                 or more)
 //!          4   4  entry bytes (after the header, a multiple of 8)
 //!          8   8  lane sequence number
 //!         16   8  global commit number (the order of all lanes' groups)
@@ -30,12 +33,14 @@
 
 use crate::error::Error;
 
-/// Group magic, "RGRP" little-endian.
-pub const MAGIC: u32 = u32::from_le_bytes(*b"RGRP");
+/// Group magic, "RG" little-endian.
+pub const MAGIC: u16 = u16::from_le_bytes(*b"RG");
 /// Header: magic.
 pub const MAGIC_OFF: usize = 0;
+/// Header: the group's lag (see [`Head::written_back`]).
+pub const LAG_OFF: usize = MAGIC_OFF + 2;
 /// Header: bytes of entries after the header.
-pub const BYTES_OFF: usize = MAGIC_OFF + 4;
+pub const BYTES_OFF: usize = LAG_OFF + 2;
 /// Header: commit sequence number.
 pub const CSN_OFF: usize = BYTES_OFF + 4;
 /// Header: global commit number.
@@ -233,12 +238,16 @@ impl Builder {
     }
 
     /// Fills in the header with lane sequence number `csn`, global commit
-    /// number `gcn` and the CRC, pads to whole lines, and returns the bytes
-    /// to write.
-    pub fn seal(&mut self, csn: u64, gcn: u64) -> &[u8] {
+    /// number `gcn`, its `lag` (groups of the lane not yet written back in
+    /// place when it was reserved, itself included: see
+    /// [`Head::written_back`]) and the CRC, pads to whole lines, and
+    /// returns the bytes to write.
+    pub fn seal(&mut self, csn: u64, gcn: u64, lag: u64) -> &[u8] {
         self.pad();
         let bytes = (self.buf.len() - HEADER) as u32;
-        self.buf[MAGIC_OFF..MAGIC_OFF + 4].copy_from_slice(&MAGIC.to_le_bytes());
+        let lag = u16::try_from(lag).unwrap_or(u16::MAX);
+        self.buf[MAGIC_OFF..MAGIC_OFF + 2].copy_from_slice(&MAGIC.to_le_bytes());
+        self.buf[LAG_OFF..LAG_OFF + 2].copy_from_slice(&lag.to_le_bytes());
         self.buf[BYTES_OFF..BYTES_OFF + 4].copy_from_slice(&bytes.to_le_bytes());
         self.buf[CSN_OFF..CSN_OFF + 8].copy_from_slice(&csn.to_le_bytes());
         self.buf[GCN_OFF..GCN_OFF + 8].copy_from_slice(&gcn.to_le_bytes());
@@ -276,6 +285,9 @@ fn crc(head: &[u8], entries: &[u8]) -> u32 {
 pub struct Head {
     /// Lane sequence number.
     pub csn: u64,
+    /// Groups of the lane not yet written back when it was reserved,
+    /// itself included (`u16::MAX`: as many or more).
+    pub lag: u16,
     /// Global commit number.
     pub gcn: u64,
     /// Entries.
@@ -288,15 +300,30 @@ pub struct Head {
 impl Head {
     /// Decodes a header; `None` without the magic (no group here).
     pub fn decode(h: &[u8; HEADER]) -> Option<Head> {
+        let u16_at = |o: usize| u16::from_le_bytes(h[o..o + 2].try_into().expect("2"));
         let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4"));
         let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8"));
-        (u32_at(MAGIC_OFF) == MAGIC).then(|| Head {
+        (u16_at(MAGIC_OFF) == MAGIC).then(|| Head {
             csn: u64_at(CSN_OFF),
+            lag: u16_at(LAG_OFF),
             gcn: u64_at(GCN_OFF),
             count: u32_at(COUNT_OFF),
             bytes: u32_at(BYTES_OFF),
             crc: u32_at(CRC_OFF),
         })
+    }
+
+    /// Every group of the lane numbered up to this was written back in
+    /// place before this one was reserved, so its own group had been whole
+    /// and durable in the ring (a group is written back only after its
+    /// fence). Recovery tells damage from a crash by it: a crash tears only
+    /// groups whose fence had not returned, and a group reserved while
+    /// such a group was in flight names a number below it.
+    pub fn written_back(&self) -> u64 {
+        match self.lag {
+            u16::MAX => 0,
+            lag => self.csn.saturating_sub(lag as u64),
+        }
     }
 
     /// Bytes the whole group takes in the ring (whole lines).
@@ -381,11 +408,12 @@ mod tests {
         b.begin();
         b.push(1 << 20, &5u64.to_le_bytes());
         b.push((1 << 20) + 4096, &[1, 2, 3]);
-        let bytes = b.seal(42, 7).to_vec();
+        let bytes = b.seal(42, 7, 1).to_vec();
         assert_eq!(bytes.len(), 64, "32 + 16 + 16 bytes: one line");
         let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
         let head = Head::decode(&h).unwrap();
         assert_eq!((head.csn, head.gcn, head.count), (42, 7, 2));
+        assert_eq!((head.lag, head.written_back()), (1, 41));
         let ents = &bytes[HEADER..HEADER + head.bytes as usize];
         assert!(head.verify(&h, ents));
         let e = entries(ents, head.count, 0).unwrap();
@@ -423,13 +451,15 @@ mod tests {
         b.push((1 << 20) + 8, &[2; 8]);
         b.push_bits(free);
         b.push_bits(unzeroed);
-        let bytes = b.seal(9, 3).to_vec();
+        // A lag past the field's range claims nothing written back.
+        let bytes = b.seal(9, 3, 1 << 20).to_vec();
         let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
         let head = Head::decode(&h).unwrap();
         assert_eq!(
             head.count, 5,
             "the value after a bits entry is one of its own"
         );
+        assert_eq!((head.lag, head.written_back()), (u16::MAX, 0));
         let ents = &bytes[HEADER..HEADER + head.bytes as usize];
         assert!(head.verify(&h, ents));
         let e = entries(ents, head.count, 0).unwrap();
@@ -463,7 +493,7 @@ mod tests {
         b.value_mut(a2, 8).copy_from_slice(&[4; 8]);
         assert_eq!(b.value(a0, 8), &[1; 8]);
         assert_eq!(b.value(a1, 3), &[2; 3]);
-        let bytes = b.seal(11, 5).to_vec();
+        let bytes = b.seal(11, 5, 1).to_vec();
         let h: [u8; HEADER] = bytes[..HEADER].try_into().unwrap();
         let head = Head::decode(&h).unwrap();
         assert_eq!((head.csn, head.gcn, head.count), (11, 5, 3));

@@ -53,8 +53,10 @@ pub const MAGIC: [u8; 8] = *b"REWINDPL";
 /// carry bits entries (a redo transaction's allocations and frees).
 /// 11: commit lanes (the ring split into lanes, the count in the header;
 /// a group carries its global commit number; a Log Start slot per lane
-/// pair, each with the watermark).
-pub const VERSION: u32 = 11;
+/// pair, each with the watermark). 12: a group's magic is two bytes,
+/// and two bytes say how many groups of its lane were not yet written back
+/// when it was reserved (recovery tells a damaged group from a torn one).
+pub const VERSION: u32 = 12;
 /// Longest layout name.
 pub const MAX_LAYOUT: usize = 63;
 

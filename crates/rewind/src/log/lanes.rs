@@ -185,6 +185,8 @@ struct Scan {
     /// Position and sequence number after its last valid group; groups.
     end: (u64, u64),
     groups: u64,
+    /// A group header past its end, numbered within a lap after it.
+    stale: bool,
 }
 
 /// Every lane's recovery, and the groups to replay.
@@ -355,7 +357,7 @@ impl Lanes {
             let lane = lane as u64;
             let mut start = scan.start;
             let (at, next) = scan.end;
-            let moved = scan.groups > 0 || stale_past(d, l, lane, next)?;
+            let moved = scan.groups > 0 || scan.stale;
             if moved || scan.torn {
                 // Moved: past its groups, a lap of sequence numbers on,
                 // with a watermark covering every group found (all
@@ -491,11 +493,13 @@ impl Lanes {
             };
             let (at, next, n) =
                 Ring::walk(d, l.lane_off(lane), len, start.at, start.csn, &mut visit)?;
+            let stale = past_end(d, l, lane, at, next)?;
             survey.lanes.push(Scan {
                 start,
                 torn,
                 end: (at, next),
                 groups: n,
+                stale,
             });
         }
         survey.groups.sort_unstable();
@@ -697,23 +701,47 @@ fn lap(len: u64) -> u64 {
     len / group::LINE as u64 + 1
 }
 
-/// Whether lane `lane` holds, past its valid groups (the next sequence
-/// number `next`), a group header numbered within a lap after `next`: a
-/// group a crash left durable after a missing one, which a new group of
-/// the same size at the same place would make the next valid one.
-fn stale_past(d: &Domain, l: &Layout, lane: u64, next: u64) -> Result<bool, Error> {
+/// What lane `lane` holds past its valid groups (its scan stopped at
+/// sequence number `next`, at position `at`): whether a group header
+/// numbered within a lap after `next` is there (a group a crash left
+/// durable after a missing one, which a new group of the same size at the
+/// same place would make the next valid one: recovery moves the lane on).
+///
+/// `LogCorrupt` when group `next` was damaged after it was written, not
+/// torn by a crash: a whole group of the lane numbered within that lap was
+/// reserved once group `next` had been written back in place
+/// ([`Head::written_back`]), which happens only after its fence. A crash
+/// tears only groups whose fence had not returned, and the groups reserved
+/// while one was in flight name a number below it, so no crash makes this
+/// error. Without it recovery would stop at the damaged group and replay
+/// the groups before it over the values that group and the later ones had
+/// stored in place: older values, and no error.
+fn past_end(d: &Domain, l: &Layout, lane: u64, at: u64, next: u64) -> Result<bool, Error> {
     let len = l.lane_len();
+    let off = l.lane_off(lane);
     let lap = lap(len);
     let mut h = [0u8; group::HEADER];
+    let mut buf = Vec::new();
+    let mut stale = false;
     let mut p = 0;
     while p + group::LINE as u64 <= len {
-        d.read(l.lane_off(lane) + p, &mut h)?;
-        if Head::decode(&h).is_some_and(|head| head.csn > next && head.csn <= next + lap) {
-            return Ok(true);
+        d.read(off + p, &mut h)?;
+        if let Some(head) = Head::decode(&h).filter(|h| h.csn > next && h.csn <= next + lap) {
+            stale = true;
+            if head.written_back() >= next
+                && Ring::group_at(d, off, len, p, head.csn, &mut buf)?.is_some()
+            {
+                return Err(Error::LogCorrupt {
+                    offset: off + at,
+                    reason: "a commit group fails its check, yet a later group of its lane \
+                             was written after it was written back in place: the commit \
+                             ring is damaged (not torn by a crash)",
+                });
+            }
         }
         p += group::LINE as u64;
     }
-    Ok(false)
+    Ok(stale)
 }
 
 #[cfg(test)]

@@ -877,7 +877,7 @@ impl Ring {
         debug_assert!(self.fits(size as usize));
         let me = super::thread_tag();
         // 1. Reserve, under the latch.
-        let (csn, g, at, advance, batch) = {
+        let (csn, g, at, advance, batch, lag) = {
             let mut st = self.state.lock();
             // The commits recorded without the latch are folded in, and
             // the groups durable in place learnt, in batches: when the
@@ -964,12 +964,14 @@ impl Ring {
                 applied: false,
                 claims,
             });
-            (csn, g, at, advance, batch)
+            // (`inflight` is the group's lag: every group of the lane up
+            // to `csn - inflight` is written back; see `Head::written_back`.)
+            (csn, g, at, advance, batch, inflight)
         };
         // 2. Write and fence, without the latch: the commit point, the
         // group durable (and the Log Start stored with it).
         let written = (|| {
-            let bytes = b.seal(csn, g);
+            let bytes = b.seal(csn, g, lag);
             if let Some(n) = d.store_nt_numbered(self.off + at % self.len, bytes)? {
                 let i = (csn % DURABLE_SLOTS as u64) as usize;
                 self.watch.recorded_by[i].store(0, Ordering::Release);

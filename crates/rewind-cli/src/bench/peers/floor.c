@@ -31,7 +31,7 @@ void floor_run(uint64_t *arr, uint64_t *ring, uint64_t ring_words, const uint64_
 		if (pos + size > ring_words)
 			pos = 0;
 		long long *g = (long long *)(ring + pos);
-		_mm_stream_si64(&g[0], 0x50524752 | (long long)(16 * k) << 32);
+		_mm_stream_si64(&g[0], 0x4752 | 1LL << 16 | (long long)(16 * k) << 32);
 		_mm_stream_si64(&g[1], (long long)t);
 		_mm_stream_si64(&g[2], (long long)t);
 		_mm_stream_si64(&g[3], (long long)k);

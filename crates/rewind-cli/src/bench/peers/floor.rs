@@ -97,9 +97,9 @@ mod tests {
         let a =
             crate::mapped::two_transactions(FloorArray::create, FloorArray::run, FloorArray::get);
         // The second group (t = 1) at the log's second line: its header's
-        // magic, then entry 0's word: target 2 * 8, length 8.
+        // magic and lag, then entry 0's word: target 2 * 8, length 8.
         let g = &a.ring[64..128];
-        assert_eq!(&g[..4], b"RGRP");
+        assert_eq!(&g[..4], b"RG\x01\x00");
         assert_eq!(
             u64::from_le_bytes(g[32..40].try_into().unwrap()),
             16 | 8 << 48
