@@ -1,7 +1,6 @@
-//! Defects found through the collections whose cause is in the engine
-//! (`crates/rewind`), kept as ignored reproductions until it is changed
-//! there: `cargo test -p rewind-collections --test engine_probe --
-//! --ignored`.
+//! Engine behaviour met through the collections (`crates/rewind`), found
+//! by probing them as a user: `cargo test -p rewind-collections --test
+//! engine_probe`.
 
 mod common;
 
@@ -12,19 +11,15 @@ use rewind_collections::{BTreeMap, Error, HashMap};
 
 /// The README's read-modify-write (`get_tx`, then `insert`) on two
 /// collections, taken in opposite orders by half of eight threads, each
-/// transaction retried on `Deadlock` as the docs advise. Every answer is
-/// right (the counters end at the commits), but the retries barely
-/// converge: on the shared 2-core VM these 320 commits under redo met
-/// 29.4 million `Deadlock` errors (92,000 per commit, 180 s in the test
-/// profile; 1,200 commits, 19.8 million, 160 s; under no-force 2 million).
-/// With one collection the same threads meet about one per commit. The
-/// lock table guarantees no progress: the
-/// request that closes a cycle is refused and its transaction, retried
-/// at once under a new id, closes the next one (no wait-die or
-/// wound-wait age to let the oldest through). Bound asserted: 100
-/// refusals per commit. Engine: `crates/rewind/src/engine/locks.rs`.
+/// transaction retried at once on `Deadlock`, as the docs advise. The
+/// request that closes a cycle is refused, and a retry at once, in the
+/// same program order, closed the next one: these 320 commits met 1.9
+/// million refusals (7 s in a release build; 180 s in the test profile on
+/// the shared 2-core VM). The engine now backs a thread off after a
+/// refusal, longer with each in a row (`engine/locks.rs`,
+/// `after_transaction`): 45 to 146 refusals in five runs. Bound asserted:
+/// 10 refusals per commit, a count, not a time.
 #[test]
-#[ignore = "engine: lock table livelock under opposite-order upgrades (locks.rs)"]
 fn opposite_order_upgrades_make_progress() {
     const THREADS: u64 = 8;
     const TXS: u64 = 40;
@@ -82,8 +77,9 @@ fn opposite_order_upgrades_make_progress() {
     assert_eq!(m.get(&pool, &1).unwrap(), Some(commits));
     assert_eq!(h.get(&pool, &1).unwrap(), Some(commits));
     let refused = refused.into_inner();
+    println!("{refused} Deadlock refusals for {commits} commits");
     assert!(
-        refused <= 100 * commits,
+        refused <= 10 * commits,
         "{refused} Deadlock refusals for {commits} commits"
     );
 }

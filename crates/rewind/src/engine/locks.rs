@@ -16,6 +16,10 @@
 //! finds no cycle but lasts past the table's bound fails with
 //! [`Error::LockTimeout`] (a holder that never ends its transaction, say).
 //!
+//! Before `Pool::transaction` returns that error, the thread backs off for
+//! a random time, longer with each refusal in a row
+//! ([`after_transaction`]), so that retries at once converge.
+//!
 //! An upgrade (shared to exclusive by the same transaction) waits for the
 //! other shared holders, not for the requests in line behind it (they wait
 //! for it); two upgraders of one lock are a cycle and one of them gets
@@ -226,6 +230,64 @@ const SPIN_MAX_UNCROWDED: Duration = Duration::from_micros(500);
 
 /// The default bound on one lock wait.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a thread backs off after a deadlock (see
+/// [`after_transaction`]).
+const BACKOFF_MAX: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// This thread's transactions refused for [`Error::Deadlock`] in a
+    /// row, and its backoff's random state.
+    static REFUSED: std::cell::Cell<(u32, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Called when a transaction of this thread has ended, its locks
+/// released: `deadlocked` when it was refused a lock for
+/// [`Error::Deadlock`] and rolled back. Then, before the error reaches the
+/// program (which retries, as the docs advise), the thread backs off for
+/// a random time, its bound doubling with each refusal in a row (from a
+/// few microseconds to [`BACKOFF_MAX`]); a transaction that ends any other
+/// way clears the count.
+///
+/// The request refused is the one that closes a cycle, so the retry, at
+/// once and with the same program order, met the same transactions
+/// holding the same locks, and closed the next cycle: eight threads
+/// reading, then updating, two collections in opposite orders
+/// (`rewind-collections`'s `tests/engine_probe.rs`) met tens of millions
+/// of refusals for a few hundred commits. Randomized exponential backoff
+/// (a contention manager's remedy for livelock, as Ethernet's for
+/// collisions) lets the transactions that won finish first.
+pub(crate) fn after_transaction(deadlocked: bool) {
+    let (n, seed) = REFUSED.with(|c| c.get());
+    if !deadlocked {
+        if n != 0 {
+            REFUSED.with(|c| c.set((0, seed)));
+        }
+        return;
+    }
+    let n = n.saturating_add(1);
+    // xorshift64*, seeded once from the address of the thread's state.
+    let mut x = match seed {
+        0 => REFUSED.with(|c| c as *const _ as u64) | 1,
+        s => s,
+    };
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    REFUSED.with(|c| c.set((n, x)));
+    let bound = (Duration::from_micros(2) * (1u32 << n.min(10))).min(BACKOFF_MAX);
+    let wait =
+        bound.mul_f64((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64);
+    if wait < Duration::from_micros(50) {
+        // Shorter than a sleep can be: the processor yielded meanwhile.
+        let end = Instant::now() + wait;
+        while Instant::now() < end {
+            std::thread::yield_now();
+        }
+    } else {
+        std::thread::sleep(wait);
+    }
+}
 
 impl LockTable {
     pub(crate) fn new() -> LockTable {

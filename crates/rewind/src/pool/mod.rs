@@ -527,16 +527,19 @@ impl Pool {
         f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
         self.eng.usable()?;
-        let _inside = nesting::InTransaction::enter(self.nesting_key())?;
+        let inside = nesting::InTransaction::enter(self.nesting_key())?;
         // Not entered yet: the thread was in no transaction of this pool.
-        let _gate = self.gate.enter(false);
+        let gate = self.gate.enter(false);
         let id = self.eng.new_tx_id();
         let mut tx = Tx::new(&self.eng, id);
-        match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
-            Ok(Ok(v)) => tx.finish().map(|()| v).map_err(E::from),
-            Ok(Err(e)) => {
-                tx.abort()?;
-                Err(e)
+        let (r, deadlocked) = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
+            Ok(r) => {
+                let deadlocked = tx.deadlocked();
+                let r = match r {
+                    Ok(v) => tx.finish().map(|()| v).map_err(E::from),
+                    Err(e) => tx.abort().map_err(E::from).and(Err(e)),
+                };
+                (r, deadlocked)
             }
             Err(payload) => {
                 // Roll back before unwinding further; a failure poisons the
@@ -544,7 +547,10 @@ impl Pool {
                 let _ = tx.abort();
                 panic::resume_unwind(payload)
             }
-        }
+        };
+        drop((tx, gate, inside));
+        crate::engine::locks::after_transaction(deadlocked);
+        r
     }
 
     /// Writes one value atomically and durably, outside any transaction

@@ -151,7 +151,9 @@ impl<'p> Tx<'p> {
     /// A deadlock ([`Error::Deadlock`]) or a wait past the pool's lock
     /// timeout ([`Error::LockTimeout`]) dooms the transaction: it rolls
     /// back, releasing its locks, and `Pool::transaction` returns the
-    /// error, so the program can retry. A null `ptr` is
+    /// error, so the program can retry (after a deadlock, once the thread
+    /// has backed off for a moment, longer with each refusal in a row, so
+    /// that retries at once converge). A null `ptr` is
     /// [`Error::NullPointer`], one outside the heap [`Error::NotInHeap`].
     ///
     /// ```
@@ -224,6 +226,12 @@ impl<'p> Tx<'p> {
             }
         }
         r
+    }
+
+    /// Whether the transaction was refused a lock for
+    /// [`Error::Deadlock`] (it rolls back).
+    pub(crate) fn deadlocked(&self) -> bool {
+        matches!(self.doomed, Some(Error::Deadlock { .. }))
     }
 
     /// The doom error, if the transaction is doomed.
