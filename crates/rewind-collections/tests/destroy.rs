@@ -8,15 +8,7 @@ mod common;
 use rewind::{Pool, PoolConfig, Tx};
 use rewind_collections::{BTreeMap, Blob, Error, FixedBytes, HashMap, List, Vec as PVec};
 
-use common::{aborted, configs, name};
-
-fn allocated(pool: &Pool) -> Vec<u64> {
-    rewind::alloc::allocated_blocks(pool.domain(), pool.layout())
-        .unwrap()
-        .into_iter()
-        .map(|(off, _)| off)
-        .collect()
-}
+use common::{aborted, allocated, configs, name};
 
 /// Creates a filled collection, checks that an aborted destroy keeps its
 /// `blocks` and a committed one frees them all.

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use rewind::{Pool, PoolConfig, Tx};
 use rewind_collections::{BTreeMap, Error};
 
-use common::{aborted, configs, name};
+use common::{aborted, allocated, configs, name};
 
 const POOL: u64 = 32 << 20;
 
@@ -203,14 +203,6 @@ where
     }
     assert_eq!(map.len_tx(tx)?, m.len() as u64);
     Ok(())
-}
-
-fn allocated(pool: &Pool) -> Vec<u64> {
-    rewind::alloc::allocated_blocks(pool.domain(), pool.layout())
-        .unwrap()
-        .into_iter()
-        .map(|(off, _)| off)
-        .collect()
 }
 
 fn run<K: Bytes>(cfg: &PoolConfig, prog: &[(Vec<Op>, bool)], fanout: usize)

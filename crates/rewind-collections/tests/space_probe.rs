@@ -8,18 +8,10 @@
 
 mod common;
 
-use common::{configs, name};
+use common::{allocated, configs, name};
 
 use rewind::{PPtr, Pool, PoolConfig};
 use rewind_collections::{BTreeMap, Blob, Error, HashMap};
-
-fn allocated(pool: &Pool) -> Vec<u64> {
-    rewind::alloc::allocated_blocks(pool.domain(), pool.layout())
-        .unwrap()
-        .into_iter()
-        .map(|(off, _)| off)
-        .collect()
-}
 
 fn is_oom(e: &Error) -> bool {
     matches!(e, Error::Pool(rewind::Error::OutOfMemory { .. }))

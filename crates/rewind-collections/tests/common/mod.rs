@@ -10,6 +10,16 @@ use rewind::{LogVariant, Policy, PoolConfig};
 
 /// Every log variant × commit policy the engine offers (16 today), as the
 /// engine's own tests enumerate them.
+/// The offsets of the pool's allocated blocks (the engine's allocator
+/// bitmaps read), to compare before and after what should leak nothing.
+pub fn allocated(pool: &rewind::Pool) -> Vec<u64> {
+    rewind::alloc::allocated_blocks(pool.domain(), pool.layout())
+        .unwrap()
+        .into_iter()
+        .map(|(off, _)| off)
+        .collect()
+}
+
 pub fn configs() -> Vec<PoolConfig> {
     LogVariant::ALL
         .into_iter()
