@@ -21,6 +21,7 @@ mod inspect;
 mod pool_tools;
 mod scratch;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -101,16 +102,31 @@ fn run(cli: Cli) -> Result<(), CliError> {
 /// and a closed pipe is not the program's failure. The scratch pools and
 /// the demo's lock file are removed first (the process ends here, without
 /// unwinding); the demo's child, left without a reader, stops quietly at
-/// its next line (`demo::child`). Any other panic is reported as usual.
+/// its next line (`demo::child`). Any other failure to write the output
+/// (`rewind info POOL > /dev/full`: no space left) is an error, status 1,
+/// named on stderr, not a panic; a stderr that cannot be written to leaves
+/// nothing to say, and the status is 1. Any other panic is reported as
+/// usual.
 fn quiet_on_closed_pipe() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = (info.payload().downcast_ref::<String>().map(String::as_str))
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+        if let Some(cause) = message.strip_prefix("failed printing to stdout: ") {
             scratch::remove_all();
-            std::process::exit(0);
+            if cause.contains("Broken pipe") {
+                std::process::exit(0);
+            }
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: writing the output to stdout\n  caused by: {cause}"
+            );
+            std::process::exit(1);
+        }
+        if message.starts_with("failed printing to stderr") {
+            scratch::remove_all();
+            std::process::exit(1);
         }
         report(info)
     }));
@@ -130,7 +146,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let code = e.exit_code();
-            eprintln!("{}", error::render(e));
+            // (Not `eprintln!`: a stderr that cannot be written to must
+            // not change the status.)
+            let _ = writeln!(std::io::stderr(), "{}", error::render(e));
             ExitCode::from(code)
         }
     }

@@ -972,3 +972,72 @@ fn bad_arguments_are_usage_errors() {
         );
     }
 }
+
+/// Output that cannot be written (stdout on /dev/full: no space left) is
+/// an error with status 1 naming the cause, not a panic with status 101;
+/// a stderr that cannot be written to keeps the error's status (found by
+/// this probe: `rewind info POOL > /dev/full` panicked in `println!`, and
+/// every failure with stderr on /dev/full ended with status 101).
+#[test]
+fn output_that_cannot_be_written_is_an_error_not_a_panic() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.pool");
+    build_pool(&path, LogVariant::Batch, Policy::Redo);
+    let before = std::fs::read(&path).unwrap();
+    let run = |args: &[&std::ffi::OsStr], stdout: Stdio, stderr: Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_rewind"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .output()
+            .unwrap()
+    };
+    let p = path.as_os_str();
+    for cmd in [
+        &["info"][..],
+        &["info", "--json"],
+        &["check"],
+        &["check", "--json"],
+        &["dump-log"],
+        &["dump-log", "--json"],
+        &["recover"],
+    ] {
+        let mut args: Vec<&std::ffi::OsStr> = cmd.iter().map(|a| a.as_ref()).collect();
+        args.push(p);
+        let out = run(
+            &args,
+            std::fs::File::create(full).unwrap().into(),
+            Stdio::piped(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}:\n{stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains("stdout"),
+            "{cmd:?}:\n{stderr}"
+        );
+        assert!(stderr.contains("No space left"), "{cmd:?}:\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{cmd:?}:\n{stderr}");
+        if cmd != ["recover"] {
+            assert_eq!(std::fs::read(&path).unwrap(), before, "{cmd:?}");
+        }
+    }
+    // Failures whose message cannot be written: the status is still theirs.
+    let missing = dir.path().join("missing.pool");
+    for (args, code) in [
+        (vec!["info".as_ref(), missing.as_os_str()], 1),
+        (vec!["grow".as_ref(), p, "1.5G".as_ref()], 2),
+        (vec!["info".as_ref()], 2),
+    ] {
+        let out = run(
+            &args,
+            Stdio::null(),
+            std::fs::File::create(full).unwrap().into(),
+        );
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
+}
