@@ -10,7 +10,7 @@ use rewind::{OpenOptions, Pool};
 
 use crate::error::CliError;
 
-/// A pool file, and whether to print JSON.
+/// A pool file, and whether to print JSON (`info`, `dump-log`).
 #[derive(clap::Args)]
 pub struct PoolArgs {
     /// The pool file.
@@ -18,8 +18,20 @@ pub struct PoolArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
-    /// check: also check every named root whose type has a registered deep
-    /// check (a collection's invariants).
+}
+
+/// `check`'s: a pool file, whether to print JSON, and whether to check
+/// the named roots deeply (`--deep` belongs to `check` alone: given to
+/// `info` or `dump-log` it is a usage error, not ignored).
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The pool file.
+    pub pool: PathBuf,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also check every named root whose type has a registered deep check
+    /// (a collection's invariants).
     #[arg(long)]
     pub deep: bool,
 }
@@ -43,7 +55,7 @@ pub fn info(a: &PoolArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn check(a: &PoolArgs) -> Result<(), CliError> {
+pub fn check(a: &CheckArgs) -> Result<(), CliError> {
     let path = &a.pool;
     let run = if a.deep {
         rewind::inspect::check_deep

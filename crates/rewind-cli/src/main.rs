@@ -58,7 +58,7 @@ enum Command {
     /// Print a pool's header, layout and usage (header only for a pool in use).
     Info(inspect::PoolArgs),
     /// Check a pool's consistency without opening it; exit 1 on problems.
-    Check(inspect::PoolArgs),
+    Check(inspect::CheckArgs),
     /// Open a pool, which runs recovery, and print the recovery report.
     Recover {
         /// The pool file.
