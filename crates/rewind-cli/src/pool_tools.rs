@@ -114,6 +114,15 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
     if !info.in_use && bytes > info.max_size {
         return Err(too_large(a, bytes, relative, info.max_size));
     }
+    // So is a size under the one at create (a pool never shrinks): `grow
+    // POOL 1M` meant as +1M must not recover the pool and then refuse.
+    if !info.in_use && !relative && bytes < info.size {
+        return Err(CliError::Usage(format!(
+            "{} was {} bytes at create, more than {bytes}: a pool does not shrink",
+            a.pool.display(),
+            info.size
+        )));
+    }
     let pool = Pool::open(&a.pool, info.layout_name(), &OpenOptions::default()).map_err(
         CliError::rewind(format!("opening pool {}", a.pool.display())),
     )?;

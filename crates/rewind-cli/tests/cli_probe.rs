@@ -1064,3 +1064,37 @@ fn deep_is_refused_by_the_commands_it_does_not_belong_to() {
     let run = rewind(&["check", "--deep", p]);
     assert!(run.ok(), "{}", run.stderr);
 }
+
+/// `grow` to a size under the pool's size at create (a pool never
+/// shrinks: `grow POOL 1M` meant as `+1M`) is refused from the header
+/// alone, as a size past the maximum is: the pool left mid-transaction
+/// keeps its bytes and its transaction to undo (found by this probe: the
+/// usage error came after the open, which had recovered the pool).
+#[test]
+fn grow_to_a_smaller_size_is_refused_before_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed-shrink.pool");
+    pool_left_mid_transaction(&path, LogVariant::Batch, Policy::Force);
+    let before = contents(&path);
+    for size in ["0", "1M", "4095K"] {
+        let run = rewind(&[
+            std::ffi::OsStr::new("grow"),
+            path.as_os_str(),
+            size.as_ref(),
+        ]);
+        run.assert_fails(&["shrink"]);
+        assert_eq!(run.code, Some(2), "grow {size}: {}", run.stderr);
+        // (Not assert_eq: a 4 MiB difference is no message.)
+        assert!(contents(&path) == before, "grow {size} changed the pool");
+    }
+    let log = rewind(&[std::ffi::OsStr::new("dump-log"), path.as_os_str()]);
+    assert!(log.stdout.contains("in flight"), "{}", log.stdout);
+    // The size it has is no shrink: the open recovers it, and it stays.
+    let run = rewind(&[
+        std::ffi::OsStr::new("grow"),
+        path.as_os_str(),
+        "4M".as_ref(),
+    ]);
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(run.stdout.contains("4194304 bytes"), "{}", run.stdout);
+}
