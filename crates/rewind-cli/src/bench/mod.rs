@@ -60,21 +60,23 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// The backend of rewind's pools and of the no-log baseline: `pmem`
-    /// (cache-line flushes and fences) or `msync` (durable on any disk).
-    #[arg(long, default_value = "pmem", value_parser = parse_backend)]
-    backend: Backend,
+    /// (cache-line flushes and fences) or `msync` (durable on any disk)
+    /// [default: pmem].
+    #[arg(long, value_parser = parse_backend)]
+    backend: Option<Backend>,
     /// A handful of transactions only, to test the output format (not a measurement).
     #[arg(long, hide = true)]
     tiny: bool,
     /// Emulated NVM latency per write, in ns: each line written back by a
     /// flush and each line of non-temporal stores (consecutive stores to one
     /// line count once until a fence), charged to rewind and to the
-    /// baselines alike. REWIND used 150. At most 1,000,000 (1 ms).
-    #[arg(long, default_value_t = 0, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
-    nvm_write_ns: u64,
-    /// Emulated latency per fence, in ns (at most 1,000,000).
-    #[arg(long, default_value_t = 0, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
-    fence_ns: u64,
+    /// baselines alike. REWIND used 150. At most 1,000,000 (1 ms)
+    /// [default: 0].
+    #[arg(long, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
+    nvm_write_ns: Option<u64>,
+    /// Emulated latency per fence, in ns (at most 1,000,000) [default: 0].
+    #[arg(long, value_name = "NS", value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_NS))]
+    fence_ns: Option<u64>,
     /// Only these of rewind's configurations (`variant-policy`, comma
     /// separated, e.g. `batch-redo,batch-force`) where a benchmark runs
     /// every one; the collections' rows and the baselines still run.
@@ -334,8 +336,34 @@ fn check_writable(out: &Path) -> Result<(), CliError> {
 /// past any memory's, so a run stays a run.
 const MAX_LATENCY_NS: u64 = 1_000_000;
 
+/// The options of a run that `args` gives (`report` takes none of them).
+fn run_options_given(args: &BenchArgs) -> Vec<&'static str> {
+    [
+        ("--quick", args.quick),
+        ("--tiny", args.tiny),
+        ("--dir", args.dir.is_some()),
+        ("--backend", args.backend.is_some()),
+        ("--nvm-write-ns", args.nvm_write_ns.is_some()),
+        ("--fence-ns", args.fence_ns.is_some()),
+        ("--configs", !args.configs.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(name, given)| given.then_some(name))
+    .collect()
+}
+
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     if args.name == "report" {
+        // A run's options given to `report` are refused, not ignored (as
+        // `report`'s are by a run).
+        let given = run_options_given(args);
+        if !given.is_empty() {
+            return Err(CliError::Usage(format!(
+                "{}: options of a run, not of `report` (which regenerates the document from \
+                 the results in --out)",
+                given.join(", ")
+            )));
+        }
         return report(args);
     }
     if args.check || args.markdown.is_some() {
@@ -372,11 +400,8 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     // fence per persist, as rewind's Pmem backend) only when told; on the
     // msync backend it makes every persist an msync, as rewind's does.
     // Read at the first pool create, before any thread starts.
-    let force = if args.backend == Backend::Pmem {
-        "1"
-    } else {
-        "0"
-    };
+    let backend = args.backend.unwrap_or(Backend::Pmem);
+    let force = if backend == Backend::Pmem { "1" } else { "0" };
     std::env::set_var("PMEM_IS_PMEM_FORCE", force);
     if !args.configs.is_empty() {
         harness::choose_configs(&args.configs)?;
@@ -388,13 +413,13 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             return Err(CliError::Usage(why));
         }
     }
-    let latency = NvmLatency::new(args.nvm_write_ns, args.fence_ns);
+    let latency = NvmLatency::new(args.nvm_write_ns.unwrap_or(0), args.fence_ns.unwrap_or(0));
     for b in chosen {
         if let Some(why) = nothing_chosen(b) {
             println!("bench {}: skipped ({why})", b.name);
             continue;
         }
-        let ctx = Ctx::new(scale, latency, args.backend, args.dir.as_deref());
+        let ctx = Ctx::new(scale, latency, backend, args.dir.as_deref());
         run_bench(b, &ctx, &args.out)?;
     }
     Ok(())
