@@ -226,8 +226,14 @@ unsafe extern "C" fn wal_hook(
         // SAFETY: a non-null file name is a NUL-terminated string.
         let path = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
         path.is_some_and(|p| {
-            let key = key_of(Path::new(OsStr::from_bytes(p.to_bytes())));
-            let shared = OPEN.lock().get(&key).map(|e| e.shared.clone());
+            // The name SQLite gives is its full path name, the key itself
+            // unless a link leads to the file: resolved (`key_of`, a
+            // `readlink` per component) only when it names no open WAL,
+            // not at every commit (it was a fifth of a one-row insert's
+            // time, `examples/profile.rs` under `perf`).
+            let name = Path::new(OsStr::from_bytes(p.to_bytes()));
+            let shared = |key: &Path| OPEN.lock().get(key).map(|e| e.shared.clone());
+            let shared = shared(name).or_else(|| shared(&key_of(name)));
             shared.is_some_and(|s| s.file.lock().as_ref().is_some_and(|f| f.wants_checkpoint()))
         })
     };
