@@ -298,6 +298,38 @@ fn open_or_create_says_what_it_did_and_refuses_another_config() {
 }
 
 #[test]
+fn open_or_create_names_a_commit_lane_count_unlike_the_pools() {
+    // The lanes were compared only as part of the whole layout, and their
+    // mismatch was reported as one of the log size, naming the same size
+    // twice ("log size is 8325120 bytes, but 8325120 bytes was asked for").
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.pool");
+    let cfg = PoolConfig::default();
+    let p = Pool::open_or_create(&path, "x", 64 << 20, &cfg).unwrap();
+    let lanes = p.lane_threads().len() as u64;
+    assert!(lanes > 2, "{lanes}");
+    drop(p);
+    match Pool::open_or_create(&path, "x", 64 << 20, &cfg.clone().lanes(2)) {
+        Err(e @ Error::ConfigMismatch { .. }) => {
+            let Error::ConfigMismatch { what, found, asked } = &e else {
+                unreachable!()
+            };
+            assert_eq!(
+                (*what, found.as_str(), asked.as_str()),
+                ("commit lanes", lanes.to_string().as_str(), "2")
+            );
+            assert!(e.to_string().contains("commit lanes"), "{e}");
+        }
+        r => panic!("{r:?}"),
+    }
+    // Asked for the count it has, the pool opens.
+    let same = cfg.clone().lanes(lanes);
+    assert!(!Pool::open_or_create(&path, "x", 64 << 20, &same)
+        .unwrap()
+        .created());
+}
+
+#[test]
 fn create_leaves_no_temporary_file_and_refuses_an_existing_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");

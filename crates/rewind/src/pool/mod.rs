@@ -447,9 +447,10 @@ impl Pool {
     /// [`created`](Self::created) says which happened. An existing pool
     /// must be the one asked for: another size (at create: a pool that
     /// grew since is the same pool), maximum size, log, policy, bucket cell
-    /// count, group size or log size is [`Error::ConfigMismatch`] (never
-    /// silently the old pool); it is opened on `cfg`'s backend, latencies
-    /// and write-back.
+    /// count, group size, commit lane count (`cfg.lanes`, or its default
+    /// for the log size) or log size is [`Error::ConfigMismatch`] naming
+    /// the setting (never silently the old pool); it is opened on `cfg`'s
+    /// backend, latencies and write-back.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -1210,9 +1211,17 @@ fn same_config(have: &Header, want: &Header) -> Result<(), Error> {
     if have.group != want.group {
         return mismatch("group size", have.group.to_string(), want.group.to_string());
     }
-    if h != w {
-        let log = |l: &Layout| format!("{} bytes", l.log_blocks * l.log_block_size);
+    let log = |l: &Layout| format!("{} bytes", l.log_blocks * l.log_block_size);
+    if (h.log_blocks, h.log_block_size) != (w.log_blocks, w.log_block_size) {
         return mismatch("log size", log(h), log(w));
+    }
+    if h.lanes != w.lanes {
+        // Named: a mismatch of the lanes alone was once called one of the
+        // log size, giving the same size twice.
+        return mismatch("commit lanes", h.lanes.to_string(), w.lanes.to_string());
+    }
+    if h != w {
+        return mismatch("layout", format!("{h:?}"), format!("{w:?}"));
     }
     Ok(())
 }
