@@ -141,6 +141,58 @@ fn savepoints_that_cannot_be_rolled_back_to_are_refused_and_the_transaction_goes
 }
 
 #[test]
+fn a_savepoint_of_another_pool_or_of_a_closed_handle_is_refused() {
+    // Transaction ids are counted per handle (from 1 again after a clean
+    // close), so a savepoint of another pool's transaction, or of this
+    // pool's before it was closed, could carry the id of the transaction
+    // it was handed to: it was taken, and the rollback to it undid that
+    // transaction's writes without a word.
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let (a, ra) = pool(dir.path(), v, p);
+        let cfg = PoolConfig::default().log(v).policy(p);
+        let b = Pool::create_sim(LAYOUT, 4 << 20, &cfg).unwrap();
+        let rb = b.transaction(|tx| tx.root::<u64>()).unwrap();
+        a.transaction(|ta| {
+            let sp = ta.savepoint()?;
+            ta.write(ra.cast::<u64>(), &1)?;
+            b.transaction(|tb| {
+                tb.write(rb, &2)?;
+                let r = tb.rollback_to(sp);
+                assert!(
+                    matches!(&r, Err(Error::InvalidSavepoint { reason }) if reason.contains("another pool")),
+                    "{v}-{p}: {r:?}"
+                );
+                assert_eq!(tb.read(rb)?, 2, "{v}-{p}");
+                Ok::<_, Error>(())
+            })
+        })
+        .unwrap();
+        assert_eq!(a.read(ra).unwrap().a, 1, "{v}-{p}");
+        assert_eq!(b.read(rb).unwrap(), 2, "{v}-{p}");
+        // A savepoint taken by the first transaction after an open, kept
+        // past a clean close, offered to the first transaction after the
+        // next open.
+        let a = reopen(a, dir.path(), v, p);
+        let old = a.transaction(|tx| tx.savepoint()).unwrap();
+        let a = reopen(a, dir.path(), v, p);
+        a.transaction(|tx| {
+            tx.write(ra.cast::<u64>(), &5)?;
+            let r = tx.rollback_to(old);
+            assert!(
+                matches!(r, Err(Error::InvalidSavepoint { .. })),
+                "{v}-{p}: {r:?}"
+            );
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        assert_eq!(a.read(ra).unwrap().a, 5, "{v}-{p}");
+        drop(a);
+        std::fs::remove_file(dir.path().join(format!("{v}-{p}.pool"))).unwrap();
+    }
+}
+
+#[test]
 fn a_nested_top_action_survives_the_abort_of_its_transaction() {
     let dir = tempfile::tempdir().unwrap();
     for (v, p) in configs() {

@@ -63,7 +63,14 @@ pub(crate) struct Engine {
     pub(crate) ring: Option<Lanes>,
     /// Transactions' locks on pool objects (two-phase, volatile).
     pub(crate) locks: locks::LockTable,
+    /// A number no other engine of the process has, before or after
+    /// (transaction ids are not: each handle counts its own, from 1 after
+    /// a clean close): a savepoint names the handle it was taken in by it.
+    pub(crate) serial: u64,
 }
+
+/// The last [`Engine::serial`] handed out.
+static SERIALS: AtomicU64 = AtomicU64::new(0);
 
 impl Engine {
     /// A new transaction id, unique in this handle's life and above every
@@ -151,6 +158,7 @@ impl Engine {
             write_back: cache,
             ring,
             locks: locks::LockTable::new(),
+            serial: SERIALS.fetch_add(1, Ordering::Relaxed) + 1,
         })
     }
 

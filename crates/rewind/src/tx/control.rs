@@ -27,6 +27,9 @@ use super::Tx;
 /// top level) it was taken in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Savepoint {
+    /// The serial of the pool handle's engine: transaction ids are unique
+    /// only within one handle.
+    pool: u64,
     tx: u64,
     /// The nested top action it was taken in (0: the top level).
     frame: u64,
@@ -180,6 +183,7 @@ impl<'p> Tx<'p> {
         // allocated before it too.
         self.log.blocks.fresh.clear();
         Ok(Savepoint {
+            pool: self.eng.serial,
             tx: self.log.id,
             frame: self.frame,
             undo_len: self.log.undo.len(),
@@ -192,18 +196,22 @@ impl<'p> Tx<'p> {
     /// crash-safe). The transaction goes on and may commit. `sp` stays
     /// valid; savepoints taken after it do not.
     ///
-    /// A savepoint of another transaction, one taken inside a nested top
+    /// A savepoint of another transaction (of this pool handle, another
+    /// pool, or a handle of this pool closed since), one taken inside a nested top
     /// action that ended or outside the one running, or one a rollback to
     /// an earlier savepoint destroyed is refused with
     /// [`Error::InvalidSavepoint`], and the transaction carries on.
     pub fn rollback_to(&mut self, sp: Savepoint) -> Result<(), Error> {
-        let valid = sp.tx == self.log.id
+        let mine = sp.pool == self.eng.serial && sp.tx == self.log.id;
+        let valid = mine
             && sp.frame == self.frame
             && sp.undo_len <= self.log.undo.len()
             && (sp.undo_len == 0 || self.log.undo[sp.undo_len - 1].lsn == sp.entry_lsn);
         if !valid {
             return Err(Error::InvalidSavepoint {
-                reason: if sp.tx != self.log.id {
+                reason: if sp.pool != self.eng.serial {
+                    "the savepoint belongs to a transaction of another pool handle"
+                } else if sp.tx != self.log.id {
                     "the savepoint belongs to another transaction"
                 } else if sp.frame != self.frame {
                     "the savepoint was taken in another nested top action"
@@ -349,6 +357,7 @@ impl<'p> Tx<'p> {
         let frame = self.frames;
         (self.frame, self.frame_start, self.flat) = (frame, 0, Some(frame));
         let start = Savepoint {
+            pool: self.eng.serial,
             tx: self.log.id,
             frame,
             undo_len: 0,
