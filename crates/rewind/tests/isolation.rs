@@ -310,3 +310,34 @@ fn a_sole_shared_holder_upgrades_past_a_waiting_writer() {
     });
     assert_eq!(pool.read(x).unwrap(), 11);
 }
+
+#[test]
+fn a_write_watch_of_another_pool_says_written() {
+    // A watch holds one pool's counts of exclusive holds; asked of another
+    // pool, it was compared with that pool's counts: a writer there that
+    // brought them to the same number (one hold each) went unseen, and a
+    // reader took bytes it was changing as unchanged.
+    for (policy, a) in pools() {
+        let b = Pool::create_sim("iso", 4 << 20, &PoolConfig::default().policy(policy)).unwrap();
+        let xa = a.transaction(|tx| tx.root::<u64>()).unwrap();
+        let xb = b.transaction(|tx| tx.root::<u64>()).unwrap();
+        assert_eq!(xa.offset(), xb.offset(), "the same key in both");
+        a.transaction(|tx| {
+            tx.lock(xa)?;
+            tx.write(xa, &1)
+        })
+        .unwrap();
+        let w = a.write_watch(xa.offset());
+        assert!(!a.written_since(w), "{policy:?}");
+        b.transaction(|tx| {
+            tx.lock(xb)?;
+            tx.write(xb, &1)
+        })
+        .unwrap();
+        assert!(
+            b.written_since(w),
+            "{policy:?}: a watch of pool a asked of pool b"
+        );
+        assert!(!a.written_since(w), "{policy:?}: pool a was not written");
+    }
+}

@@ -182,6 +182,9 @@ fn stripe_of(key: u64) -> usize {
 /// ([`LockTable::watch`], [`Pool::write_watch`](crate::Pool::write_watch)).
 #[derive(Clone, Copy, Debug)]
 pub struct WriteWatch {
+    /// The serial of the pool handle's engine that took it (0: the lock
+    /// table's own, for its readers): a watch is of one pool's counters.
+    pub(crate) pool: u64,
     stripe: usize,
     granted: u64,
     busy: bool,
@@ -605,6 +608,7 @@ impl LockTable {
         let released = s.released.load(Ordering::Acquire);
         let granted = s.granted.load(Ordering::Acquire);
         WriteWatch {
+            pool: 0,
             stripe,
             granted,
             busy: granted != released,

@@ -770,13 +770,18 @@ impl Pool {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn write_watch(&self, key: u64) -> crate::WriteWatch {
-        self.eng.locks.watch(key)
+        let mut w = self.eng.locks.watch(key);
+        w.pool = self.eng.serial;
+        w
     }
 
     /// Whether a transaction held the lock of `w`'s key exclusively when
     /// `w` was taken ([`write_watch`](Self::write_watch)), or took it since.
+    /// A watch taken from another pool (or another handle of this one)
+    /// says nothing of this pool's writers: true, so that the reader reads
+    /// again, under the lock.
     pub fn written_since(&self, w: crate::WriteWatch) -> bool {
-        self.eng.locks.written_since(w)
+        w.pool != self.eng.serial || self.eng.locks.written_since(w)
     }
 
     /// Reads bytes at a pool offset.
