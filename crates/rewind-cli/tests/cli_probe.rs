@@ -479,6 +479,37 @@ fn report_flags_on_a_run_are_refused() {
 /// before anything is written, not ignored (found by this probe: `report
 /// --quick --backend msync` regenerated the document as if they were not
 /// there, the converse of the refusal above).
+/// A `--dir` the pools cannot go to (missing, or a file) is refused
+/// before the first bench runs: it failed after the bench had printed its
+/// header and started (found by the CLI probe).
+#[test]
+fn a_bench_dir_that_is_no_directory_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let missing = dir.path().join("missing");
+    for d in [&missing, &file] {
+        let run = rewind(&[
+            "bench",
+            "fence",
+            "--tiny",
+            "--out",
+            out.to_str().unwrap(),
+            "--dir",
+            d.to_str().unwrap(),
+        ]);
+        run.assert_fails(&["--dir"]);
+        assert_eq!(run.code, Some(1), "{d:?}: {}", run.stderr);
+        assert!(
+            !run.stdout.contains("bench fence"),
+            "{d:?}: the bench began:\n{}",
+            run.stdout
+        );
+        assert!(!out.join("fence.json").exists(), "{d:?}: results written");
+    }
+}
+
 #[test]
 fn run_flags_on_a_report_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -413,6 +413,14 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             return Err(CliError::Usage(why));
         }
     }
+    // A directory the pools cannot go to is refused before the first
+    // bench prints its header.
+    if let Some(dir) = &args.dir {
+        std::fs::read_dir(dir).map_err(|source| CliError::Io {
+            action: format!("reading --dir {}", dir.display()),
+            source,
+        })?;
+    }
     let latency = NvmLatency::new(args.nvm_write_ns.unwrap_or(0), args.fence_ns.unwrap_or(0));
     for b in chosen {
         if let Some(why) = nothing_chosen(b) {
