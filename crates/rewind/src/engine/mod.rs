@@ -113,7 +113,10 @@ impl Engine {
         opened.log.observe(log_start);
         // A commit group's bits written back without their check words
         // must not read as damage to the log blocks' recovery.
-        Lanes::recheck_bitmaps(&dom, &l)?;
+        // (The lanes read once: the log blocks' recovery stores nothing
+        // in them.)
+        let survey = Lanes::survey(&dom, &l)?;
+        Lanes::recheck_bitmaps(&dom, &l, &survey)?;
         let mut report = recovery::recover(
             &dom,
             &l,
@@ -127,7 +130,7 @@ impl Engine {
         opened.log.release_chunks(&dom)?;
         // The commit ring's groups are newer than anything the bucket log
         // redid: every store in place outside the ring drained it first.
-        let (ring, replayed) = Lanes::open(&dom, &l)?;
+        let (ring, replayed) = Lanes::open(&dom, &l, survey)?;
         report.committed += replayed.groups;
         report.redone += replayed.entries;
         report.ring_groups = replayed.groups;

@@ -189,8 +189,10 @@ struct Scan {
     stale: bool,
 }
 
-/// Every lane's recovery, and the groups to replay.
-struct Survey {
+/// Every lane's recovery, and the groups to replay: what
+/// [`Lanes::survey`] finds, read once at open for
+/// [`Lanes::recheck_bitmaps`] and [`Lanes::open`].
+pub struct Survey {
     lanes: Vec<Scan>,
     /// The largest watermark a valid slot holds.
     w: u64,
@@ -298,8 +300,10 @@ impl Lanes {
     /// lane's valid prefix (their values stored and written back), fences,
     /// and stores each lane's Log Start past them. Safe to interrupt and
     /// rerun: a Log Start moves only once the replay is durable.
-    pub fn open(d: &Domain, l: &Layout) -> Result<(Lanes, Replayed), Error> {
-        let survey = Self::survey(d, l)?;
+    /// `survey` is [`survey`](Self::survey)'s, taken before the log
+    /// blocks' recovery (which stores nothing in the lanes or their Log
+    /// Start slots).
+    pub fn open(d: &Domain, l: &Layout, survey: Survey) -> Result<(Lanes, Replayed), Error> {
         let len = l.lane_len();
         let mut rep = Replayed::default();
         let mut bit_chunks: Vec<u64> = Vec::new();
@@ -453,8 +457,7 @@ impl Lanes {
     /// left a bit durable without its check word (or the reverse), which
     /// the log blocks' records cannot explain; its replay recomputes the
     /// check again afterwards.
-    pub fn recheck_bitmaps(d: &Domain, l: &Layout) -> Result<(), Error> {
-        let survey = Self::survey(d, l)?;
+    pub fn recheck_bitmaps(d: &Domain, l: &Layout, survey: &Survey) -> Result<(), Error> {
         let mut chunks: Vec<u64> = Vec::new();
         survey.each_replayed(d, l, |entries, _| {
             for e in entries {
@@ -476,7 +479,7 @@ impl Lanes {
 
     /// Every lane's durable Log Start and valid groups, the largest
     /// watermark.
-    fn survey(d: &Domain, l: &Layout) -> Result<Survey, Error> {
+    pub fn survey(d: &Domain, l: &Layout) -> Result<Survey, Error> {
         let len = l.lane_len();
         let mut survey = Survey {
             lanes: Vec::with_capacity(l.lanes as usize),
