@@ -42,7 +42,7 @@ use rewind::{PPtr, Pool, Tx};
 
 use crate::checked;
 use crate::error::{corrupt, Result};
-use crate::mem::{check_count, check_span, le64, put64, Mem, ScanWatch};
+use crate::mem::{alloc_beside, check_count, check_span, le64, put64, Mem, ScanWatch};
 use crate::types::{fnv1a, Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "hash map";
@@ -172,15 +172,7 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// Creates an empty map of 16 buckets.
     pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
         let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
-        // A table refused for space (OutOfMemory leaves the transaction
-        // usable) takes the header back with it: nothing leaks.
-        let table = match tx.alloc_bytes(INITIAL_BUCKETS * 8) {
-            Ok(table) => table,
-            Err(e) => {
-                tx.free(PPtr::<u8>::from_offset(hdr))?;
-                return Err(e.into());
-            }
-        };
+        let table = alloc_beside(tx, hdr, INITIAL_BUCKETS * 8)?;
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);
         h[BUCKETS_OFF..TABLE_OFF].copy_from_slice(&INITIAL_BUCKETS.to_le_bytes());

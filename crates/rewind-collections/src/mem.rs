@@ -92,6 +92,20 @@ pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
 }
 
 /// Writes a little-endian `u64` field at `off`.
+/// Allocates `size` bytes for a collection whose header `hdr` this
+/// transaction has just allocated. Refused for space (`OutOfMemory` leaves
+/// the transaction usable, and a program may commit after it), the header
+/// is freed with it: nothing leaks.
+pub(crate) fn alloc_beside(tx: &mut Tx<'_>, hdr: u64, size: u64) -> Result<u64> {
+    match tx.alloc_bytes(size) {
+        Ok(off) => Ok(off),
+        Err(e) => {
+            tx.free(rewind::PPtr::<u8>::from_offset(hdr))?;
+            Err(e.into())
+        }
+    }
+}
+
 pub(crate) fn put64(tx: &mut Tx<'_>, off: u64, v: u64) -> Result<()> {
     Ok(tx.write_bytes(off, &v.to_le_bytes())?)
 }

@@ -69,7 +69,7 @@ use smallvec::SmallVec;
 
 use crate::checked;
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_count, le32, le64, Mem};
+use crate::mem::{alloc_beside, check_count, le32, le64, Mem};
 use crate::storable::Storable;
 use crate::types::TAG_SIZE;
 use node::{fingerprint, store_leaf, Geo, Raw};
@@ -204,16 +204,7 @@ where
         }
         let geo = Self::geo(fanout);
         let hdr = tx.alloc_bytes(HEADER_SIZE as u64)?;
-        // A leaf refused for space (OutOfMemory leaves the transaction
-        // usable, and a program may commit after it) takes the header
-        // back with it: nothing leaks.
-        let leaf = match tx.alloc_bytes(geo.size() as u64) {
-            Ok(leaf) => leaf,
-            Err(e) => {
-                tx.free(PPtr::<u8>::from_offset(hdr))?;
-                return Err(e.into());
-            }
-        };
+        let leaf = alloc_beside(tx, hdr, geo.size() as u64)?;
         store_leaf(tx, &geo, leaf, tx.id(), 0, &[])?;
         let mut h = [0u8; HEADER_SIZE];
         h[MAGIC_OFF..LEN_OFF].copy_from_slice(&MAGIC);
