@@ -232,8 +232,8 @@ unsafe extern "C" fn wal_hook(
             // not at every commit (it was a fifth of a one-row insert's
             // time, `examples/profile.rs` under `perf`).
             let name = Path::new(OsStr::from_bytes(p.to_bytes()));
-            let shared = |key: &Path| OPEN.lock().get(key).map(|e| e.shared.clone());
-            let shared = shared(name).or_else(|| shared(&key_of(name)));
+            let open_wal = |key: &Path| OPEN.lock().get(key).map(|e| e.shared.clone());
+            let shared = open_wal(name).or_else(|| open_wal(&key_of(name)));
             shared.is_some_and(|s| s.file.lock().as_ref().is_some_and(|f| f.wants_checkpoint()))
         })
     };
