@@ -35,7 +35,9 @@ mod example {
 #[test]
 fn readme_first_example_runs_and_runs_again_on_its_pool() {
     // The example's pool goes to the temporary directory: a fresh one
-    // here (this file's only other test reads no environment).
+    // here. This file's other tests run beside this one in the same
+    // process, so none of them may read TMPDIR (they make their
+    // directories under the target's own temporary directory).
     let dir = tempfile::tempdir().unwrap();
     std::env::set_var("TMPDIR", dir.path());
     example::run().unwrap();
@@ -104,6 +106,8 @@ fn collections_md_handles_block_is_this_and_runs() {
         ours, block,
         "docs/collections.md's handles block differs from tests/readme.rs"
     );
-    let dir = tempfile::tempdir().unwrap();
+    // Not tempfile::tempdir(): that reads TMPDIR, which the test above
+    // points at a directory it removes when it ends.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     collections_md_handles(&dir.path().join("h.pool")).unwrap();
 }
