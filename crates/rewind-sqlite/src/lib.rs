@@ -35,10 +35,12 @@
 //! connections, with an in-process lock table (`db.rs`). So any number of
 //! connections of one process share the database as usual (they share the
 //! one open pool and the one wal-index); a second process that opens the
-//! database while the first has its WAL open gets `SQLITE_CANTOPEN`
-//! ("unable to open database file", with the pool's "in use" error in
-//! [`last_error`]), never a corrupt database, and no other process ever
-//! needs the wal-index. Each process rebuilds it from the WAL file when it
+//! database while the first has its WAL open gets `SQLITE_BUSY`, as for
+//! a lock the first held: its busy handler (`busy_timeout`) waits, and
+//! once the first has closed the database its statement goes on; if the
+//! handler gives up, "database is locked" (with the pool's "in use"
+//! error in [`last_error`]). Never a corrupt database, and no other
+//! process ever needs the wal-index. Each process rebuilds it from the WAL file when it
 //! first opens the database, as SQLite does after a crash. Exclusive
 //! locking mode works as well. Open the database only through this VFS:
 //! stock SQLite would not see the frames in the pool.
@@ -55,6 +57,10 @@
 //!   first time, creates) the pool file beside the database: a database on
 //!   a read-only file system cannot be opened through this VFS
 //!   (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
+//! * *Room.* A new WAL pool takes [`Config::pool_size`] bytes on disk at
+//!   once (a stock WAL file starts empty): on a file system without that
+//!   much room, every statement on a database in WAL mode, reads too, is
+//!   `SQLITE_FULL` until space is freed.
 //! * *Checkpoints.* Every connection with a database of this VFS (its
 //!   main one or one it attached) checkpoints as
 //!   SQLite does at 1,000 frames, and also once the WAL's blocks, with

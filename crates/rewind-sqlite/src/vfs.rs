@@ -485,10 +485,9 @@ unsafe extern "C" fn x_open(
                 shared
             }
             Err(e) => {
-                remember(&e);
                 // SAFETY: an open that fails leaves pMethods NULL.
                 unsafe { (*file).pMethods = std::ptr::null() };
-                return ffi::SQLITE_CANTOPEN;
+                return open_code(&e);
             }
         },
     };
@@ -705,6 +704,24 @@ fn with_file<R>(sh: &Shared, fail: R, f: impl FnOnce(&mut WalFile) -> R) -> R {
     match sh.file.lock().as_mut() {
         Some(w) => f(w),
         None => fail,
+    }
+}
+
+/// The result code of a WAL that could not be opened (the reason kept
+/// for [`last_error`]). A pool another process has open is
+/// `SQLITE_BUSY`, as a lock that process held would be: SQLite's busy
+/// handler (`busy_timeout`) waits and tries again, and the error, once it
+/// gives up, is "database is locked" (it was `SQLITE_CANTOPEN`, "unable
+/// to open database file", at once, whatever the busy timeout). A file
+/// system without room for a new pool is `SQLITE_FULL` ("database or disk
+/// is full"; it was `SQLITE_CANTOPEN` too). Anything else is
+/// `SQLITE_CANTOPEN`.
+fn open_code(e: &Error) -> c_int {
+    remember(e);
+    match e {
+        Error::Pool(rewind::Error::PoolInUse { .. }) => ffi::SQLITE_BUSY,
+        Error::Pool(rewind::Error::NoSpace { .. }) => ffi::SQLITE_FULL,
+        _ => ffi::SQLITE_CANTOPEN,
     }
 }
 
