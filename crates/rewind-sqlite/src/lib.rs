@@ -70,7 +70,13 @@
 //!   checkpoint could free. `PRAGMA wal_autocheckpoint = N` on a
 //!   connection replaces this with SQLite's own rule, by frames only (and
 //!   the pragma, read, says 0 while this crate's hook is set, as SQLite
-//!   says for any hook but its own).
+//!   says for any hook but its own). The hook is set at the connection's
+//!   first commit, by a commit hook this crate gives each connection as it
+//!   opens: a commit hook the program sets before that first commit
+//!   (`sqlite3_commit_hook`, rusqlite's `commit_hook`) takes its place,
+//!   and the connection keeps SQLite's rule alone (a pool of 1 MiB at
+//!   most then failed with `SQLITE_FULL` after 79 inserts of 3 KB). Set
+//!   yours after a first commit, or checkpoint by hand.
 //! * *Copies.* Copy a database in use with SQLite's backup API (or `VACUUM
 //!   INTO`), never with `cp` of its files: a copy of a live pool may be torn
 //!   and nothing opening it can tell (`rewind check` on the copied pool file
