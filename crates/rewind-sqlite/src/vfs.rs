@@ -711,11 +711,9 @@ fn with_file<R>(sh: &Shared, fail: R, f: impl FnOnce(&mut WalFile) -> R) -> R {
 /// for [`last_error`]). A pool another process has open is
 /// `SQLITE_BUSY`, as a lock that process held would be: SQLite's busy
 /// handler (`busy_timeout`) waits and tries again, and the error, once it
-/// gives up, is "database is locked" (it was `SQLITE_CANTOPEN`, "unable
-/// to open database file", at once, whatever the busy timeout). A file
-/// system without room for a new pool is `SQLITE_FULL` ("database or disk
-/// is full"; it was `SQLITE_CANTOPEN` too). Anything else is
-/// `SQLITE_CANTOPEN`.
+/// gives up, is "database is locked". A file system without room for a
+/// new pool is `SQLITE_FULL` ("database or disk is full"). Anything else
+/// is `SQLITE_CANTOPEN`.
 fn open_code(e: &Error) -> c_int {
     remember(e);
     match e {
