@@ -340,10 +340,11 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// of a change, and an error met while one did (a chain grown past the
     /// length the scan began with, an entry freed by a commit) is
     /// [`Error::Changed`](crate::Error::Changed);
-    /// [`iter_tx`](Self::iter_tx) scans under the map's lock.
+    /// [`iter_tx`](Self::iter_tx) scans under the map's lock, and is the
+    /// scan inside a transaction (there this one is `NestedTransaction`).
     pub fn iter<'a>(&self, pool: &'a Pool) -> Result<HashIter<'a, K, V>> {
         // (Taken before the header is read.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        let watch = ScanWatch::start(pool, WHAT, self.hdr)?;
         let mut it = HashIter::new(self, Box::new(pool)).map_err(|e| watch.explain(e))?;
         it.watch = Some(watch);
         Ok(it)

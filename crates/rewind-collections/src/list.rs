@@ -167,7 +167,7 @@ impl<T: Stored> List<T> {
         PPtr::from_offset(self.hdr)
     }
 
-    fn header<M: Mem>(&self, m: &mut M) -> Result<Header> {
+    fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
         let old = (&[(OLD_MAGIC, "RWLIST01")][..], "RWLIST02");
         read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
@@ -193,7 +193,7 @@ impl<T: Stored> List<T> {
         Ok(tx.write_bytes(self.hdr + LEN_OFF as u64, &b)?)
     }
 
-    fn links<M: Mem>(m: &mut M, node: u64) -> Result<Links> {
+    fn links<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<Links> {
         let mut b = [0u8; 16];
         m.read_at(node, &mut b)?;
         Ok(Links {
@@ -202,7 +202,7 @@ impl<T: Stored> List<T> {
         })
     }
 
-    fn value_in<M: Mem>(m: &mut M, node: u64) -> Result<T> {
+    fn value_in<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<T> {
         let mut v = T::zeroed();
         m.read_at(field(node, VALUE_OFF)?, bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
@@ -490,14 +490,29 @@ impl<T: Stored> List<T> {
     /// (committed state). Nodes are read as the iterator goes, with no
     /// lock: beside transactions that change the list it can see part of
     /// a change, and an error met while one did (a node freed by a commit)
-    /// is [`Error::Changed`](crate::Error::Changed).
+    /// is [`Error::Changed`](crate::Error::Changed). On a thread inside a
+    /// transaction of `pool` it is `NestedTransaction`: scan with
+    /// [`iter_tx`](Self::iter_tx) there.
     pub fn iter<'p>(&self, pool: &'p Pool) -> Result<Iter<'p, T>> {
         // (Taken before the header is read.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
-        let h = self.header(&mut { pool }).map_err(|e| watch.explain(e))?;
+        let watch = ScanWatch::start(pool, WHAT, self.hdr)?;
+        let mut it = self.iter_in(Box::new(pool)).map_err(|e| watch.explain(e))?;
+        it.watch = Some(watch);
+        Ok(it)
+    }
+
+    /// [`iter`](Self::iter) as `tx` sees the list, its own writes
+    /// included (under the list's lock, taken shared).
+    pub fn iter_tx<'a, 'p: 'a>(&self, tx: &'a mut Tx<'p>) -> Result<Iter<'a, T>> {
+        tx.lock_shared(self.as_ptr())?; // held until the transaction ends
+        self.iter_in(Box::new(tx))
+    }
+
+    fn iter_in<'a>(&self, mut mem: Box<dyn Mem + 'a>) -> Result<Iter<'a, T>> {
+        let h = self.header(&mut *mem)?;
         Ok(Iter {
-            watch,
-            pool,
+            watch: None,
+            mem,
             list: self.hdr,
             front: h.head,
             back: h.tail,
@@ -564,11 +579,12 @@ impl<T: Stored> List<T> {
 }
 
 /// An iterator over a [`List`]'s elements, front to back, or back to front
-/// with `.rev()` (from [`List::iter`]).
+/// with `.rev()` (from [`List::iter`] and [`List::iter_tx`]).
 pub struct Iter<'p, T> {
-    /// Its errors while a writer held the list are `Changed`.
-    watch: ScanWatch<'p>,
-    pool: &'p Pool,
+    /// A scan through `&Pool`: its errors while a writer held the list
+    /// are `Changed`.
+    watch: Option<ScanWatch<'p>>,
+    mem: Box<dyn Mem + 'p>,
     list: u64,
     front: u64,
     back: u64,
@@ -581,13 +597,13 @@ impl<T: Stored> Iter<'_, T> {
     /// iterator on an error.
     fn take(&mut self, node: u64, forward: bool) -> Option<Result<T>> {
         self.left -= 1;
-        let mut m = self.pool;
+        let m = &mut *self.mem;
         let read = (|| {
             if node == 0 {
                 return Err(corrupt(WHAT, self.list, "a chain shorter than the length"));
             }
-            let l = List::<T>::links(&mut m, node)?;
-            let v = List::<T>::value_in(&mut m, node)?;
+            let l = List::<T>::links(m, node)?;
+            let v = List::<T>::value_in(m, node)?;
             Ok((l, v))
         })();
         match read {
@@ -601,7 +617,10 @@ impl<T: Stored> Iter<'_, T> {
             }
             Err(e) => {
                 self.left = 0;
-                Some(Err(self.watch.explain(e)))
+                Some(Err(match self.watch {
+                    Some(w) => w.explain(e),
+                    None => e,
+                }))
             }
         }
     }

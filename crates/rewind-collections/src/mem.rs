@@ -221,7 +221,21 @@ pub(crate) struct ScanWatch<'a> {
 }
 
 impl<'a> ScanWatch<'a> {
-    /// Taken before the scan reads the header at `hdr`.
+    /// Taken as a scan through `pool` begins, before it reads the header
+    /// at `hdr`. On a thread inside a transaction of `pool` it is
+    /// `NestedTransaction`, as the one-answer reads are (`read_isolated`):
+    /// there the scan would see that transaction's own stores under the
+    /// undo policies (they store in place, and its changes ahead of the
+    /// scan end it with `Changed`) and not under the redo ones; the
+    /// transaction scans with the `_tx` forms.
+    pub(crate) fn start(pool: &'a Pool, what: &'static str, hdr: u64) -> Result<ScanWatch<'a>> {
+        // An empty isolated read of the null offset: no transaction locks
+        // it (`Tx::lock` refuses null), so it never waits.
+        pool.read_isolated(0, |_| Ok::<_, Error>(()))?;
+        Ok(ScanWatch::new(pool, what, hdr))
+    }
+
+    /// Taken before the scan or check reads the header at `hdr`.
     pub(crate) fn new(pool: &'a Pool, what: &'static str, hdr: u64) -> ScanWatch<'a> {
         ScanWatch {
             pool,

@@ -28,14 +28,16 @@ where
     /// (committed state). Bounds are of the lookup type: `10..20` for
     /// `u64` keys, `(Bound::Included("a"), Bound::Excluded("c"))` for
     /// `String` keys. Nodes are read as the iterator goes; a read
-    /// error ends it after yielding the error.
+    /// error ends it after yielding the error. On a thread inside a
+    /// transaction of `pool` it is `NestedTransaction` (see
+    /// [`range_tx`](Self::range_tx)).
     pub fn range<'a>(
         &self,
         pool: &'a Pool,
         range: impl RangeBounds<K::Ref>,
     ) -> Result<Iter<'a, K, V>> {
         // (Taken before the header is read.)
-        let watch = ScanWatch::new(pool, WHAT, self.hdr);
+        let watch = ScanWatch::start(pool, WHAT, self.hdr)?;
         let mut it = Iter::new(self, Box::new(pool), range).map_err(|e| watch.explain(e))?;
         it.watch = Some(watch);
         Ok(it)
@@ -46,7 +48,8 @@ where
     /// the scan reaches it): beside a running transaction it can see part
     /// of a change, and a read that meets a node a commit freed or reused
     /// meanwhile ends it with [`Error::Changed`](crate::Error::Changed);
-    /// [`iter_tx`](Self::iter_tx) scans under the map's lock.
+    /// [`iter_tx`](Self::iter_tx) scans under the map's lock, and is the
+    /// scan inside a transaction (there this one is `NestedTransaction`).
     pub fn iter<'a>(&self, pool: &'a Pool) -> Result<Iter<'a, K, V>> {
         self.range(pool, ..)
     }
