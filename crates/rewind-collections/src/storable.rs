@@ -81,6 +81,9 @@ pub trait Storable: Sized + Clone + 'static + sealed::Sealed {
     #[doc(hidden)]
     fn tag() -> [u8; crate::types::TAG_SIZE];
     #[doc(hidden)]
+    /// The name the type fingerprint records.
+    fn stored_name() -> Cow<'static, str>;
+    #[doc(hidden)]
     /// The value a slot holds, reading its block if it has one.
     fn load<M: Mem + ?Sized>(m: &mut M, slot: &Self::Slot) -> Result<Self>;
     #[doc(hidden)]
@@ -128,6 +131,9 @@ impl<T: Stored> Storable for T {
     }
     fn tag() -> [u8; crate::types::TAG_SIZE] {
         TypeTag::of::<T>().encode()
+    }
+    fn stored_name() -> Cow<'static, str> {
+        T::type_name()
     }
     #[inline]
     fn load<M: Mem + ?Sized>(_: &mut M, slot: &T) -> Result<T> {
@@ -283,6 +289,9 @@ impl Storable for Vec<u8> {
     fn tag() -> [u8; crate::types::TAG_SIZE] {
         TypeTag::named("Vec<u8>".into(), VAR_SLOT, 1).encode()
     }
+    fn stored_name() -> Cow<'static, str> {
+        "Vec<u8>".into()
+    }
     fn load<M: Mem + ?Sized>(m: &mut M, slot: &VarSlot) -> Result<Self> {
         Ok(var_load(m, slot)?.into_owned())
     }
@@ -322,6 +331,9 @@ impl Storable for String {
     }
     fn tag() -> [u8; crate::types::TAG_SIZE] {
         TypeTag::named("String".into(), VAR_SLOT, 1).encode()
+    }
+    fn stored_name() -> Cow<'static, str> {
+        "String".into()
     }
     fn load<M: Mem + ?Sized>(m: &mut M, slot: &VarSlot) -> Result<Self> {
         String::from_utf8(var_load(m, slot)?.into_owned()).map_err(|_| {

@@ -31,17 +31,21 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 
 use bytemuck::Pod;
+use rewind::PPtr;
 
 use crate::error::{Error, Result};
 use crate::mem::{le32, le64};
+use crate::storable::Storable;
 
 /// Plain data that a collection stores, with a stable name recorded (with
 /// its size and alignment) in the collection's header.
 ///
-/// Implemented for the integers, `f32`, `f64`, arrays of stored types and
-/// [`FixedBytes<N>`](crate::FixedBytes). A program's own `#[repr(C)]`
-/// struct derives `Pod` and `Zeroable` (it must have no padding: add
-/// explicit fields for it) and names itself:
+/// Implemented for the integers, `f32`, `f64`, arrays of stored types,
+/// [`FixedBytes<N>`](crate::FixedBytes), `PPtr<T>` of a stored `T`, and
+/// the pointers to this crate's collections (`PPtr<BTreeMap<K, V>>` and
+/// the others, from `as_ptr()`: collections as values of collections).
+/// A program's own `#[repr(C)]` struct derives `Pod` and `Zeroable` (it
+/// must have no padding: add explicit fields for it) and names itself:
 ///
 /// ```
 /// use rewind::{Pod, Zeroable};
@@ -87,6 +91,59 @@ where
 impl<const N: usize> Stored for crate::FixedBytes<N> {
     fn type_name() -> Cow<'static, str> {
         Cow::Owned(format!("FixedBytes<{N}>"))
+    }
+}
+
+/// A pointer to a program's stored object, as a value: `PPtr<T>`.
+impl<T: Stored> Stored for PPtr<T> {
+    fn type_name() -> Cow<'static, str> {
+        Cow::Owned(format!("PPtr<{}>", T::type_name()))
+    }
+}
+
+/// A collection as a value of another (maps in maps): the pointer that
+/// [`BTreeMap::as_ptr`](crate::BTreeMap::as_ptr) gives, named with the
+/// collection's types, so that a map of `PPtr<BTreeMap<u64, u64>>` values
+/// reopened as one of `PPtr<BTreeMap<u64, i64>>` is a type mismatch.
+impl<K: Storable, V: Storable> Stored for PPtr<crate::BTreeMap<K, V>> {
+    fn type_name() -> Cow<'static, str> {
+        Cow::Owned(format!(
+            "PPtr<BTreeMap<{}, {}>>",
+            K::stored_name(),
+            V::stored_name()
+        ))
+    }
+}
+
+/// A hash map as a value of another collection (see `PPtr<BTreeMap>`).
+impl<K: Stored, V: Stored> Stored for PPtr<crate::HashMap<K, V>> {
+    fn type_name() -> Cow<'static, str> {
+        Cow::Owned(format!(
+            "PPtr<HashMap<{}, {}>>",
+            K::type_name(),
+            V::type_name()
+        ))
+    }
+}
+
+/// A vector as a value of another collection (see `PPtr<BTreeMap>`).
+impl<T: Stored> Stored for PPtr<crate::Vec<T>> {
+    fn type_name() -> Cow<'static, str> {
+        Cow::Owned(format!("PPtr<Vec<{}>>", T::type_name()))
+    }
+}
+
+/// A list as a value of another collection (see `PPtr<BTreeMap>`).
+impl<T: Stored> Stored for PPtr<crate::List<T>> {
+    fn type_name() -> Cow<'static, str> {
+        Cow::Owned(format!("PPtr<List<{}>>", T::type_name()))
+    }
+}
+
+/// A blob as a value of another collection (see `PPtr<BTreeMap>`).
+impl Stored for PPtr<crate::Blob> {
+    fn type_name() -> Cow<'static, str> {
+        "PPtr<Blob>".into()
     }
 }
 
@@ -226,6 +283,18 @@ mod tests {
         assert_eq!(u64::type_name(), "u64");
         assert_eq!(<[u8; 8]>::type_name(), "[u8; 8]");
         assert_eq!(crate::FixedBytes::<32>::type_name(), "FixedBytes<32>");
+        assert_eq!(PPtr::<u64>::type_name(), "PPtr<u64>");
+        assert_eq!(
+            PPtr::<crate::BTreeMap<String, [u8; 4]>>::type_name(),
+            "PPtr<BTreeMap<String, [u8; 4]>>"
+        );
+        assert_eq!(
+            PPtr::<crate::HashMap<u64, u32>>::type_name(),
+            "PPtr<HashMap<u64, u32>>"
+        );
+        assert_eq!(PPtr::<crate::List<u8>>::type_name(), "PPtr<List<u8>>");
+        assert_eq!(PPtr::<crate::Vec<i64>>::type_name(), "PPtr<Vec<i64>>");
+        assert_eq!(PPtr::<crate::Blob>::type_name(), "PPtr<Blob>");
     }
 
     #[test]

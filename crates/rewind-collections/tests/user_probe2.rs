@@ -5,8 +5,10 @@
 //! must give the documented answer or a typed error, never a panic, a
 //! policy-dependent answer or a damaged collection.
 
-use rewind::{Error as PoolError, LogVariant, Policy, Pool, PoolConfig};
-use rewind_collections::{BTreeMap, Error, HashMap, List};
+mod common;
+
+use rewind::{Error as PoolError, LogVariant, OpenOptions, PPtr, Policy, Pool, PoolConfig};
+use rewind_collections::{BTreeMap, Blob, Error, HashMap, List, Vec as PVec};
 
 fn nested(r: Result<impl Sized, Error>) -> bool {
     matches!(r, Err(Error::Pool(PoolError::NestedTransaction)))
@@ -78,4 +80,117 @@ fn a_scan_through_the_pool_inside_a_transaction_is_nested_under_every_policy() {
         h.check_invariants(&p).unwrap();
         l.check_invariants(&p).unwrap();
     }
+}
+
+/// Users and their maps: the outer map's values are the inner maps.
+type Users = BTreeMap<String, PPtr<BTreeMap<u64, u64>>>;
+
+/// Collections as values of other collections, as `docs/collections.md`
+/// says a handle's `as_ptr()` may be stored "in any other persistent
+/// object": a map of maps, a hash map of lists, a map of blobs (empty
+/// ones too), a vector of hash maps; kept across a reopen, the types
+/// checked (a map of other inner types is `TypeMismatch` naming both),
+/// and destroyed with nothing leaked. Found by this probe: no pointer to a
+/// collection was a `Stored` type, so none of these compiled (a program
+/// had to store `as_ptr().offset()` as a bare `u64`, which no type check
+/// covers).
+#[test]
+fn collections_are_values_of_collections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nest.pool");
+    let p = Pool::create(&path, "nest", 16 << 20, &PoolConfig::default()).unwrap();
+    let before = common::allocated(&p);
+    let users = p
+        .transaction(|tx| {
+            let users = Users::create(tx)?;
+            let root = tx.root::<PPtr<Users>>()?;
+            tx.write(root, &users.as_ptr())?;
+            for u in 0..20u64 {
+                let inner = BTreeMap::<u64, u64>::create(tx)?;
+                for k in 0..u * 3 {
+                    inner.insert(tx, k, u * k)?;
+                }
+                users.insert(tx, format!("user-{u:02}"), inner.as_ptr())?;
+            }
+            Ok::<_, Error>(users)
+        })
+        .unwrap();
+    let (lists, blobs, maps) = p
+        .transaction(|tx| {
+            let lists = HashMap::<u64, PPtr<List<u32>>>::create(tx)?;
+            let blobs = BTreeMap::<u64, PPtr<Blob>>::create(tx)?;
+            let maps = PVec::<PPtr<HashMap<u64, u64>>>::create(tx)?;
+            for i in 0..8u64 {
+                let l = List::<u32>::create(tx)?;
+                for j in 0..i as u32 {
+                    l.push_back(tx, j)?;
+                }
+                lists.insert(tx, i, l.as_ptr())?;
+                let b = Blob::create_from(tx, &vec![i as u8; i as usize * 100])?;
+                blobs.insert(tx, i, b.as_ptr())?;
+                let h = HashMap::<u64, u64>::create(tx)?;
+                h.insert(tx, i, i * i)?;
+                maps.push(tx, h.as_ptr())?;
+            }
+            Ok::<_, Error>((lists, blobs, maps))
+        })
+        .unwrap();
+    p.close().unwrap();
+
+    let p = Pool::open(&path, "nest", &OpenOptions::default()).unwrap();
+    let users = Users::from_ptr(p.read(p.root::<PPtr<Users>>().unwrap().unwrap()).unwrap());
+    assert_eq!(users.len(&p).unwrap(), 20);
+    for e in users.iter(&p).unwrap() {
+        let (name, inner) = e.unwrap();
+        let u: u64 = name["user-".len()..].parse().unwrap();
+        let inner = BTreeMap::from_ptr(inner);
+        assert_eq!(inner.len(&p).unwrap(), u * 3, "{name}");
+        assert_eq!(
+            inner.last_key_value(&p).unwrap(),
+            u.checked_sub(1).map(|_| (u * 3 - 1, u * (u * 3 - 1)))
+        );
+        inner.check_invariants(&p).unwrap();
+    }
+    for i in 0..8u64 {
+        let l = List::from_ptr(lists.get(&p, &i).unwrap().unwrap());
+        assert_eq!(l.iter(&p).unwrap().count() as u64, i);
+        let b = Blob::from_ptr(blobs.get(&p, &i).unwrap().unwrap());
+        assert_eq!(b.read(&p).unwrap(), vec![i as u8; i as usize * 100]);
+        let h = HashMap::from_ptr(maps.get(&p, i).unwrap().unwrap());
+        assert_eq!(h.get(&p, &i).unwrap(), Some(i * i));
+    }
+    // The inner types are part of the outer map's value type.
+    let wrong = BTreeMap::<String, PPtr<BTreeMap<u64, i64>>>::from_ptr(users.as_ptr().cast());
+    let e = wrong.get(&p, "user-01").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::TypeMismatch { .. }), "{e:?}");
+    assert!(msg.contains("PPtr<BTreeMap<u64, u64>>"), "{msg}");
+    let bare = BTreeMap::<String, u64>::from_ptr(users.as_ptr().cast());
+    assert!(matches!(
+        bare.get(&p, "user-01"),
+        Err(Error::TypeMismatch { .. })
+    ));
+
+    // Everything destroyed, inner collections first: no block left.
+    p.transaction(|tx| {
+        while let Some((_, inner)) = users.pop_first(tx)? {
+            BTreeMap::from_ptr(inner).destroy(tx)?;
+        }
+        users.destroy(tx)?;
+        for i in 0..8u64 {
+            List::from_ptr(lists.remove(tx, &i)?.unwrap()).destroy(tx)?;
+            Blob::from_ptr(blobs.remove(tx, &i)?.unwrap()).destroy(tx)?;
+            HashMap::from_ptr(maps.pop(tx)?.unwrap()).destroy(tx)?;
+        }
+        lists.destroy(tx)?;
+        blobs.destroy(tx)?;
+        maps.destroy(tx)?;
+        let root = tx.root::<PPtr<Users>>()?;
+        Ok::<_, Error>(tx.write(root, &PPtr::null())?)
+    })
+    .unwrap();
+    let mut after = common::allocated(&p);
+    after.retain(|b| !before.contains(b));
+    // The root object alone is new.
+    assert!(after.len() <= 1, "leaked blocks: {after:?}");
 }
