@@ -30,8 +30,9 @@ pub struct CheckArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Also check every named root whose type has a registered deep check
-    /// (a collection's invariants).
+    /// Also run the deep check registered for each named root's type
+    /// (rewind::inspect::register_deep_check, by a program that links the
+    /// library); this command registers none: each named root is a note.
     #[arg(long)]
     pub deep: bool,
 }

@@ -1168,3 +1168,39 @@ fn grow_to_a_smaller_size_is_refused_before_recovery() {
     assert!(run.ok(), "{}", run.stderr);
     assert!(run.stdout.contains("4194304 bytes"), "{}", run.stdout);
 }
+
+/// `check --deep` promised "a collection's invariants" (`--help`), but this
+/// command registers no deep check, and a collection cannot be a named
+/// root's type (found by this probe): each named root is a note saying
+/// that none is registered, and the help says so.
+#[test]
+fn check_deep_says_what_it_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("named.pool");
+    let pool = Pool::create(&path, LAYOUT, 4 << 20, &PoolConfig::default()).unwrap();
+    pool.transaction(|tx| {
+        let c: PPtr<u64> = tx.root_named("counter")?;
+        tx.write(c, &7)
+    })
+    .unwrap();
+    pool.close().unwrap();
+    let run = rewind(&[
+        std::ffi::OsStr::new("check"),
+        "--deep".as_ref(),
+        path.as_os_str(),
+    ]);
+    run.assert_sane();
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("counter") && run.stdout.contains("no deep check registered"),
+        "{}",
+        run.stdout
+    );
+    let help = rewind(&["check", "--help"]);
+    assert!(help.ok(), "{}", help.stderr);
+    let help = help.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !help.contains("a collection's invariants") && help.contains("registers none"),
+        "{help}"
+    );
+}
