@@ -48,7 +48,7 @@
 pub mod catalog;
 pub(crate) mod table;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -89,6 +89,10 @@ struct State {
     free_chunks: BTreeSet<u64>,
     /// Chunks in the heap now (the heap size word).
     chunks: u64,
+    /// Blocks a running transaction frees, by the transaction's id
+    /// ([`Allocator::claim_free`]): from the free's check until the block
+    /// is released, or the transaction ends.
+    freeing: HashMap<u64, u64>,
 }
 
 /// Usage figures.
@@ -154,6 +158,7 @@ impl Allocator {
                 free: vec![Vec::new(); CLASSES],
                 free_chunks: BTreeSet::new(),
                 chunks,
+                freeing: HashMap::new(),
             }),
         };
         table::verify_padding(d, l, chunks)?;
@@ -413,6 +418,8 @@ impl Allocator {
     /// freed them.
     pub fn release(&self, off: u64, size: u64) {
         let mut st = self.state.lock();
+        // Free now: no transaction is freeing it any more.
+        st.freeing.remove(&off);
         // A block handed out again from here may be of another type: a
         // check cached for it (an aborted transaction's allocation that
         // its own reads checked) must not outlive it.
@@ -492,9 +499,39 @@ impl Allocator {
         mark_range(&self.l, off, size)
     }
 
-    /// If `off` is the start of an allocated block, its block size.
-    pub fn allocated_size(&self, d: &Domain, off: u64) -> Result<u64, Error> {
-        allocated_size(d, &self.l, off)
+    /// Transaction `tx`'s free of the block at `off`: its block size if
+    /// it is allocated on media and no other running transaction frees
+    /// it, and then it is `tx`'s to free until [`release`](Self::release)
+    /// or [`unclaim`](Self::unclaim). Checked and claimed under the latch:
+    /// two transactions freeing one block at once both found it allocated
+    /// (its bit clears at the free, or under redo at the commit), both
+    /// committed, and the block went back to the free lists twice (two
+    /// later allocations were handed the same memory).
+    pub fn claim_free(&self, d: &Domain, off: u64, tx: u64) -> Result<u64, Error> {
+        let mut st = self.state.lock();
+        let size = allocated_size(d, &self.l, off)?;
+        match st.freeing.insert(off, tx) {
+            Some(other) if other != tx => {
+                st.freeing.insert(off, other);
+                Err(Error::InvalidFree {
+                    offset: off,
+                    reason: "another transaction running now frees the block",
+                })
+            }
+            _ => Ok(size),
+        }
+    }
+
+    /// The claims of transaction `tx` ([`claim_free`](Self::claim_free))
+    /// on the blocks at `offs` dropped, where they are still its own: it
+    /// has ended, and those frees were rolled back (or never logged).
+    pub fn unclaim(&self, offs: &[u64], tx: u64) {
+        let mut st = self.state.lock();
+        for off in offs {
+            if st.freeing.get(off) == Some(&tx) {
+                st.freeing.remove(off);
+            }
+        }
     }
 
     /// Whether some thread holds the latch (the crash explorer's scheduler

@@ -92,6 +92,9 @@ pub struct Tx<'p> {
     flat: Option<u64>,
     /// A savepoint was taken: allocations and frees take the bucket log.
     bucket_allocs: bool,
+    /// Blocks this transaction claimed to free (`Allocator::claim_free`),
+    /// their claims dropped when it ends.
+    claimed: Vec<u64>,
 }
 
 /// Whether an error leaves the transaction usable: only those raised by
@@ -121,6 +124,9 @@ impl Drop for Tx<'_> {
             let keys = self.locks.iter().map(|&(k, _)| k);
             self.eng.locks.release_all(self.log.id, keys);
         }
+        if !self.claimed.is_empty() {
+            self.eng.alloc.unclaim(&self.claimed, self.log.id);
+        }
         self.verified.keep();
         self.log.recycle();
     }
@@ -140,6 +146,7 @@ impl<'p> Tx<'p> {
             verified: access::Verified::resume(eng),
             flat: None,
             bucket_allocs: false,
+            claimed: Vec::new(),
         }
     }
 
@@ -532,7 +539,10 @@ impl<'p> Tx<'p> {
     }
 
     /// Frees a block allocated earlier (by this or a committed transaction).
-    /// The block becomes reusable when this transaction commits.
+    /// The block becomes reusable when this transaction commits. A block
+    /// another transaction running now frees is [`Error::InvalidFree`]
+    /// (one free of it commits, never two), which leaves this transaction
+    /// usable.
     pub fn free<T>(&mut self, p: PPtr<T>) -> Result<(), Error> {
         self.live()?;
         let r = self.free_logged(p.offset());
@@ -565,7 +575,9 @@ impl<'p> Tx<'p> {
                 reason: "block is not allocated",
             });
         }
-        let size = eng.alloc.allocated_size(&eng.dom, off)?;
+        // Allocated, and freed by no other transaction running now.
+        let size = eng.alloc.claim_free(&eng.dom, off, self.log.id)?;
+        self.claimed.push(off);
         if self.in_ring(size) {
             // The commit group's bits entry clears its bit; reusable once
             // the group is applied (released after the commit).
