@@ -27,7 +27,9 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
-    /// The filesystem has no room for a new pool of this size.
+    /// The filesystem has no room for a new pool (or backup) of this
+    /// size, or the file may not be that long (`EFBIG`: the process's
+    /// `RLIMIT_FSIZE`, or the filesystem's largest file).
     #[error(
         "{path}: no space left for a pool of {needed} bytes (free space, or create a smaller pool)"
     )]

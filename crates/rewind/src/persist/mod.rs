@@ -671,15 +671,16 @@ impl Domain {
                 // (a file left sparse would fault at a store on a full
                 // disk), or the file back to its length.
                 Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
-                    file.set_len(len).map_err(|e| Error::io(path, e))?;
+                    let no_space = |e: std::io::Error| match rustix::io::Errno::from_io_error(&e) {
+                        Some(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {
+                            Error::NoSpaceToGrow { needed: len - now }
+                        }
+                        _ => Error::io(path, e),
+                    };
+                    file.set_len(len).map_err(no_space)?;
                     if let Err(e) = write_blocks(file, now, len) {
                         let _ = file.set_len(now);
-                        return Err(match e.raw_os_error() {
-                            Some(c) if c == rustix::io::Errno::NOSPC.raw_os_error() => {
-                                Error::NoSpaceToGrow { needed: len - now }
-                            }
-                            _ => Error::io(path, e),
-                        });
+                        return Err(no_space(e));
                     }
                 }
                 Err(e) => return Err(Error::io(path, e.into())),

@@ -104,7 +104,7 @@ impl Pool {
     fn copy_closed(&self, path: &Path, f: &std::fs::File) -> Result<(), Error> {
         use std::os::unix::fs::FileExt;
         let size = self.eng.dom.len();
-        f.set_len(size).map_err(|e| Error::io(path, e))?;
+        f.set_len(size).map_err(|e| file::no_space(path, size, e))?;
         // The blocks of what the pool grew by while the backup waited
         // (the copy's first size was allocated at its create): a full disk
         // is `NoSpace` here, asked before anything is taken.

@@ -214,7 +214,7 @@ pub(crate) fn create_temp(path: &Path, len: u64) -> Result<(Locked, Temp), Error
     let file = Locked::new(file);
     let built = lock(path, &file, Access::Exclusive)
         .and_then(|()| refuse_beyond_free_space(&file, len, path))
-        .and_then(|()| file.set_len(len).map_err(|e| Error::io(path, e)))
+        .and_then(|()| file.set_len(len).map_err(|e| no_space(path, len, e)))
         .and_then(|()| allocate(path, &file, len));
     match built {
         Ok(()) => Ok((file, tmp)),
@@ -266,7 +266,7 @@ pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), E
 fn allocate(path: &Path, file: &File, len: u64) -> Result<(), Error> {
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
         Ok(()) => Ok(()),
-        Err(rustix::io::Errno::NOSPC) => Err(Error::NoSpace {
+        Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => Err(Error::NoSpace {
             path: path.to_path_buf(),
             needed: len,
         }),
@@ -277,13 +277,18 @@ fn allocate(path: &Path, file: &File, len: u64) -> Result<(), Error> {
     }
 }
 
-/// `NoSpace` for `ENOSPC`, `Io` for any other error.
+/// `NoSpace` for `ENOSPC`, and for `EFBIG` (a file that may not be that
+/// long: the process's `RLIMIT_FSIZE`, or the filesystem's largest file),
+/// as a growth's `NoSpaceToGrow` is; `Io` for any other error.
 pub(crate) fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
+    use rustix::io::Errno;
     match e.raw_os_error() {
-        Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Error::NoSpace {
-            path: path.to_path_buf(),
-            needed: len,
-        },
+        Some(code) if code == Errno::NOSPC.raw_os_error() || code == Errno::FBIG.raw_os_error() => {
+            Error::NoSpace {
+                path: path.to_path_buf(),
+                needed: len,
+            }
+        }
         _ => Error::io(path, e),
     }
 }
