@@ -138,7 +138,9 @@ fn collections_are_values_of_collections() {
     p.close().unwrap();
 
     let p = Pool::open(&path, "nest", &OpenOptions::default()).unwrap();
+    let made = users;
     let users = Users::from_ptr(p.read(p.root::<PPtr<Users>>().unwrap().unwrap()).unwrap());
+    assert_eq!(users.as_ptr().offset(), made.as_ptr().offset());
     assert_eq!(users.len(&p).unwrap(), 20);
     for e in users.iter(&p).unwrap() {
         let (name, inner) = e.unwrap();
