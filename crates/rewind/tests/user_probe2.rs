@@ -168,3 +168,82 @@ fn a_pool_longer_than_the_file_size_limit_is_no_space() {
         .collect();
     assert_eq!(names, ["limited.pool"]);
 }
+
+/// Not fixed (a change to the log's space accounting): a two-layer
+/// no-force pool whose log filled while eight threads ran large
+/// transactions (some committing, most refused `LogFull`, one thread
+/// checkpointing after each of its own) can be left, once every thread
+/// has ended, with its log full of committed transactions' records
+/// (hundreds to thousands of live records, 48 to 80 bytes free) and no
+/// checkpoint able to clear them: the checkpoint's own reservation for
+/// its CHECKPOINT record (taken by a checkpoint, held again only by the
+/// next forward record's append, which a full log refuses) is not held,
+/// so every later transaction, however small, is `LogFull` until the pool
+/// is closed and reopened. Worse, `Engine::checkpoint` drops the finished
+/// transactions it took when its CHECKPOINT append fails, so their
+/// records are never cleared by a later checkpoint either (an explicit
+/// `Pool::checkpoint` then returns `Ok` and clears nothing). Seen in most
+/// runs of this test (30 pools; in one of 10 pools or so), in no other
+/// log variant.
+#[test]
+#[ignore = "two-layer no-force: a full log of committed records no checkpoint can clear (log space accounting)"]
+fn a_two_layer_log_filled_by_threads_is_checkpointed_not_left_full() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    for iter in 0..30 {
+        let path = dir.path().join(format!("{iter}.pool"));
+        let cfg = PoolConfig::default()
+            .log(LogVariant::TwoLayer)
+            .policy(Policy::NoForce);
+        let pool = Arc::new(Pool::create(&path, LAYOUT, 8 << 20, &cfg).unwrap());
+        let root: PPtr<[u64; 64]> = pool.transaction(|tx| tx.root()).unwrap();
+        let blocks: Vec<u64> = (0..8)
+            .map(|_| pool.transaction(|tx| tx.alloc_bytes(600 << 10)).unwrap())
+            .collect();
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (pool, b) = (pool.clone(), blocks[t as usize]);
+                std::thread::spawn(move || {
+                    for round in 0..6u64 {
+                        let r = pool.transaction(|tx| {
+                            for i in 0..40 + (round * 37 + t * 11) % 110 {
+                                tx.write_bytes(b + i * 4096, &[round as u8 + 1; 4096])?;
+                                if i == 10 {
+                                    let sp = tx.savepoint()?;
+                                    tx.write_bytes(b, &[9; 64])?;
+                                    tx.rollback_to(sp)?;
+                                }
+                            }
+                            if round == 3 {
+                                tx.nested_top_action(|tx| {
+                                    let x = tx.alloc_bytes(128)?;
+                                    tx.free(PPtr::<u8>::from_offset(x))
+                                })?;
+                            }
+                            tx.write(root.cast::<u64>().at(t), &round)
+                        });
+                        let full =
+                            matches!(r, Err(Error::LogFull { .. } | Error::OutOfMemory { .. }));
+                        assert!(r.is_ok() || full, "{r:?}");
+                        if t == 0 {
+                            // (Itself `LogFull` at times, the same defect.)
+                            let ck = pool.checkpoint();
+                            assert!(matches!(ck, Ok(()) | Err(Error::LogFull { .. })), "{ck:?}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // Nothing runs now: a checkpoint, then a one-word transaction.
+        let ck = pool.checkpoint();
+        let r = pool.transaction(|tx| tx.write(root.cast::<u64>().at(63), &7));
+        assert!(
+            ck.is_ok() && r.is_ok(),
+            "iteration {iter}: checkpoint {ck:?}, then {r:?}, with {:?}",
+            pool.log_stats()
+        );
+    }
+}
