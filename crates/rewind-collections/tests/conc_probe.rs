@@ -617,6 +617,17 @@ fn reader(pool: &Pool, c: Colls, stop: &AtomicBool, redo: bool) -> u64 {
     reads
 }
 
+/// Sets its flag when a writer panics (dropped while unwinding).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+}
+
 fn run_config(name: &str, cfg: &PoolConfig, seed: u64, threads: u64, txs: u64) {
     run_config_with(name, cfg, seed, threads, txs, Duration::MAX);
 }
@@ -655,7 +666,13 @@ fn run_config_with(
             let writers: Vec<_> = (0..threads)
                 .map(|t| {
                     let pool = &pool;
-                    s.spawn(move || writer(pool, c, seed, t, txs, true))
+                    let stop = &stop;
+                    s.spawn(move || {
+                        // A writer that panics stops the readers too, so
+                        // the test fails with its message, not hangs.
+                        let _stop = StopOnDrop(stop);
+                        writer(pool, c, seed, t, txs, true)
+                    })
                 })
                 .collect();
             let logs: Vec<ThreadLog> = writers.into_iter().map(|w| w.join().unwrap()).collect();

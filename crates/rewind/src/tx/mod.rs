@@ -118,14 +118,18 @@ fn dooms(e: &Error) -> bool {
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
+        // The claims on blocks it freed dropped while it still holds its
+        // locks: a transaction that takes a lock it released next may
+        // free one of those blocks (one this transaction's rollback kept
+        // allocated), and must not find it claimed.
+        if !self.claimed.is_empty() {
+            self.eng.alloc.unclaim(&self.claimed, self.log.id);
+        }
         // Strict two-phase locking: released only now, after the commit or
         // the rollback (both run before it drops).
         if !self.locks.is_empty() {
             let keys = self.locks.iter().map(|&(k, _)| k);
             self.eng.locks.release_all(self.log.id, keys);
-        }
-        if !self.claimed.is_empty() {
-            self.eng.alloc.unclaim(&self.claimed, self.log.id);
         }
         self.verified.keep();
         self.log.recycle();
