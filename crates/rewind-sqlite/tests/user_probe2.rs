@@ -176,7 +176,10 @@ impl Drop for SmallFs {
 /// every row.
 #[test]
 fn no_room_for_a_new_wal_pool_is_sqlite_full_and_freeing_space_heals() {
-    let Some(fs) = SmallFs::mount(12) else {
+    // 32 MiB: room, once the filler is gone, for the pool and for a
+    // second one's worth of a deleted pool that a child forked by the
+    // other test of this file still maps until it execs.
+    let Some(fs) = SmallFs::mount(32) else {
         return;
     };
     let path = fs.path().join("full.db");
@@ -185,9 +188,9 @@ fn no_room_for_a_new_wal_pool_is_sqlite_full_and_freeing_space_heals() {
         c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
             .unwrap();
     }
-    // Leaves about 4 MiB free.
+    // Leaves about 4 MiB free: less than the pool's 8 MiB.
     let filler = fs.path().join("filler");
-    std::fs::write(&filler, vec![0x5a; 8 << 20]).unwrap();
+    std::fs::write(&filler, vec![0x5a; 28 << 20]).unwrap();
     common::register_once(VFS, &cfg());
     let c = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), VFS).unwrap();
     // SQLite marks the database WAL before it opens the WAL.
