@@ -169,24 +169,18 @@ fn a_pool_longer_than_the_file_size_limit_is_no_space() {
     assert_eq!(names, ["limited.pool"]);
 }
 
-/// Not fixed (a change to the log's space accounting): a two-layer
-/// no-force pool whose log filled while eight threads ran large
-/// transactions (some committing, most refused `LogFull`, one thread
-/// checkpointing after each of its own) can be left, once every thread
-/// has ended, with its log full of committed transactions' records
-/// (hundreds to thousands of live records, 48 to 80 bytes free) and no
-/// checkpoint able to clear them: the checkpoint's own reservation for
-/// its CHECKPOINT record (taken by a checkpoint, held again only by the
-/// next forward record's append, which a full log refuses) is not held,
-/// so every later transaction, however small, is `LogFull` until the pool
-/// is closed and reopened. Worse, `Engine::checkpoint` drops the finished
-/// transactions it took when its CHECKPOINT append fails, so their
-/// records are never cleared by a later checkpoint either (an explicit
-/// `Pool::checkpoint` then returns `Ok` and clears nothing). Seen in most
-/// runs of this test (30 pools; in one of 10 pools or so), in no other
-/// log variant.
+/// A two-layer no-force pool whose log filled while eight threads ran
+/// large transactions (some committing, most refused `LogFull`, one thread
+/// checkpointing after each of its own) could be left, once every thread
+/// had ended, with its log full of committed transactions' records and no
+/// room for a CHECKPOINT record: the checkpoint's reservation, spent by
+/// the last checkpoint, is held again only by the next forward append,
+/// which a full log refuses. Every later transaction, however small, was
+/// `LogFull` until the pool was reopened, and the checkpoint dropped the
+/// finished transactions it had taken. Such a checkpoint now clears their
+/// records one at a time (`Engine::clear_in_order`). Seen in about one of
+/// 30 pools before.
 #[test]
-#[ignore = "two-layer no-force: a full log of committed records no checkpoint can clear (log space accounting)"]
 fn a_two_layer_log_filled_by_threads_is_checkpointed_not_left_full() {
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();

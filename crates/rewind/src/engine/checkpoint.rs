@@ -17,6 +17,7 @@
 use crate::error::Error;
 use crate::log::Draft;
 use crate::persist::sites;
+use crate::policy::Finished;
 
 use super::Engine;
 
@@ -45,8 +46,18 @@ impl Engine {
         let mut res = self.log.take_checkpoint_reservation();
         let r = self.log.append(d, &[ck], &mut placed, &mut res);
         let u = self.log.unreserve(d, &mut res);
-        r?;
-        u?;
+        match (r, u) {
+            (Ok(()), u) => u?,
+            // The reservation was spent and not held again (see
+            // `clear_in_order`): nothing was appended.
+            (Err(Error::LogFull { .. }), Ok(())) => return self.clear_in_order(done),
+            (Err(e), _) => {
+                // Nothing appended, nothing cleared: a later checkpoint
+                // clears them.
+                self.finished.lock().extend(done);
+                return Err(e);
+            }
+        }
         let cells: Vec<_> = done.iter().flat_map(|f| f.cells.iter().copied()).collect();
         self.log.release(d, &cells, None)?;
         // Every other record's gap persistent before any END's.
@@ -56,5 +67,35 @@ impl Engine {
         // The ENDs' gaps persistent before the CHECKPOINT's.
         d.fence_at(sites::CHECKPOINT_ENDS)?;
         self.log.release(d, &[placed[0].cell], None)
+    }
+
+    /// A checkpoint whose CHECKPOINT record finds the log full: the
+    /// finished transactions' records are cleared one at a time instead,
+    /// each after a fence, oldest END first and each transaction's records
+    /// in their order before its END (their effects are durable in place
+    /// already). A crash then leaves, of those transactions, the latest
+    /// records only: their redo stores the values already in place, newest
+    /// last. The checkpoint's reservation is held again by the first
+    /// forward append after a checkpoint, so a log that a checkpoint left
+    /// full before any append succeeded has no room for the record; this
+    /// is what still clears it (a fence per record, once).
+    fn clear_in_order(&self, mut done: Vec<Finished>) -> Result<(), Error> {
+        let d = &self.dom;
+        done.sort_by_key(|f| f.end_lsn);
+        for (i, f) in done.iter().enumerate() {
+            let cleared = f.cells.iter().try_for_each(|&c| {
+                self.log.release(d, &[c], None)?;
+                d.fence_at(sites::CHECKPOINT_GAPS)
+            });
+            let cleared = cleared
+                .and_then(|()| self.log.release(d, &[f.end], None))
+                .and_then(|()| d.fence_at(sites::CHECKPOINT_ENDS));
+            if let Err(e) = cleared {
+                // The transactions not begun stay for a later checkpoint.
+                self.finished.lock().extend(done.drain(i + 1..));
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
