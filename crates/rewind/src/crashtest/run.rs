@@ -83,6 +83,11 @@ pub fn run_program(
     // without the ring's latch); the others let a group go ahead of
     // earlier ones that write none of its bytes, as a disk does.
     pool.domain().set_sim_ordered(seed % 3 == 1);
+    // Half the checkpoint programs (the odd seeds) clear the log as a
+    // checkpoint that finds no room for its CHECKPOINT record does: a
+    // record at a time, each after a fence.
+    let in_order = cfg.shape == Shape::Checkpoints && seed % 2 == 1;
+    (pool.eng.checkpoint_in_order).store(in_order, std::sync::atomic::Ordering::Relaxed);
     program::setup(&pool)?;
     pool.set_mutation(cfg.mutation);
     let progs = program::generate_threads(seed, cfg.max_tx, cfg.threads, cfg.shape);

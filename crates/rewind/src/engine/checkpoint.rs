@@ -39,6 +39,13 @@ impl Engine {
         }
         // Their stores persistent before CHECKPOINT says so.
         d.fence_at(sites::CHECKPOINT_FLUSHED)?;
+        #[cfg(feature = "testing")]
+        if self
+            .checkpoint_in_order
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return self.clear_in_order(done);
+        }
         let ck = Draft::checkpoint(bound);
         let mut placed = Vec::with_capacity(1);
         // Paid from the space the log holds for one checkpoint, so a full

@@ -47,6 +47,11 @@ pub(crate) struct Engine {
     pub(crate) finished: Mutex<Vec<Finished>>,
     pub(crate) checkpoint_lock: Mutex<()>,
     pub(crate) checkpoint_fill: f64,
+    /// The crash explorer's: every checkpoint clears as one that finds no
+    /// room for its CHECKPOINT record does (`Engine::clear_in_order`), so
+    /// that its crash points are explored too.
+    #[cfg(feature = "testing")]
+    pub(crate) checkpoint_in_order: std::sync::atomic::AtomicBool,
     /// The next block of transaction ids to hand a thread.
     next_tx: AtomicU64,
     /// Each thread's block of ids: (next, end), on lines of its own (two
@@ -154,6 +159,8 @@ impl Engine {
             finished: Mutex::new(Vec::new()),
             checkpoint_lock: Mutex::new(()),
             checkpoint_fill: 0.5,
+            #[cfg(feature = "testing")]
+            checkpoint_in_order: Default::default(),
             next_tx: AtomicU64::new(max_tx + 1),
             tx_ids: Default::default(),
             report,
