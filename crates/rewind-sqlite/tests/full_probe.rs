@@ -8,6 +8,9 @@
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+mod common;
+use common::{count, intact};
+
 const VFS: &str = "rewind-full-fs";
 
 /// A tmpfs of `mib` MiB, unmounted when dropped.
@@ -52,18 +55,6 @@ fn open(path: &std::path::Path) -> Connection {
     let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS).unwrap();
     c.pragma_update(None, "journal_mode", "WAL").unwrap();
     c
-}
-
-fn count(c: &Connection) -> i64 {
-    c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap()
-}
-
-fn intact(c: &Connection) {
-    let ok: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
 }
 
 fn assert_full(e: &rusqlite::Error, what: &str) {

@@ -9,23 +9,12 @@ use std::process::{Command, Stdio};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 mod common;
+use common::{count, intact};
 
 const VFS: &str = "rewind-user-probe2";
 
 fn cfg() -> rewind_sqlite::Config {
     rewind_sqlite::Config::default().pool_size(8 << 20)
-}
-
-fn count(c: &Connection) -> i64 {
-    c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap()
-}
-
-fn intact(c: &Connection) {
-    let ok: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
 }
 
 const CHILD_DB: &str = "REWIND_USER_PROBE2_DB";

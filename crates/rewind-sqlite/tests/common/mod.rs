@@ -106,3 +106,17 @@ pub fn run(c: &Connection, sql: &str) -> String {
     }
     out
 }
+
+/// `SELECT count(*)` of table `t`.
+pub fn count(c: &Connection) -> i64 {
+    c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// `PRAGMA integrity_check` says `ok`.
+pub fn intact(c: &Connection) {
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+}
