@@ -147,6 +147,45 @@ impl Stored for PPtr<crate::Blob> {
     }
 }
 
+/// A collection as what a named root's pointer points to:
+/// `tx.root_named::<PPtr<BTreeMap<String, u64>>>("accounts")` finds the
+/// map stored under that name, and one named with other types is a
+/// [`rewind::Error::TypeMismatch`]. The names are those the collections
+/// record as values of others.
+impl<K: Storable, V: Storable> rewind::Pointee for crate::BTreeMap<K, V> {
+    fn pointee_name() -> String {
+        format!("BTreeMap<{}, {}>", K::stored_name(), V::stored_name())
+    }
+}
+
+/// A hash map as a named root's pointee (see `BTreeMap`'s).
+impl<K: Stored, V: Stored> rewind::Pointee for crate::HashMap<K, V> {
+    fn pointee_name() -> String {
+        format!("HashMap<{}, {}>", K::type_name(), V::type_name())
+    }
+}
+
+/// A vector as a named root's pointee (see `BTreeMap`'s).
+impl<T: Stored> rewind::Pointee for crate::Vec<T> {
+    fn pointee_name() -> String {
+        format!("Vec<{}>", T::type_name())
+    }
+}
+
+/// A list as a named root's pointee (see `BTreeMap`'s).
+impl<T: Stored> rewind::Pointee for crate::List<T> {
+    fn pointee_name() -> String {
+        format!("List<{}>", T::type_name())
+    }
+}
+
+/// A blob as a named root's pointee (see `BTreeMap`'s).
+impl rewind::Pointee for crate::Blob {
+    fn pointee_name() -> String {
+        "Blob".into()
+    }
+}
+
 /// Bytes of a tag on media.
 pub(crate) const TAG_SIZE: usize = 48;
 const SIZE_OFF: usize = 0;

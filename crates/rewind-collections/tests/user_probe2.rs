@@ -196,3 +196,52 @@ fn collections_are_values_of_collections() {
     // The root object alone is new.
     assert!(after.len() <= 1, "leaked blocks: {after:?}");
 }
+
+/// A collection under a name of the pool's catalog: a pointer to it is a
+/// typed named root (`rewind::Pointee`), found again after a reopen by
+/// its name, and looked up with other types it is a type mismatch. None
+/// of this compiled: a program kept the offset in a `PPtr<u64>` root,
+/// which no type check covers.
+#[test]
+fn a_collection_is_a_named_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("named.pool");
+    {
+        let pool = Pool::create(&path, "named", 8 << 20, &PoolConfig::default()).unwrap();
+        pool.transaction(|tx| {
+            let accounts = BTreeMap::<String, u64>::create(tx)?;
+            accounts.insert(tx, "alice".into(), 100)?;
+            let root = tx.root_named::<PPtr<BTreeMap<String, u64>>>("accounts")?;
+            tx.write(root, &accounts.as_ptr())?;
+            let jobs = List::<u32>::create(tx)?;
+            jobs.push_back(tx, 7)?;
+            let root = tx.root_named::<PPtr<List<u32>>>("jobs")?;
+            tx.write(root, &jobs.as_ptr())?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        pool.close().unwrap();
+    }
+    let pool = Pool::open(&path, "named", &OpenOptions::default()).unwrap();
+    let root = (pool.root_named::<PPtr<BTreeMap<String, u64>>>("accounts"))
+        .unwrap()
+        .expect("the root made");
+    let accounts = BTreeMap::from_ptr(pool.read(root).unwrap());
+    assert_eq!(accounts.get(&pool, "alice").unwrap(), Some(100));
+    let root = pool.root_named::<PPtr<List<u32>>>("jobs").unwrap().unwrap();
+    let jobs = List::from_ptr(pool.read(root).unwrap());
+    assert_eq!(jobs.len(&pool).unwrap(), 1);
+    let other = pool.root_named::<PPtr<BTreeMap<u64, u64>>>("accounts");
+    assert!(
+        matches!(other, Err(PoolError::TypeMismatch { .. })),
+        "{other:?}"
+    );
+    let in_tx = pool.transaction(|tx| {
+        tx.root_named::<PPtr<HashMap<u64, u64>>>("accounts")
+            .map(|_| ())
+    });
+    assert!(
+        matches!(in_tx, Err(PoolError::TypeMismatch { .. })),
+        "{in_tx:?}"
+    );
+}

@@ -91,7 +91,7 @@ pub use format::layout::MAX_LANES;
 /// The smallest pool [`Pool::create`] accepts, in bytes (1 MiB), and the
 /// bound every pool's maximum size stays below (256 TiB).
 pub use format::layout::{MAX_POOL, MIN_POOL};
-pub use format::{TypeFingerprint, Typed};
+pub use format::{Pointee, TypeFingerprint, Typed};
 pub use log::{LogStats, LogVariant};
 pub use persist::{Backend, Counters, NvmLatency};
 pub use pool::{OpenOptions, PPtr, Pool, PoolConfig};

@@ -195,9 +195,25 @@ where
     }
 }
 
-impl<T: Typed> Typed for PPtr<T> {
+/// What a [`PPtr`] kept in a typed root may point to: a type with a
+/// stable name. Every [`Typed`] type is one; a library's types that are
+/// not plain data name themselves here (the collections of
+/// `rewind-collections` do), so that a pointer to one is [`Typed`] and can
+/// be a named root: `tx.root_named::<PPtr<BTreeMap<String, u64>>>("accounts")`.
+pub trait Pointee: 'static {
+    /// The stable name recorded in the pool (see [`Typed::type_name`]).
+    fn pointee_name() -> String;
+}
+
+impl<T: Typed> Pointee for T {
+    fn pointee_name() -> String {
+        T::type_name()
+    }
+}
+
+impl<T: Pointee> Typed for PPtr<T> {
     fn type_name() -> String {
-        format!("PPtr<{}>", T::type_name())
+        format!("PPtr<{}>", T::pointee_name())
     }
 }
 

@@ -22,5 +22,5 @@ mod pptr;
 pub mod record;
 
 pub use codes::{Backend, LogVariant, Policy};
-pub use fingerprint::{TypeFingerprint, Typed};
+pub use fingerprint::{Pointee, TypeFingerprint, Typed};
 pub use pptr::PPtr;
