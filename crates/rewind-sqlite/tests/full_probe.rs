@@ -9,39 +9,9 @@
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 mod common;
-use common::{count, intact};
+use common::{count, intact, SmallFs};
 
 const VFS: &str = "rewind-full-fs";
-
-/// A tmpfs of `mib` MiB, unmounted when dropped.
-struct SmallFs {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount(mib: u64) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("cannot mount a tmpfs here: skipped");
-            return None;
-        }
-        Some(SmallFs { dir })
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 fn open(path: &std::path::Path) -> Connection {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -71,9 +41,9 @@ fn inserts_until_the_file_system_is_full_are_sqlite_full_and_keep_every_commit()
     let Some(fs) = SmallFs::mount(12) else {
         return;
     };
-    let path = fs.dir.path().join("f.db");
+    let path = fs.path().join("f.db");
     // Ballast another program holds, removed later to free space.
-    let ballast = fs.dir.path().join("ballast");
+    let ballast = fs.path().join("ballast");
     std::fs::write(&ballast, vec![1u8; 3 << 20]).unwrap();
     let c = open(&path);
     c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); CREATE INDEX tv ON t(v);")

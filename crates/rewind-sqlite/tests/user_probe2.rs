@@ -3,13 +3,12 @@
 //! file system without room for a new WAL pool.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 mod common;
-use common::{count, intact};
+use common::{count, intact, SmallFs};
 
 const VFS: &str = "rewind-user-probe2";
 
@@ -108,53 +107,6 @@ fn a_second_process_waits_for_the_wal_in_its_busy_handler() {
     let c = common::open_wal(VFS, &cfg(), &path);
     assert_eq!(count(&c), 3);
     intact(&c);
-}
-
-/// A tmpfs of `mib` MiB, unmounted when dropped; `None` where mounting is
-/// not permitted (the test is then skipped).
-struct SmallFs {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount(mib: u64) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("cannot mount a tmpfs here: skipped");
-            return None;
-        }
-        Some(SmallFs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        // A child another test forks meanwhile holds the pool's mapping
-        // until it execs: then the mount is detached lazily.
-        let umount = |lazy: bool| {
-            let mut cmd = Command::new("umount");
-            if lazy {
-                cmd.arg("-l");
-            }
-            cmd.arg(self.dir.path())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !umount(false) {
-            umount(true);
-        }
-    }
 }
 
 /// A file system without room for a new WAL pool (8 MiB here): reading or

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags};
@@ -119,4 +120,51 @@ pub fn intact(c: &Connection) {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ok, "ok");
+}
+
+/// A tmpfs of `mib` MiB, unmounted when dropped; `None` where mounting is
+/// not permitted (the test is then skipped).
+pub struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    pub fn mount(mib: u64) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("cannot mount a tmpfs here: skipped");
+            return None;
+        }
+        Some(SmallFs { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        // A child another test forks meanwhile holds a pool's mapping
+        // until it execs: then the mount is detached lazily.
+        let umount = |lazy: bool| {
+            let mut cmd = Command::new("umount");
+            if lazy {
+                cmd.arg("-l");
+            }
+            cmd.arg(self.dir.path())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !umount(false) {
+            umount(true);
+        }
+    }
 }
