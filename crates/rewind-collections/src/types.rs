@@ -101,57 +101,56 @@ impl<T: Stored> Stored for PPtr<T> {
     }
 }
 
+/// The name of a collection's pointer as a value: `PPtr<` and the
+/// collection's [`rewind::Pointee`] name `>`, the one name of each
+/// collection type, whether it is a value or a named root.
+fn pointer_name<T: rewind::Pointee>() -> Cow<'static, str> {
+    Cow::Owned(format!("PPtr<{}>", T::pointee_name()))
+}
+
 /// A collection as a value of another (maps in maps): the pointer that
 /// [`BTreeMap::as_ptr`](crate::BTreeMap::as_ptr) gives, named with the
 /// collection's types, so that a map of `PPtr<BTreeMap<u64, u64>>` values
 /// reopened as one of `PPtr<BTreeMap<u64, i64>>` is a type mismatch.
 impl<K: Storable, V: Storable> Stored for PPtr<crate::BTreeMap<K, V>> {
     fn type_name() -> Cow<'static, str> {
-        Cow::Owned(format!(
-            "PPtr<BTreeMap<{}, {}>>",
-            K::stored_name(),
-            V::stored_name()
-        ))
+        pointer_name::<crate::BTreeMap<K, V>>()
     }
 }
 
 /// A hash map as a value of another collection (see `PPtr<BTreeMap>`).
 impl<K: Stored, V: Stored> Stored for PPtr<crate::HashMap<K, V>> {
     fn type_name() -> Cow<'static, str> {
-        Cow::Owned(format!(
-            "PPtr<HashMap<{}, {}>>",
-            K::type_name(),
-            V::type_name()
-        ))
+        pointer_name::<crate::HashMap<K, V>>()
     }
 }
 
 /// A vector as a value of another collection (see `PPtr<BTreeMap>`).
 impl<T: Stored> Stored for PPtr<crate::Vec<T>> {
     fn type_name() -> Cow<'static, str> {
-        Cow::Owned(format!("PPtr<Vec<{}>>", T::type_name()))
+        pointer_name::<crate::Vec<T>>()
     }
 }
 
 /// A list as a value of another collection (see `PPtr<BTreeMap>`).
 impl<T: Stored> Stored for PPtr<crate::List<T>> {
     fn type_name() -> Cow<'static, str> {
-        Cow::Owned(format!("PPtr<List<{}>>", T::type_name()))
+        pointer_name::<crate::List<T>>()
     }
 }
 
 /// A blob as a value of another collection (see `PPtr<BTreeMap>`).
 impl Stored for PPtr<crate::Blob> {
     fn type_name() -> Cow<'static, str> {
-        "PPtr<Blob>".into()
+        pointer_name::<crate::Blob>()
     }
 }
 
 /// A collection as what a named root's pointer points to:
 /// `tx.root_named::<PPtr<BTreeMap<String, u64>>>("accounts")` finds the
 /// map stored under that name, and one named with other types is a
-/// [`rewind::Error::TypeMismatch`]. The names are those the collections
-/// record as values of others.
+/// [`rewind::Error::TypeMismatch`]. As a value of another collection its
+/// pointer is named from this name too (`pointer_name`).
 impl<K: Storable, V: Storable> rewind::Pointee for crate::BTreeMap<K, V> {
     fn pointee_name() -> String {
         format!("BTreeMap<{}, {}>", K::stored_name(), V::stored_name())
