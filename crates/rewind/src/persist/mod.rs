@@ -523,6 +523,15 @@ pub fn kill_at_fence(n: u64) {
     KILL_AT_FENCE.arm(n);
 }
 
+/// Whether a file operation failed for want of room: the file system is
+/// full (`ENOSPC`), or the file may not be that long (`EFBIG`: the
+/// process's `RLIMIT_FSIZE`, or the file system's largest file). Such a
+/// failure is `NoSpace` (a new file) or `NoSpaceToGrow` (a growth), not
+/// `Io`.
+pub(crate) fn no_room(e: rustix::io::Errno) -> bool {
+    matches!(e, rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG)
+}
+
 /// Bytes free to this user on the filesystem of `file`; `None` where it
 /// cannot say. Asked before `fallocate`, because ext4 allocates what it
 /// can before it answers `ENOSPC`: the disk would be full, for every
@@ -664,18 +673,17 @@ impl Domain {
             }
             match fallocate(&**file, FallocateFlags::empty(), now, len - now) {
                 Ok(()) => {}
-                Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {
-                    return Err(Error::NoSpaceToGrow { needed: len - now })
-                }
+                Err(e) if no_room(e) => return Err(Error::NoSpaceToGrow { needed: len - now }),
                 // A filesystem without fallocate: the new blocks written
                 // (a file left sparse would fault at a store on a full
                 // disk), or the file back to its length.
                 Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
-                    let no_space = |e: std::io::Error| match rustix::io::Errno::from_io_error(&e) {
-                        Some(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => {
+                    let no_space = |e: std::io::Error| {
+                        if rustix::io::Errno::from_io_error(&e).is_some_and(no_room) {
                             Error::NoSpaceToGrow { needed: len - now }
+                        } else {
+                            Error::io(path, e)
                         }
-                        _ => Error::io(path, e),
                     };
                     file.set_len(len).map_err(no_space)?;
                     if let Err(e) = write_blocks(file, now, len) {

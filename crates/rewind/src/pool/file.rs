@@ -266,7 +266,7 @@ pub(crate) fn allocate_holes(path: &Path, file: &File, len: u64) -> Result<(), E
 fn allocate(path: &Path, file: &File, len: u64) -> Result<(), Error> {
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
         Ok(()) => Ok(()),
-        Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => Err(Error::NoSpace {
+        Err(e) if crate::persist::no_room(e) => Err(Error::NoSpace {
             path: path.to_path_buf(),
             needed: len,
         }),
@@ -277,19 +277,16 @@ fn allocate(path: &Path, file: &File, len: u64) -> Result<(), Error> {
     }
 }
 
-/// `NoSpace` for `ENOSPC`, and for `EFBIG` (a file that may not be that
-/// long: the process's `RLIMIT_FSIZE`, or the filesystem's largest file),
+/// `NoSpace` for want of room (`persist::no_room`: `ENOSPC`, `EFBIG`),
 /// as a growth's `NoSpaceToGrow` is; `Io` for any other error.
 pub(crate) fn no_space(path: &Path, len: u64, e: std::io::Error) -> Error {
-    use rustix::io::Errno;
-    match e.raw_os_error() {
-        Some(code) if code == Errno::NOSPC.raw_os_error() || code == Errno::FBIG.raw_os_error() => {
-            Error::NoSpace {
-                path: path.to_path_buf(),
-                needed: len,
-            }
+    if rustix::io::Errno::from_io_error(&e).is_some_and(crate::persist::no_room) {
+        Error::NoSpace {
+            path: path.to_path_buf(),
+            needed: len,
         }
-        _ => Error::io(path, e),
+    } else {
+        Error::io(path, e)
     }
 }
 
