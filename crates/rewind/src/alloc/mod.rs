@@ -510,16 +510,14 @@ impl Allocator {
     pub fn claim_free(&self, d: &Domain, off: u64, tx: u64) -> Result<u64, Error> {
         let mut st = self.state.lock();
         let size = allocated_size(d, &self.l, off)?;
-        match st.freeing.insert(off, tx) {
-            Some(other) if other != tx => {
-                st.freeing.insert(off, other);
-                Err(Error::InvalidFree {
-                    offset: off,
-                    reason: "another transaction running now frees the block",
-                })
-            }
-            _ => Ok(size),
+        if st.freeing.get(&off).is_some_and(|&other| other != tx) {
+            return Err(Error::InvalidFree {
+                offset: off,
+                reason: "another transaction running now frees the block",
+            });
         }
+        st.freeing.insert(off, tx);
+        Ok(size)
     }
 
     /// The claims of transaction `tx` ([`claim_free`](Self::claim_free))
