@@ -56,6 +56,21 @@ fn field(node: u64, at: u64) -> Result<u64> {
         .ok_or_else(|| corrupt(WHAT, node, "a node at the end of the address space"))
 }
 
+/// An error of reading a node at an offset that a cursor gave, or that a
+/// word of its node gave before the node was known to be linked: no
+/// readable node there.
+fn unreadable(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Pool(
+            rewind::Error::NotAllocated { .. }
+                | rewind::Error::NotInHeap { .. }
+                | rewind::Error::OutOfBounds { .. }
+                | rewind::Error::NullPointer { .. }
+        )
+    )
+}
+
 /// A position in a [`List`]: the offset of one element's node. Valid until
 /// that element is removed; [`List::remove_at`] and [`List::value`] check
 /// that it is still linked into the list (its neighbours link to it, and
@@ -323,18 +338,28 @@ impl<T: Stored> List<T> {
         // A node freed earlier in this transaction (or never allocated)
         // is not in the list: the pool refuses to read it.
         let l = match Self::links(m, node) {
-            Err(Error::Pool(rewind::Error::NotAllocated { .. })) => {
-                return Err(bad("not an allocated node (removed?)"))
-            }
+            Err(e) if unreadable(&e) => return Err(bad("not an allocated node (removed?)")),
             r => r?,
+        };
+        // Until its neighbours link back to it, its words are not known
+        // to be links: the block of a removed element may hold anything
+        // now (another collection's bytes), so a word that leads nowhere
+        // readable means the cursor is stale, not that the list is
+        // damaged.
+        let mut neighbour = |at: u64, word: u64| match Self::links(m, at) {
+            Ok(l) => Ok(if word == NEXT_OFF { l.next } else { l.prev }),
+            Err(e) if unreadable(&e) => Err(bad(
+                "its links lead to no node (removed, its block reused?)",
+            )),
+            Err(e) => Err(e),
         };
         let back = match l.prev {
             0 => h.head,
-            p => Self::links(m, p)?.next,
+            p => neighbour(p, NEXT_OFF)?,
         };
         let fwd = match l.next {
             0 => h.tail,
-            n => Self::links(m, n)?.prev,
+            n => neighbour(n, PREV_OFF)?,
         };
         if back != node || fwd != node {
             return Err(bad("its neighbours do not link to it (removed?)"));

@@ -1,0 +1,460 @@
+//! A user's third round: the list and the blob shared by threads with no
+//! lock of their own (cursors included), closures that panic inside the
+//! collections' own calls, and cursors kept across the changes of other
+//! transactions.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rewind::{LogVariant, PPtr, Policy, Pool, PoolConfig};
+use rewind_collections::{BTreeMap, Blob, Error, HashMap, List};
+
+/// A blob record: a value and its complement, so a torn read shows.
+fn record(v: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&v.to_le_bytes());
+    b[8..].copy_from_slice(&(!v).to_le_bytes());
+    b
+}
+
+fn records_whole(b: &[u8]) -> bool {
+    b.len().is_multiple_of(16)
+        && b.chunks(16).all(|r| {
+            let v = u64::from_le_bytes(r[..8].try_into().unwrap());
+            let w = u64::from_le_bytes(r[8..].try_into().unwrap());
+            w == !v
+        })
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Op {
+    PushBack(u64),
+    PushFront(u64),
+    PopFront,
+    PopBack,
+    RemoveIndex(u64),
+    RemoveCursor(u64),
+    Append(std::vec::Vec<u64>),
+    WriteAt(u64, u64),
+    Truncate(u64),
+    Shrink,
+    Replace(std::vec::Vec<u64>),
+}
+
+#[derive(Clone, Copy)]
+struct Shared {
+    list: List<u64>,
+    blob: Blob,
+    seq: PPtr<u64>,
+}
+
+/// One committed transaction: its sequence number and each operation with
+/// what it returned.
+struct Done {
+    seq: u64,
+    ops: std::vec::Vec<(Op, String)>,
+}
+
+fn gen(rng: &mut SmallRng, t: u64, n: &mut u64) -> Op {
+    let mut fresh = || {
+        *n += 1;
+        (t << 32) | *n
+    };
+    match rng.gen_range(0..14) {
+        0 | 1 => Op::PushBack(fresh()),
+        2 => Op::PushFront(fresh()),
+        3 => Op::PopFront,
+        4 => Op::PopBack,
+        5 => Op::RemoveIndex(rng.gen_range(0..40)),
+        6 => Op::RemoveCursor(rng.gen_range(0..40)),
+        7 | 8 => Op::Append((0..rng.gen_range(0..5)).map(|_| fresh()).collect()),
+        9 => Op::WriteAt(rng.gen_range(0..40), fresh()),
+        10 => Op::Truncate(rng.gen_range(0..40)),
+        11 => Op::Shrink,
+        12 => Op::Replace((0..rng.gen_range(0..6)).map(|_| fresh()).collect()),
+        _ => Op::PushBack(fresh()),
+    }
+}
+
+fn apply_pool(s: &Shared, tx: &mut rewind::Tx<'_>, op: &Op) -> Result<String, Error> {
+    let (l, b) = (s.list, s.blob);
+    Ok(match op {
+        Op::PushBack(v) => format!("{:?}", l.push_back(tx, *v)?),
+        Op::PushFront(v) => format!("{:?}", l.push_front(tx, *v)?),
+        Op::PopFront => format!("{:?}", l.pop_front(tx)?),
+        Op::PopBack => format!("{:?}", l.pop_back(tx)?),
+        Op::RemoveIndex(i) => match l.remove(tx, *i) {
+            Ok(v) => format!("{v}"),
+            Err(Error::IndexOutOfBounds { index, len, .. }) => format!("oob {index} {len}"),
+            Err(e) => return Err(e),
+        },
+        Op::RemoveCursor(i) => match l.cursor_tx(tx, *i)? {
+            Some(c) => format!("{}", l.remove_at(tx, c)?),
+            None => "none".into(),
+        },
+        Op::Append(vs) => {
+            let bytes: std::vec::Vec<u8> = vs.iter().flat_map(|v| record(*v)).collect();
+            b.append(tx, &bytes)?;
+            "()".into()
+        }
+        Op::WriteAt(i, v) => {
+            // A record in two halves: a reader that saw one would fail.
+            let r = record(*v);
+            match b.write_at(tx, i * 16, &r[..8]) {
+                Ok(()) => {
+                    b.write_at(tx, i * 16 + 8, &r[8..])?;
+                    "()".into()
+                }
+                Err(Error::IndexOutOfBounds { index, len, .. }) => format!("oob {index} {len}"),
+                Err(e) => return Err(e),
+            }
+        }
+        Op::Truncate(i) => {
+            b.truncate(tx, i * 16)?;
+            format!("{}", b.len_tx(tx)?)
+        }
+        Op::Shrink => {
+            b.shrink_to_fit(tx)?;
+            format!("{}", b.len_tx(tx)?)
+        }
+        Op::Replace(vs) => {
+            let bytes: std::vec::Vec<u8> = vs.iter().flat_map(|v| record(*v)).collect();
+            b.replace(tx, &bytes)?;
+            "()".into()
+        }
+    })
+}
+
+fn apply_model(l: &mut VecDeque<u64>, b: &mut std::vec::Vec<u8>, op: &Op) -> String {
+    match op {
+        Op::PushBack(v) => {
+            l.push_back(*v);
+            "()".into()
+        }
+        Op::PushFront(v) => {
+            l.push_front(*v);
+            "()".into()
+        }
+        Op::PopFront => format!("{:?}", l.pop_front()),
+        Op::PopBack => format!("{:?}", l.pop_back()),
+        Op::RemoveIndex(i) => match l.remove(*i as usize) {
+            Some(v) => format!("{v}"),
+            None => format!("oob {i} {}", l.len()),
+        },
+        Op::RemoveCursor(i) => match l.remove(*i as usize) {
+            Some(v) => format!("{v}"),
+            None => "none".into(),
+        },
+        Op::Append(vs) => {
+            b.extend(vs.iter().flat_map(|v| record(*v)));
+            "()".into()
+        }
+        Op::WriteAt(i, v) => {
+            let at = (*i * 16) as usize;
+            if at + 8 <= b.len() {
+                b[at..at + 16].copy_from_slice(&record(*v));
+                "()".into()
+            } else {
+                format!("oob {} {}", at + 8, b.len())
+            }
+        }
+        Op::Truncate(i) => {
+            b.truncate((*i * 16) as usize);
+            format!("{}", b.len())
+        }
+        Op::Shrink => format!("{}", b.len()),
+        Op::Replace(vs) => {
+            *b = vs.iter().flat_map(|v| record(*v)).collect();
+            "()".into()
+        }
+    }
+}
+
+fn retryable(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Pool(rewind::Error::Deadlock { .. } | rewind::Error::LockTimeout { .. })
+    )
+}
+
+/// One writer: `txs` transactions of one to four operations, some
+/// returning an error or panicking after their changes; deadlocks
+/// retried. Returns the committed ones.
+fn writer(pool: &Pool, s: Shared, seed: u64, t: u64, txs: u64) -> std::vec::Vec<Done> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ (t * 0x9e37_79b9));
+    let mut n = 0;
+    let mut done = std::vec::Vec::new();
+    for _ in 0..txs {
+        let ops: std::vec::Vec<Op> = (0..rng.gen_range(1..=4))
+            .map(|_| gen(&mut rng, t, &mut n))
+            .collect();
+        let ending = rng.gen_range(0..10);
+        loop {
+            let mut results = std::vec::Vec::new();
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                pool.transaction(|tx| {
+                    results.clear();
+                    for op in &ops {
+                        let got = apply_pool(&s, tx, op)?;
+                        results.push((op.clone(), got));
+                    }
+                    match ending {
+                        0 => return Err(common::aborted()),
+                        1 => panic!("a writer's panic"),
+                        _ => {}
+                    }
+                    tx.lock(s.seq)?;
+                    let q = tx.read(s.seq)?;
+                    tx.write(s.seq, &(q + 1))?;
+                    Ok::<_, Error>(q)
+                })
+            }));
+            match r {
+                Err(_) => break, // the panic: rolled back
+                Ok(Ok(seq)) => {
+                    done.push(Done { seq, ops: results });
+                    break;
+                }
+                Ok(Err(e)) if retryable(&e) => continue,
+                Ok(Err(Error::Pool(rewind::Error::Aborted))) => break,
+                Ok(Err(e)) => panic!("writer {t}: {e:?} in {ops:?}"),
+            }
+        }
+    }
+    done
+}
+
+fn run_shared_list_and_blob(cfg: &PoolConfig, seed: u64) {
+    let what = common::name(cfg);
+    let pool = Pool::create_sim("lb", 16 << 20, cfg).unwrap();
+    let s = pool
+        .transaction(|tx| {
+            let list = List::<u64>::create(tx)?;
+            let blob = Blob::create(tx)?;
+            let seq = tx.root::<u64>()?;
+            Ok::<_, Error>(Shared { list, blob, seq })
+        })
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    const THREADS: u64 = 6;
+    let (logs, reads) = std::thread::scope(|sc| {
+        let reader = sc.spawn(|| {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let b = s.blob.read(&pool).unwrap();
+                assert!(records_whole(&b), "{what}: a torn blob of {}", b.len());
+                let len = s.list.len(&pool).unwrap();
+                if let Some(c) = s.list.cursor(&pool, len / 2).unwrap() {
+                    // The cursor's element may be gone by now: a value or
+                    // InvalidCursor, nothing else.
+                    match s.list.value(&pool, c) {
+                        Ok(_) | Err(Error::InvalidCursor { .. }) => {}
+                        Err(e) => panic!("{what}: {e:?}"),
+                    }
+                }
+                reads += 1;
+            }
+            reads
+        });
+        let handles: std::vec::Vec<_> = (0..THREADS)
+            .map(|t| {
+                let pool = &pool;
+                sc.spawn(move || writer(pool, s, seed, t, 400))
+            })
+            .collect();
+        let logs: std::vec::Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<std::vec::Vec<_>>();
+        stop.store(true, Ordering::Relaxed);
+        let reads = reader.join();
+        (logs, reads)
+    });
+    reads.expect("the reader");
+    let mut all: std::vec::Vec<Done> = logs
+        .into_iter()
+        .flat_map(|l| l.expect("a writer panicked beyond its planned panic"))
+        .collect();
+    all.sort_by_key(|d| d.seq);
+    assert!(
+        all.iter().enumerate().all(|(i, d)| d.seq == i as u64),
+        "{what}: sequence numbers 0..n"
+    );
+    let (mut l, mut b) = (VecDeque::new(), std::vec::Vec::new());
+    for d in &all {
+        for (op, got) in &d.ops {
+            let want = apply_model(&mut l, &mut b, op);
+            assert_eq!(got, &want, "{what}: seq {} {op:?}", d.seq);
+        }
+    }
+    let got: std::vec::Vec<u64> = s.list.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+    assert_eq!(
+        got,
+        l.iter().copied().collect::<std::vec::Vec<_>>(),
+        "{what}"
+    );
+    assert_eq!(s.blob.read(&pool).unwrap(), b, "{what}");
+    s.list.check_invariants(&pool).unwrap();
+    // Every allocated block is the root's, the list's or the blob's.
+    let mut mine = s.list.blocks(&pool).unwrap();
+    mine.extend(s.blob.blocks(&pool).unwrap());
+    mine.push(s.seq.offset());
+    mine.sort_unstable();
+    let mut alloc = common::allocated(&pool);
+    alloc.sort_unstable();
+    assert_eq!(alloc, mine, "{what}: allocated blocks");
+}
+
+/// Six threads share a list and a blob with no lock of their own: pushes,
+/// pops, removals at an index and at a cursor, appends, writes of a record
+/// in two halves, truncations, shrinks and replacements, some transactions
+/// rolled back or panicking, deadlocks retried. The committed ones,
+/// replayed in the order of a sequence word each locks last, give every
+/// answer and the contents; a reader through `&Pool` never sees a torn
+/// record; no block leaks.
+#[test]
+fn threads_sharing_a_list_and_a_blob_are_serializable() {
+    let cfgs = [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default()
+            .log(LogVariant::Optimized)
+            .policy(Policy::NoForce),
+        PoolConfig::default().policy(Policy::RedoAsync),
+        PoolConfig::default()
+            .log(LogVariant::TwoLayer)
+            .policy(Policy::Force),
+    ];
+    for (i, cfg) in cfgs.iter().enumerate() {
+        run_shared_list_and_blob(cfg, 7 + i as u64);
+    }
+}
+
+/// Closures the collections call (`update`, `retain`) that panic: the
+/// transaction rolls back whole, the map is as it was, the pool goes on.
+#[test]
+fn a_panic_inside_update_or_retain_rolls_the_transaction_back() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("panic", 8 << 20, &cfg).unwrap();
+        let (m, h) = pool
+            .transaction(|tx| {
+                let m = BTreeMap::<String, u64>::create_with_fanout(tx, 4)?;
+                let h = HashMap::<u64, u64>::create(tx)?;
+                for k in 0..200u64 {
+                    m.insert(tx, format!("key-{k:04}-{}", "x".repeat(40)), k)?;
+                    h.insert(tx, k, k)?;
+                }
+                Ok::<_, Error>((m, h))
+            })
+            .unwrap();
+        let before: std::vec::Vec<_> = m.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            pool.transaction(|tx| {
+                h.insert(tx, 1000, 1)?;
+                let mut n = 0;
+                m.retain(tx, |_, _| {
+                    n += 1;
+                    if n == 150 {
+                        panic!("in retain");
+                    }
+                    n % 3 == 0
+                })?;
+                Ok::<_, Error>(())
+            })
+        }));
+        assert!(r.is_err(), "{what}");
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            pool.transaction(|tx| {
+                m.remove(tx, &before[0].0)?;
+                m.update(tx, &before[5].0, |v| {
+                    *v = 99;
+                    panic!("in update")
+                })?;
+                Ok::<_, Error>(())
+            })
+        }));
+        assert!(r.is_err(), "{what}");
+        let after: std::vec::Vec<_> = m.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(after, before, "{what}");
+        assert_eq!(h.get(&pool, &1000).unwrap(), None, "{what}");
+        assert_eq!(h.len(&pool).unwrap(), 200, "{what}");
+        m.check_invariants(&pool).unwrap();
+        h.check_invariants(&pool).unwrap();
+        let mut mine = m.blocks(&pool).unwrap();
+        mine.extend(h.blocks(&pool).unwrap());
+        mine.sort_unstable();
+        let mut alloc = common::allocated(&pool);
+        alloc.sort_unstable();
+        assert_eq!(alloc, mine, "{what}: allocated blocks");
+        // And the pool goes on.
+        pool.transaction(|tx| m.update(tx, &before[5].0, |v| *v = 7))
+            .unwrap();
+        assert_eq!(m.get(&pool, &before[5].0).unwrap(), Some(7));
+    }
+}
+
+/// A cursor kept after its element was removed, its block since reused by
+/// another collection's bytes (here a blob's, words that lead outside the
+/// heap, into the header, or nowhere): `value` and `remove_at` are
+/// `InvalidCursor`, as the cursor's documentation says, not a pool error
+/// about an offset the program never gave (it was `NotInHeap`, met by a
+/// reader beside writers of a list and a blob).
+#[test]
+fn a_stale_cursor_whose_block_was_reused_is_invalid() {
+    for fill in [0xabu8, 0x00, 0x01, 0x40] {
+        for cfg in [
+            PoolConfig::default(),
+            PoolConfig::default().policy(Policy::Force),
+        ] {
+            let what = format!("{} fill {fill:#x}", common::name(&cfg));
+            let pool = Pool::create_sim("stale", 8 << 20, &cfg).unwrap();
+            let list = pool
+                .transaction(|tx| {
+                    let l = List::<u64>::create(tx)?;
+                    for v in 0..4 {
+                        l.push_back(tx, v)?;
+                    }
+                    Ok::<_, Error>(l)
+                })
+                .unwrap();
+            let c = list.cursor(&pool, 1).unwrap().unwrap();
+            assert_eq!(list.value(&pool, c).unwrap(), 1);
+            pool.transaction(|tx| list.remove(tx, 1)).unwrap();
+            // Blobs of 64 bytes until one of them holds the node's block.
+            let mut reused = false;
+            for _ in 0..2000 {
+                let b = pool
+                    .transaction(|tx| Blob::create_from(tx, &[fill; 64]))
+                    .unwrap();
+                if b.blocks(&pool).unwrap().contains(&c.offset()) {
+                    reused = true;
+                    break;
+                }
+            }
+            assert!(reused, "{what}: the node's block was never reused");
+            let r = list.value(&pool, c);
+            assert!(
+                matches!(r, Err(Error::InvalidCursor { .. })),
+                "{what}: {r:?}"
+            );
+            let r = pool.transaction(|tx| list.remove_at(tx, c));
+            assert!(
+                matches!(r, Err(Error::InvalidCursor { .. })),
+                "{what}: {r:?}"
+            );
+            let all: std::vec::Vec<u64> = list.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+            assert_eq!(all, [0, 2, 3], "{what}");
+            list.check_invariants(&pool).unwrap();
+        }
+    }
+}
