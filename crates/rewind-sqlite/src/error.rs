@@ -50,6 +50,20 @@ pub enum Error {
         /// Its size.
         len: u64,
     },
+    /// A transaction's frames found no room in the pool (`SQLITE_FULL`)
+    /// while the WAL still held frames of committed transactions: SQLite's
+    /// checkpoints could not copy them all while a connection read an
+    /// older snapshot, and no later commit runs the automatic one. Once no
+    /// connection reads an older snapshot, a checkpoint by hand (`PRAGMA
+    /// wal_checkpoint`) frees their blocks and writes go on.
+    #[error("{source}; the WAL holds {frames} frames of committed transactions: once no connection reads an older snapshot, a checkpoint (PRAGMA wal_checkpoint) frees their blocks, and writes go on")]
+    Full {
+        /// Committed frames in the WAL.
+        frames: usize,
+        /// The pool's error.
+        #[source]
+        source: rewind::Error,
+    },
     /// A transaction's frames without SQLite's commit flag on the last.
     #[error("a WAL commit whose last frame has no commit flag")]
     NoCommitFlag,

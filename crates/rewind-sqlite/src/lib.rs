@@ -67,7 +67,14 @@
 //!   room for one more transaction the size of the last, hold half
 //!   the pool's heap at its maximum size, so that a bounded pool (a small
 //!   [`Config::max_pool_size`], large pages) never fills with frames a
-//!   checkpoint could free. `PRAGMA wal_autocheckpoint = N` on a
+//!   checkpoint could free. A read transaction held open meanwhile (a
+//!   long query, a `BEGIN` with a read in it) keeps every checkpoint from
+//!   copying the frames committed after its snapshot, so a bounded pool
+//!   can fill behind it: the write fails with `SQLITE_FULL` ([`last_error`]
+//!   names the committed frames), and since only a commit runs the
+//!   automatic checkpoint, writes keep failing after the reader ended
+//!   until a checkpoint by hand (`PRAGMA wal_checkpoint`) frees the
+//!   blocks: on `SQLITE_FULL`, checkpoint and retry. `PRAGMA wal_autocheckpoint = N` on a
 //!   connection replaces this with SQLite's own rule, by frames only (and
 //!   the pragma, read, says 0 while this crate's hook is set, as SQLite
 //!   says for any hook but its own). The hook is set at the connection's

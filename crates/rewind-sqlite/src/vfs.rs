@@ -728,7 +728,8 @@ fn code_of(e: &Error, io: c_int) -> c_int {
     match e {
         Error::Pool(rewind::Error::OutOfMemory { .. })
         | Error::Pool(rewind::Error::NoSpaceToGrow { .. })
-        | Error::Pool(rewind::Error::LogFull { .. }) => ffi::SQLITE_FULL,
+        | Error::Pool(rewind::Error::LogFull { .. })
+        | Error::Full { .. } => ffi::SQLITE_FULL,
         _ => io,
     }
 }

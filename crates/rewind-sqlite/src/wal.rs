@@ -147,6 +147,16 @@ pub struct WalFile {
     checkpoint_at: u64,
 }
 
+/// Whether the pool failed for want of room (`SQLITE_FULL`).
+fn no_room(e: &rewind::Error) -> bool {
+    matches!(
+        e,
+        rewind::Error::OutOfMemory { .. }
+            | rewind::Error::NoSpaceToGrow { .. }
+            | rewind::Error::LogFull { .. }
+    )
+}
+
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
@@ -381,7 +391,18 @@ impl WalFile {
         }
         let whole = outs.len() as u64 * self.frame_size();
         let before = self.log.bytes_written();
-        self.log.commit(&outs, self.differential)?;
+        match self.log.commit(&outs, self.differential) {
+            Ok(()) => {}
+            // No room while committed frames hold blocks: the way out (a
+            // checkpoint once no reader holds an older snapshot) is named.
+            Err(Error::Pool(source)) if first > 0 && no_room(&source) => {
+                return Err(Error::Full {
+                    frames: first,
+                    source,
+                })
+            }
+            Err(e) => return Err(e),
+        }
         self.stats.record_bytes += self.log.bytes_written() - before;
         self.stats.whole_frame_bytes += whole;
         self.stats.commits += 1;
