@@ -75,7 +75,9 @@ fn unreadable(e: &Error) -> bool {
 /// that element is removed; [`List::remove_at`] and [`List::value`] check
 /// that it is still linked into the list (its neighbours link to it, and
 /// the nearer end it leads to is this list's: steps up to twice its
-/// distance to that end) and fail with [`Error::InvalidCursor`] if not.
+/// distance to that end) and fail with [`Error::InvalidCursor`] if not;
+/// [`List::next`] and [`List::prev`] check that its neighbours link to it
+/// (a removed element is `InvalidCursor`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cursor(u64);
 
@@ -324,9 +326,9 @@ impl<T: Stored> List<T> {
         self.unlink(tx, h, c.0)
     }
 
-    /// Checks that `node` is linked into this list: its neighbours (or the
-    /// header, at an end) point back at it.
-    fn check_linked<M: Mem>(&self, m: &mut M, h: &Header, node: u64) -> Result<()> {
+    /// Checks that `node` is linked where it stands: its neighbours (or
+    /// this list's header, at an end) point back at it; its links.
+    fn check_neighbours<M: Mem>(&self, m: &mut M, h: &Header, node: u64) -> Result<Links> {
         let bad = |reason| Error::InvalidCursor {
             offset: node,
             list: self.hdr,
@@ -364,6 +366,18 @@ impl<T: Stored> List<T> {
         if back != node || fwd != node {
             return Err(bad("its neighbours do not link to it (removed?)"));
         }
+        Ok(l)
+    }
+
+    /// Checks that `node` is linked into this list: its neighbours (or the
+    /// header, at an end) point back at it.
+    fn check_linked<M: Mem>(&self, m: &mut M, h: &Header, node: u64) -> Result<()> {
+        let bad = |reason| Error::InvalidCursor {
+            offset: node,
+            list: self.hdr,
+            reason,
+        };
+        let l = self.check_neighbours(m, h, node)?;
         // Linked, but perhaps into another list: walk out from it both
         // ways at once until one way reaches an end, which must be this
         // list's (steps: twice the distance to the nearer end, at most
@@ -490,15 +504,31 @@ impl<T: Stored> List<T> {
         Ok(Some(Cursor(self.node_at(m, &h, i)?)))
     }
 
-    /// The cursor after `c`, or `None` at the back (committed state).
+    /// The cursor after `c`, or `None` at the back (committed state);
+    /// [`Error::InvalidCursor`] if `c`'s element was removed (its
+    /// neighbours no longer link to it: a constant-time check, not the
+    /// walk of [`value`](Self::value) that also tells another list's
+    /// element apart).
     pub fn next(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
-        let next = pool.read_isolated(self.hdr, |r| Self::links(r, c.0))?.next;
+        let next = pool
+            .read_isolated(self.hdr, |r| {
+                let h = self.header(r)?;
+                self.check_neighbours(r, &h, c.0)
+            })?
+            .next;
         Ok((next != 0).then_some(Cursor(next)))
     }
 
-    /// The cursor before `c`, or `None` at the front (committed state).
+    /// The cursor before `c`, or `None` at the front (committed state);
+    /// [`Error::InvalidCursor`] if `c`'s element was removed (as
+    /// [`next`](Self::next)).
     pub fn prev(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
-        let prev = pool.read_isolated(self.hdr, |r| Self::links(r, c.0))?.prev;
+        let prev = pool
+            .read_isolated(self.hdr, |r| {
+                let h = self.header(r)?;
+                self.check_neighbours(r, &h, c.0)
+            })?
+            .prev;
         Ok((prev != 0).then_some(Cursor(prev)))
     }
 

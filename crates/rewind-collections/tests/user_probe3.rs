@@ -458,3 +458,66 @@ fn a_stale_cursor_whose_block_was_reused_is_invalid() {
         }
     }
 }
+
+/// `next` and `prev` of a cursor whose element was removed: its block
+/// freed, or reused by another collection's bytes. They gave a cursor to
+/// whatever offset the stale words held (or a pool error), which `value`
+/// then refused; now `InvalidCursor` at once. A live cursor walks the
+/// list both ways as before.
+#[test]
+fn next_and_prev_of_a_removed_element_are_invalid() {
+    let pool = Pool::create_sim("stale", 8 << 20, &PoolConfig::default()).unwrap();
+    let list = pool
+        .transaction(|tx| {
+            let l = List::<u64>::create(tx)?;
+            for v in 0..6 {
+                l.push_back(tx, v)?;
+            }
+            Ok::<_, Error>(l)
+        })
+        .unwrap();
+    // A walk both ways.
+    let mut c = list.cursor(&pool, 0).unwrap();
+    let mut seen = std::vec::Vec::new();
+    while let Some(at) = c {
+        seen.push(list.value(&pool, at).unwrap());
+        c = list.next(&pool, at).unwrap();
+    }
+    assert_eq!(seen, [0, 1, 2, 3, 4, 5]);
+    let mut c = list.cursor(&pool, 5).unwrap();
+    seen.clear();
+    while let Some(at) = c {
+        seen.push(list.value(&pool, at).unwrap());
+        c = list.prev(&pool, at).unwrap();
+    }
+    assert_eq!(seen, [5, 4, 3, 2, 1, 0]);
+    let c2 = list.cursor(&pool, 2).unwrap().unwrap();
+    let c3 = list.cursor(&pool, 3).unwrap().unwrap();
+    pool.transaction(|tx| list.remove(tx, 2)).unwrap();
+    for r in [list.next(&pool, c2), list.prev(&pool, c2)] {
+        assert!(matches!(r, Err(Error::InvalidCursor { .. })), "{r:?}");
+    }
+    // The neighbour's cursor skips the removed one.
+    let p = list.prev(&pool, c3).unwrap().unwrap();
+    assert_eq!(list.value(&pool, p).unwrap(), 1);
+    // Its block reused by a blob of words that point into the list.
+    let words: std::vec::Vec<u8> = [c3.offset(), c3.offset()]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .chain([0u8; 48])
+        .collect();
+    let mut reused = false;
+    for _ in 0..2000 {
+        let b = pool
+            .transaction(|tx| Blob::create_from(tx, &words))
+            .unwrap();
+        if b.blocks(&pool).unwrap().contains(&c2.offset()) {
+            reused = true;
+            break;
+        }
+    }
+    assert!(reused);
+    for r in [list.next(&pool, c2), list.prev(&pool, c2)] {
+        assert!(matches!(r, Err(Error::InvalidCursor { .. })), "{r:?}");
+    }
+}
