@@ -521,3 +521,124 @@ fn next_and_prev_of_a_removed_element_are_invalid() {
         assert!(matches!(r, Err(Error::InvalidCursor { .. })), "{r:?}");
     }
 }
+
+fn is_full(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Pool(rewind::Error::OutOfMemory { .. } | rewind::Error::LogFull { .. })
+    )
+}
+
+/// Four threads fill a small pool at once, each its own B+-tree of long
+/// values and all one hash map, until each has met the full pool many
+/// times in a row (`OutOfMemory` or `LogFull`, the transaction rolled
+/// back); then each empties part of its tree and fills again. Every
+/// committed insert is there, no refused one is, the trees and the map
+/// hold their invariants, and the pool's blocks are exactly theirs.
+#[test]
+fn threads_filling_a_pool_at_once_keep_exactly_their_commits() {
+    for cfg in common::configs() {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("full", 4 << 20, &cfg).unwrap();
+        const T: u64 = 4;
+        let (maps, shared) = pool
+            .transaction(|tx| {
+                let maps: std::vec::Vec<BTreeMap<u64, std::vec::Vec<u8>>> = (0..T)
+                    .map(|_| BTreeMap::create_with_fanout(tx, 8))
+                    .collect::<Result<_, _>>()?;
+                Ok::<_, Error>((maps, HashMap::<u64, u64>::create(tx)?))
+            })
+            .unwrap();
+        let fill = |t: u64, from: u64, models: &mut std::collections::BTreeMap<u64, usize>| {
+            let m = maps[t as usize];
+            let mut k = from;
+            let mut refused = 0;
+            while refused < 20 {
+                let len = 100 + (k as usize * 37) % 900;
+                let r = pool.transaction(|tx| {
+                    m.insert(tx, k, vec![t as u8; len])?;
+                    shared.insert(tx, (t << 40) | k, len as u64)?;
+                    Ok::<_, Error>(())
+                });
+                match r {
+                    Ok(()) => {
+                        models.insert(k, len);
+                        refused = 0;
+                    }
+                    Err(e) if is_full(&e) => refused += 1,
+                    Err(e) if retryable(&e) => {}
+                    Err(e) => panic!("{what} thread {t}: {e:?}"),
+                }
+                k += 1;
+            }
+            k
+        };
+        let models: std::vec::Vec<std::collections::BTreeMap<u64, usize>> =
+            std::thread::scope(|sc| {
+                let hs: std::vec::Vec<_> = (0..T)
+                    .map(|t| {
+                        let fill = &fill;
+                        let pool = &pool;
+                        let maps = &maps;
+                        sc.spawn(move || {
+                            let mut model = std::collections::BTreeMap::new();
+                            let next = fill(t, 0, &mut model);
+                            // Half of it removed, a key at a time.
+                            let m = maps[t as usize];
+                            let gone: std::vec::Vec<u64> =
+                                model.keys().copied().step_by(2).collect();
+                            for k in gone {
+                                loop {
+                                    let r = pool.transaction(|tx| {
+                                        m.remove(tx, &k)?;
+                                        shared.remove(tx, &((t << 40) | k))?;
+                                        Ok::<_, Error>(())
+                                    });
+                                    match r {
+                                        Ok(()) => break,
+                                        Err(e) if retryable(&e) => {}
+                                        Err(e) => panic!("{t}: removing {k}: {e:?}"),
+                                    }
+                                }
+                                model.remove(&k);
+                            }
+                            let before = model.len();
+                            fill(t, next, &mut model);
+                            assert!(model.len() > before, "thread {t} could insert again");
+                            model
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+        let mut blocks = vec![];
+        let mut shared_len = 0;
+        for (t, model) in models.iter().enumerate() {
+            let m = maps[t];
+            m.check_invariants(&pool).unwrap();
+            let got: std::vec::Vec<(u64, usize)> = m
+                .iter(&pool)
+                .unwrap()
+                .map(|e| e.map(|(k, v)| (k, v.len())).unwrap())
+                .collect();
+            let want: std::vec::Vec<(u64, usize)> = model.iter().map(|(k, v)| (*k, *v)).collect();
+            assert_eq!(got, want, "{what} thread {t}");
+            for (k, len) in model {
+                assert_eq!(
+                    shared.get(&pool, &((t as u64) << 40 | k)).unwrap(),
+                    Some(*len as u64),
+                    "{what}"
+                );
+            }
+            shared_len += model.len() as u64;
+            blocks.extend(m.blocks(&pool).unwrap());
+        }
+        assert_eq!(shared.len(&pool).unwrap(), shared_len, "{what}");
+        shared.check_invariants(&pool).unwrap();
+        blocks.extend(shared.blocks(&pool).unwrap());
+        blocks.sort_unstable();
+        let mut alloc = common::allocated(&pool);
+        alloc.sort_unstable();
+        assert_eq!(alloc, blocks, "{what}: allocated blocks");
+    }
+}

@@ -1,0 +1,320 @@
+//! The `rewind` command on pools that a process running several threads of
+//! collection transactions left when it was SIGKILLed (several
+//! transactions in flight at once, in several commit lanes), under every
+//! log variant × policy and on Msync: the readers report them without
+//! changing a byte and find no problem, `recover` recovers them, and the
+//! recovered pool holds exactly the acknowledged transactions (at most
+//! one more per thread, whole).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use rewind::{Backend, LogVariant, OpenOptions, PPtr, Policy, Pool, PoolConfig};
+use rewind_collections::{BTreeMap, Blob, Error, HashMap, List};
+
+const LAYOUT: &str = "cli-probe3";
+/// Set in the child: `PATH|variant|policy|backend`.
+const CHILD: &str = "REWIND_CLI_PROBE3_CHILD";
+const THREADS: u64 = 4;
+/// Acknowledgements the parent reads before it kills the child.
+const ACKS: u64 = 120;
+
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+struct Root {
+    map: u64,
+    counts: u64,
+    blob: u64,
+    lists: [u64; THREADS as usize],
+}
+
+impl rewind::Typed for Root {
+    fn type_name() -> String {
+        "cli_probe3::Root".into()
+    }
+}
+
+struct Colls {
+    map: BTreeMap<u64, u64>,
+    counts: HashMap<u64, u64>,
+    blob: Blob,
+    lists: std::vec::Vec<List<u64>>,
+}
+
+fn colls(r: &Root) -> Colls {
+    Colls {
+        map: BTreeMap::from_ptr(PPtr::from_offset(r.map)),
+        counts: HashMap::from_ptr(PPtr::from_offset(r.counts)),
+        blob: Blob::from_ptr(PPtr::from_offset(r.blob)),
+        lists: r
+            .lists
+            .iter()
+            .map(|&l| List::from_ptr(PPtr::from_offset(l)))
+            .collect(),
+    }
+}
+
+fn variant(s: &str) -> LogVariant {
+    match s {
+        "Simple" => LogVariant::Simple,
+        "Optimized" => LogVariant::Optimized,
+        "Batch" => LogVariant::Batch,
+        _ => LogVariant::TwoLayer,
+    }
+}
+
+fn policy(s: &str) -> Policy {
+    match s {
+        "Force" => Policy::Force,
+        "NoForce" => Policy::NoForce,
+        "Redo" => Policy::Redo,
+        _ => Policy::RedoAsync,
+    }
+}
+
+/// The child: creates the pool, then four threads commit transactions that
+/// each change every collection, printing `t i` after each commit returns,
+/// until the parent kills the process.
+#[test]
+fn child_commits_until_killed() {
+    let Ok(spec) = std::env::var(CHILD) else {
+        return;
+    };
+    let parts: std::vec::Vec<&str> = spec.split('|').collect();
+    let mut cfg = PoolConfig::default()
+        .log(variant(parts[1]))
+        .policy(policy(parts[2]));
+    if parts[3] == "Msync" {
+        cfg = cfg.backend(Backend::Msync);
+    }
+    let pool = Pool::create(parts[0], LAYOUT, 8 << 20, &cfg).expect("create");
+    let root = pool
+        .transaction(|tx| {
+            let mut lists = [0; THREADS as usize];
+            for l in &mut lists {
+                *l = List::<u64>::create(tx)?.as_ptr().offset();
+            }
+            let r = Root {
+                map: BTreeMap::<u64, u64>::create_with_fanout(tx, 8)?
+                    .as_ptr()
+                    .offset(),
+                counts: HashMap::<u64, u64>::create(tx)?.as_ptr().offset(),
+                blob: Blob::create(tx)?.as_ptr().offset(),
+                lists,
+            };
+            let root: PPtr<Root> = tx.root_named("root")?;
+            tx.write(root, &r)?;
+            Ok::<_, Error>(r)
+        })
+        .expect("setup");
+    let out = Mutex::new(std::io::stdout());
+    std::thread::scope(|sc| {
+        for t in 0..THREADS {
+            let (pool, out, c) = (&pool, &out, colls(&root));
+            sc.spawn(move || {
+                for i in 0.. {
+                    let r = pool.transaction(|tx| {
+                        c.map.insert(tx, (t << 32) | i, i)?;
+                        c.counts.insert(tx, t, i + 1)?;
+                        c.blob.append(tx, &((t << 32) | i).to_le_bytes())?;
+                        let l = c.lists[t as usize];
+                        l.push_back(tx, i)?;
+                        if l.len_tx(tx)? > 20 {
+                            l.pop_front(tx)?;
+                        }
+                        Ok::<_, Error>(())
+                    });
+                    match r {
+                        Ok(()) => {
+                            let mut o = out.lock().unwrap();
+                            writeln!(o, "{t} {i}").unwrap();
+                            o.flush().unwrap();
+                        }
+                        Err(Error::Pool(rewind::Error::Deadlock { .. })) => panic!("retry"),
+                        Err(e) => panic!("thread {t}: {e:?}"),
+                    }
+                }
+            });
+        }
+    });
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn rewind<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rewind");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs the child for a configuration and kills it after [`ACKS`]
+/// acknowledgements; returns each thread's acknowledged count.
+fn killed_child(path: &Path, v: LogVariant, p: Policy, b: &str) -> [u64; THREADS as usize] {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_commits_until_killed", "--nocapture"])
+        .env(CHILD, format!("{}|{v:?}|{p:?}|{b}", path.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut acked = [0u64; THREADS as usize];
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = 0;
+    while seen < ACKS {
+        let Some(Ok(line)) = lines.next() else {
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("{v:?}/{p:?}/{b}: the child ended after {seen} acknowledgements:\n{err}");
+        };
+        let mut w = line.split(' ').map(|x| x.parse::<u64>());
+        let (Some(Ok(t)), Some(Ok(i))) = (w.next(), w.next()) else {
+            continue; // libtest's own lines
+        };
+        acked[t as usize] = acked[t as usize].max(i + 1);
+        seen += 1;
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), None, "killed by the signal");
+    // What it printed before the signal is acknowledged too.
+    for line in lines.map_while(Result::ok) {
+        let mut w = line.split(' ').map(|x| x.parse::<u64>());
+        if let (Some(Ok(t)), Some(Ok(i))) = (w.next(), w.next()) {
+            acked[t as usize] = acked[t as usize].max(i + 1);
+        }
+    }
+    acked
+}
+
+fn check_recovered(path: &Path, acked: [u64; THREADS as usize], what: &str) {
+    let pool = Pool::open(path, LAYOUT, &OpenOptions::default()).unwrap();
+    let root = pool.root_named::<Root>("root").unwrap().unwrap();
+    let c = colls(&pool.read(root).unwrap());
+    let mut total = 0;
+    let mut blob_words = std::vec::Vec::new();
+    for t in 0..THREADS {
+        let n = c.counts.get(&pool, &t).unwrap().unwrap_or(0);
+        let a = acked[t as usize];
+        assert!(
+            n == a || n == a + 1,
+            "{what}: thread {t}: {n} kept, {a} acked"
+        );
+        let keys: std::vec::Vec<u64> = c
+            .map
+            .range(&pool, (t << 32)..((t + 1) << 32))
+            .unwrap()
+            .map(|e| e.unwrap().0 & 0xffff_ffff)
+            .collect();
+        assert_eq!(keys, (0..n).collect::<std::vec::Vec<_>>(), "{what}: {t}");
+        let list: std::vec::Vec<u64> = c.lists[t as usize]
+            .iter(&pool)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(
+            list,
+            (n.saturating_sub(20)..n).collect::<std::vec::Vec<_>>(),
+            "{what}: list {t}"
+        );
+        c.lists[t as usize].check_invariants(&pool).unwrap();
+        total += n;
+    }
+    let blob = c.blob.read(&pool).unwrap();
+    assert_eq!(blob.len() as u64, 8 * total, "{what}: blob");
+    for w in blob.chunks(8) {
+        blob_words.push(u64::from_le_bytes(w.try_into().unwrap()));
+    }
+    for t in 0..THREADS {
+        let mine: std::vec::Vec<u64> = blob_words
+            .iter()
+            .filter(|w| *w >> 32 == t)
+            .map(|w| w & 0xffff_ffff)
+            .collect();
+        let n = c.counts.get(&pool, &t).unwrap().unwrap_or(0);
+        assert_eq!(
+            mine,
+            (0..n).collect::<std::vec::Vec<_>>(),
+            "{what}: blob {t}"
+        );
+    }
+    c.map.check_invariants(&pool).unwrap();
+    c.counts.check_invariants(&pool).unwrap();
+}
+
+/// Readers (`info`, `check`, `dump-log`, text and JSON) on a pool killed
+/// with transactions in flight in several threads: each ends by itself,
+/// `check` finds no problem, none changes a byte; `recover` succeeds; the
+/// pool then checks clean and holds exactly the acknowledged commits.
+fn probe(dir: &Path, ci: usize, v: LogVariant, p: Policy, b: &str) {
+    let what = format!("{v:?}/{p:?}/{b}");
+    let path: PathBuf = dir.join(format!("k{ci}.pool"));
+    let acked = killed_child(&path, v, p, b);
+    let before = std::fs::read(&path).unwrap();
+    for args in [
+        &["info"][..],
+        &["info", "--json"],
+        &["check"],
+        &["check", "--json"],
+        &["dump-log"],
+        &["dump-log", "--json"],
+    ] {
+        let mut a: std::vec::Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        a.push(path.clone().into());
+        let r = rewind(&a);
+        assert_eq!(
+            r.code,
+            Some(0),
+            "{what}: {args:?}\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(
+            std::fs::read(&path).unwrap() == before,
+            "{what}: {args:?} changed the file"
+        );
+        if args.len() == 2 {
+            serde_json::from_str::<serde_json::Value>(&r.stdout)
+                .unwrap_or_else(|e| panic!("{what}: {args:?}: {e}\n{}", r.stdout));
+        }
+    }
+    let r = rewind(&[std::ffi::OsStr::new("recover"), path.as_os_str()]);
+    assert_eq!(r.code, Some(0), "{what}: recover\n{}", r.stderr);
+    let r = rewind(&[std::ffi::OsStr::new("check"), path.as_os_str()]);
+    assert_eq!(r.code, Some(0), "{what}: check after recover\n{}", r.stderr);
+    check_recovered(&path, acked, &what);
+    let r = rewind(&[std::ffi::OsStr::new("check"), path.as_os_str()]);
+    assert_eq!(r.code, Some(0), "{what}: check after reopen\n{}", r.stderr);
+}
+
+#[test]
+fn pools_killed_with_threads_in_flight_check_and_recover_under_every_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ci = 0;
+    for v in LogVariant::ALL {
+        for p in Policy::ALL {
+            probe(dir.path(), ci, v, p, "Pmem");
+            ci += 1;
+        }
+    }
+    probe(dir.path(), ci, LogVariant::Batch, Policy::Redo, "Msync");
+    probe(
+        dir.path(),
+        ci + 1,
+        LogVariant::Batch,
+        Policy::Force,
+        "Msync",
+    );
+}
