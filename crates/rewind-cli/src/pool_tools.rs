@@ -142,12 +142,11 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
         return Err(too_large(a, target, false, pool.max_size()));
     }
     if target > before {
-        let r = if relative {
-            pool.grow(bytes)
-        } else {
-            pool.grow_to(target)
-        };
-        r.map_err(CliError::rewind(format!(
+        // +BYTES too grows the pool to its size plus BYTES, not its heap
+        // by BYTES: a pool's file as created ends in part of a chunk, so
+        // the heap's growth alone left the pool short of that size (and
+        // the note below then named a false limit).
+        pool.grow_to(target).map_err(CliError::rewind(format!(
             "growing {} to {target} bytes (its maximum size is {})",
             a.pool.display(),
             pool.max_size()

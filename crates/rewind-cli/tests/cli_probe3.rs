@@ -318,3 +318,64 @@ fn pools_killed_with_threads_in_flight_check_and_recover_under_every_configurati
         "Msync",
     );
 }
+
+/// `rewind grow POOL +SIZE` on a pool as created (its file ends in part of
+/// a heap chunk): it grew the heap by SIZE in whole chunks, so the pool
+/// ended short of its old size plus SIZE, and the command then said that
+/// size was "as large as this pool can be", with the maximum far above.
+/// It grows the pool by at least SIZE, and says nothing of a maximum it
+/// is not near.
+#[test]
+fn grow_by_a_size_grows_by_at_least_it_and_names_no_false_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.pool");
+    let cfg = PoolConfig::default().max_size(64 << 20);
+    let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+    let before = pool.size();
+    pool.close().unwrap();
+    let r = rewind(&[
+        std::ffi::OsStr::new("grow"),
+        path.as_os_str(),
+        "+1M".as_ref(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        !r.stdout.contains("as large as this pool can be"),
+        "a false limit:\n{}",
+        r.stdout
+    );
+    let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+    let after = pool.size();
+    pool.close().unwrap();
+    assert!(after >= before + (1 << 20), "{before} grew to {after}");
+    assert!(std::fs::metadata(&path).unwrap().len() >= after);
+    let r = rewind(&[
+        std::ffi::OsStr::new("grow"),
+        "--json".as_ref(),
+        path.as_os_str(),
+        "+3M".as_ref(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(
+        v["size"].as_u64().unwrap() >= v["size_before"].as_u64().unwrap() + (3 << 20),
+        "{v}"
+    );
+    // At the maximum the note is true, and said.
+    let r = rewind(&[
+        std::ffi::OsStr::new("grow"),
+        path.as_os_str(),
+        "64M".as_ref(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+    let top = pool.size();
+    pool.close().unwrap();
+    assert!(top > (64 << 20) - (256 << 10) && top <= 64 << 20, "{top}");
+    assert_eq!(
+        r.stdout.contains("as large as this pool can be"),
+        top < 64 << 20,
+        "{}",
+        r.stdout
+    );
+}
