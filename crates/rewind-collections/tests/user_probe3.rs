@@ -642,3 +642,226 @@ fn threads_filling_a_pool_at_once_keep_exactly_their_commits() {
         assert_eq!(alloc, blocks, "{what}: allocated blocks");
     }
 }
+
+/// Three hundred collections of five kinds under named roots, made in
+/// several transactions (one rolled back), found again after a reopen by
+/// name, each with its contents; looked up with the types of another kind
+/// or other element types, each is `TypeMismatch`; a handle of one kind
+/// made from another kind's pointer is `WrongMagic`.
+#[test]
+fn many_collections_as_named_roots_survive_a_reopen_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("roots.pool");
+    const N: u64 = 300;
+    let name = |i: u64| format!("coll/{i:04}/{}", "n".repeat((i % 38) as usize));
+    {
+        let pool = Pool::create(&path, "roots", 16 << 20, &PoolConfig::default()).unwrap();
+        for chunk in 0..(N / 50) {
+            let r = pool.transaction(|tx| {
+                for i in chunk * 50..(chunk + 1) * 50 {
+                    let n = name(i);
+                    match i % 5 {
+                        0 => {
+                            let m = BTreeMap::<String, u64>::create(tx)?;
+                            m.insert(tx, n.clone(), i)?;
+                            let r = tx.root_named::<PPtr<BTreeMap<String, u64>>>(&n)?;
+                            tx.write(r, &m.as_ptr())?;
+                        }
+                        1 => {
+                            let m = HashMap::<u64, u64>::create(tx)?;
+                            m.insert(tx, i, i)?;
+                            let r = tx.root_named::<PPtr<HashMap<u64, u64>>>(&n)?;
+                            tx.write(r, &m.as_ptr())?;
+                        }
+                        2 => {
+                            let v = rewind_collections::Vec::<u64>::create(tx)?;
+                            v.push(tx, i)?;
+                            let r = tx.root_named::<PPtr<rewind_collections::Vec<u64>>>(&n)?;
+                            tx.write(r, &v.as_ptr())?;
+                        }
+                        3 => {
+                            let l = List::<u64>::create(tx)?;
+                            l.push_back(tx, i)?;
+                            let r = tx.root_named::<PPtr<List<u64>>>(&n)?;
+                            tx.write(r, &l.as_ptr())?;
+                        }
+                        _ => {
+                            let b = Blob::create_from(tx, &i.to_le_bytes())?;
+                            let r = tx.root_named::<PPtr<Blob>>(&n)?;
+                            tx.write(r, &b.as_ptr())?;
+                        }
+                    }
+                }
+                if chunk == 2 {
+                    return Err(common::aborted());
+                }
+                Ok::<_, Error>(())
+            });
+            assert_eq!(r.is_ok(), chunk != 2, "{r:?}");
+        }
+        pool.close().unwrap();
+    }
+    let pool = Pool::open(&path, "roots", &rewind::OpenOptions::default()).unwrap();
+    let mismatch = |r: Result<Option<PPtr<PPtr<List<u32>>>>, rewind::Error>| {
+        assert!(
+            matches!(r, Err(rewind::Error::TypeMismatch { .. })),
+            "{r:?}"
+        );
+    };
+    for i in 0..N {
+        let n = name(i);
+        let rolled_back = (100..150).contains(&i);
+        if rolled_back {
+            assert!(
+                pool.root_named::<PPtr<Blob>>(&n)
+                    .map(|r| r.is_none())
+                    .unwrap_or(true),
+                "{n}: rolled back"
+            );
+            continue;
+        }
+        mismatch(pool.root_named::<PPtr<List<u32>>>(&n));
+        match i % 5 {
+            0 => {
+                let r = pool
+                    .root_named::<PPtr<BTreeMap<String, u64>>>(&n)
+                    .unwrap()
+                    .unwrap();
+                let m = BTreeMap::from_ptr(pool.read(r).unwrap());
+                assert_eq!(m.get(&pool, n.as_str()).unwrap(), Some(i));
+                let wrong = pool.root_named::<PPtr<BTreeMap<Vec<u8>, u64>>>(&n);
+                assert!(
+                    matches!(wrong, Err(rewind::Error::TypeMismatch { .. })),
+                    "{wrong:?}"
+                );
+                // A hash map's handle on the tree's header.
+                let h = HashMap::<u64, u64>::from_ptr(PPtr::from_offset(
+                    pool.read(r).unwrap().offset(),
+                ));
+                let e = h.get(&pool, &1);
+                assert!(matches!(e, Err(Error::WrongMagic { .. })), "{e:?}");
+            }
+            1 => {
+                let r = pool
+                    .root_named::<PPtr<HashMap<u64, u64>>>(&n)
+                    .unwrap()
+                    .unwrap();
+                let m = HashMap::from_ptr(pool.read(r).unwrap());
+                assert_eq!(m.get(&pool, &i).unwrap(), Some(i));
+                let wrong = pool.root_named::<PPtr<HashMap<u64, i64>>>(&n);
+                assert!(
+                    matches!(wrong, Err(rewind::Error::TypeMismatch { .. })),
+                    "{wrong:?}"
+                );
+            }
+            2 => {
+                let r = pool
+                    .root_named::<PPtr<rewind_collections::Vec<u64>>>(&n)
+                    .unwrap()
+                    .unwrap();
+                let v = rewind_collections::Vec::from_ptr(pool.read(r).unwrap());
+                assert_eq!(v.to_vec(&pool).unwrap(), [i]);
+                let wrong = pool.root_named::<PPtr<List<u64>>>(&n);
+                assert!(
+                    matches!(wrong, Err(rewind::Error::TypeMismatch { .. })),
+                    "{wrong:?}"
+                );
+                let l = List::<u64>::from_ptr(PPtr::from_offset(pool.read(r).unwrap().offset()));
+                let e = l.len(&pool);
+                assert!(matches!(e, Err(Error::WrongMagic { .. })), "{e:?}");
+            }
+            3 => {
+                let r = pool.root_named::<PPtr<List<u64>>>(&n).unwrap().unwrap();
+                let l = List::from_ptr(pool.read(r).unwrap());
+                assert_eq!(l.front(&pool).unwrap(), Some(i));
+            }
+            _ => {
+                let r = pool.root_named::<PPtr<Blob>>(&n).unwrap().unwrap();
+                let b = Blob::from_ptr(pool.read(r).unwrap());
+                assert_eq!(b.read(&pool).unwrap(), i.to_le_bytes());
+                let v = rewind_collections::Vec::<u8>::from_ptr(PPtr::from_offset(
+                    pool.read(r).unwrap().offset(),
+                ));
+                let e = v.len(&pool);
+                assert!(matches!(e, Err(Error::WrongMagic { .. })), "{e:?}");
+            }
+        }
+    }
+}
+
+/// A blob of megabytes in an 8 MiB pool, under every configuration:
+/// replaced, appended to, overwritten in one call of 1 MiB, rolled back to
+/// a savepoint, truncated and shrunk; a change too large for the pool is a
+/// typed error (`OutOfMemory` or `LogFull`) that rolls back, and the blob
+/// is as it was and usable.
+#[test]
+fn a_blob_of_megabytes_in_a_small_pool() {
+    for cfg in common::configs() {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("big", 8 << 20, &cfg).unwrap();
+        let b = pool.transaction(Blob::create).unwrap();
+        let mut model: std::vec::Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+        pool.transaction(|tx| b.replace(tx, &model)).unwrap();
+        let patch = vec![0x5a; 1 << 20];
+        // A megabyte overwritten and one appended (a buffer of 4 MiB)
+        // after a savepoint, rolled back to it: where the pool has room
+        // for that, only the changes around it commit; where not, a typed
+        // error and nothing.
+        let r = pool.transaction(|tx| {
+            b.append(tx, &patch[..1000])?;
+            let sp = tx.savepoint()?;
+            b.write_at(tx, 0, &patch)?;
+            b.append(tx, &patch)?;
+            tx.rollback_to(sp)?;
+            b.write_at(tx, 1000, &patch[..5000])
+        });
+        match r {
+            Ok(()) => {
+                model.extend_from_slice(&patch[..1000]);
+                model[1000..6000].copy_from_slice(&patch[..5000]);
+            }
+            Err(e) => assert!(is_full(&e), "{what}: {e:?}"),
+        }
+        assert_eq!(b.read(&pool).unwrap(), model, "{what}");
+        pool.transaction(|tx| {
+            let sp = tx.savepoint()?;
+            b.append(tx, &patch[..3000])?;
+            tx.rollback_to(sp)?;
+            b.append(tx, &patch[..1000])?;
+            b.write_at(tx, 1000, &patch[..5000])
+        })
+        .unwrap();
+        model.extend_from_slice(&patch[..1000]);
+        model[1000..6000].copy_from_slice(&patch[..5000]);
+        assert_eq!(b.read(&pool).unwrap(), model, "{what}");
+        // Too large: four copies of the pool's size.
+        let r = pool.transaction(|tx| b.append(tx, &vec![1u8; 32 << 20]));
+        assert!(r.as_ref().is_err_and(is_full), "{what}: {r:?}");
+        // A megabyte overwritten in one call: logged whole, or too large
+        // for the log; either way whole or not at all.
+        match pool.transaction(|tx| b.write_at(tx, 0, &patch)) {
+            Ok(()) => model[..1 << 20].copy_from_slice(&patch),
+            Err(e) => assert!(is_full(&e), "{what}: {e:?}"),
+        }
+        assert_eq!(b.read(&pool).unwrap(), model, "{what}");
+        let mut buf = vec![0u8; 1000];
+        b.read_at(&pool, (1 << 20) - 100, &mut buf).unwrap();
+        assert_eq!(buf[..], model[(1 << 20) - 100..(1 << 20) + 900], "{what}");
+        let r = b.read_at(&pool, model.len() as u64 - 10, &mut buf);
+        assert!(matches!(r, Err(Error::IndexOutOfBounds { .. })), "{what}");
+        pool.transaction(|tx| {
+            b.truncate(tx, 10)?;
+            b.shrink_to_fit(tx)
+        })
+        .unwrap();
+        model.truncate(10);
+        assert_eq!(b.read(&pool).unwrap(), model, "{what}");
+        assert_eq!(b.capacity(&pool).unwrap(), 16, "{what}");
+        let mut alloc = common::allocated(&pool);
+        alloc.sort_unstable();
+        assert_eq!(alloc, b.blocks(&pool).unwrap(), "{what}");
+        // The space serves a new megabyte.
+        pool.transaction(|tx| b.append(tx, &patch)).unwrap();
+        assert_eq!(b.len(&pool).unwrap(), 10 + (1 << 20), "{what}");
+    }
+}
