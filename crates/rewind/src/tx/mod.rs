@@ -526,6 +526,17 @@ impl<'p> Tx<'p> {
                 eng.sync()?;
                 eng.alloc.reserve(&eng.dom, size)?
             }
+            // Under no-force the log may hold heap chunks with records of
+            // finished transactions (a rolled-back one starts no
+            // checkpoint): a checkpoint clears them and gives the chunks
+            // back, as for a full log in `TxLog::append_as` (nothing of
+            // this allocation is written yet). A 2 MiB pool was out of
+            // memory for 1 MiB after a transaction that grew the log into
+            // the heap rolled back.
+            Err(Error::OutOfMemory { .. }) if eng.durability.keeps_records() => {
+                eng.checkpoint()?;
+                eng.alloc.reserve(&eng.dom, size)?
+            }
             r => r?,
         };
         let draft = Draft::block(self.log.id, Kind::Alloc, off, bsize);

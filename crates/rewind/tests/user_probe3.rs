@@ -1,0 +1,1106 @@
+//! A third round of a user's programs probed from outside (after
+//! `user_probe.rs` and `user_probe2.rs`): transaction control mixed under
+//! every configuration, transactions used after the errors they returned,
+//! lock cycles of several threads. Counts and barriers only, never time.
+
+mod common;
+use common::configs;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Barrier, Mutex};
+
+use rewind::{Backend, Error, LogVariant, PPtr, Policy, Pool, PoolConfig};
+
+const LAYOUT: &str = "probe3";
+
+fn cfg(v: LogVariant, p: Policy) -> PoolConfig {
+    PoolConfig::default().log(v).policy(p).backend(Backend::Sim)
+}
+
+/// What a process kill now would leave, reopened (recovery run).
+fn reopen(pool: &Pool) -> Pool {
+    pool.sync().unwrap();
+    let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
+    Pool::open_image(img, LAYOUT).unwrap()
+}
+
+/// Panics whose payload is "planned" print nothing.
+fn quiet_planned_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&"planned") {
+                prev(info);
+            }
+        }));
+    });
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rewind::Pod, rewind::Zeroable)]
+#[repr(C)]
+struct Root {
+    a: u64,
+    b: u64,
+    x: u64,
+    n1: u64,
+    n2: u64,
+    n3: u64,
+    z: u64,
+    c: u64,
+}
+
+fn field(root: PPtr<Root>, i: u64) -> PPtr<u64> {
+    root.cast::<u64>().at(i)
+}
+
+/// One program mixing savepoints, partial rollbacks, nested top actions
+/// (one that fails, one inside another), allocations and frees, and an
+/// error return, under every log and policy: the pool holds exactly what
+/// committed, in memory and reopened, and its heap figures are the same
+/// before and after the reopen.
+#[test]
+fn a_mixed_program_under_every_config_reopens_to_what_committed() {
+    quiet_planned_panics();
+    for (v, p) in configs() {
+        let who = format!("{v:?}/{p:?}");
+        let pool = Pool::create_sim(LAYOUT, 4 << 20, &cfg(v, p)).unwrap();
+        let root = pool.transaction(|tx| tx.root::<Root>()).unwrap();
+        let base = pool.alloc_stats().bytes_used;
+        // A: commits X and N1; Y is rolled back by the savepoint.
+        pool.transaction(|tx| {
+            let x = tx.alloc::<[u64; 16]>()?;
+            tx.write(x, &[1; 16])?;
+            let sp = tx.savepoint()?;
+            let y = tx.alloc::<[u64; 4]>()?;
+            tx.write(y, &[2; 4])?;
+            tx.write(field(root, 0), &99)?;
+            tx.nested_top_action(|tx| {
+                let n1 = tx.alloc::<[u64; 8]>()?;
+                tx.write(n1, &[3; 8])?;
+                tx.write(field(root, 3), &n1.offset())
+            })?;
+            tx.rollback_to(sp)?;
+            assert_eq!(tx.read(field(root, 0))?, 0, "{who}: rolled back");
+            assert_ne!(tx.read(field(root, 3))?, 0, "{who}: action kept");
+            tx.write(field(root, 2), &x.offset())?;
+            tx.write(field(root, 0), &1)
+        })
+        .unwrap_or_else(|e| panic!("{who}: A {e:?}"));
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.b), (1, 0), "{who}");
+        let x = PPtr::<[u64; 16]>::from_offset(r.x);
+        let n1 = PPtr::<[u64; 8]>::from_offset(r.n1);
+        assert_eq!(pool.read(x).unwrap(), [1; 16], "{who}");
+        assert_eq!(pool.read(n1).unwrap(), [3; 8], "{who}");
+        let after_a = pool.alloc_stats().bytes_used;
+        assert_eq!(
+            after_a - base,
+            128 + 64,
+            "{who}: X and N1 only (their blocks)"
+        );
+
+        // B: an error return after an action inside an action, a failed
+        // action, a free of X and an allocation of Z: only the actions stay.
+        let e = pool.transaction(|tx| {
+            tx.write(field(root, 0), &5)?;
+            let sp = tx.savepoint()?;
+            tx.nested_top_action(|tx| {
+                let n2 = tx.alloc::<[u64; 2]>()?;
+                tx.write(n2, &[4; 2])?;
+                tx.write(field(root, 4), &n2.offset())?;
+                // An action inside the action, then the outer action fails:
+                // the inner one's work is the outer one's to undo or keep.
+                tx.nested_top_action(|tx| {
+                    let n3 = tx.alloc::<u64>()?;
+                    tx.write(n3, &6)?;
+                    tx.write(field(root, 5), &n3.offset())
+                })
+            })?;
+            tx.free(x)?;
+            let z = tx.alloc::<u64>()?;
+            tx.write(z, &7)?;
+            tx.write(field(root, 6), &z.offset())?;
+            let failed = tx.nested_top_action(|tx| {
+                tx.write(field(root, 1), &8)?;
+                Err::<(), _>(Error::Aborted)
+            });
+            assert!(matches!(failed, Err(Error::Aborted)), "{who}: {failed:?}");
+            assert_eq!(tx.read(field(root, 1))?, 0, "{who}: failed action undone");
+            tx.rollback_to(sp)?;
+            assert_eq!(tx.read(field(root, 6))?, 0, "{who}: Z rolled back");
+            tx.free(x)?;
+            Err::<(), _>(Error::Aborted)
+        });
+        assert!(matches!(e, Err(Error::Aborted)), "{who}: {e:?}");
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.b, r.z), (1, 0, 0), "{who}: {r:?}");
+        assert_eq!(r.x, x.offset(), "{who}");
+        assert_eq!(pool.read(x).unwrap(), [1; 16], "{who}: X kept");
+        assert_ne!(r.n2, 0, "{who}: the action stays");
+        assert_eq!(
+            pool.read(PPtr::<[u64; 2]>::from_offset(r.n2)).unwrap(),
+            [4; 2],
+            "{who}"
+        );
+        assert_ne!(r.n3, 0, "{who}: the inner action stays");
+        assert_eq!(pool.read(PPtr::<u64>::from_offset(r.n3)).unwrap(), 6);
+        let after_b = pool.alloc_stats().bytes_used;
+        assert_eq!(
+            after_b - after_a,
+            2 * 64,
+            "{who}: N2 and N3 only (64-byte blocks)"
+        );
+
+        // C: a panic after a lock, an action and a free.
+        let c = catch_unwind(AssertUnwindSafe(|| {
+            pool.transaction(|tx| {
+                tx.lock(root)?;
+                tx.nested_top_action(|tx| tx.write(field(root, 7), &11))?;
+                tx.free(n1)?;
+                tx.write(field(root, 0), &12)?;
+                if tx.read(field(root, 0))? == 12 {
+                    panic!("planned");
+                }
+                Ok::<_, Error>(())
+            })
+        }));
+        assert!(c.is_err(), "{who}: the panic goes on");
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.c), (1, 11), "{who}: {r:?}");
+        assert_eq!(pool.read(n1).unwrap(), [3; 8], "{who}: N1 kept");
+        // The lock was released: another transaction takes it.
+        pool.transaction(|tx| {
+            tx.lock(root)?;
+            tx.write(field(root, 1), &13)
+        })
+        .unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        let stats = pool.alloc_stats();
+        assert_eq!(stats.bytes_used, after_b, "{who}");
+        let again = reopen(&pool);
+        assert_eq!(again.read(root).unwrap(), pool.read(root).unwrap(), "{who}");
+        assert_eq!(again.alloc_stats(), stats, "{who}: heap after reopen");
+        assert_eq!(again.read(x).unwrap(), [1; 16], "{who}");
+        // Everything allocated can be freed once, and the heap is back.
+        again
+            .transaction(|tx| {
+                let r = tx.read(root)?;
+                for off in [r.x, r.n1, r.n2, r.n3] {
+                    tx.free(PPtr::<u8>::from_offset(off))?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        assert_eq!(again.alloc_stats().bytes_used, base, "{who}");
+        let third = reopen(&again);
+        assert_eq!(third.alloc_stats().bytes_used, base, "{who}");
+    }
+}
+
+/// A transaction whose closure swallows the `Deadlock` error its lock
+/// returned and goes on to write and return `Ok` still rolls back: the
+/// error dooms it, its later calls are refused, `transaction` returns the
+/// deadlock, and none of its writes is seen. Three threads in a cycle.
+#[test]
+fn a_swallowed_deadlock_still_rolls_back_and_a_cycle_of_three_resolves() {
+    for (v, p) in configs() {
+        let who = format!("{v:?}/{p:?}");
+        let pool = Pool::create_sim(LAYOUT, 4 << 20, &cfg(v, p)).unwrap();
+        let objs: [PPtr<u64>; 3] = pool
+            .transaction(|tx| Ok::<_, Error>([tx.alloc()?, tx.alloc()?, tx.alloc()?]))
+            .unwrap();
+        let marks = pool.transaction(|tx| tx.alloc::<[u64; 3]>()).unwrap();
+        let holding = Barrier::new(3);
+        let later: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3u64)
+                .map(|t| {
+                    let (pool, holding, later, who) = (&pool, &holding, &later, &who);
+                    s.spawn(move || {
+                        let mut first = true;
+                        pool.transaction(|tx| {
+                            tx.lock(objs[t as usize])?;
+                            tx.write(objs[t as usize], &(t + 1))?;
+                            if std::mem::take(&mut first) {
+                                holding.wait();
+                            }
+                            match tx.lock(objs[(t as usize + 1) % 3]) {
+                                Ok(()) => {}
+                                Err(Error::Deadlock { .. }) => {
+                                    // Swallowed: the program goes on.
+                                    let w = tx.write(marks.cast::<u64>().at(t), &1);
+                                    later.lock().unwrap().push(format!("{w:?}"));
+                                    return Ok(());
+                                }
+                                Err(e) => panic!("{who}: {e:?}"),
+                            }
+                            tx.write(objs[(t as usize + 1) % 3], &(t + 10))?;
+                            Ok(())
+                        })
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let refused = results
+            .iter()
+            .filter(|r| matches!(r, Err(Error::Deadlock { .. })))
+            .count();
+        assert!(
+            results
+                .iter()
+                .all(|r| r.is_ok() || matches!(r, Err(Error::Deadlock { .. }))),
+            "{who}: {results:?}"
+        );
+        assert!(
+            refused >= 1,
+            "{who}: a cycle of three needs a victim: {results:?}"
+        );
+        // Every write a doomed transaction tried was refused.
+        for w in later.lock().unwrap().iter() {
+            assert!(
+                w.starts_with("Err"),
+                "{who}: a doomed transaction wrote: {w}"
+            );
+        }
+        assert_eq!(
+            pool.read(marks).unwrap(),
+            [0; 3],
+            "{who}: doomed writes seen"
+        );
+        // Each committed transaction's two writes are there; each refused
+        // one's are not.
+        let vals: Vec<u64> = objs.iter().map(|&o| pool.read(o).unwrap()).collect();
+        for (t, r) in results.iter().enumerate() {
+            let next = (t + 1) % 3;
+            if r.is_ok() {
+                assert_eq!(vals[next], t as u64 + 10, "{who}: {vals:?} {results:?}");
+            } else {
+                let prev = (t + 2) % 3;
+                if results[prev].is_err() {
+                    assert_eq!(vals[t], 0, "{who}: {vals:?} {results:?}");
+                }
+            }
+        }
+        // No lock is left held: one transaction takes all three.
+        pool.transaction(|tx| {
+            for o in objs {
+                tx.lock(o)?;
+                tx.write(o, &100)?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        let again = reopen(&pool);
+        for o in objs {
+            assert_eq!(again.read(o).unwrap(), 100, "{who}");
+        }
+        assert_eq!(again.alloc_stats(), pool.alloc_stats(), "{who}");
+    }
+}
+
+/// A transaction doomed by a full log, used on: every later call
+/// (savepoint, rollback to an earlier savepoint, nested top action,
+/// allocation, free, lock, read, write) is an error or harmless, never a
+/// panic; the transaction returns the log's error; the pool goes on and
+/// closes cleanly, and its file reopens to what committed.
+#[test]
+fn a_transaction_used_after_its_log_filled_gets_errors_and_the_pool_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    for (v, p) in configs() {
+        let who = format!("{v:?}/{p:?}");
+        let path = dir.path().join(format!("{v:?}-{p:?}.pool"));
+        let c = PoolConfig::default()
+            .log(v)
+            .policy(p)
+            .bucket_cells(16)
+            .log_size(4096);
+        let pool = Pool::create(&path, LAYOUT, 2 << 20, &c).unwrap();
+        let root = pool.transaction(|tx| tx.root::<Root>()).unwrap();
+        let kept = pool.transaction(|tx| tx.alloc::<u64>()).unwrap();
+        pool.transaction(|tx| tx.write(field(root, 0), &1)).unwrap();
+        let base = pool.alloc_stats();
+        let mut after = Vec::new();
+        let r = pool.transaction(|tx| {
+            let sp = tx.savepoint()?;
+            tx.write(field(root, 0), &2)?;
+            let arr = tx.alloc_array::<u64>(16384)?;
+            let _sp2 = tx.savepoint()?;
+            let mut full = None;
+            'fill: for round in 1..1000u64 {
+                for i in 0..16384 {
+                    if let Err(e) = tx.write(arr.at(i), &(round + i)) {
+                        full = Some(e);
+                        break 'fill;
+                    }
+                }
+            }
+            let full = full.expect("the log never filled");
+            after.push(format!("full: {full:?}"));
+            after.push(format!("savepoint: {:?}", tx.savepoint().map(|_| ())));
+            after.push(format!("rollback_to: {:?}", tx.rollback_to(sp)));
+            after.push(format!(
+                "nta: {:?}",
+                tx.nested_top_action(|tx| tx.write(field(root, 1), &3))
+            ));
+            after.push(format!("alloc: {:?}", tx.alloc::<u64>().map(|_| ())));
+            after.push(format!("free: {:?}", tx.free(kept)));
+            after.push(format!("lock: {:?}", tx.lock(root)));
+            after.push(format!("write: {:?}", tx.write(field(root, 1), &4)));
+            after.push(format!("read: {:?}", tx.read(field(root, 0))));
+            Ok::<_, Error>(())
+        });
+        let e = r.expect_err(&who);
+        assert!(
+            matches!(e, Error::LogFull { .. } | Error::OutOfMemory { .. }),
+            "{who}: {e:?}"
+        );
+        for line in &after[1..after.len() - 1] {
+            assert!(
+                line.contains("Err("),
+                "{who}: a doomed transaction did {line}"
+            );
+        }
+        let r = pool.read(root).unwrap();
+        assert_eq!((r.a, r.b), (1, 0), "{who}: {r:?} {after:?}");
+        assert_eq!(pool.alloc_stats().bytes_used, base.bytes_used, "{who}");
+        pool.transaction(|tx| tx.write(field(root, 0), &20))
+            .unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        pool.transaction(|tx| tx.free(kept))
+            .unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        pool.close()
+            .unwrap_or_else(|e| panic!("{who}: close {e:?}"));
+        let again = Pool::open(&path, LAYOUT, &Default::default()).unwrap();
+        let r = again.read(root).unwrap();
+        assert_eq!((r.a, r.b), (20, 0), "{who}");
+        again.close().unwrap();
+    }
+}
+
+/// After a transaction that grew the log into the heap fails for room,
+/// the heap it took is the program's again: an allocation that fit
+/// before the failure fits after it (and after a reopen). Under no-force
+/// the rolled-back transaction's records held the log's heap chunks until
+/// a checkpoint, which only a commit (or a full log) started: the next
+/// allocation of 1 MiB in a 2 MiB pool was `OutOfMemory` with five of the
+/// heap's seven chunks the log's, though a checkpoint would have freed
+/// them.
+#[test]
+fn the_heap_a_failed_giant_transaction_lent_the_log_comes_back() {
+    for (v, p) in configs() {
+        let who = format!("{v:?}/{p:?}");
+        let c = cfg(v, p).bucket_cells(16).log_size(4096);
+        let pool = Pool::create_sim(LAYOUT, 2 << 20, &c).unwrap();
+        let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
+        let free0 = pool.alloc_stats();
+        // Fits before.
+        let big = pool.transaction(|tx| tx.alloc_bytes(1 << 20)).unwrap();
+        pool.transaction(|tx| tx.free(PPtr::<u8>::from_offset(big)))
+            .unwrap();
+        let r = pool.transaction(|tx| {
+            let arr = tx.alloc_array::<u64>(16384)?;
+            let _sp = tx.savepoint()?;
+            for round in 1..1000u64 {
+                for i in 0..16384 {
+                    tx.write(arr.at(i), &(round + i))?;
+                }
+            }
+            tx.write(root, &1)
+        });
+        assert!(
+            matches!(r, Err(Error::LogFull { .. } | Error::OutOfMemory { .. })),
+            "{who}: {r:?}"
+        );
+        let free1 = pool.alloc_stats();
+        let again = pool.transaction(|tx| tx.alloc_bytes(1 << 20));
+        assert!(
+            again.is_ok(),
+            "{who}: {again:?}\nbefore {} free chunks, after {}",
+            free0.free_chunks,
+            free1.free_chunks
+        );
+        pool.transaction(|tx| tx.free(PPtr::<u8>::from_offset(again.unwrap())))
+            .unwrap();
+        let re = reopen(&pool);
+        re.transaction(|tx| tx.alloc_bytes(1 << 20))
+            .unwrap_or_else(|e| panic!("{who}: after reopen {e:?}"));
+    }
+}
+
+// ---------------------------------------------------------------------
+// Threads that allocate, free and run nested top actions, SIGKILLed.
+
+const KT: usize = 3;
+const KNTA: usize = 24;
+const ENV_KPOOL: &str = "USER_PROBE3_KILL_POOL";
+const ENV_KSEED: &str = "USER_PROBE3_KILL_SEED";
+
+#[derive(Clone, Copy, rewind::Pod, rewind::Zeroable)]
+#[repr(C)]
+struct KRoot {
+    shared: u64,
+    done: [u64; KT],
+    cur: [u64; KT],
+    nta_n: [u64; KT],
+    nta: [[u64; KNTA]; KT],
+}
+
+fn kword(root: PPtr<KRoot>, at: usize) -> PPtr<u64> {
+    PPtr::from_offset(root.offset() + at as u64)
+}
+
+/// Transaction `id` of thread `t`: (rolls a savepoint back, runs a
+/// nested top action, aborts).
+fn kplan(seed: u64, t: usize, id: u64) -> (bool, bool, bool) {
+    let mut x = seed ^ ((t as u64) << 40) ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 29;
+    (
+        x.is_multiple_of(5),
+        (x >> 8).is_multiple_of(7),
+        (x >> 16).is_multiple_of(6),
+    )
+}
+
+fn nta_value(t: usize, k: u64) -> u64 {
+    (t as u64) << 32 | k
+}
+
+/// The child: `KT` threads, each replacing its own block (allocated
+/// new, the old one freed) under a shared counter's lock, some with a
+/// savepoint rolled back over an allocation and a free, some with a
+/// nested top action that allocates a block and records it, some
+/// rolling back; each reports "c t id" or "a t id" once its transaction
+/// ended.
+#[test]
+fn user_probe3_kill_child() {
+    use std::io::Write;
+    let Some(path) = std::env::var_os(ENV_KPOOL) else {
+        return;
+    };
+    let seed: u64 = std::env::var(ENV_KSEED).unwrap().parse().unwrap();
+    let pool = Pool::open(&path, LAYOUT, &Default::default()).unwrap();
+    pool.set_lock_timeout(std::time::Duration::MAX);
+    let root = pool.root::<KRoot>().unwrap().unwrap();
+    let out = Mutex::new(std::io::stdout());
+    writeln!(out.lock().unwrap(), "\nready").unwrap();
+    std::thread::scope(|s| {
+        for t in 0..KT {
+            let (pool, out) = (&pool, &out);
+            s.spawn(move || {
+                let first = pool.read(root).unwrap().done[t];
+                for id in first..first + 100_000 {
+                    let (sp, nta, abort) = kplan(seed, t, id);
+                    let r = pool.transaction(|tx| {
+                        let done = kword(root, std::mem::offset_of!(KRoot, done) + 8 * t);
+                        let cur = kword(root, std::mem::offset_of!(KRoot, cur) + 8 * t);
+                        let shared = kword(root, 0);
+                        tx.lock(shared)?;
+                        let n = tx.read(shared)?;
+                        tx.write(shared, &(n + 1))?;
+                        let old = PPtr::<[u64; 8]>::from_offset(tx.read(cur)?);
+                        let new = tx.alloc::<[u64; 8]>()?;
+                        tx.write(new, &[id + 1; 8])?;
+                        if sp {
+                            let s = tx.savepoint()?;
+                            let extra = tx.alloc::<[u64; 8]>()?;
+                            tx.write(extra, &[7; 8])?;
+                            tx.free(old)?;
+                            tx.write(cur, &extra.offset())?;
+                            tx.rollback_to(s)?;
+                        }
+                        if nta {
+                            tx.nested_top_action(|tx| {
+                                let nn = kword(root, std::mem::offset_of!(KRoot, nta_n) + 8 * t);
+                                let k = tx.read(nn)?;
+                                if k < KNTA as u64 {
+                                    let b = tx.alloc::<[u64; 16]>()?;
+                                    tx.write(b, &[nta_value(t, k); 16])?;
+                                    let slot = std::mem::offset_of!(KRoot, nta)
+                                        + 8 * (t * KNTA + k as usize);
+                                    tx.write(kword(root, slot), &b.offset())?;
+                                    tx.write(nn, &(k + 1))?;
+                                }
+                                Ok::<_, Error>(())
+                            })?;
+                        }
+                        tx.free(old)?;
+                        tx.write(cur, &new.offset())?;
+                        tx.write(done, &(id + 1))?;
+                        if abort {
+                            return Err(Error::Aborted);
+                        }
+                        Ok(())
+                    });
+                    let w = match r {
+                        Ok(()) => "c",
+                        Err(Error::Aborted) if abort => "a",
+                        Err(e) => panic!("child thread {t} tx {id}: {e}"),
+                    };
+                    writeln!(out.lock().unwrap(), "{w} {t} {id}").unwrap();
+                }
+            });
+        }
+    });
+}
+
+/// Checks a recovered pool of the kill test against the acknowledgements
+/// (`known`: per thread, the `done` word before this child ran;
+/// `ended`: the last transaction it reported ended). Returns the new
+/// `done` words.
+fn kverify(
+    who: &str,
+    pool: &Pool,
+    seed: u64,
+    known: [u64; KT],
+    ended: [Option<u64>; KT],
+    base: u64,
+) -> [u64; KT] {
+    let root = pool.root::<KRoot>().unwrap().unwrap();
+    let st = pool.read(root).unwrap();
+    let mut committed_total = 0;
+    let mut live = base;
+    for t in 0..KT {
+        let want = match ended[t] {
+            None => known[t],
+            Some(e) => (known[t]..=e)
+                .rev()
+                .find(|&i| !kplan(seed, t, i).2)
+                .map_or(known[t], |i| i + 1),
+        };
+        let next = ended[t].map_or(known[t], |e| e + 1);
+        let got = st.done[t];
+        assert!(
+            got == want || (got == next + 1 && !kplan(seed, t, next).2),
+            "{who} thread {t}: done {got}, acknowledged up to {want}, next {next}"
+        );
+        // The thread's block holds its last commit's value.
+        let cur = PPtr::<[u64; 8]>::from_offset(st.cur[t]);
+        assert_eq!(pool.read(cur).unwrap(), [got; 8], "{who} thread {t}: block");
+        committed_total += (0..got).filter(|&i| !kplan(seed, t, i).2).count() as u64;
+        live += 64;
+        let n = st.nta_n[t];
+        assert!(n <= KNTA as u64, "{who}");
+        for k in 0..n {
+            let b = PPtr::<[u64; 16]>::from_offset(st.nta[t][k as usize]);
+            assert_eq!(
+                pool.read(b).unwrap(),
+                [nta_value(t, k); 16],
+                "{who} thread {t}: action block {k}"
+            );
+            live += 128;
+        }
+        for k in n as usize..KNTA {
+            assert_eq!(
+                st.nta[t][k], 0,
+                "{who} thread {t}: action slot {k} past the count"
+            );
+        }
+    }
+    assert_eq!(st.shared, committed_total, "{who}: shared counter");
+    assert_eq!(
+        pool.alloc_stats().bytes_used,
+        live,
+        "{who}: allocated bytes are the reachable blocks (a leak or a lost block)"
+    );
+    st.done
+}
+
+fn run_kill_child(path: &std::path::Path, seed: u64, kill: u64) -> [Option<u64>; KT] {
+    use std::io::BufRead;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = common::spawn_test_child(
+        "user_probe3_kill_child",
+        &[
+            (ENV_KPOOL, path.into()),
+            (ENV_KSEED, seed.to_string().into()),
+        ],
+    );
+    let mut ended = [None; KT];
+    let mut acks = 0;
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        let mut w = line.split_whitespace();
+        if !matches!(w.next(), Some("c" | "a")) {
+            continue;
+        }
+        let t: usize = w.next().unwrap().parse().unwrap();
+        let id: u64 = w.next().unwrap().parse().unwrap();
+        ended[t] = Some(id);
+        acks += 1;
+        if acks == kill {
+            child.kill().unwrap();
+        }
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child ended before its kill: {status}"
+    );
+    ended
+}
+
+/// Every log × policy: three threads allocating, freeing, rolling back
+/// to savepoints and running nested top actions, SIGKILLed after a
+/// seeded number of acknowledgements (twice for a third of them); after each
+/// recovery exactly the acknowledged transactions are there (or the one
+/// in flight), each thread's block holds its last commit, the actions'
+/// blocks hold theirs, and the heap's allocated bytes are exactly the
+/// reachable blocks.
+#[test]
+fn threads_allocating_freeing_and_acting_killed_keep_a_leak_free_heap() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let c = PoolConfig::default().log(v).policy(p);
+        // Settings at their edges, one set per configuration.
+        let (c, set) = match i % 4 {
+            0 => (c, "defaults"),
+            1 => (
+                c.bucket_cells(8).group_size(64).lanes(8),
+                "8 cells, groups of 64, 8 lanes",
+            ),
+            2 => (c.bucket_cells(2048).lanes(1), "2048 cells, 1 lane"),
+            _ => (
+                c.backend(Backend::Msync).group_size(16),
+                "msync, groups of 16",
+            ),
+        };
+        let who = format!("{v:?}/{p:?} ({set})");
+        let path = dir.path().join(format!("{i}.pool"));
+        let pool = Pool::create(&path, LAYOUT, 4 << 20, &c).unwrap();
+        let base = pool.alloc_stats().bytes_used;
+        pool.transaction(|tx| {
+            let root = tx.root::<KRoot>()?;
+            for t in 0..KT {
+                let b = tx.alloc::<[u64; 8]>()?;
+                tx.write(
+                    kword(root, std::mem::offset_of!(KRoot, cur) + 8 * t),
+                    &b.offset(),
+                )?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        let base = base + pool.alloc_stats().bytes_used - base - KT as u64 * 64;
+        drop(pool);
+        let seed = 0x5eed_0000 + i as u64;
+        let mut known = [0; KT];
+        // A second kill (after a recovery) for a third of the pools, to
+        // keep the file quick; USER_PROBE3_CYCLES=N runs N for each.
+        let cycles = std::env::var("USER_PROBE3_CYCLES")
+            .map_or(1 + u64::from(i % 3 == 0), |c| c.parse().unwrap());
+        for cycle in 0..cycles {
+            let kill = 20 + (seed * 31 + cycle * 97) % 400;
+            let ended = run_kill_child(&path, seed, kill);
+            let pool = Pool::open(&path, LAYOUT, &Default::default())
+                .unwrap_or_else(|e| panic!("{who}: recovery {e}"));
+            known = kverify(
+                &format!("{who} cycle {cycle}"),
+                &pool,
+                seed,
+                known,
+                ended,
+                base,
+            );
+        }
+    }
+}
+
+/// Three threads on a small pool allocating blocks of many sizes until
+/// the heap and the log run out, freeing some of theirs, some
+/// transactions rolled back, under every log and policy: every failure is
+/// a typed error of room, every committed block holds what its
+/// transaction wrote, and once every block is freed the heap is back to
+/// its first figure (nothing leaked, nothing freed twice), in memory and
+/// reopened.
+#[test]
+fn threads_filling_a_small_pool_leak_nothing() {
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let who = format!("{v:?}/{p:?}");
+        let pool = Pool::create_sim(LAYOUT, 2 << 20, &cfg(v, p).log_size(32 << 10)).unwrap();
+        let base = pool.alloc_stats().bytes_used;
+        let lives: Vec<Vec<(u64, u64, u8)>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3u64)
+                .map(|t| {
+                    let (pool, who) = (&pool, &who);
+                    s.spawn(move || {
+                        let mut x = 0x9e37_79b9u64 ^ (i as u64) << 20 ^ t;
+                        let mut next = || {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x
+                        };
+                        let mut live: Vec<(u64, u64, u8)> = Vec::new();
+                        let (mut full, mut ok) = (0, 0);
+                        for round in 0..120u64 {
+                            let r0 = next();
+                            let n = 1 + r0 % 4;
+                            let abort = r0 % 9 == 0;
+                            let frees = if live.is_empty() { 0 } else { (r0 >> 8) % 3 };
+                            let mut free_idx = Vec::new();
+                            for _ in 0..frees {
+                                let k = (next() % live.len() as u64) as usize;
+                                if !free_idx.contains(&k) {
+                                    free_idx.push(k);
+                                }
+                            }
+                            let sizes: Vec<u64> = (0..n)
+                                .map(|_| {
+                                    let r = next();
+                                    match r % 10 {
+                                        0 => 70_000 + r % 200_000,
+                                        1..=3 => 1000 + r % 8000,
+                                        _ => 8 + r % 600,
+                                    }
+                                })
+                                .collect();
+                            let fill = (round as u8) ^ (t as u8) << 6;
+                            let r = pool.transaction(|tx| {
+                                let mut made = Vec::new();
+                                for &sz in &sizes {
+                                    let b = tx.alloc_bytes(sz)?;
+                                    tx.write_bytes(b, &vec![fill; sz as usize])?;
+                                    made.push((b, sz, fill));
+                                }
+                                for &k in &free_idx {
+                                    tx.free(PPtr::<u8>::from_offset(live[k].0))?;
+                                }
+                                if abort {
+                                    return Err(Error::Aborted);
+                                }
+                                Ok(made)
+                            });
+                            match r {
+                                Ok(made) => {
+                                    ok += 1;
+                                    free_idx.sort_unstable();
+                                    for k in free_idx.into_iter().rev() {
+                                        live.swap_remove(k);
+                                    }
+                                    live.extend(made);
+                                }
+                                Err(Error::Aborted) if abort => {}
+                                Err(Error::OutOfMemory { .. } | Error::LogFull { .. }) => {
+                                    full += 1;
+                                    // Room is made by freeing the oldest (which
+                                    // may itself find the log full while the
+                                    // other threads' transactions hold it).
+                                    if !live.is_empty() {
+                                        let (b, _, _) = live[0];
+                                        match pool
+                                            .transaction(|tx| tx.free(PPtr::<u8>::from_offset(b)))
+                                        {
+                                            Ok(()) => {
+                                                live.remove(0);
+                                            }
+                                            Err(Error::LogFull { .. }) => {}
+                                            Err(e) => panic!("{who}: free {e:?}"),
+                                        }
+                                    }
+                                }
+                                Err(e) => panic!("{who} thread {t}: {e:?}"),
+                            }
+                        }
+                        assert!(ok > 0, "{who} thread {t}: nothing committed ({full} full)");
+                        live
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let all: Vec<(u64, u64, u8)> = lives.into_iter().flatten().collect();
+        let check = |pool: &Pool, what: &str| {
+            for &(b, sz, fill) in &all {
+                let mut buf = vec![0u8; sz as usize];
+                pool.read_bytes(b, &mut buf)
+                    .unwrap_or_else(|e| panic!("{who} {what}: block {b}: {e:?}"));
+                assert!(
+                    buf.iter().all(|&x| x == fill),
+                    "{who} {what}: block {b} of {sz}"
+                );
+            }
+        };
+        check(&pool, "in memory");
+        let again = reopen(&pool);
+        check(&again, "reopened");
+        assert_eq!(
+            again.alloc_stats().bytes_used,
+            pool.alloc_stats().bytes_used,
+            "{who}"
+        );
+        for chunk in all.chunks(16) {
+            again
+                .transaction(|tx| {
+                    for &(b, _, _) in chunk {
+                        tx.free(PPtr::<u8>::from_offset(b))?;
+                    }
+                    Ok::<_, Error>(())
+                })
+                .unwrap_or_else(|e| panic!("{who}: freeing all {e:?}"));
+        }
+        assert_eq!(again.alloc_stats().bytes_used, base, "{who}: a leak");
+        let third = reopen(&again);
+        assert_eq!(
+            third.alloc_stats().bytes_used,
+            base,
+            "{who}: a leak after reopen"
+        );
+        // And the room is there again: a large block fits.
+        third
+            .transaction(|tx| tx.alloc_bytes(1 << 20))
+            .unwrap_or_else(|e| panic!("{who}: {e:?} {:?}", third.alloc_stats()));
+    }
+}
+
+/// Under the redo policies a nested top action begun first in its
+/// transaction commits as a group of its own, and becomes an ordinary
+/// action from its start when it takes a savepoint, runs an action of its
+/// own, or outgrows the ring. Each way, with an allocation, a free and a
+/// partial rollback inside it, then the enclosing transaction rolled
+/// back: the action's effects (and only they) are there, in memory and
+/// reopened, and the heap holds exactly its blocks.
+#[test]
+fn a_first_action_that_stops_being_a_ring_group_keeps_exactly_its_effects() {
+    for v in LogVariant::ALL {
+        for p in [
+            Policy::Redo,
+            Policy::RedoAsync,
+            Policy::Force,
+            Policy::NoForce,
+        ] {
+            for way in 0..4u32 {
+                let who = format!("{v:?}/{p:?} way {way}");
+                let pool = Pool::create_sim(LAYOUT, 8 << 20, &cfg(v, p)).unwrap();
+                let root = pool.transaction(|tx| tx.root::<Root>()).unwrap();
+                let old = pool.transaction(|tx| tx.alloc::<[u64; 8]>()).unwrap();
+                pool.transaction(|tx| tx.write(field(root, 2), &old.offset()))
+                    .unwrap();
+                let base = pool.alloc_stats().bytes_used;
+                let big = vec![0xabu8; 1 << 20];
+                let r = pool.transaction(|tx| {
+                    tx.nested_top_action(|tx| {
+                        let n = tx.alloc::<[u64; 8]>()?;
+                        tx.write(n, &[5; 8])?;
+                        tx.write(field(root, 3), &n.offset())?;
+                        tx.free(old)?;
+                        tx.write(field(root, 2), &0)?;
+                        match way {
+                            0 => {
+                                let sp = tx.savepoint()?;
+                                tx.write(field(root, 0), &1)?;
+                                let gone = tx.alloc::<[u64; 8]>()?;
+                                tx.write(field(root, 6), &gone.offset())?;
+                                tx.rollback_to(sp)?;
+                            }
+                            1 => {
+                                tx.nested_top_action(|tx| {
+                                    let m = tx.alloc::<u64>()?;
+                                    tx.write(m, &9)?;
+                                    tx.write(field(root, 4), &m.offset())
+                                })?;
+                                let e = tx.nested_top_action(|tx| {
+                                    tx.write(field(root, 0), &1)?;
+                                    Err::<(), _>(Error::Aborted)
+                                });
+                                assert!(matches!(e, Err(Error::Aborted)));
+                            }
+                            2 => {
+                                // Larger than the ring.
+                                let b = tx.alloc_bytes(big.len() as u64)?;
+                                tx.write_bytes(b, &big)?;
+                                tx.write(field(root, 5), &b)?;
+                            }
+                            _ => {
+                                let b = tx.alloc_bytes(big.len() as u64)?;
+                                tx.write(field(root, 5), &b)?;
+                                let sp = tx.savepoint()?;
+                                tx.write_bytes(b, &big)?;
+                                tx.rollback_to(sp)?;
+                            }
+                        }
+                        Ok::<_, Error>(())
+                    })?;
+                    tx.write(field(root, 7), &77)?;
+                    Err::<(), _>(Error::Aborted)
+                });
+                assert!(matches!(r, Err(Error::Aborted)), "{who}: {r:?}");
+                for (what, pool) in [("in memory", &pool), ("reopened", &reopen(&pool))] {
+                    let r = pool.read(root).unwrap();
+                    assert_eq!((r.a, r.x, r.z, r.c), (0, 0, 0, 0), "{who} {what}: {r:?}");
+                    assert_ne!(r.n1, 0, "{who} {what}");
+                    assert_eq!(
+                        pool.read(PPtr::<[u64; 8]>::from_offset(r.n1)).unwrap(),
+                        [5; 8],
+                        "{who} {what}"
+                    );
+                    assert!(pool.read(old).is_err(), "{who} {what}: the action's free");
+                    // The action freed OLD and allocated N1 of the same size.
+                    let mut used = base;
+                    if way == 1 {
+                        assert_eq!(
+                            pool.read(PPtr::<u64>::from_offset(r.n2)).unwrap(),
+                            9,
+                            "{who} {what}"
+                        );
+                        used += 64;
+                    } else {
+                        assert_eq!(r.n2, 0, "{who} {what}");
+                    }
+                    if way >= 2 {
+                        let mut buf = vec![0u8; big.len()];
+                        pool.read_bytes(r.n3, &mut buf).unwrap();
+                        let want = if way == 2 { 0xab } else { 0 };
+                        assert!(buf.iter().all(|&b| b == want), "{who} {what}: big block");
+                        assert!(
+                            pool.alloc_stats().bytes_used >= used + big.len() as u64,
+                            "{who} {what}"
+                        );
+                    } else {
+                        assert_eq!(r.n3, 0, "{who} {what}");
+                        assert_eq!(pool.alloc_stats().bytes_used, used, "{who} {what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Two transactions that both hold a lock shared and both ask for it
+/// exclusively (two readers turned writers) wait for each other: one is
+/// a `Deadlock`, rolls back, and its retry succeeds; the other upgrades.
+/// The same with the upgrade asked inside a nested top action: the
+/// action fails with the deadlock, the enclosing transaction is doomed
+/// and rolls back, and an action it completed before stays.
+#[test]
+fn two_shared_holders_upgrading_at_once_are_a_deadlock_not_a_hang() {
+    for (v, p) in configs() {
+        for in_action in [false, true] {
+            let who = format!("{v:?}/{p:?} in action {in_action}");
+            let pool = Pool::create_sim(LAYOUT, 4 << 20, &cfg(v, p)).unwrap();
+            pool.set_lock_timeout(std::time::Duration::MAX);
+            let root = pool.transaction(|tx| tx.root::<Root>()).unwrap();
+            let x = field(root, 0);
+            let both = Barrier::new(2);
+            let rs: Vec<(Result<(), Error>, u32)> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2u64)
+                    .map(|t| {
+                        let (pool, both) = (&pool, &both);
+                        s.spawn(move || {
+                            let mut tries = 0u32;
+                            let mut first = None;
+                            loop {
+                                tries += 1;
+                                let r = pool.transaction(|tx| {
+                                    tx.nested_top_action(|tx| {
+                                        let k = tx.read(field(root, 4 + t))?;
+                                        tx.write(field(root, 4 + t), &(k + 1))
+                                    })?;
+                                    tx.lock_shared(x)?;
+                                    let n = tx.read(x)?;
+                                    if tries == 1 {
+                                        both.wait();
+                                    }
+                                    if in_action {
+                                        tx.nested_top_action(|tx| {
+                                            tx.lock(x)?;
+                                            tx.write(field(root, 2 + t), &1)
+                                        })?;
+                                    } else {
+                                        tx.lock(x)?;
+                                    }
+                                    tx.write(x, &(n + 1))
+                                });
+                                match r {
+                                    Ok(()) => return (first.unwrap_or(Ok(())), tries),
+                                    Err(Error::Deadlock { .. }) => {
+                                        first.get_or_insert(r);
+                                    }
+                                    Err(e) => panic!("{e:?}"),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let deadlocks = rs.iter().filter(|(r, _)| r.is_err()).count();
+            assert!(deadlocks >= 1, "{who}: {rs:?}");
+            let r = pool.read(root).unwrap();
+            assert_eq!(r.a, 2, "{who}: both increments, one after its retry");
+            let tries: u64 = rs.iter().map(|&(_, n)| n as u64).sum();
+            // Every try's first action stayed, the doomed ones' too.
+            assert_eq!(r.n2 + r.n3, tries, "{who}: {r:?} {rs:?}");
+            let again = reopen(&pool);
+            assert_eq!(again.read(root).unwrap(), r, "{who}");
+        }
+    }
+}
+
+/// A pool file longer than its recorded size, the tail full of garbage
+/// (what a crash during a growth, a tool or a copy can leave): the pool
+/// opens, and its growth over the tail gives zeroed, consistent memory:
+/// allocations there read back zeros, hold what is written, the pool
+/// checks clean and reopens with everything, under every log and policy.
+#[test]
+fn growth_over_a_garbage_tail_of_the_file_starts_clean() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let who = format!("{v:?}/{p:?}");
+        let path = dir.path().join(format!("{i}.pool"));
+        let c = PoolConfig::default().log(v).policy(p).max_size(64 << 20);
+        let pool = Pool::create(&path, LAYOUT, 4 << 20, &c).unwrap();
+        let root = pool.transaction(|tx| tx.root::<Root>()).unwrap();
+        pool.transaction(|tx| tx.write(field(root, 0), &1)).unwrap();
+        let size = pool.size();
+        pool.close().unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let junk: Vec<u8> = (0..(12u32 << 20))
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1)
+            .collect();
+        f.write_all(&junk).unwrap();
+        drop(f);
+        let pool = Pool::open(&path, LAYOUT, &Default::default())
+            .unwrap_or_else(|e| panic!("{who}: open {e:?}"));
+        let mut blocks = Vec::new();
+        for k in 0..6u64 {
+            let b = pool
+                .transaction(|tx| {
+                    let b = tx.alloc_bytes(1 << 20)?;
+                    let mut buf = vec![0u8; 1 << 20];
+                    tx.read_bytes(b, &mut buf)?;
+                    assert!(
+                        buf.iter().all(|&x| x == 0),
+                        "{who}: a fresh block is not zeroed"
+                    );
+                    tx.write_bytes(b, &vec![k as u8 + 1; 1 << 20])?;
+                    let s = tx.alloc::<[u64; 8]>()?;
+                    assert_eq!(tx.read(s)?, [0; 8], "{who}: small block not zeroed");
+                    tx.write(s, &[k; 8])?;
+                    Ok::<_, Error>((b, s))
+                })
+                .unwrap_or_else(|e| panic!("{who}: {e:?}"));
+            blocks.push(b);
+        }
+        assert!(pool.size() > size, "{who}: grew");
+        let report = rewind::inspect::check_pool(&pool);
+        assert!(report.is_ok(), "{who}: {report:?}");
+        pool.close().unwrap();
+        let report = rewind::inspect::check(&path).unwrap();
+        assert!(report.is_ok(), "{who}: {report:?}");
+        let pool = Pool::open(&path, LAYOUT, &Default::default()).unwrap();
+        for (k, &(b, s)) in blocks.iter().enumerate() {
+            let mut buf = vec![0u8; 1 << 20];
+            pool.read_bytes(b, &mut buf).unwrap();
+            assert!(buf.iter().all(|&x| x == k as u8 + 1), "{who}: block {k}");
+            assert_eq!(pool.read(s).unwrap(), [k as u64; 8], "{who}");
+        }
+        assert_eq!(pool.read(field(root, 0)).unwrap(), 1);
+    }
+}
