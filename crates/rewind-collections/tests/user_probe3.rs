@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rewind::{LogVariant, PPtr, Policy, Pool, PoolConfig};
+use rewind::{PPtr, Policy, Pool, PoolConfig};
 use rewind_collections::{BTreeMap, Blob, Error, HashMap, List};
 
 /// A blob record: a value and its complement, so a torn read shows.
@@ -319,18 +319,7 @@ fn run_shared_list_and_blob(cfg: &PoolConfig, seed: u64) {
 /// record; no block leaks.
 #[test]
 fn threads_sharing_a_list_and_a_blob_are_serializable() {
-    let cfgs = [
-        PoolConfig::default(),
-        PoolConfig::default().policy(Policy::Force),
-        PoolConfig::default()
-            .log(LogVariant::Optimized)
-            .policy(Policy::NoForce),
-        PoolConfig::default().policy(Policy::RedoAsync),
-        PoolConfig::default()
-            .log(LogVariant::TwoLayer)
-            .policy(Policy::Force),
-    ];
-    for (i, cfg) in cfgs.iter().enumerate() {
+    for (i, cfg) in common::configs().iter().enumerate() {
         run_shared_list_and_blob(cfg, 7 + i as u64);
     }
 }
@@ -1255,6 +1244,27 @@ fn savepoints_over_every_collection_leak_nothing() {
                             m.2 = bytes;
                         }
                     }
+                }
+                // The transaction's own view, through its scans.
+                let mut own: std::vec::Vec<(u64, u64)> =
+                    h.iter_tx(tx)?.collect::<Result<_, _>>()?;
+                own.sort_unstable();
+                let mut want: std::vec::Vec<(u64, u64)> =
+                    m.0.iter().map(|(k, v)| (*k, *v)).collect();
+                want.sort_unstable();
+                assert_eq!(own, want);
+                assert_eq!(h.len_tx(tx)?, m.0.len() as u64);
+                let own: std::vec::Vec<u64> = l.iter_tx(tx)?.rev().collect::<Result<_, _>>()?;
+                assert_eq!(own, m.3.iter().rev().copied().collect::<std::vec::Vec<_>>());
+                let own: std::vec::Vec<(String, String)> =
+                    s.iter_tx(tx)?.rev().collect::<Result<_, _>>()?;
+                assert_eq!(
+                    own,
+                    m.4.clone().into_iter().rev().collect::<std::vec::Vec<_>>()
+                );
+                assert_eq!(b.read_tx(tx)?, m.2);
+                for i in [0, m.1.len() / 2, m.1.len().saturating_sub(1)] {
+                    assert_eq!(v.get_tx(tx, i as u64)?, m.1.get(i).copied());
                 }
                 if round % 7 == 3 {
                     return Err(common::aborted());
