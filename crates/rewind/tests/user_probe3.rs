@@ -1104,3 +1104,202 @@ fn growth_over_a_garbage_tail_of_the_file_starts_clean() {
         assert_eq!(pool.read(field(root, 0)).unwrap(), 1);
     }
 }
+
+/// A tmpfs of `mib` MiB, unmounted (lazily) when dropped; `None` where
+/// mounting is not allowed.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount(mib: u64) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("cannot mount a tmpfs here: skipped");
+            return None;
+        }
+        Some(SmallFs { dir })
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// The same on a pool that may grow but whose file system is full: the
+/// allocation after the rolled-back giant transaction must find the heap
+/// the log held, not `NoSpaceToGrow` (the growth it tried first).
+#[test]
+fn the_heap_a_failed_giant_transaction_lent_the_log_comes_back_on_a_full_disk() {
+    let Some(fs) = SmallFs::mount(6) else {
+        return;
+    };
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let who = format!("{v:?}/{p:?}");
+        let path = fs.dir.path().join(format!("{i}.pool"));
+        let c = PoolConfig::default()
+            .log(v)
+            .policy(p)
+            .bucket_cells(16)
+            .log_size(4096)
+            .max_size(64 << 20);
+        let pool = Pool::create(&path, LAYOUT, 2 << 20, &c).unwrap();
+        // The file system has room for this pool and little more.
+        let filler = fs.dir.path().join("filler");
+        let st = rustix::fs::statvfs(fs.dir.path()).unwrap();
+        let free = st.f_bavail * st.f_frsize;
+        std::fs::write(&filler, vec![1u8; (free - (64 << 10)) as usize]).unwrap();
+        let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
+        let big = pool.transaction(|tx| tx.alloc_bytes(1 << 20)).unwrap();
+        pool.transaction(|tx| tx.free(PPtr::<u8>::from_offset(big)))
+            .unwrap();
+        let r = pool.transaction(|tx| {
+            let arr = tx.alloc_array::<u64>(16384)?;
+            let _sp = tx.savepoint()?;
+            for round in 1..1000u64 {
+                for i in 0..16384 {
+                    tx.write(arr.at(i), &(round + i))?;
+                }
+            }
+            tx.write(root, &1)
+        });
+        assert!(
+            matches!(
+                r,
+                Err(Error::LogFull { .. }
+                    | Error::OutOfMemory { .. }
+                    | Error::NoSpaceToGrow { .. })
+            ),
+            "{who}: {r:?}"
+        );
+        let again = pool.transaction(|tx| tx.alloc_bytes(1 << 20));
+        assert!(again.is_ok(), "{who}: {again:?} {:?}", pool.alloc_stats());
+        drop(pool);
+        std::fs::remove_file(&filler).unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// Under redo-async a committed transaction that logged through the log
+/// blocks (it took a savepoint) leaves records that hold the log's heap
+/// chunks until write-back puts its values in place (the simulated domain
+/// runs no write-back thread: the lag is as long as it can be). Small
+/// blocks allocated afterwards, each as a commit group's entry, must find
+/// the room a write-back makes: as many fit as after a `sync`.
+#[test]
+fn redo_async_small_allocations_find_the_room_write_back_makes() {
+    for v in LogVariant::ALL {
+        let mut counts = Vec::new();
+        for sync_first in [true, false] {
+            let c = cfg(v, Policy::RedoAsync).log_size(16 << 10);
+            let pool = Pool::create_sim(LAYOUT, 4 << 20, &c).unwrap();
+            let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
+            let arr = pool
+                .transaction(|tx| tx.alloc_array::<u64>(1 << 15))
+                .unwrap();
+            pool.transaction(|tx| {
+                let _sp = tx.savepoint()?;
+                for k in 0..(1u64 << 15) / 128 {
+                    let piece: Vec<u8> = (k * 128..(k + 1) * 128)
+                        .flat_map(|i| (i + 1).to_le_bytes())
+                        .collect();
+                    tx.write_bytes(arr.at(k * 128).offset(), &piece)?;
+                }
+                tx.write(root, &1)
+            })
+            .unwrap_or_else(|e| panic!("{v:?}: {e:?}"));
+            if sync_first {
+                pool.sync().unwrap();
+            }
+            let mut n = 0u64;
+            loop {
+                match pool.transaction(|tx| tx.alloc_bytes(32 << 10)) {
+                    Ok(_) => n += 1,
+                    Err(Error::OutOfMemory { .. } | Error::LogFull { .. }) => break,
+                    Err(e) => panic!("{v:?}: {e:?}"),
+                }
+            }
+            counts.push(n);
+            pool.sync().unwrap();
+            assert_eq!(pool.read(arr.at(77)).unwrap(), 78, "{v:?}");
+        }
+        assert_eq!(
+            counts[1], counts[0],
+            "{v:?}: 32 KiB blocks after a sync, without one"
+        );
+    }
+}
+
+/// On a growable pool whose file system is full, the log that needs a
+/// chunk asks the heap, which tries to grow the file: `NoSpaceToGrow`.
+/// Under no-force a log holding a rolled-back giant transaction's records
+/// must then be checkpointed, as when it is full (`LogFull`), so that the
+/// next transaction's writes find room, under every log variant.
+#[test]
+fn writes_after_a_failed_giant_transaction_on_a_full_disk_find_the_log_checkpointed() {
+    let Some(fs) = SmallFs::mount(6) else {
+        return;
+    };
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let who = format!("{v:?}/{p:?}");
+        let path = fs.dir.path().join(format!("{i}.pool"));
+        let c = PoolConfig::default()
+            .log(v)
+            .policy(p)
+            .bucket_cells(16)
+            .log_size(4096)
+            .max_size(64 << 20);
+        let pool = Pool::create(&path, LAYOUT, 2 << 20, &c).unwrap();
+        let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
+        let data = pool.transaction(|tx| tx.alloc_bytes(256 << 10)).unwrap();
+        let filler = fs.dir.path().join("filler");
+        let st = rustix::fs::statvfs(fs.dir.path()).unwrap();
+        let free = st.f_bavail * st.f_frsize;
+        std::fs::write(&filler, vec![1u8; (free - (64 << 10)) as usize]).unwrap();
+        let r = pool.transaction(|tx| {
+            let arr = tx.alloc_array::<u64>(16384)?;
+            let _sp = tx.savepoint()?;
+            for round in 1..1000u64 {
+                for i in 0..16384 {
+                    tx.write(arr.at(i), &(round + i))?;
+                }
+            }
+            tx.write(root, &1)
+        });
+        assert!(
+            matches!(
+                r,
+                Err(Error::LogFull { .. }
+                    | Error::OutOfMemory { .. }
+                    | Error::NoSpaceToGrow { .. })
+            ),
+            "{who}: {r:?}"
+        );
+        let bytes = vec![0x3cu8; 32 << 10];
+        let w = pool.transaction(|tx| {
+            tx.write(root, &2)?;
+            tx.write_bytes(data, &bytes)
+        });
+        assert!(
+            w.is_ok(),
+            "{who}: {w:?} {:?} {:?}",
+            pool.log_stats(),
+            pool.alloc_stats()
+        );
+        assert_eq!(pool.read(root).unwrap(), 2, "{who}");
+        drop(pool);
+        std::fs::remove_file(&filler).unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+}

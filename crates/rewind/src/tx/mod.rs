@@ -522,7 +522,11 @@ impl<'p> Tx<'p> {
             // records go and the chunks return to the heap (as a full log
             // is drained in `TxLog::append_as`). A 2 MiB pool ran out of
             // memory with a hash map of 1,000 entries.
-            Err(Error::OutOfMemory { .. }) if eng.write_back.is_some() => {
+            // (A growable pool whose file system is full tries its growth
+            // first: `NoSpaceToGrow` is no room too.)
+            Err(Error::OutOfMemory { .. } | Error::NoSpaceToGrow { .. })
+                if eng.write_back.is_some() =>
+            {
                 eng.sync()?;
                 eng.alloc.reserve(&eng.dom, size)?
             }
@@ -533,7 +537,9 @@ impl<'p> Tx<'p> {
             // this allocation is written yet). A 2 MiB pool was out of
             // memory for 1 MiB after a transaction that grew the log into
             // the heap rolled back.
-            Err(Error::OutOfMemory { .. }) if eng.durability.keeps_records() => {
+            Err(Error::OutOfMemory { .. } | Error::NoSpaceToGrow { .. })
+                if eng.durability.keeps_records() =>
+            {
                 eng.checkpoint()?;
                 eng.alloc.reserve(&eng.dom, size)?
             }
