@@ -1311,3 +1311,111 @@ fn savepoints_over_every_collection_leak_nothing() {
         }
     }
 }
+
+/// A file pool created at 4 MiB that may grow to 128 MiB: four threads
+/// insert long values into trees and a shared hash map until the heap has
+/// grown several times by itself, while a reader scans and looks up
+/// through `&Pool`; every commit is there after a reopen, with the
+/// invariants, under redo, force and no-force.
+#[test]
+fn collections_grow_their_pool_beside_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    for (ci, cfg) in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let what = common::name(&cfg);
+        let path = dir.path().join(format!("grow-{ci}.pool"));
+        let cfg = cfg.max_size(128 << 20);
+        let pool = Pool::create(&path, "grow", 4 << 20, &cfg).unwrap();
+        let start = pool.size();
+        const T: u64 = 4;
+        const PER: u64 = 300;
+        let (maps, shared) = pool
+            .transaction(|tx| {
+                let maps: std::vec::Vec<BTreeMap<u64, std::vec::Vec<u8>>> = (0..T)
+                    .map(|_| BTreeMap::create_with_fanout(tx, 8))
+                    .collect::<Result<_, _>>()?;
+                let shared = HashMap::<u64, u64>::create(tx)?;
+                let r = tx.root_named::<[u64; T as usize + 1]>("colls")?;
+                let mut w = [0u64; T as usize + 1];
+                for (i, m) in maps.iter().enumerate() {
+                    w[i] = m.as_ptr().offset();
+                }
+                w[T as usize] = shared.as_ptr().offset();
+                tx.write(r, &w)?;
+                Ok::<_, Error>((maps, shared))
+            })
+            .unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let reader = sc.spawn(|| {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for m in &maps {
+                        for e in m.iter(&pool).unwrap() {
+                            match e {
+                                Ok((k, v)) => assert_eq!(v.len() as u64, 20_000 + k % 7, "{what}"),
+                                Err(Error::Changed { .. }) => break,
+                                Err(e) => panic!("{what}: {e:?}"),
+                            }
+                        }
+                        let _ = m.get(&pool, &(n % PER)).unwrap();
+                    }
+                    let _ = shared.len(&pool).unwrap();
+                    n += 1;
+                }
+            });
+            let writers: std::vec::Vec<_> = (0..T)
+                .map(|t| {
+                    let (pool, m) = (&pool, maps[t as usize]);
+                    sc.spawn(move || {
+                        for k in 0..PER {
+                            loop {
+                                let r = pool.transaction(|tx| {
+                                    m.insert(tx, k, vec![t as u8; (20_000 + k % 7) as usize])?;
+                                    shared.insert(tx, t << 32 | k, k)?;
+                                    Ok::<_, Error>(())
+                                });
+                                match r {
+                                    Ok(()) => break,
+                                    Err(e) if retryable(&e) => {}
+                                    Err(e) => panic!("writer {t}: {e:?}"),
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            reader.join().unwrap();
+        });
+        assert!(pool.size() > 4 * start, "{what}: grew to {}", pool.size());
+        pool.close().unwrap();
+        let pool = Pool::open(&path, "grow", &rewind::OpenOptions::default()).unwrap();
+        let r = pool
+            .root_named::<[u64; T as usize + 1]>("colls")
+            .unwrap()
+            .unwrap();
+        let w = pool.read(r).unwrap();
+        let shared = HashMap::<u64, u64>::from_ptr(PPtr::from_offset(w[T as usize]));
+        assert_eq!(shared.len(&pool).unwrap(), T * PER, "{what}");
+        shared.check_invariants(&pool).unwrap();
+        for t in 0..T {
+            let m = BTreeMap::<u64, std::vec::Vec<u8>>::from_ptr(PPtr::from_offset(w[t as usize]));
+            assert_eq!(m.len(&pool).unwrap(), PER, "{what}");
+            m.check_invariants(&pool).unwrap();
+            for e in m.iter(&pool).unwrap() {
+                let (k, v) = e.unwrap();
+                assert_eq!(v, vec![t as u8; (20_000 + k % 7) as usize], "{what}");
+            }
+        }
+    }
+}
