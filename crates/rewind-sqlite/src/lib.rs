@@ -54,7 +54,11 @@
 //!   transaction peaked at 1 GB), where stock SQLite spills to its WAL
 //!   file. Commit large loads in pieces, and keep checkpoints on.
 //! * *Read-only use.* A connection opened read-only still opens (and, the
-//!   first time, creates) the pool file beside the database: a database on
+//!   first time, creates) the pool file beside the database, and leaves it
+//!   there when it closes, as stock SQLite leaves its WAL file (a new pool
+//!   gets the database file's owner, group and permission bits, as SQLite
+//!   gives its WAL file, so a root process reading another user's database
+//!   leaves a pool its owner can open): a database on
 //!   a read-only file system cannot be opened through this VFS
 //!   (`SQLITE_CANTOPEN`, the reason in [`last_error`]).
 //! * *Room.* A new WAL pool takes [`Config::pool_size`] bytes on disk at

@@ -393,7 +393,9 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
     let pool = if pool_file.exists() || !create {
         Pool::open(&pool_file, LAYOUT, &opts)?
     } else {
-        Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &cfg.pool_config())?
+        let pool = Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &cfg.pool_config())?;
+        like_db(&pool_file, &db_of(wal));
+        pool
     };
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
     // SQLite checks its WAL header's magic and checksum when it reads the
@@ -407,6 +409,29 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         }
     }
     Ok(WalFile::open(log, rec, db_of(wal), cfg.differential))
+}
+
+/// Gives a new pool file the database file's owner and permission bits,
+/// as SQLite gives the WAL and `-shm` files it creates
+/// (`findCreateFileMode`, and `robustFchown` when run as root), with read
+/// and write for the owner always (every opener of a pool writes it).
+/// Before, the pool had the creating process's owner and umask: a root
+/// process that read another user's database (a read-only connection
+/// leaves its pool behind, as it leaves SQLite's WAL file) or crashed
+/// left a root-owned `0644` pool, and every statement of the database's
+/// owner then failed with `SQLITE_CANTOPEN` ("Permission denied"); the
+/// members of a database's group could not write a pool another member
+/// made. Best effort: a change the process may not make is left undone.
+fn like_db(pool: &Path, db: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(m) = std::fs::metadata(db) else {
+        return;
+    };
+    let mode = (m.mode() & 0o666) | 0o600;
+    let _ = std::fs::set_permissions(pool, std::fs::Permissions::from_mode(mode));
+    // Root may give the file to anyone; another process only to itself
+    // and a group it is in (refused otherwise, and left).
+    let _ = std::os::unix::fs::chown(pool, Some(m.uid()), Some(m.gid()));
 }
 
 static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {

@@ -1,6 +1,10 @@
 //! Defects found by probing the VFS as users' programs would, each kept as
 //! a named regression test.
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 mod common;
@@ -73,5 +77,90 @@ fn a_bounded_pool_filled_behind_a_reader_says_a_checkpoint_frees_it() {
     drop(w);
     let c = open_on("rewind-user-probe3-capped", &cfg, &path);
     assert_eq!(count(&c), 3 * acked);
+    intact(&c);
+}
+
+const VFS: &str = "rewind-user-probe3";
+
+fn cfg() -> rewind_sqlite::Config {
+    rewind_sqlite::Config::default().pool_size(4 << 20)
+}
+
+const CHILD_DB: &str = "REWIND_USER_PROBE3_DB";
+
+/// The child of `a_pool_made_by_root_belongs_to_the_databases_owner`,
+/// run as `nobody`: inserts a row into the database and prints the count.
+#[test]
+#[ignore = "child process of a_pool_made_by_root_belongs_to_the_databases_owner"]
+fn owner_child() {
+    let Ok(db) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    println!();
+    common::register_once(VFS, &cfg());
+    let c = Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS).unwrap();
+    let r = c
+        .execute("INSERT INTO t VALUES (2)", [])
+        .and_then(|_| c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)));
+    match r {
+        Ok(n) => println!("result: ok {n}"),
+        Err(e) => println!("result: error {e} / {:?}", rewind_sqlite::last_error()),
+    }
+}
+
+/// A process run as root that reads another user's database (here
+/// read-only: such a connection leaves its pool behind, as stock SQLite
+/// leaves its WAL file) creates the pool: it gets the database file's
+/// owner, group and permission bits, as SQLite gives the WAL and `-shm`
+/// files it creates. Before, the pool was root's, `0644`: every statement
+/// of the database's owner then failed with `SQLITE_CANTOPEN`
+/// ("Permission denied" in `last_error`), for as long as the pool was
+/// there. Skipped where the test does not run as root.
+#[test]
+fn a_pool_made_by_root_belongs_to_the_databases_owner() {
+    const NOBODY: u32 = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    if std::fs::metadata(&probe).unwrap().uid() != 0 {
+        eprintln!("not root: skipped");
+        return;
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let path = dir.path().join("theirs.db");
+    let c = open_on(VFS, &cfg(), &path);
+    c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    drop(c);
+    let pool = rewind_sqlite::pool_path(&dir.path().join("theirs.db-wal"));
+    assert!(!pool.exists(), "the last close removes the pool");
+    std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
+    // Root reads it.
+    let r =
+        Connection::open_with_flags_and_vfs(&path, OpenFlags::SQLITE_OPEN_READ_ONLY, VFS).unwrap();
+    assert_eq!(count(&r), 1);
+    drop(r);
+    let m = std::fs::metadata(&pool).expect("a read-only connection leaves its pool");
+    assert_eq!(
+        (m.uid(), m.gid(), m.mode() & 0o777),
+        (NOBODY, NOBODY, 0o660)
+    );
+    // The owner uses the database (where nobody may run this binary).
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["owner_child", "--exact", "--ignored", "--nocapture"])
+        .env(CHILD_DB, &path)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output();
+    match child {
+        Ok(out) => {
+            let out = String::from_utf8_lossy(&out.stdout);
+            assert!(out.contains("result: ok 2"), "{out}");
+        }
+        Err(e) => eprintln!("cannot run this binary as nobody ({e}): the owner's use skipped"),
+    }
+    let c = open_on(VFS, &cfg(), &path);
+    assert_eq!(count(&c), 2);
     intact(&c);
 }
