@@ -64,7 +64,12 @@
 //! * *Room.* A new WAL pool takes [`Config::pool_size`] bytes on disk at
 //!   once (a stock WAL file starts empty): on a file system without that
 //!   much room, every statement on a database in WAL mode, reads too, is
-//!   `SQLITE_FULL` until space is freed.
+//!   `SQLITE_FULL` until space is freed. A pool that grew for a large
+//!   transaction never shrinks: a checkpoint frees its blocks for later
+//!   transactions, but the file keeps its largest size on disk until the
+//!   last connection of the process closes the database and the pool is
+//!   removed. `PRAGMA journal_size_limit` and `wal_checkpoint(TRUNCATE)`,
+//!   which shrink a stock WAL file, give no disk space back.
 //! * *Checkpoints.* Every connection with a database of this VFS (its
 //!   main one or one it attached) checkpoints as
 //!   SQLite does at 1,000 frames, and also once the WAL's blocks, with

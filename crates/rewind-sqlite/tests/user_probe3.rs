@@ -164,3 +164,49 @@ fn a_pool_made_by_root_belongs_to_the_databases_owner() {
     assert_eq!(count(&c), 2);
     intact(&c);
 }
+
+/// A pool that grew for a transaction of 12 MB keeps its size on disk
+/// after a `TRUNCATE` checkpoint under `journal_size_limit = 0` (which
+/// leave a stock WAL file empty): the engine's pools never shrink, and the
+/// crate's docs said nothing of it (its *Room* limit now does); the space
+/// comes back when the last connection closes and the pool is removed,
+/// and the blocks the checkpoint freed take later transactions without
+/// growing the file. On a tmpfs (skipped where none can be mounted).
+#[test]
+fn a_grown_pool_keeps_its_disk_space_until_the_last_close() {
+    let Some(fs) = common::SmallFs::mount(64) else {
+        return;
+    };
+    let cfg = rewind_sqlite::Config::default().pool_size(2 << 20);
+    let path = fs.path().join("grown.db");
+    let pool = rewind_sqlite::pool_path(&fs.path().join("grown.db-wal"));
+    let c = open_on("rewind-user-probe3-grow", &cfg, &path);
+    c.execute_batch("PRAGMA journal_size_limit = 0; CREATE TABLE t(v BLOB);")
+        .unwrap();
+    c.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000)
+         INSERT INTO t SELECT randomblob(3000) FROM n",
+        [],
+    )
+    .unwrap();
+    let on_disk = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.blocks() * 512).unwrap();
+    let grown = on_disk(&pool);
+    assert!(grown >= 12 << 20, "the pool grew to {grown} bytes");
+    let (busy, log, done): (i64, i64, i64) = c
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert_eq!((busy, log, done), (0, 0, 0));
+    assert_eq!(on_disk(&pool), grown, "no disk space comes back");
+    for _ in 0..50 {
+        c.execute("INSERT INTO t VALUES (randomblob(3000))", [])
+            .unwrap();
+    }
+    assert_eq!(on_disk(&pool), grown, "the freed blocks take new frames");
+    drop(c);
+    assert!(!pool.exists(), "the last close removes the pool");
+    let c = open_on("rewind-user-probe3-grow", &cfg, &path);
+    assert_eq!(count(&c), 4050);
+    intact(&c);
+}
