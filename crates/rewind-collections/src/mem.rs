@@ -259,14 +259,20 @@ impl<'a> ScanWatch<'a> {
     }
 
     /// `e`, or [`Error::Changed`] when a writer held the collection's lock
-    /// during the scan and `e` is what reading bytes it changed can give.
+    /// during the scan and `e` is what reading bytes it changed can give:
+    /// a link followed from a block the writer freed and another
+    /// collection then filled leads anywhere (outside the heap, or to
+    /// null, as well as to a block not allocated).
     pub(crate) fn explain(&self, e: Error) -> Error {
         let moved = matches!(
             e,
             Error::Corrupt { .. }
                 | Error::WrongMagic { .. }
                 | Error::Pool(
-                    rewind::Error::NotAllocated { .. } | rewind::Error::OutOfBounds { .. }
+                    rewind::Error::NotAllocated { .. }
+                        | rewind::Error::OutOfBounds { .. }
+                        | rewind::Error::NotInHeap { .. }
+                        | rewind::Error::NullPointer { .. }
                 )
         );
         match moved && self.pool.written_since(self.watch) {

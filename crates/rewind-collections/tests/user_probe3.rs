@@ -1419,3 +1419,96 @@ fn collections_grow_their_pool_beside_readers() {
         }
     }
 }
+
+/// Scans through `&Pool` held while this thread's transactions destroy
+/// the collection and fill its freed blocks with a blob's hostile bytes
+/// (words pointing at the header, at each other, all ones, a huge
+/// length): each scan yields entries or ends with `Changed`, never
+/// another error, a panic or a hang.
+#[test]
+fn scans_held_while_their_blocks_become_hostile_bytes_end_changed() {
+    let patterns: [fn(usize, u64) -> u64; 4] = [
+        |_, hdr| hdr,
+        |i, hdr| hdr + 64 * (i as u64 % 7),
+        |_, _| u64::MAX,
+        |i, _| {
+            if i % 2 == 0 {
+                1 << 40
+            } else {
+                0x0000_0001_0000_0001
+            }
+        },
+    ];
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ] {
+        let what = common::name(&cfg);
+        for (pi, pat) in patterns.iter().enumerate() {
+            let pool = Pool::create_sim("hostile", 8 << 20, &cfg).unwrap();
+            let (m, s, h, l) = pool
+                .transaction(|tx| {
+                    let m = BTreeMap::<u64, u64>::create_with_fanout(tx, 8)?;
+                    let s = BTreeMap::<String, String>::create_with_fanout(tx, 4)?;
+                    let h = HashMap::<u64, u64>::create(tx)?;
+                    let l = List::<u64>::create(tx)?;
+                    for k in 0..400u64 {
+                        m.insert(tx, k, k)?;
+                        s.insert(tx, format!("{k:050}"), "s".repeat(60))?;
+                        h.insert(tx, k, k)?;
+                        l.push_back(tx, k)?;
+                    }
+                    Ok::<_, Error>((m, s, h, l))
+                })
+                .unwrap();
+            let mut im = m.iter(&pool).unwrap();
+            let mut ims = m.iter(&pool).unwrap().rev();
+            let mut is = s.iter(&pool).unwrap();
+            let mut ih = h.iter(&pool).unwrap();
+            let mut il = l.iter(&pool).unwrap();
+            assert!(im.next().unwrap().is_ok());
+            assert!(ims.next().unwrap().is_ok());
+            assert!(is.next().unwrap().is_ok());
+            assert!(ih.next().unwrap().is_ok());
+            assert!(il.next().unwrap().is_ok());
+            pool.transaction(|tx| {
+                m.destroy(tx)?;
+                s.destroy(tx)?;
+                h.destroy(tx)?;
+                l.destroy(tx)
+            })
+            .unwrap();
+            // Blobs of every small size class until the space is refilled.
+            let hdr = m.as_ptr().offset();
+            for size in [64usize, 128, 256, 512, 1024, 2048] {
+                let words: std::vec::Vec<u8> = (0..size / 8)
+                    .flat_map(|i| pat(i, hdr).to_le_bytes())
+                    .collect();
+                for _ in 0..(2 << 20) / size / 6 {
+                    if pool
+                        .transaction(|tx| Blob::create_from(tx, &words))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+            let ok = |e: &Error| matches!(e, Error::Changed { .. });
+            let tag = format!("{what} pattern {pi}");
+            for (name, errs) in [
+                (
+                    "map",
+                    im.filter_map(|e| e.err()).collect::<std::vec::Vec<_>>(),
+                ),
+                ("map rev", ims.filter_map(|e| e.err()).collect()),
+                ("strings", is.filter_map(|e| e.err()).collect()),
+                ("hash", ih.filter_map(|e| e.err()).collect()),
+                ("list", il.filter_map(|e| e.err()).collect()),
+            ] {
+                assert!(errs.iter().all(ok), "{tag} {name}: {errs:?}");
+                assert!(errs.len() <= 1, "{tag} {name}: {errs:?}");
+            }
+        }
+    }
+}
