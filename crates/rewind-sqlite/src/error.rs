@@ -64,6 +64,15 @@ pub enum Error {
         #[source]
         source: rewind::Error,
     },
+    /// SQLite asked to delete a WAL this process has open: it does so for
+    /// a database file it finds empty, which one with an open WAL is not
+    /// unless the file was deleted or replaced while a connection had it
+    /// open. The WAL is kept (`SQLITE_IOERR_DELETE`).
+    #[error("{db}: SQLite asked to delete the WAL of this database, which a connection of this process has open (was the database file deleted or replaced while in use?); the WAL is kept until that connection closes")]
+    WalOpen {
+        /// The database file.
+        db: PathBuf,
+    },
     /// A transaction's frames without SQLite's commit flag on the last.
     #[error("a WAL commit whose last frame has no commit flag")]
     NoCommitFlag,

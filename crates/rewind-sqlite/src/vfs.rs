@@ -539,6 +539,7 @@ unsafe extern "C" fn x_delete(
     let (p, name) = unsafe { (parent(vfs), path_of(z)) };
     if let Some(wal) = name.filter(|n| is_wal_name(n)) {
         if OPEN.lock().contains_key(&key_of(&db_of(&wal))) {
+            remember(&Error::WalOpen { db: db_of(&wal) });
             return ffi::SQLITE_IOERR_DELETE;
         }
         let pool = pool_path(&wal);
@@ -558,7 +559,10 @@ unsafe extern "C" fn x_delete(
         return match std::fs::remove_file(&pool) {
             Ok(()) => ffi::SQLITE_OK,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ffi::SQLITE_OK,
-            Err(_) => ffi::SQLITE_IOERR_DELETE,
+            Err(source) => {
+                remember(&Error::Io { path: pool, source });
+                ffi::SQLITE_IOERR_DELETE
+            }
         };
     }
     // SAFETY: delegated with the parent VFS.

@@ -210,3 +210,42 @@ fn a_grown_pool_keeps_its_disk_space_until_the_last_close() {
     assert_eq!(count(&c), 4050);
     intact(&c);
 }
+
+/// A database file deleted while a connection has it open, and created
+/// again at its name by a second connection of the process: SQLite asks to
+/// delete the WAL of the new, empty file, which is the first connection's
+/// open WAL (kept: `SQLITE_IOERR_DELETE`, as before). `last_error` now
+/// says why; before, it held nothing, or an older error of the thread
+/// (here the first connection's "No such file or directory").
+#[test]
+fn a_refused_delete_of_an_open_wal_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gone.db");
+    let c = open_on(VFS, &cfg(), &path);
+    c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    // The first connection still reads its (unlinked) database.
+    assert_eq!(count(&c), 1);
+    common::register_once(VFS, &cfg());
+    let c2 = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), VFS).unwrap();
+    let e = c2
+        .execute_batch("CREATE TABLE u(y)")
+        .expect_err("the open WAL is not deleted");
+    assert_eq!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::SystemIoFailure),
+        "{e}"
+    );
+    let why = rewind_sqlite::last_error().unwrap_or_default();
+    assert!(why.contains("open") && why.contains("gone.db"), "{why}");
+    drop(c);
+    // Once the first has closed, the new database is used as any other.
+    c2.execute_batch("CREATE TABLE u(y); INSERT INTO u VALUES (5);")
+        .unwrap();
+    let n: i64 = c2
+        .query_row("SELECT count(*) FROM u", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    intact(&c2);
+}
