@@ -1427,7 +1427,14 @@ fn collections_grow_their_pool_beside_readers() {
 /// another error, a panic or a hang.
 #[test]
 fn scans_held_while_their_blocks_become_hostile_bytes_end_changed() {
-    let patterns: [fn(usize, u64) -> u64; 4] = [
+    fn mix(i: usize, salt: u64) -> u64 {
+        let mut z = (i as u64)
+            .wrapping_add(salt)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z ^ (z >> 29)
+    }
+    let patterns: [fn(usize, u64) -> u64; 8] = [
         |_, hdr| hdr,
         |i, hdr| hdr + 64 * (i as u64 % 7),
         |_, _| u64::MAX,
@@ -1438,6 +1445,11 @@ fn scans_held_while_their_blocks_become_hostile_bytes_end_changed() {
                 0x0000_0001_0000_0001
             }
         },
+        |i, _| mix(i, 1),
+        // Offsets in the heap, 8-aligned: links that lead somewhere.
+        |i, hdr| hdr + (mix(i, 2) % (4 << 20)) / 8 * 8,
+        |i, hdr| hdr + (mix(i, 3) % (1 << 16)) / 64 * 64,
+        |i, _| mix(i, 4) % 300,
     ];
     for cfg in [
         PoolConfig::default(),
@@ -1473,10 +1485,21 @@ fn scans_held_while_their_blocks_become_hostile_bytes_end_changed() {
             assert!(ih.next().unwrap().is_ok());
             assert!(il.next().unwrap().is_ok());
             pool.transaction(|tx| {
-                m.destroy(tx)?;
-                s.destroy(tx)?;
-                h.destroy(tx)?;
-                l.destroy(tx)
+                if pi % 2 == 0 {
+                    m.destroy(tx)?;
+                    s.destroy(tx)?;
+                    h.destroy(tx)?;
+                    l.destroy(tx)
+                } else {
+                    // The headers stay: emptied, their nodes freed.
+                    m.clear(tx)?;
+                    s.clear(tx)?;
+                    for k in 0..400u64 {
+                        h.remove(tx, &k)?;
+                    }
+                    while l.pop_front(tx)?.is_some() {}
+                    Ok(())
+                }
             })
             .unwrap();
             // Blobs of every small size class until the space is refilled.
