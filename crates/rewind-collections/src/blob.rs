@@ -25,7 +25,7 @@
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_magic, check_span, le64, put64, Mem};
+use crate::mem::{check_magic, check_span, le64, put64, Mem, ScanWatch};
 
 const WHAT: &str = "blob";
 const MAGIC: [u8; 8] = *b"RWBLOB01";
@@ -333,10 +333,14 @@ impl Blob {
     /// The offsets of every block the blob owns, header first (committed
     /// state): for space accounting and checks.
     pub fn blocks(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
-        let h = self.header(&mut { pool })?;
-        Ok(std::iter::once(self.hdr)
-            .chain((h.buf != 0).then_some(h.buf))
-            .collect())
+        // Read with no lock: beside a writer the header can be half
+        // written, or freed; an error then is `Changed`, as for a scan.
+        ScanWatch::around(pool, WHAT, self.hdr, || {
+            let h = self.header(&mut { pool })?;
+            Ok(std::iter::once(self.hdr)
+                .chain((h.buf != 0).then_some(h.buf))
+                .collect())
+        })
     }
 
     /// Frees the buffer and the header; the handle must not be used again.

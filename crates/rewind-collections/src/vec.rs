@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use rewind::{PPtr, Pool, Tx};
 
 use crate::error::{corrupt, Error, Result};
-use crate::mem::{check_span, le64, put64, read_header, Mem};
+use crate::mem::{check_span, le64, put64, read_header, Mem, ScanWatch};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "vector";
@@ -269,10 +269,14 @@ impl<T: Stored> Vec<T> {
     /// The offsets of every block the vector owns, header first
     /// (committed state): for space accounting and checks.
     pub fn blocks(&self, pool: &Pool) -> Result<std::vec::Vec<u64>> {
-        let h = self.header(&mut { pool })?;
-        Ok(std::iter::once(self.hdr)
-            .chain((h.buf != 0).then_some(h.buf))
-            .collect())
+        // Read with no lock: beside a writer the header can be half
+        // written, or freed; an error then is `Changed`, as for a scan.
+        ScanWatch::around(pool, WHAT, self.hdr, || {
+            let h = self.header(&mut { pool })?;
+            Ok(std::iter::once(self.hdr)
+                .chain((h.buf != 0).then_some(h.buf))
+                .collect())
+        })
     }
 
     /// Frees the buffer and the header; the handle must not be used again.

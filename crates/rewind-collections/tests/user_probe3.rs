@@ -1535,3 +1535,79 @@ fn scans_held_while_their_blocks_become_hostile_bytes_end_changed() {
         }
     }
 }
+
+/// `blocks(&pool)` of a vector and a blob read beside a writer that
+/// grows, moves and empties them: each call gives blocks or `Changed`,
+/// as the checks' documentation says, never another error.
+#[test]
+fn blocks_beside_a_writer_are_blocks_or_changed() {
+    for cfg in [
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::RedoAsync),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("blocks", 16 << 20, &cfg).unwrap();
+        let (v, b) = pool
+            .transaction(|tx| {
+                Ok::<_, Error>((
+                    rewind_collections::Vec::<[u64; 4]>::create(tx)?,
+                    Blob::create(tx)?,
+                ))
+            })
+            .unwrap();
+        const ROUNDS: u64 = 400;
+        let done = AtomicBool::new(false);
+        let bad = std::thread::scope(|sc| {
+            let reader = sc.spawn(|| {
+                let mut bad = vec![];
+                let mut calls = 0u64;
+                // Until the writer is done, and at least a count of calls.
+                while !done.load(Ordering::Acquire) || calls < 2000 {
+                    for r in [v.blocks(&pool), b.blocks(&pool)] {
+                        match r {
+                            Ok(_) | Err(Error::Changed { .. }) => {}
+                            Err(e) => bad.push(e),
+                        }
+                    }
+                    calls += 1;
+                }
+                bad
+            });
+            for round in 0..ROUNDS {
+                pool.transaction(|tx| {
+                    for i in 0..(round % 50) {
+                        v.push(tx, [i; 4])?;
+                        b.append(tx, &[i as u8; 24])?;
+                    }
+                    if round % 3 == 0 {
+                        v.clear(tx)?;
+                        b.truncate(tx, 0)?;
+                        b.shrink_to_fit(tx)?;
+                    }
+                    if round % 5 == 0 {
+                        b.replace(tx, &vec![1u8; (round as usize * 37) % 5000])?;
+                    }
+                    if round % 7 == 0 {
+                        return Err(common::aborted());
+                    }
+                    Ok(())
+                })
+                .or_else(|e| match e {
+                    Error::Pool(rewind::Error::Aborted) => Ok(()),
+                    e => Err(e),
+                })
+                .unwrap();
+            }
+            done.store(true, Ordering::Release);
+            reader.join().unwrap()
+        });
+        assert!(
+            bad.is_empty(),
+            "{what}: {} errors, first {:?}",
+            bad.len(),
+            bad.first()
+        );
+    }
+}
