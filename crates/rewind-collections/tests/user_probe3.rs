@@ -1611,3 +1611,106 @@ fn blocks_beside_a_writer_are_blocks_or_changed() {
         );
     }
 }
+
+/// `check_invariants` and `blocks` of every collection (and the scans)
+/// run in a loop beside a writer whose transactions (some rolled back)
+/// split and merge trees, double a hash table and push and pop a list:
+/// each gives its answer or `Changed`.
+#[test]
+fn checks_beside_a_writer_are_answers_or_changed() {
+    for cfg in [
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::RedoAsync),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("checks", 16 << 20, &cfg).unwrap();
+        let (m, s, h, l) = pool
+            .transaction(|tx| {
+                Ok::<_, Error>((
+                    BTreeMap::<u64, u64>::create_with_fanout(tx, 4)?,
+                    BTreeMap::<String, String>::create_with_fanout(tx, 4)?,
+                    HashMap::<u64, u64>::create(tx)?,
+                    List::<u64>::create(tx)?,
+                ))
+            })
+            .unwrap();
+        let done = AtomicBool::new(false);
+        let bad = std::thread::scope(|sc| {
+            let reader = sc.spawn(|| {
+                let mut bad: std::vec::Vec<String> = vec![];
+                let mut calls = 0u64;
+                let mut note = |r: Result<(), Error>, name: &str| match r {
+                    Ok(()) | Err(Error::Changed { .. }) => {}
+                    Err(e) => bad.push(format!("{name}: {e:?}")),
+                };
+                while !done.load(Ordering::Acquire) || calls < 500 {
+                    note(m.check_invariants(&pool), "map check");
+                    note(s.check_invariants(&pool), "strings check");
+                    note(h.check_invariants(&pool), "hash check");
+                    note(l.check_invariants(&pool), "list check");
+                    note(m.blocks(&pool).map(|_| ()), "map blocks");
+                    note(s.blocks(&pool).map(|_| ()), "strings blocks");
+                    note(h.blocks(&pool).map(|_| ()), "hash blocks");
+                    match s.iter(&pool) {
+                        Ok(it) => {
+                            for e in it.rev() {
+                                note(e.map(|_| ()), "strings scan");
+                            }
+                        }
+                        Err(e) => note(Err(e), "strings scan start"),
+                    }
+                    match h.iter(&pool) {
+                        Ok(it) => {
+                            for e in it {
+                                note(e.map(|_| ()), "hash scan");
+                            }
+                        }
+                        Err(e) => note(Err(e), "hash scan start"),
+                    }
+                    calls += 1;
+                }
+                bad
+            });
+            let mut rng = SmallRng::seed_from_u64(77);
+            for round in 0..300u64 {
+                let r = pool.transaction(|tx| {
+                    for _ in 0..20 {
+                        let k = rng.gen_range(0..400u64);
+                        if rng.gen_bool(0.6) {
+                            m.insert(tx, k, round)?;
+                            s.insert(tx, format!("{k:045}"), "x".repeat((k % 60) as usize))?;
+                            h.insert(tx, k + round * 1000, k)?;
+                            l.push_back(tx, k)?;
+                        } else {
+                            m.remove(tx, &k)?;
+                            s.remove(tx, &format!("{k:045}"))?;
+                            l.pop_front(tx)?;
+                        }
+                    }
+                    if round % 6 == 5 {
+                        return Err(common::aborted());
+                    }
+                    Ok(())
+                });
+                match r {
+                    Ok(()) | Err(Error::Pool(rewind::Error::Aborted)) => {}
+                    Err(e) => panic!("{what}: {e:?}"),
+                }
+            }
+            done.store(true, Ordering::Release);
+            reader.join().unwrap()
+        });
+        assert!(
+            bad.is_empty(),
+            "{what}: {} errors, first {:?}",
+            bad.len(),
+            bad.first()
+        );
+        m.check_invariants(&pool).unwrap();
+        s.check_invariants(&pool).unwrap();
+        h.check_invariants(&pool).unwrap();
+        l.check_invariants(&pool).unwrap();
+    }
+}
