@@ -434,6 +434,7 @@ const KT: usize = 3;
 const KNTA: usize = 24;
 const ENV_KPOOL: &str = "USER_PROBE3_KILL_POOL";
 const ENV_KSEED: &str = "USER_PROBE3_KILL_SEED";
+const ENV_KSCRATCH: &str = "USER_PROBE3_KILL_SCRATCH";
 
 #[derive(Clone, Copy, rewind::Pod, rewind::Zeroable)]
 #[repr(C)]
@@ -480,6 +481,9 @@ fn user_probe3_kill_child() {
         return;
     };
     let seed: u64 = std::env::var(ENV_KSEED).unwrap().parse().unwrap();
+    // Up to this many bytes more, allocated, written and freed by each
+    // transaction (0: none): pressure on a small pool's heap and log.
+    let scratch: u64 = std::env::var(ENV_KSCRATCH).map_or(0, |s| s.parse().unwrap());
     let pool = Pool::open(&path, LAYOUT, &Default::default()).unwrap();
     pool.set_lock_timeout(std::time::Duration::MAX);
     let root = pool.root::<KRoot>().unwrap().unwrap();
@@ -502,6 +506,12 @@ fn user_probe3_kill_child() {
                         let old = PPtr::<[u64; 8]>::from_offset(tx.read(cur)?);
                         let new = tx.alloc::<[u64; 8]>()?;
                         tx.write(new, &[id + 1; 8])?;
+                        if scratch > 0 {
+                            let n = 1 + id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % scratch;
+                            let b = tx.alloc_bytes(n)?;
+                            tx.write_bytes(b, &vec![id as u8; n.min(4096) as usize])?;
+                            tx.free(PPtr::<u8>::from_offset(b))?;
+                        }
                         if sp {
                             let s = tx.savepoint()?;
                             let extra = tx.alloc::<[u64; 8]>()?;
@@ -536,6 +546,9 @@ fn user_probe3_kill_child() {
                     let w = match r {
                         Ok(()) => "c",
                         Err(Error::Aborted) if abort => "a",
+                        Err(Error::OutOfMemory { .. } | Error::LogFull { .. }) if scratch > 0 => {
+                            "a"
+                        }
                         Err(e) => panic!("child thread {t} tx {id}: {e}"),
                     };
                     writeln!(out.lock().unwrap(), "{w} {t} {id}").unwrap();
@@ -545,40 +558,47 @@ fn user_probe3_kill_child() {
     });
 }
 
-/// Checks a recovered pool of the kill test against the acknowledgements
-/// (`known`: per thread, the `done` word before this child ran;
-/// `ended`: the last transaction it reported ended). Returns the new
-/// `done` words.
-fn kverify(
-    who: &str,
-    pool: &Pool,
-    seed: u64,
-    known: [u64; KT],
-    ended: [Option<u64>; KT],
-    base: u64,
-) -> [u64; KT] {
+/// What the parent knows of each thread of the kill test: the `done`
+/// word the child started from, and how many transactions committed
+/// over all the children so far.
+#[derive(Clone, Copy, Default)]
+struct Known {
+    done: [u64; KT],
+    commits: u64,
+}
+
+/// Checks a recovered pool of the kill test against the child's
+/// acknowledgements (`acked`: per thread, each transaction it reported
+/// ended, in order, and whether it committed): each thread's `done` word
+/// is one past its last acknowledged commit, or past the transaction in
+/// flight; the shared counter counts exactly those commits; each block
+/// holds its transaction's values, and the heap's allocated bytes are the
+/// reachable blocks. Returns what is known now.
+fn kverify(who: &str, pool: &Pool, known: Known, acked: &[Vec<(u64, bool)>], base: u64) -> Known {
     let root = pool.root::<KRoot>().unwrap().unwrap();
     let st = pool.read(root).unwrap();
-    let mut committed_total = 0;
+    let mut commits = known.commits;
     let mut live = base;
-    for t in 0..KT {
-        let want = match ended[t] {
-            None => known[t],
-            Some(e) => (known[t]..=e)
-                .rev()
-                .find(|&i| !kplan(seed, t, i).2)
-                .map_or(known[t], |i| i + 1),
-        };
-        let next = ended[t].map_or(known[t], |e| e + 1);
+    for (t, acked) in acked.iter().enumerate() {
+        let start = known.done[t];
+        let want = acked
+            .iter()
+            .rev()
+            .find(|&&(_, c)| c)
+            .map_or(start, |&(id, _)| id + 1);
+        let next = acked.last().map_or(start, |&(id, _)| id + 1);
         let got = st.done[t];
         assert!(
-            got == want || (got == next + 1 && !kplan(seed, t, next).2),
-            "{who} thread {t}: done {got}, acknowledged up to {want}, next {next}"
+            got == want || got == next + 1,
+            "{who} thread {t}: done {got}, acknowledged commits up to {want}, in flight {next}"
         );
+        commits += acked.iter().filter(|&&(_, c)| c).count() as u64;
+        if got != want {
+            commits += 1; // the one in flight committed
+        }
         // The thread's block holds its last commit's value.
         let cur = PPtr::<[u64; 8]>::from_offset(st.cur[t]);
         assert_eq!(pool.read(cur).unwrap(), [got; 8], "{who} thread {t}: block");
-        committed_total += (0..got).filter(|&i| !kplan(seed, t, i).2).count() as u64;
         live += 64;
         let n = st.nta_n[t];
         assert!(n <= KNTA as u64, "{who}");
@@ -598,16 +618,24 @@ fn kverify(
             );
         }
     }
-    assert_eq!(st.shared, committed_total, "{who}: shared counter");
+    assert_eq!(st.shared, commits, "{who}: shared counter");
     assert_eq!(
         pool.alloc_stats().bytes_used,
         live,
         "{who}: allocated bytes are the reachable blocks (a leak or a lost block)"
     );
-    st.done
+    Known {
+        done: st.done,
+        commits,
+    }
 }
 
-fn run_kill_child(path: &std::path::Path, seed: u64, kill: u64) -> [Option<u64>; KT] {
+fn run_kill_child(
+    path: &std::path::Path,
+    seed: u64,
+    kill: u64,
+    scratch: u64,
+) -> Vec<Vec<(u64, bool)>> {
     use std::io::BufRead;
     use std::os::unix::process::ExitStatusExt;
     let mut child = common::spawn_test_child(
@@ -615,19 +643,22 @@ fn run_kill_child(path: &std::path::Path, seed: u64, kill: u64) -> [Option<u64>;
         &[
             (ENV_KPOOL, path.into()),
             (ENV_KSEED, seed.to_string().into()),
+            (ENV_KSCRATCH, scratch.to_string().into()),
         ],
     );
-    let mut ended = [None; KT];
+    let mut acked = vec![Vec::new(); KT];
     let mut acks = 0;
     for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
         let Ok(line) = line else { break };
         let mut w = line.split_whitespace();
-        if !matches!(w.next(), Some("c" | "a")) {
-            continue;
-        }
+        let committed = match w.next() {
+            Some("c") => true,
+            Some("a") => false,
+            _ => continue,
+        };
         let t: usize = w.next().unwrap().parse().unwrap();
         let id: u64 = w.next().unwrap().parse().unwrap();
-        ended[t] = Some(id);
+        acked[t].push((id, committed));
         acks += 1;
         if acks == kill {
             child.kill().unwrap();
@@ -639,7 +670,26 @@ fn run_kill_child(path: &std::path::Path, seed: u64, kill: u64) -> [Option<u64>;
         Some(9),
         "child ended before its kill: {status}"
     );
-    ended
+    acked
+}
+
+/// A pool of the kill test: the root and each thread's first block.
+/// Returns the allocated bytes besides the threads' blocks.
+fn kpool(path: &std::path::Path, size: u64, c: &PoolConfig) -> u64 {
+    let pool = Pool::create(path, LAYOUT, size, c).unwrap();
+    pool.transaction(|tx| {
+        let root = tx.root::<KRoot>()?;
+        for t in 0..KT {
+            let b = tx.alloc::<[u64; 8]>()?;
+            tx.write(
+                kword(root, std::mem::offset_of!(KRoot, cur) + 8 * t),
+                &b.offset(),
+            )?;
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    pool.alloc_stats().bytes_used - KT as u64 * 64
 }
 
 /// Every log × policy: three threads allocating, freeing, rolling back
@@ -669,41 +719,46 @@ fn threads_allocating_freeing_and_acting_killed_keep_a_leak_free_heap() {
         };
         let who = format!("{v:?}/{p:?} ({set})");
         let path = dir.path().join(format!("{i}.pool"));
-        let pool = Pool::create(&path, LAYOUT, 4 << 20, &c).unwrap();
-        let base = pool.alloc_stats().bytes_used;
-        pool.transaction(|tx| {
-            let root = tx.root::<KRoot>()?;
-            for t in 0..KT {
-                let b = tx.alloc::<[u64; 8]>()?;
-                tx.write(
-                    kword(root, std::mem::offset_of!(KRoot, cur) + 8 * t),
-                    &b.offset(),
-                )?;
-            }
-            Ok::<_, Error>(())
-        })
-        .unwrap();
-        let base = base + pool.alloc_stats().bytes_used - base - KT as u64 * 64;
-        drop(pool);
+        let base = kpool(&path, 4 << 20, &c);
         let seed = 0x5eed_0000 + i as u64;
-        let mut known = [0; KT];
+        let mut known = Known::default();
         // A second kill (after a recovery) for a third of the pools, to
         // keep the file quick; USER_PROBE3_CYCLES=N runs N for each.
         let cycles = std::env::var("USER_PROBE3_CYCLES")
             .map_or(1 + u64::from(i % 3 == 0), |c| c.parse().unwrap());
         for cycle in 0..cycles {
             let kill = 20 + (seed * 31 + cycle * 97) % 400;
-            let ended = run_kill_child(&path, seed, kill);
+            let acked = run_kill_child(&path, seed, kill, 0);
             let pool = Pool::open(&path, LAYOUT, &Default::default())
                 .unwrap_or_else(|e| panic!("{who}: recovery {e}"));
-            known = kverify(
-                &format!("{who} cycle {cycle}"),
-                &pool,
-                seed,
-                known,
-                ended,
-                base,
-            );
+            known = kverify(&format!("{who} cycle {cycle}"), &pool, known, &acked, base);
+        }
+    }
+}
+
+/// The same three threads on a 2 MiB pool, each transaction also
+/// allocating, writing and freeing a block of up to 300 KiB, so that
+/// transactions find the heap or the log full (rolled back, `OutOfMemory`
+/// or `LogFull`) and the no-force log is checkpointed in the middle of
+/// transactions: after each SIGKILL the same exact oracle holds.
+#[test]
+fn threads_on_a_full_small_pool_killed_keep_exactly_their_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let who = format!("{v:?}/{p:?}");
+        let path = dir.path().join(format!("{i}.pool"));
+        let c = PoolConfig::default().log(v).policy(p).log_size(32 << 10);
+        let base = kpool(&path, 2 << 20, &c);
+        let seed = 0xf011_0000 + i as u64;
+        let mut known = Known::default();
+        let cycles = std::env::var("USER_PROBE3_CYCLES")
+            .map_or(1 + u64::from(i % 4 == 1), |c| c.parse().unwrap());
+        for cycle in 0..cycles {
+            let kill = 30 + (seed * 17 + cycle * 131) % 300;
+            let acked = run_kill_child(&path, seed + cycle, kill, 900 << 10);
+            let pool = Pool::open(&path, LAYOUT, &Default::default())
+                .unwrap_or_else(|e| panic!("{who}: recovery {e}"));
+            known = kverify(&format!("{who} cycle {cycle}"), &pool, known, &acked, base);
         }
     }
 }
@@ -1301,5 +1356,99 @@ fn writes_after_a_failed_giant_transaction_on_a_full_disk_find_the_log_checkpoin
         drop(pool);
         std::fs::remove_file(&filler).unwrap();
         std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// Four threads each locking two to four of six objects in a random
+/// order, some shared (read) and some exclusive (incremented), some
+/// shared first and upgraded: every cycle is a `Deadlock` the thread
+/// retries, no wait outlives its holder (a missed cycle would end only at
+/// the lock timeout, set far beyond any wait here), and no increment is
+/// lost or doubled, in memory and reopened.
+#[test]
+fn random_lock_orders_of_four_threads_resolve_and_lose_nothing() {
+    const OBJS: usize = 6;
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        let who = format!("{v:?}/{p:?}");
+        let pool = Pool::create_sim(LAYOUT, 4 << 20, &cfg(v, p)).unwrap();
+        pool.set_lock_timeout(std::time::Duration::from_secs(600));
+        let objs: Vec<PPtr<u64>> = pool
+            .transaction(|tx| (0..OBJS).map(|_| tx.alloc::<u64>()).collect())
+            .unwrap();
+        let per: Vec<([u64; OBJS], u64)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (pool, objs, who) = (&pool, &objs, &who);
+                    s.spawn(move || {
+                        let mut x = 0x2545_f491_4f6c_dd1du64 ^ (i as u64) << 32 ^ t;
+                        let mut next = move || {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x
+                        };
+                        let mut added = [0u64; OBJS];
+                        let mut deadlocks = 0;
+                        for _ in 0..400 {
+                            // (object, mode): 0 shared, 1 exclusive, 2 shared then upgraded.
+                            let n = 2 + (next() % 3) as usize;
+                            let mut plan: Vec<(usize, u64)> = Vec::new();
+                            while plan.len() < n {
+                                let o = (next() % OBJS as u64) as usize;
+                                if plan.iter().all(|&(q, _)| q != o) {
+                                    plan.push((o, next() % 3));
+                                }
+                            }
+                            loop {
+                                let r = pool.transaction(|tx| {
+                                    for &(o, mode) in &plan {
+                                        match mode {
+                                            0 => {
+                                                tx.lock_shared(objs[o])?;
+                                                tx.read(objs[o])?;
+                                            }
+                                            1 => {
+                                                tx.lock(objs[o])?;
+                                                let v = tx.read(objs[o])?;
+                                                tx.write(objs[o], &(v + 1))?;
+                                            }
+                                            _ => {
+                                                tx.lock_shared(objs[o])?;
+                                                let v = tx.read(objs[o])?;
+                                                tx.lock(objs[o])?;
+                                                tx.write(objs[o], &(v + 1))?;
+                                            }
+                                        }
+                                    }
+                                    Ok::<_, Error>(())
+                                });
+                                match r {
+                                    Ok(()) => break,
+                                    Err(Error::Deadlock { .. }) => deadlocks += 1,
+                                    Err(e) => panic!("{who} thread {t}: {e:?}"),
+                                }
+                            }
+                            for &(o, mode) in &plan {
+                                if mode != 0 {
+                                    added[o] += 1;
+                                }
+                            }
+                        }
+                        (added, deadlocks)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (what, pool) in [("in memory", &pool), ("reopened", &reopen(&pool))] {
+            for o in 0..OBJS {
+                let want: u64 = per.iter().map(|(a, _)| a[o]).sum();
+                assert_eq!(
+                    pool.read(objs[o]).unwrap(),
+                    want,
+                    "{who} {what}: object {o}"
+                );
+            }
+        }
     }
 }
