@@ -379,3 +379,62 @@ fn grow_by_a_size_grows_by_at_least_it_and_names_no_false_limit() {
         r.stdout
     );
 }
+
+/// `rewind demo --pool P` where `P.demo-lock` (the claim a running demo
+/// holds) is a FIFO: the demo opened it for writing, which waits for a
+/// reader for ever (a hang); and through a symbolic link it opened and
+/// locked whatever the link named. Both are refused at once as not a
+/// regular file, with the path named, and nothing is created.
+#[test]
+fn a_demo_lock_path_that_is_no_regular_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("d.pool");
+    let lock = dir.path().join("d.pool.demo-lock");
+    let st = Command::new("mkfifo").arg(&lock).status().unwrap();
+    assert!(st.success());
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["demo", "--seconds-before-kill", "0", "--pool"])
+        .arg(&pool)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A reader of the FIFO (opened without waiting), held until the demo
+    // ends: a demo that waited for one is let go, and then runs.
+    use std::os::unix::fs::OpenOptionsExt;
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&lock)
+        .unwrap();
+    let mut err = String::new();
+    demo.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = demo.wait().unwrap();
+    drop(reader);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(!pool.exists());
+    // A symbolic link there: refused, its target untouched.
+    std::fs::remove_file(&lock).unwrap();
+    let target = dir.path().join("notes.txt");
+    std::fs::write(&target, "notes\n").unwrap();
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rewind"))
+        .args(["demo", "--seconds-before-kill", "0", "--pool"])
+        .arg(&pool)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "notes\n");
+    assert!(std::fs::symlink_metadata(&lock)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(!pool.exists());
+}

@@ -161,12 +161,41 @@ fn one_demo(path: &Path) -> Result<OneDemo, CliError> {
     let mut name = path.as_os_str().to_owned();
     name.push(".demo-lock");
     let lock = PathBuf::from(name);
-    let file = std::fs::OpenOptions::new()
+    // Without blocking, and not through a link: a FIFO there made the
+    // open wait for a reader for ever; what is not a regular file is
+    // refused.
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_a_file = || {
+        CliError::Usage(format!(
+            "{} exists and is not a regular file; remove it or give another --pool",
+            lock.display()
+        ))
+    };
+    let file = match std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW).bits() as i32)
         .open(&lock)
-        .map_err(CliError::io(format!("creating {}", lock.display())))?;
+    {
+        Ok(f) => f,
+        // ENXIO: a FIFO with no reader; ELOOP: a symbolic link.
+        Err(e)
+            if [rustix::io::Errno::NXIO, rustix::io::Errno::LOOP]
+                .iter()
+                .any(|n| e.raw_os_error() == Some(n.raw_os_error())) =>
+        {
+            return Err(not_a_file())
+        }
+        Err(e) => return Err(CliError::io(format!("creating {}", lock.display()))(e)),
+    };
+    if !file
+        .metadata()
+        .map_err(CliError::io(format!("reading {}", lock.display())))?
+        .is_file()
+    {
+        return Err(not_a_file());
+    }
     match file.try_lock() {
         Ok(()) => {
             crate::scratch::track(lock.clone());
