@@ -37,18 +37,89 @@ pub fn pool_path(wal: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// One database's open WAL, shared by its connections in this process.
-struct Shared {
-    file: Mutex<Option<WalFile>>,
+/// One database's open WAL, shared by its connections in this process
+/// (`None` while it is being opened, or once an open failed or the last
+/// handle closed it).
+struct Shared<T = WalFile> {
+    file: Mutex<Option<T>>,
 }
 
-struct Entry {
-    shared: Arc<Shared>,
+struct Entry<T = WalFile> {
+    shared: Arc<Shared<T>>,
     handles: usize,
 }
 
 /// Open WALs by database path (canonical where it can be).
 static OPEN: LazyLock<Mutex<HashMap<PathBuf, Entry>>> = LazyLock::new(Default::default);
+
+/// A handle on the WAL of `key` in `map`: the one open, or one `open`
+/// makes. The registry's lock is held only to find or insert the entry,
+/// never while a WAL is read from its pool (a recovery): a connection
+/// opening one database's WAL does not stall every other database's
+/// connections (their commits' WAL hook, their opens and closes take
+/// that lock). Before, it was held throughout the open, and the recovery
+/// of a 120 MB WAL held up an unrelated database's commit for 256 ms. A
+/// handle asked for while another thread opens the same WAL waits for
+/// that open: on success it shares the WAL; on failure (which removed the
+/// entry, and this handle's count with it) it tries again, opening it
+/// itself.
+fn join_or_open<T, E>(
+    map: &Mutex<HashMap<PathBuf, Entry<T>>>,
+    key: &Path,
+    open: impl FnOnce() -> Result<T, E>,
+) -> Result<Arc<Shared<T>>, E> {
+    let mut open = Some(open);
+    loop {
+        let mut reg = map.lock();
+        if let Some(e) = reg.get_mut(key) {
+            e.handles += 1;
+            let shared = e.shared.clone();
+            drop(reg);
+            if shared.file.lock().is_some() {
+                return Ok(shared);
+            }
+            continue;
+        }
+        let shared = Arc::new(Shared {
+            file: Mutex::new(None),
+        });
+        // Held until the open's outcome is known: a handle joining
+        // meanwhile waits on it, not on the registry.
+        let mut file = shared.file.lock();
+        reg.insert(
+            key.to_path_buf(),
+            Entry {
+                shared: shared.clone(),
+                handles: 1,
+            },
+        );
+        drop(reg);
+        let opened = (open.take().expect("opened once"))();
+        match opened {
+            Ok(f) => {
+                *file = Some(f);
+                drop(file);
+                return Ok(shared);
+            }
+            Err(e) => {
+                // Nothing holds the registry while it waits for this
+                // entry's file (only the last handle's close locks a file
+                // under it, and every handle of this entry is waiting
+                // here), so the order is safe.
+                let mut reg = map.lock();
+                if reg
+                    .get(key)
+                    .is_some_and(|x| Arc::ptr_eq(&x.shared, &shared))
+                {
+                    reg.remove(key);
+                }
+                drop(reg);
+                drop(file);
+                return Err(e);
+            }
+        }
+    }
+}
 
 thread_local! {
     /// The last error this VFS turned into a SQLite result code on this
@@ -80,9 +151,10 @@ fn db_of(wal: &Path) -> PathBuf {
 /// What the WAL of the database at `db` wrote, while a connection has it
 /// open in this process.
 pub fn stats(db: &Path) -> Option<Stats> {
-    let open = OPEN.lock();
-    let e = open.get(&key_of(db))?;
-    let f = e.shared.file.lock();
+    // (The registry is not held while the file's lock is waited for: an
+    // open holds that lock until the WAL is read.)
+    let shared = OPEN.lock().get(&key_of(db))?.shared.clone();
+    let f = shared.file.lock();
     let f = f.as_ref()?;
     let mut s = f.stats();
     s.pool = f.counters();
@@ -482,39 +554,21 @@ unsafe extern "C" fn x_open(
         return rc;
     };
     let key = key_of(&db_of(&wal));
-    let mut open = OPEN.lock();
-    let shared = match open.get_mut(&key) {
-        Some(e) => {
-            e.handles += 1;
-            e.shared.clone()
+    // A panic must not unwind into SQLite (the process would abort): one
+    // that a damaged pool provokes while it is read is an error.
+    let opened = join_or_open(&OPEN, &key, || {
+        std::panic::catch_unwind(|| open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0))
+            .unwrap_or(Err(Error::Damaged {
+                what: "reading the pool panicked",
+            }))
+    });
+    let shared = match opened {
+        Ok(shared) => shared,
+        Err(e) => {
+            // SAFETY: an open that fails leaves pMethods NULL.
+            unsafe { (*file).pMethods = std::ptr::null() };
+            return open_code(&e);
         }
-        // A panic must not unwind into SQLite (the process would abort):
-        // one that a damaged pool provokes while it is read is an error.
-        None => match std::panic::catch_unwind(|| {
-            open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0)
-        })
-        .unwrap_or(Err(Error::Damaged {
-            what: "reading the pool panicked",
-        })) {
-            Ok(f) => {
-                let shared = Arc::new(Shared {
-                    file: Mutex::new(Some(f)),
-                });
-                open.insert(
-                    key.clone(),
-                    Entry {
-                        shared: shared.clone(),
-                        handles: 1,
-                    },
-                );
-                shared
-            }
-            Err(e) => {
-                // SAFETY: an open that fails leaves pMethods NULL.
-                unsafe { (*file).pMethods = std::ptr::null() };
-                return open_code(&e);
-            }
-        },
     };
     let h = file as *mut WalHandle;
     // SAFETY: `file` has room for a WalHandle (szOsFile), which SQLite owns
@@ -881,4 +935,82 @@ unsafe extern "C" fn w_sector_size(_f: *mut ffi::sqlite3_file) -> c_int {
 
 unsafe extern "C" fn w_device_characteristics(_f: *mut ffi::sqlite3_file) -> c_int {
     ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE | ffi::SQLITE_IOCAP_SAFE_APPEND
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::time::Duration;
+
+    type Map = Mutex<HashMap<PathBuf, Entry<u32>>>;
+
+    /// An opener that says it started, then waits for its outcome.
+    fn gated(
+        started: Sender<()>,
+        outcome: Receiver<Result<u32, String>>,
+    ) -> impl FnOnce() -> Result<u32, String> {
+        move || {
+            started.send(()).unwrap();
+            outcome.recv().unwrap()
+        }
+    }
+
+    fn handles(map: &Map, key: &str) -> Option<usize> {
+        map.lock().get(Path::new(key)).map(|e| e.handles)
+    }
+
+    /// While one WAL is being opened (its pool read), another database's
+    /// WAL opens: the registry is not held meanwhile (it was, for the
+    /// whole open). A handle asked for the WAL being opened waits for it
+    /// and shares it; one whose open failed tries again itself.
+    #[test]
+    fn an_open_in_progress_holds_up_only_its_own_database() {
+        let map: &'static Map = Box::leak(Box::default());
+        let (started, started_rx) = channel();
+        let (go, go_rx) = channel();
+        let a =
+            std::thread::spawn(move || join_or_open(map, Path::new("a"), gated(started, go_rx)));
+        started_rx.recv().unwrap();
+        // Another database, while "a" is being opened.
+        let (done, done_rx) = channel();
+        std::thread::spawn(move || {
+            let b = join_or_open(map, Path::new("b"), || Ok::<_, String>(2));
+            done.send(b.map(|s| *s.file.lock())).unwrap();
+        });
+        let b = done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the open of b waited for the open of a");
+        assert_eq!(b, Ok(Some(2)));
+        // A second handle of "a" joins and waits for the open.
+        let joiner = std::thread::spawn(move || {
+            join_or_open(map, Path::new("a"), || {
+                Err::<u32, _>("a joiner opened".to_string())
+            })
+        });
+        while handles(map, "a") != Some(2) {
+            std::thread::yield_now();
+        }
+        go.send(Ok(1)).unwrap();
+        let (a, joined) = (a.join().unwrap().unwrap(), joiner.join().unwrap().unwrap());
+        assert!(Arc::ptr_eq(&a, &joined));
+        assert_eq!(*a.file.lock(), Some(1));
+        assert_eq!(handles(map, "a"), Some(2));
+        // An open that fails: the handle that joined meanwhile opens it.
+        let (started, started_rx) = channel();
+        let (go, go_rx) = channel();
+        let c =
+            std::thread::spawn(move || join_or_open(map, Path::new("c"), gated(started, go_rx)));
+        started_rx.recv().unwrap();
+        let retry =
+            std::thread::spawn(move || join_or_open(map, Path::new("c"), || Ok::<_, String>(5)));
+        while handles(map, "c") != Some(2) {
+            std::thread::yield_now();
+        }
+        go.send(Err("damaged".to_string())).unwrap();
+        assert_eq!(c.join().unwrap().err(), Some("damaged".to_string()));
+        let retried = retry.join().unwrap().unwrap();
+        assert_eq!(*retried.file.lock(), Some(5));
+        assert_eq!(handles(map, "c"), Some(1));
+    }
 }

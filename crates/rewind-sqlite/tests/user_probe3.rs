@@ -691,3 +691,93 @@ fn sigkill_of_three_writer_threads_keeps_each_ones_acked() {
         }
     }
 }
+
+/// Eight threads open one crashed database at once (its WAL, 200
+/// transactions, recovered from the pool by whichever comes first; the
+/// others wait for that open and share it), while four open a copy whose
+/// pool's root magic is zeroed (each fails with `SQLITE_CANTOPEN` and the
+/// reason, none hangs: a handle that waited for a failed open tries
+/// itself), and four a third database that needs no recovery: every
+/// outcome as for one thread alone.
+#[test]
+fn threads_opening_crashed_damaged_and_clean_databases_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.db");
+    let c = open_on(VFS, &cfg(), &src);
+    c.execute_batch("PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(v BLOB);")
+        .unwrap();
+    for i in 0..200 {
+        c.execute("INSERT INTO t VALUES (zeroblob(?1))", [100 + i * 13])
+            .unwrap();
+    }
+    let (db, pool) = (
+        std::fs::read(&src).unwrap(),
+        std::fs::read(rewind_sqlite::pool_path(&dir.path().join("src.db-wal"))).unwrap(),
+    );
+    drop(c);
+    let place = |name: &str, pool_bytes: &[u8]| {
+        let p = dir.path().join(format!("{name}.db"));
+        std::fs::write(&p, &db).unwrap();
+        let wal = dir.path().join(format!("{name}.db-wal"));
+        std::fs::write(rewind_sqlite::pool_path(&wal), pool_bytes).unwrap();
+        p
+    };
+    let crashed = place("crashed", &pool);
+    let damaged = place("damaged", &pool);
+    {
+        // The root object's magic, through the pool's own API.
+        let p = rewind::Pool::open(
+            rewind_sqlite::pool_path(&dir.path().join("damaged.db-wal")),
+            rewind_sqlite::LAYOUT,
+            &rewind::OpenOptions::default(),
+        )
+        .unwrap();
+        let root = p.root::<[u8; 128]>().unwrap().unwrap().offset();
+        p.transaction(|tx| tx.write_bytes(root, &[0u8; 8])).unwrap();
+        p.close().unwrap();
+    }
+    let clean = dir.path().join("clean.db");
+    open_on(VFS, &cfg(), &clean)
+        .execute_batch("CREATE TABLE t(v BLOB); INSERT INTO t VALUES (x'01');")
+        .unwrap();
+    let barrier = std::sync::Barrier::new(16);
+    let outcomes: Vec<(usize, Result<i64, String>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..16)
+            .map(|i| {
+                let (barrier, path) = (&barrier, [&crashed, &crashed, &damaged, &clean][i % 4]);
+                s.spawn(move || {
+                    common::register_once(VFS, &cfg());
+                    let c = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), VFS)
+                        .unwrap();
+                    barrier.wait();
+                    let r = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0));
+                    let r = r.map_err(|e| {
+                        format!("{e} / {}", rewind_sqlite::last_error().unwrap_or_default())
+                    });
+                    if r.is_ok() {
+                        intact(&c);
+                    }
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .enumerate()
+            .map(|(i, h)| (i, h.join().unwrap()))
+            .collect()
+    });
+    for (i, r) in outcomes {
+        match i % 4 {
+            0 | 1 => assert_eq!(r, Ok(200), "thread {i}, crashed"),
+            2 => {
+                let e = r.expect_err("damaged");
+                assert!(
+                    e.starts_with("unable to open database file")
+                        && e.contains("not a rewind-sqlite WAL pool"),
+                    "thread {i}: {e}"
+                );
+            }
+            _ => assert_eq!(r, Ok(1), "thread {i}, clean"),
+        }
+    }
+}
