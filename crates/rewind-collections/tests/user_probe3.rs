@@ -1714,3 +1714,77 @@ fn checks_beside_a_writer_are_answers_or_changed() {
         l.check_invariants(&pool).unwrap();
     }
 }
+
+/// `update` whose closure leaves a byte-string value as it was (out of
+/// line: over 36 bytes) writes nothing, as the documentation says ("only
+/// the bytes the closure changed are written"; a value the closure
+/// changes is stored again): the value keeps its block, and in a pool
+/// with no free block the call succeeds. It stored the value again in a
+/// new block, so a read-only pass of `update` over a full pool failed
+/// with `OutOfMemory`. A value the closure changes is still stored again.
+#[test]
+fn an_update_that_changes_nothing_writes_nothing() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("update", 4 << 20, &cfg).unwrap();
+        let (ms, mb) = pool
+            .transaction(|tx| {
+                let ms = BTreeMap::<u64, String>::create(tx)?;
+                let mb = BTreeMap::<String, std::vec::Vec<u8>>::create(tx)?;
+                for k in 0..50u64 {
+                    ms.insert(tx, k, format!("{k}-{}", "v".repeat(100)))?;
+                    mb.insert(tx, format!("key-{k}"), vec![k as u8; 200])?;
+                }
+                Ok::<_, Error>((ms, mb))
+            })
+            .unwrap();
+        let before = (ms.blocks(&pool).unwrap(), mb.blocks(&pool).unwrap());
+        let seen = pool
+            .transaction(|tx| {
+                let a = ms.update(tx, &7, |v| v.len())?;
+                let b = mb.update(tx, "key-9", |v| v[0])?;
+                Ok::<_, Error>((a, b))
+            })
+            .unwrap();
+        assert_eq!(seen, (Some(102), Some(9)), "{what}");
+        assert_eq!(
+            (ms.blocks(&pool).unwrap(), mb.blocks(&pool).unwrap()),
+            before,
+            "{what}: a value re-stored"
+        );
+        // A full pool: every block taken.
+        let mut filler = vec![];
+        for size in (6..=16).rev().map(|s| 1u64 << s) {
+            while let Ok(b) = pool.transaction(|tx| tx.alloc_bytes(size)) {
+                filler.push(b);
+            }
+        }
+        let r = pool.transaction(|tx| {
+            for k in 0..50u64 {
+                ms.update(tx, &k, |v| assert!(v.starts_with(&format!("{k}-"))))?;
+                mb.update(tx, &format!("key-{k}"), |v| assert_eq!(v.len(), 200))?;
+            }
+            Ok::<_, Error>(())
+        });
+        assert!(r.is_ok(), "{what}: {r:?}");
+        // A change is stored (here it needs a block, and there is none).
+        let r = pool.transaction(|tx| ms.update(tx, &3, |v| v.push('!')));
+        assert!(r.as_ref().is_err_and(is_full), "{what}: {r:?}");
+        pool.transaction(|tx| {
+            for b in &filler[..4] {
+                tx.free(PPtr::<u8>::from_offset(*b))?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        pool.transaction(|tx| ms.update(tx, &3, |v| v.push('!')))
+            .unwrap();
+        assert!(ms.get(&pool, &3).unwrap().unwrap().ends_with('!'), "{what}");
+        ms.check_invariants(&pool).unwrap();
+        mb.check_invariants(&pool).unwrap();
+    }
+}

@@ -94,7 +94,9 @@ where
     /// counter of a large row costs a write of its word, where `get_tx`
     /// then `insert` descend twice and write the whole row. A byte-string
     /// value that `f` changes is stored again (in a new block when it is
-    /// out of line, the old one freed), as `insert` would.
+    /// out of line, the old one freed), as `insert` would; one that `f`
+    /// leaves as it was is not touched (no block allocated, nothing
+    /// written, so it succeeds in a full pool).
     pub fn update<R>(
         &self,
         tx: &mut Tx<'_>,
@@ -111,7 +113,17 @@ where
         };
         let old_slot = leaf.val_slot_in::<V, _>(tx, &geo, i)?;
         let mut v = V::load(tx, &old_slot)?;
+        // A byte string kept out of line would be stored again in a new
+        // block even if `f` left it as it was (its slot names the block):
+        // its bytes are compared first, and an unchanged one is not
+        // touched (no allocation, no write). A slot that holds the whole
+        // value is compared below.
+        let was_bytes = (!V::INLINE && V::block(&old_slot).is_some())
+            .then(|| V::ref_bytes(v.borrowed()).to_vec());
         let r = f(&mut v);
+        if was_bytes.is_some_and(|b| b == V::ref_bytes(v.borrowed())) {
+            return Ok(Some(r));
+        }
         let new_slot = V::store(tx, v.borrowed())?;
         let (was, now) = (bytemuck::bytes_of(&old_slot), bytemuck::bytes_of(&new_slot));
         let differs = |(a, b): (&u8, &u8)| a != b;
