@@ -46,6 +46,16 @@
 //! stock SQLite would not see the frames in the pool.
 //!
 //! **Limits.**
+//! * *Durability on a disk.* With the default backend
+//!   ([`Backend::Pmem`]: cache-line flushes and a fence) a commit is
+//!   durable once its fence returns only where the pool is persistent
+//!   memory mapped directly (DAX). On an ordinary file system the
+//!   committed frames sit in the page cache: they survive the process
+//!   being killed, not a power failure or an operating-system crash, and
+//!   `PRAGMA synchronous` changes nothing (the WAL's `xSync` has nothing
+//!   to do; stock SQLite syncs its WAL file at each commit under `FULL`).
+//!   For a database on a disk use [`Config::backend`]`(Backend::Msync)`:
+//!   each commit's fence is then an `msync` of what it wrote.
 //! * *Memory.* A transaction's frames wait in memory until it commits,
 //!   and committed frames are mirrored in memory until a checkpoint (as
 //!   the page cache mirrors a WAL file), as are the frames a rolled-back
