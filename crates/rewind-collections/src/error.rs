@@ -11,7 +11,7 @@ pub enum Error {
     #[error(transparent)]
     Pool(#[from] rewind::Error),
     /// The pointer does not lead to a collection of this kind.
-    #[error("{what} at offset {offset}: magic {found:02x?}, expected {expected:02x?} (a pointer to something else, or never created)")]
+    #[error("{what} at offset {offset}: magic {}, expected {} (a pointer to something else, or never created)", magic_text(.found), magic_text(.expected))]
     WrongMagic {
         /// The collection kind expected.
         what: &'static str,
@@ -128,4 +128,25 @@ pub(crate) fn corrupt(what: &'static str, offset: u64, reason: &'static str) -> 
         offset,
         reason,
     }
+}
+
+/// A header's magic for a message: as text when it is printable, naming
+/// the collection it belongs to when it is one of this crate's (a handle
+/// of the wrong kind is the usual mistake), else its bytes in hex.
+fn magic_text(m: &[u8; 8]) -> String {
+    const KINDS: [(&[u8; 8], &str); 5] = [
+        (b"RWBTREE2", "a B+-tree"),
+        (b"RWHASH03", "a hash map"),
+        (b"RWVEC002", "a vector"),
+        (b"RWLIST02", "a list"),
+        (b"RWBLOB01", "a blob"),
+    ];
+    if let Some((_, kind)) = KINDS.iter().find(|(k, _)| *k == m) {
+        return format!("\"{}\" ({kind})", String::from_utf8_lossy(m));
+    }
+    if m.iter().all(|b| b.is_ascii_graphic()) {
+        return format!("\"{}\"", String::from_utf8_lossy(m));
+    }
+    let hex: String = m.iter().map(|b| format!("{b:02x}")).collect();
+    format!("bytes 0x{hex}")
 }

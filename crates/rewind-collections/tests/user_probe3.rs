@@ -1788,3 +1788,42 @@ fn an_update_that_changes_nothing_writes_nothing() {
         mb.check_invariants(&pool).unwrap();
     }
 }
+
+/// A handle of the wrong kind (the usual `WrongMagic`) says in words what
+/// its pointer leads to: the message printed the magics as hex byte
+/// arrays that read as decimal ("magic [52, 57, 42, 54, ...], expected
+/// [52, 57, 48, 41, ...]"), naming neither collection.
+#[test]
+fn a_handle_of_another_kind_names_what_it_found() {
+    let pool = Pool::create_sim("kind", 8 << 20, &PoolConfig::default()).unwrap();
+    let (m, b) = pool
+        .transaction(|tx| {
+            Ok::<_, Error>((
+                BTreeMap::<u64, u64>::create(tx)?,
+                Blob::create_from(tx, &[0xff; 64])?,
+            ))
+        })
+        .unwrap();
+    let e = HashMap::<u64, u64>::from_ptr(PPtr::from_offset(m.as_ptr().offset()))
+        .get(&pool, &1)
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::WrongMagic { .. }), "{e:?}");
+    assert!(
+        text.contains("\"RWBTREE2\" (a B+-tree)") && text.contains("\"RWHASH03\" (a hash map)"),
+        "{text}"
+    );
+    let e = List::<u64>::from_ptr(PPtr::from_offset(m.as_ptr().offset()))
+        .len(&pool)
+        .unwrap_err();
+    assert!(e.to_string().contains("(a B+-tree)"), "{e}");
+    // Bytes that are no text: in hex, said to be bytes.
+    let buf = b.blocks(&pool).unwrap()[1];
+    let e = BTreeMap::<u64, u64>::from_ptr(PPtr::from_offset(buf))
+        .len(&pool)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("bytes 0xffffffffffffffff") && e.to_string().contains("(a B+-tree)"),
+        "{e}"
+    );
+}
