@@ -97,7 +97,7 @@ pub enum Error {
         len: u64,
     },
     /// A byte string longer than its type holds.
-    #[error("{what}: {len} bytes, but at most {max} fit (use a larger N, or a Blob)")]
+    #[error("{what}: {len} bytes, but at most {max} fit{}", too_long_hint(.what))]
     TooLong {
         /// The type or collection.
         what: &'static str,
@@ -149,4 +149,14 @@ fn magic_text(m: &[u8; 8]) -> String {
     }
     let hex: String = m.iter().map(|b| format!("{b:02x}")).collect();
     format!("bytes 0x{hex}")
+}
+
+/// What to do about a [`Error::TooLong`], where there is something: a
+/// larger `N` is only a `FixedBytes`' remedy.
+fn too_long_hint(what: &str) -> &'static str {
+    match what {
+        "FixedBytes" => " (use a larger N, or a Blob)",
+        "B+-tree byte string" => " (keep it in a Blob, and its pointer in the map)",
+        _ => "",
+    }
 }
