@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 
@@ -34,8 +34,10 @@ pub(crate) type FileId = (u64, u64);
 struct Held {
     /// Handles of the database file open through the VFS.
     handles: usize,
-    /// The descriptor syncs use, opened at the first.
-    sync: Option<File>,
+    /// The descriptor syncs use, opened at the first. Locked through each
+    /// sync (which the registry's lock is not: an `fdatasync` of one
+    /// database held up every other database's opens and closes).
+    sync: Arc<Mutex<Option<File>>>,
 }
 
 /// Database files open through the VFS in this process, by identity.
@@ -51,43 +53,77 @@ pub(crate) fn id_of(path: &Path) -> std::io::Result<FileId> {
 pub(crate) fn hold(id: FileId) {
     HELD.lock()
         .entry(id)
-        .or_insert(Held {
+        .or_insert_with(|| Held {
             handles: 0,
-            sync: None,
+            sync: Arc::default(),
         })
         .handles += 1;
 }
 
 /// Lets go of a handle counted by [`hold`], after the default VFS closed
-/// it; the last one closes the sync descriptor (no lock is left to drop).
+/// it; the last one closes the sync descriptor (no lock is left to drop),
+/// under the registry's lock, so that no handle of the file opened after
+/// it takes a lock this close would drop (a sync of this file in flight is
+/// waited for first).
 pub(crate) fn release(id: FileId) {
     let mut held = HELD.lock();
     if let Some(h) = held.get_mut(&id) {
         h.handles -= 1;
         if h.handles == 0 {
-            held.remove(&id);
+            let h = held.remove(&id).expect("found above");
+            drop(h.sync.lock().take());
         }
     }
 }
 
 /// Makes the database file at `db` durable (its data: `fdatasync`). While
 /// the process has it open through the VFS, through the descriptor kept
-/// for it (the registry's lock is held meanwhile, so no close can race the
-/// sync); otherwise through one of its own (the process then holds no lock
-/// on it to lose).
+/// for it (its own lock is held meanwhile, so no close can race the sync;
+/// the registry's is not, so other files' opens and closes go on);
+/// otherwise through one of its own (the process then holds no lock on it
+/// to lose).
 pub(crate) fn sync_data(db: &Path) -> std::io::Result<()> {
     let id = id_of(db)?;
-    let mut held = HELD.lock();
-    match held.get_mut(&id) {
-        Some(h) => {
-            if h.sync.is_none() {
-                h.sync = Some(File::open(db)?);
+    let slot = HELD.lock().get(&id).map(|h| h.sync.clone());
+    match slot {
+        Some(slot) => {
+            let mut file = slot.lock();
+            if file.is_none() {
+                *file = Some(File::open(db)?);
             }
-            h.sync.as_ref().expect("opened above").sync_data()
+            file.as_ref().expect("opened above").sync_data()
         }
-        None => {
-            drop(held);
-            File::open(db)?.sync_data()
-        }
+        None => File::open(db)?.sync_data(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    /// While one file's sync is in flight (its descriptor's lock held, as
+    /// `sync_data` holds it through the `fdatasync`), another file's
+    /// handles are counted and let go: the registry is free. Before, the
+    /// sync held the registry's lock, and they waited for it.
+    #[test]
+    fn a_sync_in_flight_holds_up_only_its_own_file() {
+        let (a, b) = ((u64::MAX, 1), (u64::MAX, 2));
+        hold(a);
+        let slot = HELD.lock().get(&a).unwrap().sync.clone();
+        let in_flight = slot.lock();
+        let (done, done_rx) = channel();
+        std::thread::spawn(move || {
+            hold(b);
+            release(b);
+            done.send(()).unwrap();
+        });
+        done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("another file's hold waited for a sync in flight");
+        drop(in_flight);
+        release(a);
+        assert!(HELD.lock().get(&a).is_none() && HELD.lock().get(&b).is_none());
     }
 }
