@@ -49,15 +49,25 @@ pub(crate) fn id_of(path: &Path) -> std::io::Result<FileId> {
     Ok((m.dev(), m.ino()))
 }
 
-/// Counts a handle of the database file `id` (opened by the default VFS).
-pub(crate) fn hold(id: FileId) {
-    HELD.lock()
-        .entry(id)
-        .or_insert_with(|| Held {
-            handles: 0,
-            sync: Arc::default(),
-        })
-        .handles += 1;
+/// Counts a handle of the database file `id` at `path` (just opened by
+/// the default VFS). The first opens the descriptor syncs use, now, while
+/// `path` names the file: a database renamed or deleted while open is then
+/// still synced (before, the sync opened it by name at the first WAL
+/// restart, found nothing or another file, and every write after a
+/// checkpoint failed with `SQLITE_IOERR`).
+pub(crate) fn hold(id: FileId, path: &Path) {
+    let mut held = HELD.lock();
+    let h = held.entry(id).or_insert_with(|| Held {
+        handles: 0,
+        sync: Arc::default(),
+    });
+    if h.handles == 0 {
+        let file = File::open(path)
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id));
+        *h.sync.lock() = file;
+    }
+    h.handles += 1;
 }
 
 /// Lets go of a handle counted by [`hold`], after the default VFS closed
@@ -97,6 +107,20 @@ pub(crate) fn sync_data(db: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Makes the database file `id` durable, through the descriptor kept for
+/// it while the process has it open through the VFS, whatever name it has
+/// now; by `path` when it has none (not open, or its descriptor could not
+/// be opened).
+pub(crate) fn sync_file(id: FileId, path: &Path) -> std::io::Result<()> {
+    let slot = HELD.lock().get(&id).map(|h| h.sync.clone());
+    if let Some(slot) = slot {
+        if let Some(f) = slot.lock().as_ref() {
+            return f.sync_data();
+        }
+    }
+    sync_data(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,12 +134,13 @@ mod tests {
     #[test]
     fn a_sync_in_flight_holds_up_only_its_own_file() {
         let (a, b) = ((u64::MAX, 1), (u64::MAX, 2));
-        hold(a);
+        let nowhere = Path::new("/nonexistent/db");
+        hold(a, nowhere);
         let slot = HELD.lock().get(&a).unwrap().sync.clone();
         let in_flight = slot.lock();
         let (done, done_rx) = channel();
         std::thread::spawn(move || {
-            hold(b);
+            hold(b, nowhere);
             release(b);
             done.send(()).unwrap();
         });

@@ -129,6 +129,9 @@ pub(crate) fn header_checks(h: &WalHeader) -> bool {
 pub struct WalFile {
     log: WalLog,
     db_path: PathBuf,
+    /// The database file's identity when the WAL was opened: a restart
+    /// syncs that file whatever its name is by then.
+    db_id: Option<crate::db_sync::FileId>,
     differential: bool,
     header: Option<WalHeader>,
     page: usize,
@@ -173,6 +176,7 @@ impl WalFile {
         let mut w = WalFile {
             checkpoint_at,
             log,
+            db_id: crate::db_sync::id_of(&db_path).ok(),
             db_path,
             differential,
             header: None,
@@ -424,7 +428,11 @@ impl WalFile {
     /// generation, once the database file is durable.
     fn restart(&mut self, header: Option<WalHeader>) -> Result<(), Error> {
         if self.committed > 0 {
-            sync_db(&self.db_path).map_err(|source| Error::Io {
+            let synced = match self.db_id {
+                Some(id) => crate::db_sync::sync_file(id, &self.db_path),
+                None => sync_db(&self.db_path),
+            };
+            synced.map_err(|source| Error::Io {
                 path: self.db_path.clone(),
                 source,
             })?;
