@@ -1851,3 +1851,57 @@ fn too_long_says_the_remedy_of_its_type() {
     let t = e.to_string();
     assert!(!t.contains("larger N") && !t.contains("or a Blob"), "{t}");
 }
+
+/// A hash map and a list whose entries are larger than the largest
+/// small block (70,000-byte values: whole chunks each) filled until the
+/// pool refuses, under redo, force and no-force: the refusal is typed,
+/// the map and list hold exactly the committed entries, and destroy gives
+/// every chunk back.
+#[test]
+fn entries_larger_than_a_block_fill_and_empty_a_pool() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("big-entries", 16 << 20, &cfg).unwrap();
+        let free0 = pool.alloc_stats().bytes_free;
+        let (h, l) = pool
+            .transaction(|tx| {
+                Ok::<_, Error>((
+                    HashMap::<u64, [u8; 70_000]>::create(tx)?,
+                    List::<[u8; 70_000]>::create(tx)?,
+                ))
+            })
+            .unwrap();
+        let mut n = 0u64;
+        loop {
+            let r = pool.transaction(|tx| {
+                h.insert(tx, n, [n as u8; 70_000])?;
+                l.push_back(tx, [n as u8; 70_000])
+            });
+            match r {
+                Ok(()) => n += 1,
+                Err(e) if is_full(&e) => break,
+                Err(e) => panic!("{what}: {e:?}"),
+            }
+        }
+        assert!(n > 10, "{what}: only {n}");
+        assert_eq!(h.len(&pool).unwrap(), n, "{what}");
+        assert_eq!(l.len(&pool).unwrap(), n, "{what}");
+        for k in [0, n / 2, n - 1] {
+            assert_eq!(h.get(&pool, &k).unwrap(), Some([k as u8; 70_000]), "{what}");
+            assert_eq!(l.get(&pool, k).unwrap(), Some([k as u8; 70_000]), "{what}");
+        }
+        h.check_invariants(&pool).unwrap();
+        l.check_invariants(&pool).unwrap();
+        pool.transaction(|tx| {
+            h.destroy(tx)?;
+            l.destroy(tx)
+        })
+        .unwrap();
+        assert!(common::allocated(&pool).is_empty(), "{what}");
+        assert_eq!(pool.alloc_stats().bytes_free, free0, "{what}");
+    }
+}
