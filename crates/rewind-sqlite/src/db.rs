@@ -85,7 +85,7 @@ static NODES: LazyLock<Mutex<HashMap<PathBuf, Arc<Node>>>> = LazyLock::new(Defau
 pub unsafe fn adopt(file: *mut ffi::sqlite3_file, key: PathBuf) {
     let id = crate::db_sync::id_of(&key).ok();
     if let Some(id) = id {
-        crate::db_sync::hold(id, &key);
+        crate::db_sync::hold(id);
     }
     // SAFETY: the caller's promise: the extra bytes are ours.
     unsafe {

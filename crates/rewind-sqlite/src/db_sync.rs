@@ -49,25 +49,34 @@ pub(crate) fn id_of(path: &Path) -> std::io::Result<FileId> {
     Ok((m.dev(), m.ino()))
 }
 
-/// Counts a handle of the database file `id` at `path` (just opened by
-/// the default VFS). The first opens the descriptor syncs use, now, while
-/// `path` names the file: a database renamed or deleted while open is then
-/// still synced (before, the sync opened it by name at the first WAL
-/// restart, found nothing or another file, and every write after a
-/// checkpoint failed with `SQLITE_IOERR`).
-pub(crate) fn hold(id: FileId, path: &Path) {
-    let mut held = HELD.lock();
-    let h = held.entry(id).or_insert_with(|| Held {
-        handles: 0,
-        sync: Arc::default(),
-    });
-    if h.handles == 0 {
-        let file = File::open(path)
-            .ok()
-            .filter(|f| f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id));
-        *h.sync.lock() = file;
+/// Counts a handle of the database file `id` (opened by the default VFS).
+pub(crate) fn hold(id: FileId) {
+    HELD.lock()
+        .entry(id)
+        .or_insert_with(|| Held {
+            handles: 0,
+            sync: Arc::default(),
+        })
+        .handles += 1;
+}
+
+/// Opens the descriptor syncs of the database file `id` use, if it has
+/// none, while `path` names that file: called as its WAL opens, so that a
+/// database renamed or deleted while open is still synced at a WAL
+/// restart (before, the sync opened it by name then, found nothing or
+/// another file, and every write after a checkpoint failed with
+/// `SQLITE_IOERR`). Not at every open of a database file: one in a
+/// rollback mode would hold a second descriptor for nothing.
+pub(crate) fn prepare(id: FileId, path: &Path) {
+    let slot = HELD.lock().get(&id).map(|h| h.sync.clone());
+    if let Some(slot) = slot {
+        let mut file = slot.lock();
+        if file.is_none() {
+            *file = File::open(path)
+                .ok()
+                .filter(|f| f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id));
+        }
     }
-    h.handles += 1;
 }
 
 /// Lets go of a handle counted by [`hold`], after the default VFS closed
@@ -134,13 +143,12 @@ mod tests {
     #[test]
     fn a_sync_in_flight_holds_up_only_its_own_file() {
         let (a, b) = ((u64::MAX, 1), (u64::MAX, 2));
-        let nowhere = Path::new("/nonexistent/db");
-        hold(a, nowhere);
+        hold(a);
         let slot = HELD.lock().get(&a).unwrap().sync.clone();
         let in_flight = slot.lock();
         let (done, done_rx) = channel();
         std::thread::spawn(move || {
-            hold(b, nowhere);
+            hold(b);
             release(b);
             done.send(()).unwrap();
         });

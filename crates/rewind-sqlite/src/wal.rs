@@ -173,10 +173,14 @@ impl WalFile {
         differential: bool,
     ) -> WalFile {
         let checkpoint_at = log.pool().max_heap() / 2;
+        let db_id = crate::db_sync::id_of(&db_path).ok();
+        if let Some(id) = db_id {
+            crate::db_sync::prepare(id, &db_path);
+        }
         let mut w = WalFile {
             checkpoint_at,
             log,
-            db_id: crate::db_sync::id_of(&db_path).ok(),
+            db_id,
             db_path,
             differential,
             header: None,
