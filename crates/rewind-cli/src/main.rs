@@ -70,6 +70,9 @@ enum Command {
     /// Print the pool's log records grouped by transaction, with each one's status.
     DumpLog(inspect::PoolArgs),
     /// Copy a pool (not in use) to a new file: one committed state (Pool::backup_to).
+    ///
+    /// SRC is opened, so a pool a crash left is recovered in place first
+    /// (copy the file itself, with `cp`, to keep it as the crash left it).
     Copy(pool_tools::CopyArgs),
     /// Grow a pool (not in use) to SIZE bytes, or by +SIZE, up to its maximum size (Pool::grow).
     Grow(pool_tools::GrowArgs),

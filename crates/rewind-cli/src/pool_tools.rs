@@ -29,6 +29,15 @@ pub fn copy(a: &CopyArgs) -> Result<(), CliError> {
     let pool = Pool::open(&a.src, info.layout_name(), &OpenOptions::default()).map_err(
         CliError::rewind(format!("opening pool {}", a.src.display())),
     )?;
+    // Opening ran recovery on SRC, in place: a pool a crash left changes
+    // here, before it is copied. Say so (the help does too).
+    let r = pool.recovery_report();
+    if r.records > 0 || r.ring_groups > 0 || r.rolled_back > 0 || r.adll_repaired {
+        println!(
+            "note: opening {} ran recovery on it, in place, before the copy: {r}",
+            a.src.display()
+        );
+    }
     pool.backup_to(&a.dst).map_err(CliError::rewind(format!(
         "copying {} to {}",
         a.src.display(),
