@@ -27,6 +27,7 @@ struct Root {
     map: u64,
     counts: u64,
     blob: u64,
+    strings: u64,
     lists: [u64; THREADS as usize],
 }
 
@@ -40,6 +41,7 @@ struct Colls {
     map: BTreeMap<u64, u64>,
     counts: HashMap<u64, u64>,
     blob: Blob,
+    strings: BTreeMap<String, std::vec::Vec<u8>>,
     lists: std::vec::Vec<List<u64>>,
 }
 
@@ -48,6 +50,7 @@ fn colls(r: &Root) -> Colls {
         map: BTreeMap::from_ptr(PPtr::from_offset(r.map)),
         counts: HashMap::from_ptr(PPtr::from_offset(r.counts)),
         blob: Blob::from_ptr(PPtr::from_offset(r.blob)),
+        strings: BTreeMap::from_ptr(PPtr::from_offset(r.strings)),
         lists: r
             .lists
             .iter()
@@ -115,6 +118,9 @@ fn child_commits_until_killed() {
                     .offset(),
                 counts: HashMap::<u64, u64>::create(tx)?.as_ptr().offset(),
                 blob: Blob::create(tx)?.as_ptr().offset(),
+                strings: BTreeMap::<String, std::vec::Vec<u8>>::create_with_fanout(tx, 4)?
+                    .as_ptr()
+                    .offset(),
                 lists,
             };
             let root: PPtr<Root> = tx.root_named("root")?;
@@ -134,8 +140,15 @@ fn child_commits_until_killed() {
                         c.blob.append(tx, &((t << 32) | i).to_le_bytes())?;
                         let l = c.lists[t as usize];
                         l.push_back(tx, i)?;
-                        if l.len_tx(tx)? > 20 {
-                            l.pop_front(tx)?;
+                        let len = l.len_tx(tx)?;
+                        if len > 20 {
+                            // From the middle, at a cursor.
+                            let at = l.cursor_tx(tx, len / 2)?.expect("in the list");
+                            l.remove_at(tx, at)?;
+                        }
+                        c.strings.insert(tx, skey(t, i), sval(i))?;
+                        if i >= 5 {
+                            c.strings.remove(tx, &skey(t, i - 5))?;
                         }
                         Ok::<_, Error>(())
                     });
@@ -152,6 +165,28 @@ fn child_commits_until_killed() {
             });
         }
     });
+}
+
+/// Thread `t`'s string key of its transaction `i` (out of line).
+fn skey(t: u64, i: u64) -> String {
+    format!("{t}-{i:040}")
+}
+
+fn sval(i: u64) -> std::vec::Vec<u8> {
+    vec![i as u8; 50 + (i % 30) as usize]
+}
+
+/// Thread `t`'s list after `n` commits: each pushes its number, then
+/// removes the middle element once there are more than 20.
+fn list_model(n: u64) -> std::vec::Vec<u64> {
+    let mut l = std::collections::VecDeque::new();
+    for i in 0..n {
+        l.push_back(i);
+        if l.len() > 20 {
+            l.remove(l.len() / 2);
+        }
+    }
+    l.into()
 }
 
 struct Run {
@@ -237,11 +272,23 @@ fn check_recovered(path: &Path, acked: [u64; THREADS as usize], what: &str) {
             .unwrap()
             .map(|e| e.unwrap())
             .collect();
-        assert_eq!(
-            list,
-            (n.saturating_sub(20)..n).collect::<std::vec::Vec<_>>(),
-            "{what}: list {t}"
-        );
+        assert_eq!(list, list_model(n), "{what}: list {t}");
+        let strings: std::vec::Vec<(String, std::vec::Vec<u8>)> = c
+            .strings
+            .range(
+                &pool,
+                (
+                    std::ops::Bound::Included(format!("{t}-").as_str()),
+                    std::ops::Bound::Excluded(format!("{t}.").as_str()),
+                ),
+            )
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        let want: std::vec::Vec<(String, std::vec::Vec<u8>)> = (n.saturating_sub(5)..n)
+            .map(|i| (skey(t, i), sval(i)))
+            .collect();
+        assert_eq!(strings, want, "{what}: strings {t}");
         c.lists[t as usize].check_invariants(&pool).unwrap();
         total += n;
     }
@@ -265,6 +312,34 @@ fn check_recovered(path: &Path, acked: [u64; THREADS as usize], what: &str) {
     }
     c.map.check_invariants(&pool).unwrap();
     c.counts.check_invariants(&pool).unwrap();
+    c.strings.check_invariants(&pool).unwrap();
+    // No block leaked or lost: the allocated blocks are the collections'
+    // and the named root's (and the catalog's, which holds its name).
+    let mut mine: std::collections::BTreeSet<u64> = [root.offset()].into();
+    mine.extend(c.map.blocks(&pool).unwrap());
+    mine.extend(c.counts.blocks(&pool).unwrap());
+    mine.extend(c.blob.blocks(&pool).unwrap());
+    mine.extend(c.strings.blocks(&pool).unwrap());
+    for l in &c.lists {
+        mine.extend(l.blocks(&pool).unwrap());
+    }
+    let alloc: std::collections::BTreeSet<u64> =
+        rewind::alloc::allocated_blocks(pool.domain(), pool.layout())
+            .unwrap()
+            .into_iter()
+            .map(|(off, _)| off)
+            .collect();
+    let extra: std::vec::Vec<u64> = alloc.difference(&mine).copied().collect();
+    let lost: std::vec::Vec<u64> = mine.difference(&alloc).copied().collect();
+    assert!(
+        lost.is_empty(),
+        "{what}: blocks of the collections not allocated: {lost:?}"
+    );
+    assert_eq!(
+        extra.len(),
+        1,
+        "{what}: blocks no collection owns: {extra:?}"
+    );
 }
 
 /// Readers (`info`, `check`, `dump-log`, text and JSON) on a pool killed
