@@ -11,7 +11,8 @@
 //! ```
 //!
 //! The database file stays an ordinary file; the WAL lives in a pool file
-//! beside it, `<db>-wal.rewind`, as NVWAL keeps it in NVRAM (§3–4 of the
+//! beside it, `<db>-wal.rewind` ([`pool_path`]: shortened for a database
+//! name of 245 bytes or more), as NVWAL keeps it in NVRAM (§3–4 of the
 //! paper):
 //!
 //! * **differential frames** (§3.2): a frame's record holds only the byte

@@ -30,11 +30,30 @@ use crate::Config;
 /// The pool's layout name.
 pub const LAYOUT: &str = "rewind-sqlite-wal";
 
-/// The pool file of the WAL file `wal` (`<db>-wal.rewind`).
+/// The pool file of the WAL file `wal`: `<db>-wal.rewind`, or, where that
+/// name would pass the 255 bytes a file name may have (a database name of
+/// 245 bytes or more, whose WAL name stock SQLite can still make), the
+/// WAL's name cut to 180 bytes, `~`, the CRC-32 of its whole name in hex,
+/// and `.rewind`. Before, such a database's pool could not be created:
+/// `PRAGMA journal_mode = WAL` said `wal`, and every later statement
+/// failed with `SQLITE_CANTOPEN` ("File name too long").
 pub fn pool_path(wal: &Path) -> PathBuf {
+    /// The longest file name most file systems allow.
+    const NAME_MAX: usize = 255;
+    /// The bytes of a long WAL name kept (room left for the engine's
+    /// temporary name beside it, on a file system without `O_TMPFILE`).
+    const KEEP: usize = 180;
     let mut p = wal.as_os_str().to_owned();
     p.push(".rewind");
-    PathBuf::from(p)
+    let p = PathBuf::from(p);
+    match wal.file_name().map(OsStr::as_bytes) {
+        Some(name) if name.len() + ".rewind".len() > NAME_MAX => {
+            let mut short = name[..KEEP].to_vec();
+            short.extend_from_slice(format!("~{:08x}.rewind", crc32fast::hash(name)).as_bytes());
+            wal.with_file_name(OsStr::from_bytes(&short))
+        }
+        _ => p,
+    }
 }
 
 /// One database's open WAL, shared by its connections in this process

@@ -899,3 +899,40 @@ fn a_database_renamed_while_open_goes_on_writing() {
     assert_eq!(count(&c), 32);
     intact(&c);
 }
+
+/// A database whose file name is 245 to 247 bytes long: its WAL file's
+/// name (`-wal`, 4 more) fits the file system's 255 bytes, as stock SQLite
+/// needs, but `<name>-wal.rewind` did not. `PRAGMA journal_mode = WAL`
+/// said `wal`, and from then on every statement failed with
+/// `SQLITE_CANTOPEN` ("File name too long"), the database unusable through
+/// the VFS. The pool of such a name now has a shortened name (a prefix
+/// and a hash of the WAL's name), and the database works as any other.
+#[test]
+fn a_database_name_of_247_bytes_has_a_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    for len in [245usize, 247] {
+        let name = format!("{}.db", "n".repeat(len - 3));
+        let path = dir.path().join(&name);
+        let c = open_on(VFS, &cfg(), &path);
+        c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2);")
+            .unwrap_or_else(|e| panic!("{len}: {e} ({:?})", rewind_sqlite::last_error()));
+        let pool = rewind_sqlite::pool_path(&dir.path().join(format!("{name}-wal")));
+        assert!(pool.exists(), "{len}: {}", pool.display());
+        assert!(pool.file_name().unwrap().len() <= 255);
+        assert!(pool.to_string_lossy().ends_with(".rewind"));
+        // Its frames survive a crash (the files copied while open).
+        let copy = dir.path().join(format!("copy{len}.db"));
+        std::fs::copy(&path, &copy).unwrap();
+        std::fs::copy(
+            &pool,
+            rewind_sqlite::pool_path(&dir.path().join(format!("copy{len}.db-wal"))),
+        )
+        .unwrap();
+        drop(c);
+        assert!(!pool.exists(), "{len}: the last close removes the pool");
+        let c = open_on(VFS, &cfg(), &path);
+        assert_eq!(count(&c), 2, "{len}");
+        assert_eq!(count(&open_on(VFS, &cfg(), &copy)), 2, "{len}");
+        intact(&c);
+    }
+}
