@@ -1905,3 +1905,88 @@ fn entries_larger_than_a_block_fill_and_empty_a_pool() {
         assert_eq!(pool.alloc_stats().bytes_free, free0, "{what}");
     }
 }
+
+/// A double-ended scan through `&Pool` taken from both ends, with keys
+/// committed between its steps (in the middle, before and after both
+/// ends): the two ends never cross, so no key is yielded twice and the
+/// front's keys stay below the back's.
+#[test]
+fn a_double_ended_scan_beside_commits_never_yields_a_key_twice() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("de", 8 << 20, &cfg).unwrap();
+        let m = pool
+            .transaction(|tx| {
+                let m = BTreeMap::<u64, u64>::create_with_fanout(tx, 4)?;
+                for k in (0..200).step_by(4) {
+                    m.insert(tx, k, k)?;
+                }
+                Ok::<_, Error>(m)
+            })
+            .unwrap();
+        for (front_steps, back_steps) in [(5, 10), (0, 49), (49, 0), (25, 25), (1, 1)] {
+            let mut it = m.iter(&pool).unwrap();
+            let mut seen: std::vec::Vec<u64> = vec![];
+            let mut fronts = vec![];
+            let mut backs = vec![];
+            for _ in 0..front_steps {
+                if let Some(Ok((k, _))) = it.next() {
+                    fronts.push(k);
+                }
+            }
+            for _ in 0..back_steps {
+                if let Some(Ok((k, _))) = it.next_back() {
+                    backs.push(k);
+                }
+            }
+            // Keys everywhere: the odd ones, then taken away again later.
+            pool.transaction(|tx| {
+                for k in (1..200).step_by(2) {
+                    m.insert(tx, k, k)?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+            loop {
+                match (it.next(), it.next_back()) {
+                    (None, None) => break,
+                    (f, b) => {
+                        for (e, side) in [(f, &mut fronts), (b, &mut backs)] {
+                            match e {
+                                Some(Ok((k, _))) => side.push(k),
+                                Some(Err(Error::Changed { .. })) | None => {}
+                                Some(Err(e)) => panic!("{what}: {e:?}"),
+                            }
+                        }
+                    }
+                }
+            }
+            seen.extend(&fronts);
+            seen.extend(&backs);
+            let mut sorted = seen.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(
+                sorted.len(),
+                seen.len(),
+                "{what}: a key twice: {fronts:?} / {backs:?}"
+            );
+            assert!(fronts.windows(2).all(|w| w[0] < w[1]), "{what}: {fronts:?}");
+            assert!(backs.windows(2).all(|w| w[0] > w[1]), "{what}: {backs:?}");
+            if let (Some(f), Some(b)) = (fronts.last(), backs.last()) {
+                assert!(f < b, "{what}: the ends crossed: {fronts:?} / {backs:?}");
+            }
+            pool.transaction(|tx| {
+                for k in (1..200).step_by(2) {
+                    m.remove(tx, &k)?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+        }
+        m.check_invariants(&pool).unwrap();
+    }
+}
