@@ -33,8 +33,8 @@ pub const LAYOUT: &str = "rewind-sqlite-wal";
 /// The pool file of the WAL file `wal`: `<db>-wal.rewind`, or, where that
 /// name would pass the 255 bytes a file name may have (a database name of
 /// 245 bytes or more, whose WAL name stock SQLite can still make), the
-/// WAL's name cut to 180 bytes, `~`, the CRC-32 of its whole name in hex,
-/// and `.rewind`. Before, such a database's pool could not be created:
+/// WAL's name cut to 180 bytes, `~`, 64 bits of hash of its whole name
+/// in hex, and `.rewind`. Before, such a database's pool could not be created:
 /// `PRAGMA journal_mode = WAL` said `wal`, and every later statement
 /// failed with `SQLITE_CANTOPEN` ("File name too long").
 pub fn pool_path(wal: &Path) -> PathBuf {
@@ -48,8 +48,13 @@ pub fn pool_path(wal: &Path) -> PathBuf {
     let p = PathBuf::from(p);
     match wal.file_name().map(OsStr::as_bytes) {
         Some(name) if name.len() + ".rewind".len() > NAME_MAX => {
+            // 64 bits of hash (two CRC-32s, the second seeded): names
+            // that share their first 180 bytes do not share a pool.
+            let mut second = crc32fast::Hasher::new_with_initial(0x5157_4c21);
+            second.update(name);
+            let hash = (u64::from(crc32fast::hash(name)) << 32) | u64::from(second.finalize());
             let mut short = name[..KEEP].to_vec();
-            short.extend_from_slice(format!("~{:08x}.rewind", crc32fast::hash(name)).as_bytes());
+            short.extend_from_slice(format!("~{hash:016x}.rewind").as_bytes());
             wal.with_file_name(OsStr::from_bytes(&short))
         }
         _ => p,

@@ -936,3 +936,23 @@ fn a_database_name_of_247_bytes_has_a_pool() {
         intact(&c);
     }
 }
+
+/// Long names that share their first 180 bytes get pools of their own.
+#[test]
+fn long_names_sharing_a_prefix_have_pools_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = "p".repeat(200);
+    let wal = |tail: &str| dir.path().join(format!("{prefix}{tail}.db-wal"));
+    let pools: std::collections::HashSet<_> = [
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+        "baaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    ]
+    .iter()
+    .map(|t| rewind_sqlite::pool_path(&wal(t)))
+    .collect();
+    assert_eq!(pools.len(), 3);
+    for p in &pools {
+        assert!(p.file_name().unwrap().len() <= 255, "{}", p.display());
+    }
+}
