@@ -89,9 +89,11 @@ struct State {
     free_chunks: BTreeSet<u64>,
     /// Chunks in the heap now (the heap size word).
     chunks: u64,
-    /// Blocks a running transaction frees, by the transaction's id
-    /// ([`Allocator::claim_free`]): from the free's check until the block
-    /// is released, or the transaction ends.
+    /// Blocks a running transaction frees, or allocated with its bits set
+    /// before its commit, by the transaction's id
+    /// ([`Allocator::claim_free`], [`Allocator::claim_alloc`]): from the
+    /// free's check (the allocation) until the block is released, or the
+    /// transaction ends.
     freeing: HashMap<u64, u64>,
 }
 
@@ -513,11 +515,24 @@ impl Allocator {
         if st.freeing.get(&off).is_some_and(|&other| other != tx) {
             return Err(Error::InvalidFree {
                 offset: off,
-                reason: "another transaction running now frees the block",
+                reason: "another transaction running now frees the block, or allocated it and has \
+                         not committed",
             });
         }
         st.freeing.insert(off, tx);
         Ok(size)
+    }
+
+    /// Transaction `tx`'s allocation of the block at `off`, whose bits it
+    /// set before its commit (outside the commit ring): the block is `tx`'s
+    /// until it is released or `tx` ends ([`unclaim`](Self::unclaim)), so
+    /// that no other transaction frees it meanwhile
+    /// ([`claim_free`](Self::claim_free)). Such a free found it allocated
+    /// and committed; when `tx` then rolled back, its undo freed the block
+    /// too, and it went back to the free lists twice (two later
+    /// allocations were handed the same memory).
+    pub fn claim_alloc(&self, off: u64, tx: u64) {
+        self.state.lock().freeing.insert(off, tx);
     }
 
     /// The claims of transaction `tx` ([`claim_free`](Self::claim_free))

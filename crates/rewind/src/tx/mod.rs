@@ -92,8 +92,9 @@ pub struct Tx<'p> {
     flat: Option<u64>,
     /// A savepoint was taken: allocations and frees take the bucket log.
     bucket_allocs: bool,
-    /// Blocks this transaction claimed to free (`Allocator::claim_free`),
-    /// their claims dropped when it ends.
+    /// Blocks this transaction claimed to free (`Allocator::claim_free`)
+    /// or allocated outside the ring (`Allocator::claim_alloc`), their
+    /// claims dropped when it ends.
     claimed: Vec<u64>,
 }
 
@@ -552,6 +553,10 @@ impl<'p> Tx<'p> {
         }
         self.log.blocks.fresh.push((off, bsize));
         eng.alloc.mark(&eng.dom, off, bsize, true)?;
+        // Allocated on media before the commit: no other transaction may
+        // free it until this one ends (its rollback frees it).
+        eng.alloc.claim_alloc(off, self.log.id);
+        self.claimed.push(off);
         self.log.targets.extend(eng.alloc.mark_range(off, bsize));
         if zeroed {
             zero(eng, off, size)?;
@@ -561,9 +566,9 @@ impl<'p> Tx<'p> {
 
     /// Frees a block allocated earlier (by this or a committed transaction).
     /// The block becomes reusable when this transaction commits. A block
-    /// another transaction running now frees is [`Error::InvalidFree`]
-    /// (one free of it commits, never two), which leaves this transaction
-    /// usable.
+    /// another transaction running now frees, or allocated and has not
+    /// committed, is [`Error::InvalidFree`] (one free of it commits, never
+    /// two), which leaves this transaction usable.
     pub fn free<T>(&mut self, p: PPtr<T>) -> Result<(), Error> {
         self.live()?;
         let r = self.free_logged(p.offset());
