@@ -572,6 +572,8 @@ impl<T: Stored> List<T> {
             front: h.head,
             back: h.tail,
             left: h.len,
+            front_done: 0,
+            back_done: 0,
             _t: PhantomData,
         })
     }
@@ -644,6 +646,12 @@ pub struct Iter<'p, T> {
     front: u64,
     back: u64,
     left: u64,
+    /// The nodes last yielded from the front and from the back (0: none):
+    /// an end that reaches a node the other end yielded stops there. The
+    /// count alone let a scan through `&Pool` whose list lost elements
+    /// between its ends run past the back and yield them again.
+    front_done: u64,
+    back_done: u64,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -651,6 +659,15 @@ impl<T: Stored> Iter<'_, T> {
     /// Reads `node`, moving the end it came from along `step`; ends the
     /// iterator on an error.
     fn take(&mut self, node: u64, forward: bool) -> Option<Result<T>> {
+        let met = if forward {
+            self.back_done
+        } else {
+            self.front_done
+        };
+        if node != 0 && node == met {
+            self.left = 0; // the ends met: every element between is yielded
+            return None;
+        }
         self.left -= 1;
         let m = &mut *self.mem;
         let read = (|| {
@@ -665,8 +682,10 @@ impl<T: Stored> Iter<'_, T> {
             Ok((l, v)) => {
                 if forward {
                     self.front = l.next;
+                    self.front_done = node;
                 } else {
                     self.back = l.prev;
+                    self.back_done = node;
                 }
                 Some(Ok(v))
             }

@@ -1990,3 +1990,67 @@ fn a_double_ended_scan_beside_commits_never_yields_a_key_twice() {
         m.check_invariants(&pool).unwrap();
     }
 }
+
+/// A list scanned through `&Pool` from both ends while commits remove
+/// elements between the ends (and push new ones at the back): the front
+/// ran on by the count it began with, past the back, and yielded again
+/// what the back had yielded (`[1, 2, 7, 8, 9]` after `0` and `9`, then
+/// `Changed`; with pushes, with no error at all). The ends now stop where
+/// they meet: no element twice.
+#[test]
+fn a_double_ended_list_scan_beside_removals_never_yields_an_element_twice() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("list-de", 8 << 20, &cfg).unwrap();
+        let l = pool.transaction(List::<u64>::create).unwrap();
+        for (removed, pushed, back_first) in [(4, 0, 1), (4, 5, 1), (3, 3, 2), (8, 0, 1), (1, 0, 3)]
+        {
+            pool.transaction(|tx| {
+                while l.pop_front(tx)?.is_some() {}
+                for i in 0..10 {
+                    l.push_back(tx, i)?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+            let mut it = l.iter(&pool).unwrap();
+            let mut fronts = vec![it.next().unwrap().unwrap()];
+            let mut backs: std::vec::Vec<u64> = (0..back_first)
+                .map(|_| it.next_back().unwrap().unwrap())
+                .collect();
+            pool.transaction(|tx| {
+                for _ in 0..removed {
+                    l.remove(tx, 2)?;
+                }
+                for i in 0..pushed {
+                    l.push_back(tx, 100 + i)?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+            for e in it.by_ref() {
+                match e {
+                    Ok(v) => fronts.push(v),
+                    Err(Error::Changed { .. }) => {}
+                    Err(e) => panic!("{what}: {e:?}"),
+                }
+            }
+            backs.reverse();
+            let mut all = fronts.clone();
+            all.extend(&backs);
+            let mut dedup = all.clone();
+            dedup.sort_unstable();
+            dedup.dedup();
+            assert_eq!(
+                dedup.len(),
+                all.len(),
+                "{what}: removed {removed}, pushed {pushed}: {fronts:?} then the back's {backs:?}"
+            );
+        }
+        l.check_invariants(&pool).unwrap();
+    }
+}
