@@ -371,7 +371,12 @@ where
                 }
                 continue;
             };
-            if self.below_start(&k) {
+            // A key not past the last one this end yielded: beside writers
+            // (a scan through `&Pool`), a commit that shared a leaf's
+            // entries with its neighbour after this end read it moved them
+            // into the leaf it reads next; yielded already, or passed.
+            let passed = (self.front_key.as_ref()).is_some_and(|f| k.borrowed() <= f.borrowed());
+            if passed || self.below_start(&k) {
                 self.skip()?;
                 continue;
             }
@@ -397,7 +402,11 @@ where
                 }
                 continue;
             };
-            if self.above_end(&k) {
+            // (As the front: a key not below the last one this end yielded
+            // was moved into the leaf before by a commit; the back end
+            // finds that leaf by the lower separator it read before.)
+            let passed = (self.back_key.as_ref()).is_some_and(|b| k.borrowed() >= b.borrowed());
+            if passed || self.above_end(&k) {
                 self.skip()?;
                 continue;
             }
