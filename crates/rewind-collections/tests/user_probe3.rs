@@ -2122,3 +2122,103 @@ fn a_range_scan_beside_rebalancing_commits_yields_each_key_once_in_order() {
         m.check_invariants(&pool).unwrap();
     }
 }
+
+/// Readers scanning a string tree through `&Pool` from either end, and
+/// from both at once, while two writer threads insert and remove keys
+/// (splits, merges and rebalances): every scan yields keys in order, each
+/// once, its ends never crossing; an error is `Changed` only.
+#[test]
+fn scans_beside_writer_threads_yield_ordered_keys_once() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::default().policy(Policy::Force),
+        PoolConfig::default().policy(Policy::NoForce),
+    ] {
+        let what = common::name(&cfg);
+        let pool = Pool::create_sim("scans", 16 << 20, &cfg).unwrap();
+        let key = |k: u64| format!("{k:030}-{}", "k".repeat((k % 11) as usize));
+        let m = pool
+            .transaction(|tx| {
+                let m = BTreeMap::<String, u64>::create_with_fanout(tx, 5)?;
+                for k in (0..800).step_by(2) {
+                    m.insert(tx, key(k), k)?;
+                }
+                Ok::<_, Error>(m)
+            })
+            .unwrap();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let writers: std::vec::Vec<_> = (0..2u64)
+                .map(|t| {
+                    let pool = &pool;
+                    sc.spawn(move || {
+                        let mut rng = SmallRng::seed_from_u64(t + 99);
+                        for _ in 0..300 {
+                            loop {
+                                let r = pool.transaction(|tx| {
+                                    for _ in 0..10 {
+                                        let k = rng.gen_range(0..800u64);
+                                        if rng.gen_bool(0.5) {
+                                            m.insert(tx, key(k), k)?;
+                                        } else {
+                                            m.remove(tx, &key(k))?;
+                                        }
+                                    }
+                                    Ok::<_, Error>(())
+                                });
+                                match r {
+                                    Ok(()) => break,
+                                    Err(e) if retryable(&e) => {}
+                                    Err(e) => panic!("{e:?}"),
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let reader = sc.spawn(|| {
+                let mut scans = 0u64;
+                while !done.load(Ordering::Acquire) || scans < 30 {
+                    let mode = scans % 3;
+                    let mut it = match m.iter(&pool) {
+                        Ok(it) => it,
+                        Err(Error::Changed { .. }) => continue,
+                        Err(e) => panic!("{what}: {e:?}"),
+                    };
+                    let (mut f, mut b) = (vec![], vec![]);
+                    let mut turn = 0u64;
+                    loop {
+                        let front = mode == 0 || (mode == 2 && turn.is_multiple_of(2));
+                        let e = if front { it.next() } else { it.next_back() };
+                        turn += 1;
+                        match e {
+                            Some(Ok((k, _))) => {
+                                if front {
+                                    f.push(k)
+                                } else {
+                                    b.push(k)
+                                }
+                            }
+                            Some(Err(Error::Changed { .. })) => break,
+                            Some(Err(e)) => panic!("{what}: {e:?}"),
+                            None if mode == 2 && turn < 3 => {}
+                            None => break,
+                        }
+                    }
+                    assert!(f.windows(2).all(|w| w[0] < w[1]), "{what}: front {f:?}");
+                    assert!(b.windows(2).all(|w| w[0] > w[1]), "{what}: back {b:?}");
+                    if let (Some(x), Some(y)) = (f.last(), b.last()) {
+                        assert!(x < y, "{what}: the ends crossed at {x} / {y}");
+                    }
+                    scans += 1;
+                }
+            });
+            for w in writers {
+                w.join().unwrap();
+            }
+            done.store(true, Ordering::Release);
+            reader.join().unwrap();
+        });
+        m.check_invariants(&pool).unwrap();
+    }
+}
