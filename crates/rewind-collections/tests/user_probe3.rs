@@ -2228,10 +2228,10 @@ fn scans_beside_writer_threads_yield_ordered_keys_once() {
 /// front and remove from the middle: every error is `Changed`, never
 /// another error or a panic. (What such a scan yields is only part of a
 /// change: a node popped and pushed again holds another value in another
-/// place, and under redo a scan can read a commit part way through
-/// storing its values in place: a value 0, never in the list, was yielded
-/// by both ends in 1 of 4 runs. collections.md said redo scans saw the
-/// state between commits.)
+/// place, and under redo a value 0, never in the list, was yielded by
+/// both ends in 1 of 4 runs: bytes of a node the scan reached whose
+/// block another transaction had taken meanwhile. collections.md said
+/// redo scans saw the state between commits.)
 #[test]
 fn list_scans_beside_writer_threads_end_changed_or_whole() {
     for cfg in [
