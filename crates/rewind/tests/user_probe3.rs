@@ -1631,3 +1631,196 @@ fn a_free_of_another_transactions_uncommitted_allocation_frees_it_once() {
         }
     }
 }
+
+/// Threads that share pointers before their transactions commit (a
+/// program's race, but a legal one): each transaction allocates blocks of
+/// several sizes and publishes them at once, frees blocks others
+/// published (committed or not), and commits, rolls back, or rolls back
+/// to a savepoint. Whatever each call answers, the allocator never holds
+/// one block twice: the blocks the committed transactions left allocated
+/// are distinct, each frees once, and then the heap is back where it
+/// began, in memory and reopened.
+///
+/// Ignored: it fails intermittently (about one run in 15 to 60 in a debug
+/// build, after the `claim_alloc` fix; every run before it) and the cause
+/// is not found. Seen: under Optimized/Redo a block whose only allocation
+/// was undone by its transaction's `rollback_to` was freed `Ok` by another
+/// thread's committed transaction ("allocated -1 times over"), and blocks
+/// the media bitmap holds allocated that no committed transaction left
+/// allocated; under Simple/Redo and Batch/NoForce the heap figures in
+/// memory differed from those rebuilt at reopen by one block (the free
+/// lists and the bitmap disagree). One thread never fails (1,500 rounds
+/// per config), nor do the two-thread scenarios of
+/// `a_free_of_another_transactions_uncommitted_allocation_frees_it_once`.
+/// On a failure it prints each disagreeing block's history (`DBG`);
+/// `ONLY=Log/Policy`, `THREADS` and `ROUNDS` narrow a run.
+#[test]
+#[ignore = "intermittent double free / bitmap-free-list disagreement with threads sharing uncommitted pointers; cause not found (see the doc comment)"]
+fn threads_freeing_each_others_unpublished_blocks_never_double_free() {
+    use std::collections::HashSet;
+    for (i, (v, p)) in configs().into_iter().enumerate() {
+        if let Ok(only) = std::env::var("ONLY") {
+            if format!("{v:?}/{p:?}") != only {
+                continue;
+            }
+        }
+        let who = format!("{v:?}/{p:?}");
+        let pool = Pool::create_sim(LAYOUT, 16 << 20, &cfg(v, p)).unwrap();
+        let base = pool.alloc_stats().bytes_used;
+        // Offsets published by any transaction, committed or not.
+        let board: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+        let events: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        // Per thread: blocks its committed transactions allocated, and
+        // blocks they freed.
+        let logs: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
+            let nthreads: u64 = std::env::var("THREADS").map_or(3, |n| n.parse().unwrap());
+            let hs: Vec<_> = (0..nthreads)
+                .map(|t| {
+                    let (pool, board, who, events) = (&pool, &board, &who, &events);
+                    s.spawn(move || {
+                        let mut x = 0x853c_49e6_748f_ea9bu64 ^ (i as u64) << 24 ^ t << 8;
+                        let mut next = move || {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x
+                        };
+                        let (mut made, mut gone) = (Vec::new(), Vec::new());
+                        for _ in 0..std::env::var("ROUNDS").map_or(150, |n| n.parse().unwrap()) {
+                            let r0 = next();
+                            let picks: Vec<u64> = {
+                                let b = board.lock().unwrap();
+                                if b.is_empty() {
+                                    Vec::new()
+                                } else {
+                                    (0..1 + r0 % 3)
+                                        .map(|k| b[((r0 >> (8 + k)) as usize) % b.len()])
+                                        .collect()
+                                }
+                            };
+                            let sizes: Vec<u64> = (0..1 + (r0 >> 20) % 3)
+                                .map(|k| match (r0 >> (24 + 4 * k)) % 8 {
+                                    0 => 70_000,
+                                    1 => 3000,
+                                    _ => 64,
+                                })
+                                .collect();
+                            let end = (r0 >> 40) % 4; // 0,1: commit, 2: abort, 3: savepoint
+                            let mut ev = Vec::new();
+                            let r = pool.transaction(|tx| {
+                                ev.clear();
+                                let (mut mine, mut freed) = (Vec::new(), Vec::new());
+                                let sp = if end == 3 {
+                                    Some(tx.savepoint()?)
+                                } else {
+                                    None
+                                };
+                                for &sz in &sizes {
+                                    let b = tx.alloc_bytes(sz)?;
+                                    ev.push(format!("alloc {b}"));
+                                    board.lock().unwrap().push(b);
+                                    mine.push(b);
+                                }
+                                for &b in &picks {
+                                    let fr = tx.free(PPtr::<u8>::from_offset(b));
+                                    ev.push(format!("free {b} {fr:?}"));
+                                    match fr {
+                                        Ok(()) => freed.push(b),
+                                        Err(
+                                            Error::InvalidFree { .. } | Error::NotAllocated { .. },
+                                        ) => {}
+                                        Err(e) => return Err(e),
+                                    }
+                                }
+                                if let Some(sp) = sp {
+                                    ev.push("rollback_to".into());
+                                    tx.rollback_to(sp)?;
+                                    mine.clear();
+                                    freed.clear();
+                                }
+                                if end == 2 {
+                                    return Err(Error::Aborted);
+                                }
+                                Ok((mine, freed))
+                            });
+                            events.lock().unwrap().push(format!(
+                                "T{t} {}: {ev:?}",
+                                match &r {
+                                    Ok(_) => "commit",
+                                    Err(_) => "abort",
+                                }
+                            ));
+                            match r {
+                                Ok((mine, freed)) => {
+                                    made.extend(mine);
+                                    gone.extend(freed);
+                                }
+                                Err(
+                                    Error::Aborted
+                                    | Error::OutOfMemory { .. }
+                                    | Error::LogFull { .. },
+                                ) => {}
+                                Err(e) => panic!("{who} thread {t}: {e:?}"),
+                            }
+                        }
+                        (made, gone)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut live: HashSet<u64> = HashSet::new();
+        let made: Vec<u64> = logs.iter().flat_map(|l| l.0.iter().copied()).collect();
+        let gone: Vec<u64> = logs.iter().flat_map(|l| l.1.iter().copied()).collect();
+        // A block may be allocated, freed and allocated again: count them.
+        let mut count: std::collections::HashMap<u64, i64> = Default::default();
+        for &b in &made {
+            *count.entry(b).or_default() += 1;
+        }
+        for &b in &gone {
+            *count.entry(b).or_default() -= 1;
+        }
+        for (&b, &n) in &count {
+            assert!(
+                (0..=1).contains(&n),
+                "{who}: block {b} allocated {n} times over"
+            );
+            if n == 1 {
+                live.insert(b);
+            }
+        }
+        {
+            let bd = board.lock().unwrap().clone();
+            for &b in &bd {
+                let media = pool.read(PPtr::<u8>::from_offset(b)).is_ok();
+                if media != live.contains(&b) {
+                    eprintln!(
+                        "DBG {who}: block {b} media allocated {media}, live {}",
+                        live.contains(&b)
+                    );
+                    for e in events.lock().unwrap().iter() {
+                        if e.contains(&b.to_string()) {
+                            eprintln!("DBG   {e}");
+                        }
+                    }
+                }
+            }
+        }
+        let again = reopen(&pool);
+        assert_eq!(
+            again.alloc_stats(),
+            pool.alloc_stats(),
+            "{who}: heap after reopen"
+        );
+        for &b in &live {
+            again
+                .transaction(|tx| tx.free(PPtr::<u8>::from_offset(b)))
+                .unwrap_or_else(|e| panic!("{who}: live block {b}: {e:?}"));
+        }
+        assert_eq!(
+            again.alloc_stats().bytes_used,
+            base,
+            "{who}: left allocated"
+        );
+    }
+}
