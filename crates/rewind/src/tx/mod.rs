@@ -898,6 +898,13 @@ impl Tx<'_> {
                 return Err(e);
             }
             eng.alloc.mark(&eng.dom, off, size, set)?;
+            if set {
+                // Allocated on media before the commit now, as on the
+                // bucket log's path: no other transaction may free it
+                // until this one ends (its rollback frees it).
+                eng.alloc.claim_alloc(off, id);
+                self.claimed.push(off);
+            }
             self.log.targets.extend(eng.alloc.mark_range(off, size));
             if set && !self.log.blocks.ring_unzeroed.contains(&off) {
                 // Its zeros (stored when it was reserved) durable before
