@@ -123,6 +123,18 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
     if !info.in_use && bytes > info.max_size {
         return Err(too_large(a, bytes, relative, info.max_size));
     }
+    // And a relative size past it from the file's length (the pool's
+    // size): opening the pool may tidy its allocator (a class chunk left
+    // empty goes back to the free chunks, a descriptor store), and a
+    // refused growth must leave the file as it was.
+    if !info.in_use && relative {
+        if let Ok(m) = std::fs::metadata(&a.pool) {
+            let target = m.len().saturating_add(bytes);
+            if target > info.max_size {
+                return Err(too_large(a, target, false, info.max_size));
+            }
+        }
+    }
     // So is a size under the one at create (a pool never shrinks): `grow
     // POOL 1M` meant as +1M must not recover the pool and then refuse.
     if !info.in_use && !relative && bytes < info.size {

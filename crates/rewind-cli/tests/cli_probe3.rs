@@ -473,6 +473,45 @@ fn grow_by_a_size_grows_by_at_least_it_and_names_no_false_limit() {
 /// reader for ever (a hang); and through a symbolic link it opened and
 /// locked whatever the link named. Both are refused at once as not a
 /// regular file, with the path named, and nothing is created.
+/// `grow +SIZE` past the maximum is refused without a change to the file,
+/// even when opening the pool would tidy its allocator: a pool whose only
+/// block of a size class was freed has that class's chunk empty, and an
+/// open gives such a chunk back to the free chunks (a descriptor store).
+/// The refusal came after the open, so the file was changed.
+#[test]
+fn a_refused_relative_growth_leaves_the_file_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.pool");
+    let pool = Pool::create(&path, LAYOUT, 4 << 20, &PoolConfig::default()).unwrap();
+    let block = pool.transaction(|tx| tx.alloc_bytes(8000)).unwrap();
+    pool.transaction(|tx| tx.free(PPtr::<u8>::from_offset(block)))
+        .unwrap();
+    pool.close().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for size in ["+1", "+1M"] {
+        let r = rewind(&[
+            std::ffi::OsStr::new("grow"),
+            path.as_os_str(),
+            size.as_ref(),
+        ]);
+        assert_ne!(
+            r.code,
+            Some(0),
+            "grow {size} of a pool at its maximum: {}",
+            r.stdout
+        );
+        assert!(r.stderr.contains("maximum size"), "{}", r.stderr);
+        assert!(
+            std::fs::read(&path).unwrap() == before,
+            "grow {size}, refused, changed the file"
+        );
+    }
+    // The pool is as it was: opening it now tidies the chunk, and works.
+    let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+    assert_eq!(pool.size(), 4 << 20);
+    pool.close().unwrap();
+}
+
 #[test]
 fn a_demo_lock_path_that_is_no_regular_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
