@@ -6,7 +6,7 @@
 //! state and checks consistent.
 
 mod common;
-use common::configs;
+use common::{configs, SmallFs};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -417,42 +417,6 @@ fn failing_transactions_on_a_full_file_pool_leak_nothing_and_leave_the_committed
         assert_eq!(pool.read(root).unwrap(), want, "{who}: reopened");
         let c = rewind::inspect::check_pool(&pool);
         assert!(c.is_ok(), "{who}: {c}");
-    }
-}
-
-/// A tmpfs of `mib` MiB mounted for the test (unmounted when dropped), or
-/// `None` where mounting is not permitted (not root, no tmpfs, a
-/// container without the capability): the caller skips.
-struct SmallFs {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount(mib: u64) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("cannot mount a tmpfs here: skipped");
-            return None;
-        }
-        Some(SmallFs { dir })
-    }
-
-    fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(self.dir.path())
-            .status();
     }
 }
 

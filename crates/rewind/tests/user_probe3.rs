@@ -4,7 +4,7 @@
 //! lock cycles of several threads. Counts and barriers only, never time.
 
 mod common;
-use common::configs;
+use common::{configs, SmallFs};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Barrier, Mutex};
@@ -1183,38 +1183,6 @@ fn growth_over_a_garbage_tail_of_the_file_starts_clean() {
     }
 }
 
-/// A tmpfs of `mib` MiB, unmounted (lazily) when dropped; `None` where
-/// mounting is not allowed.
-struct SmallFs {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount(mib: u64) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("cannot mount a tmpfs here: skipped");
-            return None;
-        }
-        Some(SmallFs { dir })
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
 /// The same on a pool that may grow but whose file system is full: the
 /// allocation after the rolled-back giant transaction must find the heap
 /// the log held, not `NoSpaceToGrow` (the growth it tried first).
@@ -1225,7 +1193,7 @@ fn the_heap_a_failed_giant_transaction_lent_the_log_comes_back_on_a_full_disk() 
     };
     for (i, (v, p)) in configs().into_iter().enumerate() {
         let who = format!("{v:?}/{p:?}");
-        let path = fs.dir.path().join(format!("{i}.pool"));
+        let path = fs.path().join(format!("{i}.pool"));
         let c = PoolConfig::default()
             .log(v)
             .policy(p)
@@ -1234,8 +1202,8 @@ fn the_heap_a_failed_giant_transaction_lent_the_log_comes_back_on_a_full_disk() 
             .max_size(64 << 20);
         let pool = Pool::create(&path, LAYOUT, 2 << 20, &c).unwrap();
         // The file system has room for this pool and little more.
-        let filler = fs.dir.path().join("filler");
-        let st = rustix::fs::statvfs(fs.dir.path()).unwrap();
+        let filler = fs.path().join("filler");
+        let st = rustix::fs::statvfs(fs.path()).unwrap();
         let free = st.f_bavail * st.f_frsize;
         std::fs::write(&filler, vec![1u8; (free - (64 << 10)) as usize]).unwrap();
         let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
@@ -1331,7 +1299,7 @@ fn writes_after_a_failed_giant_transaction_on_a_full_disk_find_the_log_checkpoin
     };
     for (i, (v, p)) in configs().into_iter().enumerate() {
         let who = format!("{v:?}/{p:?}");
-        let path = fs.dir.path().join(format!("{i}.pool"));
+        let path = fs.path().join(format!("{i}.pool"));
         let c = PoolConfig::default()
             .log(v)
             .policy(p)
@@ -1341,8 +1309,8 @@ fn writes_after_a_failed_giant_transaction_on_a_full_disk_find_the_log_checkpoin
         let pool = Pool::create(&path, LAYOUT, 2 << 20, &c).unwrap();
         let root = pool.transaction(|tx| tx.root::<u64>()).unwrap();
         let data = pool.transaction(|tx| tx.alloc_bytes(256 << 10)).unwrap();
-        let filler = fs.dir.path().join("filler");
-        let st = rustix::fs::statvfs(fs.dir.path()).unwrap();
+        let filler = fs.path().join("filler");
+        let st = rustix::fs::statvfs(fs.path()).unwrap();
         let free = st.f_bavail * st.f_frsize;
         std::fs::write(&filler, vec![1u8; (free - (64 << 10)) as usize]).unwrap();
         let r = pool.transaction(|tx| {

@@ -93,3 +93,41 @@ pub fn pool_beyond_free_space(path: &std::path::Path, layout: &str) -> Option<(r
         free,
     ))
 }
+
+/// A tmpfs of `mib` MiB mounted for the test, unmounted (lazily: a child
+/// process may still map a pool there) when dropped; `None` where mounting
+/// is not permitted (not root, no tmpfs, a container without the
+/// capability): the caller skips.
+pub struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    pub fn mount(mib: u64) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("cannot mount a tmpfs here: skipped");
+            return None;
+        }
+        Some(SmallFs { dir })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
