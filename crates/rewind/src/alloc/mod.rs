@@ -91,7 +91,7 @@ struct State {
     chunks: u64,
     /// Blocks a running transaction frees, or allocated with its bits set
     /// before its commit, by the transaction's id
-    /// ([`Allocator::claim_free`], [`Allocator::claim_alloc`]): from the
+    /// ([`Allocator::claim_free`], [`Allocator::mark_allocated_for`]): from the
     /// free's check (the allocation) until the block is released, or the
     /// transaction ends.
     freeing: HashMap<u64, u64>,
@@ -523,16 +523,29 @@ impl Allocator {
         Ok(size)
     }
 
-    /// Transaction `tx`'s allocation of the block at `off`, whose bits it
-    /// set before its commit (outside the commit ring): the block is `tx`'s
-    /// until it is released or `tx` ends ([`unclaim`](Self::unclaim)), so
-    /// that no other transaction frees it meanwhile
-    /// ([`claim_free`](Self::claim_free)). Such a free found it allocated
-    /// and committed; when `tx` then rolled back, its undo freed the block
-    /// too, and it went back to the free lists twice (two later
-    /// allocations were handed the same memory).
-    pub fn claim_alloc(&self, off: u64, tx: u64) {
-        self.state.lock().freeing.insert(off, tx);
+    /// Transaction `tx`'s allocation of the block at `off` (`size` bytes),
+    /// marked allocated on media before its commit (outside the commit
+    /// ring), as [`mark`](Self::mark): the block is `tx`'s until it is
+    /// released or `tx` ends ([`unclaim`](Self::unclaim)), so that no
+    /// other transaction frees it meanwhile ([`claim_free`](Self::claim_free)).
+    /// Such a free found it allocated and committed; when `tx` then rolled
+    /// back, its undo freed the block too, and it went back to the free
+    /// lists twice (two later allocations were handed the same memory).
+    /// The bit and the claim are made under one hold of the latch: a free
+    /// between them (of a stale pointer to the block, from before it was
+    /// last freed) found the bit set and no claim, claimed the block, and
+    /// the allocation's claim then replaced its own.
+    pub fn mark_allocated_for(
+        &self,
+        d: &Domain,
+        off: u64,
+        size: u64,
+        tx: u64,
+    ) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        mark_with(d, &self.l, off, size, true, true)?;
+        st.freeing.insert(off, tx);
+        Ok(())
     }
 
     /// The claims of transaction `tx` ([`claim_free`](Self::claim_free))

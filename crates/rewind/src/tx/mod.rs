@@ -93,7 +93,7 @@ pub struct Tx<'p> {
     /// A savepoint was taken: allocations and frees take the bucket log.
     bucket_allocs: bool,
     /// Blocks this transaction claimed to free (`Allocator::claim_free`)
-    /// or allocated outside the ring (`Allocator::claim_alloc`), their
+    /// or allocated outside the ring (`Allocator::mark_allocated_for`), their
     /// claims dropped when it ends.
     claimed: Vec<u64>,
 }
@@ -552,11 +552,11 @@ impl<'p> Tx<'p> {
             return Err(e);
         }
         self.log.blocks.fresh.push((off, bsize));
-        eng.alloc.mark(&eng.dom, off, bsize, true)?;
         // Allocated on media before the commit: no other transaction may
         // free it until this one ends (its rollback frees it).
-        eng.alloc.claim_alloc(off, self.log.id);
         self.claimed.push(off);
+        eng.alloc
+            .mark_allocated_for(&eng.dom, off, bsize, self.log.id)?;
         self.log.targets.extend(eng.alloc.mark_range(off, bsize));
         if zeroed {
             zero(eng, off, size)?;
@@ -897,13 +897,14 @@ impl Tx<'_> {
                 self.log.blocks.ring_allocs.extend(allocs.iter().skip(i));
                 return Err(e);
             }
-            eng.alloc.mark(&eng.dom, off, size, set)?;
             if set {
                 // Allocated on media before the commit now, as on the
                 // bucket log's path: no other transaction may free it
                 // until this one ends (its rollback frees it).
-                eng.alloc.claim_alloc(off, id);
                 self.claimed.push(off);
+                eng.alloc.mark_allocated_for(&eng.dom, off, size, id)?;
+            } else {
+                eng.alloc.mark(&eng.dom, off, size, set)?;
             }
             self.log.targets.extend(eng.alloc.mark_range(off, size));
             if set && !self.log.blocks.ring_unzeroed.contains(&off) {
