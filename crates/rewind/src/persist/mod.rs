@@ -154,6 +154,11 @@ pub struct NvmLatency {
 }
 
 impl NvmLatency {
+    /// The largest latency a pool takes, per write and per fence (1 ms):
+    /// `Pool::create` and `Pool::open` refuse more with
+    /// `Error::InvalidConfig`.
+    pub const MAX_NS: u64 = 1_000_000;
+
     /// `write_ns` per NVM write and `fence_ns` per fence.
     pub fn new(write_ns: u64, fence_ns: u64) -> NvmLatency {
         NvmLatency { write_ns, fence_ns }
@@ -816,7 +821,7 @@ impl Domain {
     #[inline(always)]
     fn charge_writes(&self, n: u64) {
         if self.latency.write_ns > 0 && matches!(self.kind, Kind::Pmem { .. }) {
-            spin_ns(n * self.latency.write_ns);
+            spin_ns(n.saturating_mul(self.latency.write_ns));
         }
     }
 

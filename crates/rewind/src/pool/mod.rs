@@ -351,6 +351,7 @@ impl Pool {
             });
         }
         check_write_back(cfg.write_back)?;
+        check_latency(cfg.nvm_latency)?;
         // The header and meta page are durable in the file before the
         // file has its name.
         let mut prefix = hdr.encode();
@@ -389,6 +390,7 @@ impl Pool {
         let path = path.as_ref();
         check_layout_name(layout)?;
         check_write_back(opts.write_back)?;
+        check_latency(opts.nvm_latency)?;
         let (f, len) = file::open(path, file::Access::Exclusive)?;
         // The header verified before the file is mapped: a truncated or
         // foreign file is a typed error, not a failed mmap.
@@ -1241,6 +1243,26 @@ fn check_write_back(w: WriteBack) -> Result<(), Error> {
         }),
         _ => Ok(()),
     }
+}
+
+/// `Err(InvalidConfig)` for an emulated latency past
+/// [`NvmLatency::MAX_NS`]: charged by spinning, per line written and per
+/// fence, it would make every store of the pool (the create's own) a wait
+/// of years.
+fn check_latency(l: NvmLatency) -> Result<(), Error> {
+    for (what, ns) in [
+        ("NVM write latency", l.write_ns),
+        ("fence latency", l.fence_ns),
+    ] {
+        if ns > NvmLatency::MAX_NS {
+            return Err(Error::InvalidConfig {
+                what,
+                value: format!("{ns} ns"),
+                expected: "at most 1,000,000 ns (1 ms)",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The fewest lines `WriteBack::Lru` holds.
