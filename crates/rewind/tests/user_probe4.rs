@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::mpsc;
 
-use rewind::{NvmLatency, OpenOptions, PPtr, Pool, PoolConfig};
+use rewind::{Error, NvmLatency, OpenOptions, PPtr, Pool, PoolConfig};
 
 const LAYOUT: &str = "probe4";
 
@@ -64,4 +64,66 @@ fn an_nvm_latency_past_a_millisecond_is_invalid_config_not_a_hang() {
         );
     }
     assert_eq!(seen[8], "reopened: Ok(7)");
+}
+
+/// `Pool::write_unlogged` through a pointer that is no longer a block of
+/// the program's (a block freed, whose chunk the log then took when it
+/// grew into the heap) is `NotAllocated`, as `pool.read` through it is:
+/// it copied the bytes over the log's records and list words, and the
+/// pool never opened again ("log corrupt": every commit lost), under
+/// every configuration whose log had grown into the heap. A block the
+/// program allocated takes them as before.
+#[test]
+fn unlogged_writes_outside_allocated_blocks_are_refused_and_the_log_survives() {
+    for (v, p) in common::configs() {
+        let what = format!("{v:?}/{p:?}");
+        let cfg = PoolConfig::default()
+            .log(v)
+            .policy(p)
+            .backend(rewind::Backend::Sim);
+        let mut pool = Pool::create_sim(LAYOUT, 4 << 20, &cfg).unwrap();
+        pool.set_checkpoint_fill(1.0).unwrap();
+        let r: PPtr<[u64; 512]> = pool.transaction(|tx| tx.root()).unwrap();
+        let freed = pool.transaction(|tx| tx.alloc_bytes(300 << 10)).unwrap();
+        pool.transaction(|tx| tx.free(PPtr::<u8>::from_offset(freed)))
+            .unwrap();
+        // Commits enough to grow the log into the heap where it keeps
+        // records (no-force, redo-async), and a transaction too large for
+        // it under the undo policies.
+        for i in 1..=400u64 {
+            pool.transaction(|tx| tx.write(r, &[i; 512])).unwrap();
+        }
+        let _ = pool.transaction(|tx| -> Result<(), rewind::Error> {
+            for k in 0..200u64 {
+                tx.write(r, &[k; 512])?;
+            }
+            Err(rewind::Error::Aborted)
+        });
+        let mine = pool.transaction(|tx| tx.alloc_bytes(4096)).unwrap();
+        pool.write_unlogged(mine, &[7; 4096]).unwrap();
+        let e = pool.write_unlogged(freed, &[0xa5; 64]).unwrap_err();
+        assert!(matches!(e, Error::NotAllocated { .. }), "{what}: {e:?}");
+        let e = pool.write_unlogged(mine + 4000, &[0xa5; 200]).unwrap_err();
+        assert!(matches!(e, Error::NotAllocated { .. }), "{what}: {e:?}");
+        // Every heap page no block holds.
+        let heap = pool.layout().heap_off;
+        let mut off = heap;
+        while off + 4096 <= pool.size() {
+            if pool.read_bytes(off, &mut [0u8; 8]).is_err() {
+                let e = pool.write_unlogged(off, &[0xa5; 4096]).unwrap_err();
+                assert!(
+                    matches!(e, Error::NotAllocated { .. } | Error::NotInHeap { .. }),
+                    "{what}: {off:#x}: {e:?}"
+                );
+            }
+            off += 4096;
+        }
+        pool.fence().unwrap();
+        let img = pool.domain().with_sim(|s| s.image_all_pending()).unwrap();
+        let again = Pool::open_image(img, LAYOUT).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(again.read(r).unwrap(), [400; 512], "{what}");
+        let mut back = [0u8; 4096];
+        again.read_bytes(mine, &mut back).unwrap();
+        assert_eq!(back, [7; 4096], "{what}");
+    }
 }

@@ -27,9 +27,11 @@ impl Pool {
     /// as a commit's), and a crash before that can leave any subset of
     /// their cache lines.
     ///
-    /// The range must lie in the heap, inside a block the program
-    /// allocated and no transaction is writing: the pool does not check
-    /// ownership, and a transaction's rollback does not undo these bytes.
+    /// The range must lie inside one allocated block
+    /// ([`Error::NotAllocated`] otherwise, [`Error::NullPointer`] at 0,
+    /// [`Error::NotInHeap`] outside the heap), one the program allocated
+    /// and no transaction is writing: the pool does not check ownership,
+    /// and a transaction's rollback does not undo these bytes.
     /// Where a commit group not yet drained covers the range (a block a
     /// recent redo transaction allocated, whose zeroing is in its group,
     /// or wrote), the ring is drained first, with its own fence, so that
@@ -56,7 +58,11 @@ impl Pool {
     /// ```
     pub fn write_unlogged(&self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.eng.usable()?;
-        self.eng.hdr.layout.check_in_heap(off, bytes.len() as u64)?;
+        // Inside one allocated block, as every read and write through the
+        // pool: a stale pointer (a block freed, its chunk since taken by
+        // the log growing into the heap) would copy bytes over log records
+        // and list words, and the pool would not open again.
+        crate::alloc::check_access(&self.eng.dom, &self.eng.hdr.layout, off, bytes.len() as u64)?;
         // No committed value waiting in the write cache (redo-async), and
         // no commit group a recovery could replay (redo), may later be
         // written over these bytes.
