@@ -64,6 +64,20 @@ pub enum Error {
         #[source]
         source: rewind::Error,
     },
+    /// A transaction's frames found no room in the pool, and their changed
+    /// bytes alone pass the heap the pool has at its maximum size
+    /// ([`Config::max_pool_size`](crate::Config::max_pool_size)): no
+    /// checkpoint makes room for it (`SQLITE_FULL`).
+    #[error("{source}; this transaction's changed pages take at least {bytes} bytes of log, more than the {max_heap} bytes of heap the WAL pool has at its maximum size, so no checkpoint makes room for it: commit it in smaller pieces, or register the VFS with a larger Config::max_pool_size")]
+    TooLarge {
+        /// A lower bound of the bytes of records the transaction needs.
+        bytes: u64,
+        /// The pool's heap at its maximum size.
+        max_heap: u64,
+        /// The pool's error.
+        #[source]
+        source: rewind::Error,
+    },
     /// SQLite asked to delete a WAL this process has open: it does so for
     /// a database file it finds empty, which one with an open WAL is not
     /// unless the file was deleted or replaced while a connection had it

@@ -94,7 +94,9 @@
 //!   names the committed frames), and since only a commit runs the
 //!   automatic checkpoint, writes keep failing after the reader ended
 //!   until a checkpoint by hand (`PRAGMA wal_checkpoint`) frees the
-//!   blocks: on `SQLITE_FULL`, checkpoint and retry. `PRAGMA wal_autocheckpoint = N` on a
+//!   blocks: on `SQLITE_FULL`, checkpoint and retry (unless [`last_error`]
+//!   says the transaction by itself passes the pool at its maximum size:
+//!   then no checkpoint makes room for it). `PRAGMA wal_autocheckpoint = N` on a
 //!   connection replaces this with SQLite's own rule, by frames only (and
 //!   the pragma, read, says 0 while this crate's hook is set, as SQLite
 //!   says for any hook but its own). The hook is set at the connection's

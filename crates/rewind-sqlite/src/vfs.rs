@@ -836,7 +836,8 @@ fn code_of(e: &Error, io: c_int) -> c_int {
         Error::Pool(rewind::Error::OutOfMemory { .. })
         | Error::Pool(rewind::Error::NoSpaceToGrow { .. })
         | Error::Pool(rewind::Error::LogFull { .. })
-        | Error::Full { .. } => ffi::SQLITE_FULL,
+        | Error::Full { .. }
+        | Error::TooLarge { .. } => ffi::SQLITE_FULL,
         _ => io,
     }
 }

@@ -160,6 +160,31 @@ fn no_room(e: &rewind::Error) -> bool {
     )
 }
 
+/// A lower bound of the bytes of records the frames `outs` take in the
+/// log: their changed bytes (every byte under whole frames) and one
+/// record header each.
+fn least_record_bytes(outs: &[Out<'_>], differential: bool) -> u64 {
+    outs.iter()
+        .map(|o| {
+            let changed = match (differential, o.base) {
+                (true, Some(base)) => crate::record::diff(base, o.image)
+                    .iter()
+                    .map(|&(_, len)| len)
+                    .sum(),
+                (true, None) => {
+                    let zero = vec![0u8; o.image.len()];
+                    crate::record::diff(&zero, o.image)
+                        .iter()
+                        .map(|&(_, len)| len)
+                        .sum()
+                }
+                (false, _) => o.image.len(),
+            };
+            (changed + crate::record::REC_HDR) as u64
+        })
+        .sum()
+}
+
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
@@ -401,13 +426,31 @@ impl WalFile {
         let before = self.log.bytes_written();
         match self.log.commit(&outs, self.differential) {
             Ok(()) => {}
-            // No room while committed frames hold blocks: the way out (a
-            // checkpoint once no reader holds an older snapshot) is named.
-            Err(Error::Pool(source)) if first > 0 && no_room(&source) => {
-                return Err(Error::Full {
-                    frames: first,
-                    source,
-                })
+            Err(Error::Pool(source)) if no_room(&source) => {
+                // A transaction whose changed bytes alone pass the heap of
+                // the pool at its maximum size fits after no checkpoint:
+                // said so (before, with committed frames in the WAL, the
+                // error promised that a checkpoint let writes go on, and
+                // the same transaction failed again after one).
+                let bytes = least_record_bytes(&outs, self.differential);
+                let max_heap = self.log.pool().max_heap();
+                if bytes > max_heap {
+                    return Err(Error::TooLarge {
+                        bytes,
+                        max_heap,
+                        source,
+                    });
+                }
+                // No room while committed frames hold blocks: the way out
+                // (a checkpoint once no reader holds an older snapshot) is
+                // named.
+                if first > 0 {
+                    return Err(Error::Full {
+                        frames: first,
+                        source,
+                    });
+                }
+                return Err(Error::Pool(source));
             }
             Err(e) => return Err(e),
         }
