@@ -158,7 +158,8 @@ fn remember(e: &Error) {
 /// The message of the last error the VFS reported to SQLite on the
 /// calling thread (SQLite calls the VFS on the thread that runs the
 /// statement, so it is the reason behind that thread's last failed
-/// call), or `None` if there was none.
+/// call), or `None` if there was none. A WAL that could not be opened
+/// names its file (the pool's, or a stock WAL's beside the database).
 pub fn last_error() -> Option<String> {
     LAST_ERROR.try_with(|l| l.borrow().clone()).ok().flatten()
 }
@@ -591,7 +592,7 @@ unsafe extern "C" fn x_open(
         Err(e) => {
             // SAFETY: an open that fails leaves pMethods NULL.
             unsafe { (*file).pMethods = std::ptr::null() };
-            return open_code(&e);
+            return open_code(&e, &wal);
         }
     };
     let h = file as *mut WalHandle;
@@ -821,8 +822,24 @@ fn with_file<R>(sh: &Shared, fail: R, f: impl FnOnce(&mut WalFile) -> R) -> R {
 /// gives up, is "database is locked". A file system without room for a
 /// new pool is `SQLITE_FULL` ("database or disk is full"). Anything else
 /// is `SQLITE_CANTOPEN`.
-fn open_code(e: &Error) -> c_int {
-    remember(e);
+///
+/// The reason kept names the file: the pool's (or the WAL's, for a stock
+/// WAL beside the database), unless it names one already. Before, most
+/// reasons for a damaged pool named none ("WAL pool damaged: ...", "heap
+/// metadata corrupt at offset ..."), and a program with several
+/// databases attached could not tell which one's pool it was.
+fn open_code(e: &Error, wal: &Path) -> c_int {
+    let why = e.to_string();
+    let pool = pool_path(wal);
+    let named = [wal, pool.as_path()]
+        .iter()
+        .any(|p| why.contains(&*p.to_string_lossy()));
+    let why = if named {
+        why
+    } else {
+        format!("{}: {why}", pool.display())
+    };
+    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = Some(why));
     match e {
         Error::Pool(rewind::Error::PoolInUse { .. }) => ffi::SQLITE_BUSY,
         Error::Pool(rewind::Error::NoSpace { .. }) => ffi::SQLITE_FULL,

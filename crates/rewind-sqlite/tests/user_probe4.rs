@@ -70,3 +70,84 @@ fn a_transaction_past_the_pools_maximum_is_not_promised_room_by_a_checkpoint() {
     assert_eq!(count(&c), acked + 1);
     intact(&c);
 }
+
+/// The WAL of one of several databases a connection has (its main one
+/// and two attached) has a damaged pool: the statement that needs it fails
+/// (`SQLITE_CANTOPEN`), and `last_error` names the damaged pool's file,
+/// so the program can tell which database it is. Before, most reasons
+/// named no file ("WAL pool damaged: ...", "heap metadata corrupt at
+/// offset ...", "invalid header field ...", "not a rewind-sqlite WAL
+/// pool ..."), though the engine's own errors for a truncated pool did.
+#[test]
+fn a_damaged_pool_among_attached_databases_is_named_in_the_error() {
+    let cfg = rewind_sqlite::Config::default().pool_size(2 << 20);
+    let vfs = "rewind-user-probe4-named";
+    let dir = tempfile::tempdir().unwrap();
+    let db = |n: &str| dir.path().join(format!("{n}.db"));
+    let pool = |n: &str| rewind_sqlite::pool_path(&dir.path().join(format!("{n}.db-wal")));
+    // Three databases whose rows are all in their pools, as a crash
+    // leaves them (the files copied while the connections are open).
+    let mut pools = Vec::new();
+    for n in ["a", "b", "c"] {
+        let c = common::open_wal(vfs, &cfg, &db(&format!("src-{n}")));
+        c.execute_batch(
+            "PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
+             INSERT INTO t(v) VALUES (zeroblob(3000)), (zeroblob(3000)), (x'07');",
+        )
+        .unwrap();
+        std::fs::copy(db(&format!("src-{n}")), db(n)).unwrap();
+        pools.push(std::fs::read(pool(&format!("src-{n}"))).unwrap());
+    }
+    // Each way of damaging b's pool: its checks fail at different places.
+    type Damage = (&'static str, fn(&mut [u8]));
+    let damages: [Damage; 4] = [
+        ("a zeroed pool header", |p| p[..4096].fill(0)),
+        ("a byte of the meta page", |p| p[4096 + 3000] ^= 0x40),
+        ("garbage past the first page", |p| {
+            for (i, b) in p[4096..].iter_mut().enumerate() {
+                *b = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1];
+            }
+        }),
+        ("a byte of the header page past its checksum", |p| {
+            p[1500] ^= 1
+        }),
+    ];
+    for (what, damage) in damages {
+        for (i, n) in ["a", "b", "c"].into_iter().enumerate() {
+            let mut bytes = pools[i].clone();
+            if n == "b" {
+                damage(&mut bytes);
+            }
+            std::fs::write(pool(n), &bytes).unwrap();
+        }
+        let c = common::open_wal(vfs, &cfg, &db("a"));
+        // (ATTACH reads the schema: it may be the statement that fails.)
+        let e = c
+            .execute("ATTACH ?1 AS b", [db("b").to_str().unwrap()])
+            .and_then(|_| c.execute("ATTACH ?1 AS c", [db("c").to_str().unwrap()]))
+            .and_then(|_| {
+                c.query_row(
+                    "SELECT (SELECT count(*) FROM main.t) + (SELECT count(*) FROM b.t) \
+                     + (SELECT count(*) FROM c.t)",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .unwrap_err();
+        assert_eq!(
+            e.sqlite_error_code(),
+            Some(ErrorCode::CannotOpen),
+            "{what}: {e}"
+        );
+        let why = rewind_sqlite::last_error().unwrap();
+        assert!(
+            why.contains(&pool("b").display().to_string()),
+            "{what}: the reason names no file: {why}"
+        );
+        drop(c);
+        for n in ["a", "b", "c"] {
+            let _ = std::fs::remove_file(pool(n));
+        }
+    }
+}
