@@ -127,3 +127,111 @@ fn unlogged_writes_outside_allocated_blocks_are_refused_and_the_log_survives() {
         assert_eq!(back, [7; 4096], "{what}");
     }
 }
+
+/// Waits until the pool has counted more lock waits than `before`: a
+/// thread has joined the line for a lock (a count, not a time).
+fn wait_for_waiters(pool: &Pool, before: u64) {
+    while pool.counters().lock_waits <= before {
+        std::thread::yield_now();
+    }
+}
+
+/// An isolated read nested in another of the same pool, the outer one
+/// holding its key's lock shared (a writer was in its way), waits for a
+/// writer that holds the inner key and waits for the outer key: a cycle
+/// of two threads. The lock table saw none (the readers had ids of their
+/// own, and the outer one waited for nothing), so under a lock timeout of
+/// `Duration::MAX`, with which deadlocks are documented to be found at
+/// once, both threads waited for ever (with the default 10 s, the writer
+/// failed with `LockTimeout` 10 s later). Now the nested read waits under
+/// the outer one's id, and the cycle is `Deadlock` at once; the writer
+/// then commits. Threads of their own, not scoped: a failure (the hang,
+/// named when `REWIND_HANG_LIMIT_SECS` is set) must not wait for them.
+#[test]
+fn a_read_nested_in_an_isolated_read_closes_a_cycle_that_is_a_deadlock() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(
+        Pool::create(
+            dir.path().join("nested.pool"),
+            LAYOUT,
+            8 << 20,
+            &PoolConfig::default(),
+        )
+        .unwrap(),
+    );
+    pool.set_lock_timeout(std::time::Duration::MAX);
+    let root: PPtr<[u64; 64]> = pool.transaction(|tx| tx.root()).unwrap();
+    // Two keys on lines of their own.
+    let (k1, k2) = (root.cast::<u64>(), root.cast::<u64>().at(32));
+    let (done_send, done) = mpsc::channel();
+    let (w1_has, w1_has_recv) = mpsc::channel();
+    let (w1_go, w1_go_recv) = mpsc::channel::<()>();
+    let (w2_has, w2_has_recv) = mpsc::channel();
+    let (w2_go, w2_go_recv) = mpsc::channel::<()>();
+    let (r_holds, r_holds_recv) = mpsc::channel();
+    let (r_go, r_go_recv) = mpsc::channel::<()>();
+    // W1 holds k1, so that the outer read takes the lock.
+    let p = pool.clone();
+    let w1 = std::thread::spawn(move || {
+        p.transaction(|tx| {
+            tx.lock(k1)?;
+            w1_has.send(()).unwrap();
+            w1_go_recv.recv().unwrap();
+            tx.write(k1, &1)
+        })
+        .unwrap();
+    });
+    // W2 holds k2, then asks for k1.
+    let (p, d) = (pool.clone(), done_send.clone());
+    std::thread::spawn(move || {
+        let r = p.transaction(|tx| {
+            tx.lock(k2)?;
+            tx.write(k2, &2)?;
+            w2_has.send(()).unwrap();
+            w2_go_recv.recv().unwrap();
+            tx.lock(k1)?;
+            tx.write(k1, &2)
+        });
+        d.send(format!("writer: {r:?}")).unwrap();
+    });
+    w1_has_recv.recv().unwrap();
+    w2_has_recv.recv().unwrap();
+    let waits = pool.counters().lock_waits;
+    let (p, d) = (pool.clone(), done_send);
+    std::thread::spawn(move || {
+        let r = p.read_isolated(k1.offset(), |r| {
+            let a = r.read(k1)?;
+            r_holds.send(()).unwrap();
+            r_go_recv.recv().unwrap();
+            let b = p.read_isolated(k2.offset(), |r| r.read(k2));
+            Ok::<_, Error>((a, b))
+        });
+        d.send(format!("reader: {r:?}")).unwrap();
+    });
+    // The outer read in line behind W1; W1 commits, the read holds k1.
+    wait_for_waiters(&pool, waits);
+    w1_go.send(()).unwrap();
+    w1.join().unwrap();
+    r_holds_recv.recv().unwrap();
+    // W2 in line for k1 behind the read; then the nested read of k2.
+    let waits = pool.counters().lock_waits;
+    w2_go.send(()).unwrap();
+    wait_for_waiters(&pool, waits);
+    r_go.send(()).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        match common::recv_watched(&done) {
+            Ok(s) => seen.push(s),
+            Err(e) => panic!("no answer ({e:?}) after {seen:?}: a deadlock waited for ever"),
+        }
+    }
+    seen.sort();
+    let deadlock = format!(
+        "reader: Ok((1, Err(Deadlock {{ offset: {} }})))",
+        k2.offset()
+    );
+    assert_eq!(seen, [deadlock, "writer: Ok(())".to_string()]);
+    assert_eq!(pool.read(k1).unwrap(), 2);
+    assert_eq!(pool.read(k2).unwrap(), 2);
+}

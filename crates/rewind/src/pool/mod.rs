@@ -726,19 +726,40 @@ impl Pool {
             return r;
         }
         // A writer in the way: the lock, shared, under an id no
-        // transaction has (a reader holds one lock and waits for nothing
-        // else: it closes no cycle).
-        let id = self.eng.new_tx_id();
+        // transaction has. A read holding no other lock closes no cycle;
+        // one nested in an isolated read of this pool that holds a lock
+        // waits under that read's id, so that a writer waiting for the
+        // outer read's lock while holding this one's key is a cycle the
+        // lock table sees (`Deadlock`), not two threads waiting for ever.
+        let pool = self.nesting_key();
+        let (outer, again) = READ_LOCKS.with(|h| {
+            let h = h.borrow();
+            let mine = h.iter().filter(|e| e.0 == pool);
+            let again = mine.clone().any(|e| e.2 == key);
+            (mine.map(|e| e.1).next(), again)
+        });
+        if again {
+            // The enclosing read holds this key's lock: isolated already.
+            return read(&mut self.reader());
+        }
+        let id = outer.unwrap_or_else(|| self.eng.new_tx_id());
         let locks = &self.eng.locks;
         locks.acquire(id, key, crate::engine::locks::Mode::Shared, None)?;
         // Released however `read` ends, a panic included.
-        struct Held<'a>(&'a crate::engine::locks::LockTable, u64, u64);
+        struct Held<'a>(&'a crate::engine::locks::LockTable, usize, u64, u64);
         impl Drop for Held<'_> {
             fn drop(&mut self) {
-                self.0.release_all(self.1, std::iter::once(self.2));
+                let _ = READ_LOCKS.try_with(|h| {
+                    let mut h = h.borrow_mut();
+                    if let Some(i) = h.iter().rposition(|e| *e == (self.1, self.2, self.3)) {
+                        h.remove(i);
+                    }
+                });
+                self.0.release_all(self.2, std::iter::once(self.3));
             }
         }
-        let _held = Held(locks, id, key);
+        READ_LOCKS.with(|h| h.borrow_mut().push((pool, id, key)));
+        let _held = Held(locks, pool, id, key);
         read(&mut self.reader())
     }
 
@@ -1231,6 +1252,15 @@ fn same_config(have: &Header, want: &Header) -> Result<(), Error> {
         return mismatch("layout", format!("{h:?}"), format!("{w:?}"));
     }
     Ok(())
+}
+
+thread_local! {
+    /// The locks this thread's isolated reads hold (in the slow path of
+    /// [`Pool::read_isolated`]): (pool's nesting key, reader id, lock key),
+    /// so that a read nested in another of the same pool waits under the
+    /// outer one's id.
+    static READ_LOCKS: std::cell::RefCell<Vec<(usize, u64, u64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// `Err(InvalidConfig)` for a write-back the cache cannot honour.
