@@ -602,8 +602,15 @@ impl Pool {
     /// Sets how long a transaction waits for a lock another transaction
     /// holds ([`Tx::lock`]) before its request fails with
     /// [`Error::LockTimeout`] (default 10 s; `Duration::MAX` is kept as
-    /// `u64::MAX` milliseconds, a wait that never times out). Deadlocks are
-    /// found at once, whatever the bound. Not recorded in the pool.
+    /// `u64::MAX` milliseconds, a wait that never times out). Deadlocks
+    /// among this pool's transactions are found at once, whatever the
+    /// bound; each pool has a lock table of its own, so a cycle through
+    /// transactions of two pools (a thread inside a transaction of this
+    /// pool waiting in a nested one of another pool for a thread that
+    /// waits here) is seen by neither: it ends at the bound, as
+    /// [`Error::LockTimeout`] (never under `Duration::MAX`). Threads that
+    /// nest transactions of several pools take them in one order. Not
+    /// recorded in the pool.
     pub fn set_lock_timeout(&self, timeout: std::time::Duration) {
         self.eng.locks.set_timeout(timeout);
     }
