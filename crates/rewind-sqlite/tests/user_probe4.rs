@@ -2,8 +2,9 @@
 //! would, each kept as a named regression test; then probes that found
 //! none, kept as regression tests of what they check: SIGKILLs while a
 //! WAL pool of 1 MiB grows for transactions of megabytes and restarts
-//! free hundreds of blocks, and a second process's statement waiting in
-//! its busy handler while the process that has the WAL is killed.
+//! free hundreds of blocks; a second process's statement waiting in its
+//! busy handler while the process that has the WAL is killed; and
+//! `VACUUM`, DDL and checkpoints beside writer and reader threads.
 
 use std::path::Path;
 
@@ -256,7 +257,7 @@ fn sigkill_while_the_pool_grows_and_restarts_keeps_the_acked() {
     let rounds: u64 = std::env::var("REWIND_PROBE4_GROW_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(4);
     for round in 0..rounds {
         let mut ch = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
@@ -413,4 +414,143 @@ fn a_statement_waiting_for_a_killed_process_goes_on_with_its_acked() {
         last
     };
     assert_eq!(present, grow_model(committed), "acked through {last}");
+}
+
+/// Two writer threads move amounts between accounts (small caches: their
+/// transactions spill), two reader threads check the total, and a third
+/// kind of thread runs `VACUUM`, index creation and removal, `ANALYZE`
+/// and checkpoints of the RESTART and TRUNCATE modes beside them (3,000
+/// transfers, at least 30 of those): every total read is the one invariant, every error is
+/// `SQLITE_BUSY` or `SQLITE_LOCKED`, and the database is intact, also
+/// once reopened.
+#[test]
+fn vacuum_ddl_and_checkpoints_beside_transfers_keep_every_total() {
+    let cfg = rewind_sqlite::Config::default()
+        .pool_size(2 << 20)
+        .max_pool_size(16 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.db");
+    let mk = |p: &Path| {
+        let c = common::open_wal("rewind-user-probe4-bank", &cfg, p);
+        c.busy_handler(Some(|_| {
+            std::thread::yield_now();
+            true
+        }))
+        .unwrap();
+        c
+    };
+    let c = mk(&path);
+    c.execute_batch(
+        "CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER, pad BLOB);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<300)
+         INSERT INTO acct SELECT i, 1000, randomblob(200) FROM n;",
+    )
+    .unwrap();
+    let total = 300 * 1000i64;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let errors = std::sync::Mutex::new(Vec::<String>::new());
+    let finished = std::sync::atomic::AtomicU64::new(0);
+    let (transfers, vacuums) = (
+        std::sync::atomic::AtomicU64::new(0),
+        std::sync::atomic::AtomicU64::new(0),
+    );
+    std::thread::scope(|s| {
+        let (path, mk, stop, transfers, vacuums, errors, finished) =
+            (&path, &mk, &stop, &transfers, &vacuums, &errors, &finished);
+        for w in 0..2u64 {
+            s.spawn(move || {
+                let c = mk(path);
+                c.execute_batch("PRAGMA cache_size = 3").unwrap();
+                let mut x = 0x1234_5678_9abc_def1u64 ^ (w << 7);
+                let mut done = 0;
+                while done < 1500 && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let (a, b) = ((x % 300 + 1) as i64, ((x >> 20) % 300 + 1) as i64);
+                    let amt = ((x >> 40) % 9) as i64;
+                    let r = (|| -> rusqlite::Result<()> {
+                        c.execute_batch("BEGIN IMMEDIATE")?;
+                        c.execute(
+                            "UPDATE acct SET bal = bal - ?1, pad = randomblob(150 + ?1 * 20) \
+                             WHERE id = ?2",
+                            [amt, a],
+                        )?;
+                        c.execute("UPDATE acct SET bal = bal + ?1 WHERE id = ?2", [amt, b])?;
+                        c.execute_batch("COMMIT")
+                    })();
+                    match r {
+                        Ok(()) => {
+                            done += 1;
+                            transfers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            if e.sqlite_error_code() != Some(ErrorCode::DatabaseBusy) {
+                                errors.lock().unwrap().push(format!(
+                                    "writer {w}: {e} ({:?}; last error {:?})",
+                                    e.sqlite_error_code(),
+                                    rewind_sqlite::last_error()
+                                ));
+                                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            let _ = c.execute_batch("ROLLBACK");
+                        }
+                    }
+                }
+                finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        for r in 0..2 {
+            s.spawn(move || {
+                let c = mk(path);
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let sum: i64 = c
+                        .query_row("SELECT sum(bal) FROM acct", [], |r| r.get(0))
+                        .unwrap();
+                    assert_eq!(sum, total, "reader {r}, read {i}");
+                    i += 1;
+                }
+            });
+        }
+        let c = mk(path);
+        let mut i = 0;
+        while i < 30 || finished.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            let sql = [
+                "VACUUM",
+                "CREATE INDEX IF NOT EXISTS ib ON acct(bal)",
+                "PRAGMA wal_checkpoint(TRUNCATE)",
+                "DROP INDEX IF EXISTS ib",
+                "ANALYZE",
+                "PRAGMA wal_checkpoint(RESTART)",
+            ][i % 6];
+            match c.execute_batch(sql) {
+                Ok(()) if i % 6 == 0 => {
+                    vacuums.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(()) => {}
+                Err(e) => assert!(
+                    matches!(
+                        e.sqlite_error_code(),
+                        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked)
+                    ),
+                    "{sql}: {e} ({:?})",
+                    rewind_sqlite::last_error()
+                ),
+            }
+            i += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    assert_eq!(errors.into_inner().unwrap(), Vec::<String>::new());
+    assert!(vacuums.into_inner() > 0, "no VACUUM ran");
+    let sum: i64 = c
+        .query_row("SELECT sum(bal) FROM acct", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sum, total);
+    intact(&c);
+    drop(c);
+    let c = mk(&path);
+    intact(&c);
+    println!("{} transfers", transfers.into_inner());
 }
