@@ -262,12 +262,17 @@ impl<'a> ScanWatch<'a> {
     /// during the scan and `e` is what reading bytes it changed can give:
     /// a link followed from a block the writer freed and another
     /// collection then filled leads anywhere (outside the heap, or to
-    /// null, as well as to a block not allocated).
+    /// null, as well as to a block not allocated), and a header read
+    /// again (a B+-tree scan past the length it began with) may be
+    /// another collection's, of other types or an older layout, made in
+    /// the block after the writer destroyed this one.
     pub(crate) fn explain(&self, e: Error) -> Error {
         let moved = matches!(
             e,
             Error::Corrupt { .. }
                 | Error::WrongMagic { .. }
+                | Error::TypeMismatch { .. }
+                | Error::UnsupportedLayout { .. }
                 | Error::Pool(
                     rewind::Error::NotAllocated { .. }
                         | rewind::Error::OutOfBounds { .. }
