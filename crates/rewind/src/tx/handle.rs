@@ -74,6 +74,10 @@ impl Pending {
 /// No earlier entry on the line (`Group::chain`).
 const NO_ENTRY: u32 = u32::MAX;
 
+/// The most entries of other bytes of its line that a write's probe for an
+/// entry to edit passes on the line's chain (`Group::latest_over_bytes`).
+const WALK_MAX: usize = 8;
+
 /// Writes held until their group is logged (Batch), or until commit (the
 /// redo policy's write set).
 #[derive(Default)]
@@ -167,7 +171,10 @@ impl Group {
     /// [`latest_over`](Self::latest_over) by a scan of `pending` from its
     /// end, without the index: the first entry found that touches any of
     /// `lines` is the latest on each line it touches, and `accept` takes
-    /// only an entry of the same bytes, hence of all of `lines`.
+    /// only an entry of the same bytes, hence of all of `lines`. (The
+    /// unit test below holds the index to it; writes probe with
+    /// [`latest_over_bytes_by_scan`](Self::latest_over_bytes_by_scan).)
+    #[cfg(test)]
     fn latest_by_scan(
         &self,
         lines: std::ops::RangeInclusive<u64>,
@@ -177,6 +184,49 @@ impl Group {
         let (i, p) = (self.pending.iter().enumerate().rev())
             .find(|(_, p)| p.len > 0 && *p.lines().start() <= last && *p.lines().end() >= first)?;
         accept(p).then_some(i as u32)
+    }
+
+    /// The latest entry that writes any of the bytes `[off, end)`, if
+    /// `accept` takes it (an entry of the same bytes): no later entry
+    /// writes any of them, so editing it gives what a new entry would,
+    /// though later entries write other bytes of its lines (a struct's
+    /// fields written in turn: when the entry had to be the latest on its
+    /// lines, each such write was a new entry, and a loop of them filled
+    /// the log).
+    fn latest_over_bytes_by_scan(
+        &self,
+        off: u64,
+        end: u64,
+        accept: impl Fn(&Pending) -> bool,
+    ) -> Option<u32> {
+        let (i, p) = (self.pending.iter().enumerate().rev())
+            .find(|(_, p)| p.len > 0 && p.target < end && off < p.target + p.len as u64)?;
+        accept(p).then_some(i as u32)
+    }
+
+    /// [`latest_over_bytes_by_scan`](Self::latest_over_bytes_by_scan) for
+    /// bytes on one line, indexed: that line's chain, latest first, past
+    /// at most [`WALK_MAX`] entries of other bytes (then none: a new entry,
+    /// as ever correct).
+    fn latest_over_bytes(
+        &self,
+        off: u64,
+        end: u64,
+        accept: impl Fn(&Pending) -> bool,
+    ) -> Option<u32> {
+        let l = off / 64;
+        let (mut i, mut node) = self.latest_on_line(l)?;
+        for _ in 0..WALK_MAX {
+            let p = &self.pending[i as usize];
+            if p.target < end && off < p.target + p.len as u64 {
+                return accept(p).then_some(i);
+            }
+            match self.chain[node] {
+                NO_ENTRY => return None,
+                prev => (i, node) = (prev, self.node_of(prev, l)),
+            }
+        }
+        None
     }
 
     fn index_rest(&mut self) {
@@ -624,10 +674,12 @@ impl Handle {
         if g.redo {
             let end = off + new.len() as u64;
             let lines = off / 64..=end.saturating_sub(1) / 64;
-            // The same bytes as the latest entry of each of their
-            // lines: no later entry overlaps it (entries are read and
+            // The same bytes as the latest entry that writes any of
+            // them: no later entry overlaps it (entries are read and
             // replayed in order, the latest winning), so it is edited.
-            // (A line not in the filter is in no entry: no probe.)
+            // (Indexed, a write across lines asks that entry to be the
+            // latest on each; a line not in the filter is in no entry: no
+            // probe.)
             let same = |p: &Pending| p.target == off && p.len == new.len();
             let edit = if new.is_empty() || !g.bloom.may_hold(off / 64) {
                 None
@@ -635,10 +687,13 @@ impl Handle {
                 // A small write set with no index yet (most of them, as
                 // only a read builds it or a filter's false positive):
                 // scanned, not indexed for one probe.
-                g.latest_by_scan(lines.clone(), same)
+                g.latest_over_bytes_by_scan(off, end, same)
             } else {
                 g.index();
-                g.latest_over(lines.clone(), same)
+                match lines.start() == lines.end() {
+                    true => g.latest_over_bytes(off, end, same),
+                    false => g.latest_over(lines.clone(), same),
+                }
             };
             if let Some(i) = edit.map(|i| i as usize) {
                 // The same bytes again: the entry is edited.
