@@ -241,3 +241,113 @@ fn a_cycle_through_two_pools_ends_at_the_lock_timeout_and_retries_commit() {
         p.transaction(|tx| tx.lock(k)).unwrap();
     }
 }
+
+/// What a thread-local value's destructor did with the pool as its thread
+/// ended (`tls_child`).
+static AT_EXIT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A thread-local value that, dropped as its thread ends, commits a last
+/// transaction (a buffer flushed on drop), reads isolated and checkpoints.
+struct FlushAtExit(Option<(std::sync::Arc<Pool>, PPtr<u64>)>);
+
+impl Drop for FlushAtExit {
+    fn drop(&mut self) {
+        let Some((pool, p)) = self.0.take() else {
+            return;
+        };
+        let t = pool.transaction(|tx| {
+            tx.lock(p)?;
+            let v = tx.read(p)?;
+            tx.write(p, &(v + 1))
+        });
+        let r = pool.read_isolated(p.offset(), |r| r.read(p));
+        let c = pool.checkpoint();
+        let name = |r: Result<(), Error>| match r {
+            Ok(()) => "ok".to_string(),
+            Err(Error::TxMisuse(_)) => "misuse".to_string(),
+            Err(e) => format!("error {e}"),
+        };
+        AT_EXIT.lock().unwrap().push(format!(
+            "transaction {} read {} checkpoint {}",
+            name(t),
+            name(r.map(|_| ())),
+            name(c)
+        ));
+    }
+}
+
+thread_local! {
+    static FLUSH: std::cell::RefCell<FlushAtExit> =
+        const { std::cell::RefCell::new(FlushAtExit(None)) };
+}
+
+/// The child of `a_transaction_in_a_thread_local_destructor_is_an_error_not_an_abort`.
+#[test]
+fn tls_child() {
+    if std::env::var_os("REWIND_ISO_PROBE4_TLS_CHILD").is_none() {
+        return;
+    }
+    for policy in [Policy::Redo, Policy::Force, Policy::RedoAsync] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PoolConfig::default().policy(policy).lanes(4);
+        let pool = std::sync::Arc::new(
+            Pool::create(dir.path().join("tls.pool"), "tls", 8 << 20, &cfg).unwrap(),
+        );
+        let p = pool.transaction(|tx| tx.root::<u64>()).unwrap();
+        AT_EXIT.lock().unwrap().clear();
+        // The value's destructor registered before the engine's state on
+        // this thread: it runs after that state is gone.
+        let early = pool.clone();
+        std::thread::spawn(move || {
+            FLUSH.with(|f| f.borrow_mut().0 = Some((early.clone(), p)));
+            early.transaction(|tx| tx.lock(p)).unwrap();
+        })
+        .join()
+        .unwrap();
+        // Registered after: it runs while the engine's state is there.
+        let late = pool.clone();
+        std::thread::spawn(move || {
+            late.transaction(|tx| tx.lock(p)).unwrap();
+            late.read_isolated(p.offset(), |r| r.read(p)).unwrap();
+            FLUSH.with(|f| f.borrow_mut().0 = Some((late.clone(), p)));
+        })
+        .join()
+        .unwrap();
+        let seen = AT_EXIT.lock().unwrap().clone();
+        println!(
+            "{policy:?}: {} | {} | value {}",
+            seen[0],
+            seen[1],
+            pool.read(p).unwrap()
+        );
+    }
+}
+
+/// A program whose thread-local value commits a last transaction in its
+/// destructor, as its thread ends: `Pool::transaction` panicked there
+/// ('cannot access a Thread Local Storage value during or after
+/// destruction', from the thread's nesting record, then from the
+/// `thread_local` crate's thread id behind the transaction ids and the
+/// gate), and a panic in a thread-local destructor aborts the process.
+/// Now a destructor that runs after the engine's per-thread state is gone
+/// gets `TxMisuse` (transaction, isolated read, checkpoint) and the
+/// process goes on; one that runs before commits. Run in a child process
+/// (the abort took the test binary).
+#[test]
+fn a_transaction_in_a_thread_local_destructor_is_an_error_not_an_abort() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "tls_child", "--nocapture", "--test-threads=1"])
+        .env("REWIND_ISO_PROBE4_TLS_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
+    for policy in ["Redo", "Force", "RedoAsync"] {
+        let want = format!(
+            "{policy}: transaction misuse read misuse checkpoint misuse \
+             | transaction ok read ok checkpoint ok | value 1"
+        );
+        assert!(stdout.contains(&want), "{want}\nnot in:\n{stdout}");
+    }
+}

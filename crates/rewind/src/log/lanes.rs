@@ -536,24 +536,36 @@ impl Lanes {
             return 0;
         }
         let me = Arc::as_ptr(&self.users);
-        let found = CLAIMS.with(|c| {
+        let found = CLAIMS.try_with(|c| {
             let c = c.borrow();
             c.iter().find(|c| c.users.as_ptr() == me).map(|c| c.lane)
         });
-        found.unwrap_or_else(|| self.claim())
+        match found {
+            Ok(Some(lane)) => lane,
+            Ok(None) => self.claim(),
+            // The thread's claims are gone: a transaction in a thread-local
+            // destructor run after theirs, as the thread ends (see
+            // `pool/nesting.rs`). The lane fewest threads hold, unclaimed.
+            Err(_) => self.fewest(),
+        }
+    }
+
+    /// The lane fewest threads hold.
+    fn fewest(&self) -> usize {
+        let counts = &self.users.0;
+        (0..self.claimed)
+            .min_by_key(|&i| counts[i].load(Ordering::Relaxed))
+            .unwrap_or(0)
     }
 
     #[cold]
     fn claim(&self) -> usize {
-        let counts = &self.users.0;
-        let lane = (0..self.claimed)
-            .min_by_key(|&i| counts[i].load(Ordering::Relaxed))
-            .unwrap_or(0);
-        counts[lane].fetch_add(1, Ordering::Relaxed);
-        CLAIMS.with(|c| {
+        let lane = self.fewest();
+        let _ = CLAIMS.try_with(|c| {
             let mut c = c.borrow_mut();
             // Claims of pools closed since are dropped here.
             c.retain(|c| c.users.strong_count() > 0);
+            self.users.0[lane].fetch_add(1, Ordering::Relaxed);
             c.push(Claim {
                 users: Arc::downgrade(&self.users),
                 lane,

@@ -81,15 +81,20 @@ impl Pool {
     /// start to its end, see `nesting`). A backup waiting for the gate
     /// holds new entries back, so it is not starved by transactions that
     /// overlap (except inside an isolated read, below).
-    pub(super) fn enter(&self) -> Option<Gate<'_>> {
+    /// On a thread whose thread-local storage is being destroyed it is
+    /// `TxMisuse` (see `nesting::thread_usable`).
+    pub(super) fn enter(&self) -> Result<Option<Gate<'_>>, Error> {
+        super::nesting::thread_usable()?;
         let key = self.nesting_key();
         if super::nesting::InTransaction::active(key) {
-            return None;
+            return Ok(None);
         }
         // Inside an isolated read (a `checkpoint` or a `grow` there), past
         // a waiting backup: the read may hold a lock shared that a
         // transaction the backup waits for is waiting for.
-        Some(self.gate.enter(super::nesting::InRead::inside(key)))
+        let gate = self.gate.enter(super::nesting::InRead::inside(key));
+        super::nesting::watch_thread();
+        Ok(Some(gate))
     }
 
     /// Copies the pool's bytes into `f` under the transaction gate, at

@@ -524,16 +524,22 @@ impl Pool {
     /// Runs `f` as one transaction. If `f` returns `Ok`, the transaction
     /// commits and its result is returned once it is durable; if `f`
     /// returns `Err` or panics, every change it made is rolled back (and
-    /// the panic resumes).
+    /// the panic resumes). Called from a thread-local value's destructor
+    /// as its thread ends, once the engine's per-thread state (transaction
+    /// ids, the gate's counts) is gone, it is [`Error::TxMisuse`] and `f`
+    /// does not run (so are `read_isolated`, `atomic_write`, `checkpoint`
+    /// and `grow` there); a destructor that runs before works as anywhere.
     pub fn transaction<R, E: From<Error>>(
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
         self.eng.usable()?;
+        nesting::thread_usable()?;
         let inside = nesting::InTransaction::enter(self.nesting_key())?;
         // Not entered yet: the thread was in no transaction of this pool.
         let gate = self.gate.enter(false);
         let id = self.eng.new_tx_id();
+        nesting::watch_thread();
         let mut tx = Tx::new(&self.eng, id);
         let (r, deadlocked) = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut tx))) {
             Ok(r) => {
@@ -590,7 +596,7 @@ impl Pool {
         if nesting::InTransaction::active(key) || nesting::InRead::inside(key) {
             return Err(Error::NestedTransaction);
         }
-        let _gate = self.enter();
+        let _gate = self.enter()?;
         crate::tx::atomic::atomic_write(&self.eng, off, bytes)
     }
 
@@ -726,6 +732,7 @@ impl Pool {
         key: u64,
         mut read: impl FnMut(&mut crate::Reader<'_>) -> Result<R, E>,
     ) -> Result<R, E> {
+        nesting::thread_usable()?;
         // No transaction of this pool may start inside `read` (it would
         // wait for the lock the second run holds shared: for ever).
         let _reading = nesting::InRead::enter(self.nesting_key());
@@ -739,17 +746,22 @@ impl Pool {
         // outer read's lock while holding this one's key is a cycle the
         // lock table sees (`Deadlock`), not two threads waiting for ever.
         let pool = self.nesting_key();
-        let (outer, again) = READ_LOCKS.with(|h| {
-            let h = h.borrow();
-            let mine = h.iter().filter(|e| e.0 == pool);
-            let again = mine.clone().any(|e| e.2 == key);
-            (mine.map(|e| e.1).next(), again)
-        });
+        // (`try_with`: in a thread-local destructor run after the list's
+        // own, as the thread ends, there is none; see `nesting`.)
+        let (outer, again) = READ_LOCKS
+            .try_with(|h| {
+                let h = h.borrow();
+                let mine = h.iter().filter(|e| e.0 == pool);
+                let again = mine.clone().any(|e| e.2 == key);
+                (mine.map(|e| e.1).next(), again)
+            })
+            .unwrap_or((None, false));
         if again {
             // The enclosing read holds this key's lock: isolated already.
             return read(&mut self.reader());
         }
         let id = outer.unwrap_or_else(|| self.eng.new_tx_id());
+        nesting::watch_thread();
         let locks = &self.eng.locks;
         locks.acquire(id, key, crate::engine::locks::Mode::Shared, None)?;
         // Released however `read` ends, a panic included.
@@ -765,7 +777,7 @@ impl Pool {
                 self.0.release_all(self.2, std::iter::once(self.3));
             }
         }
-        READ_LOCKS.with(|h| h.borrow_mut().push((pool, id, key)));
+        let _ = READ_LOCKS.try_with(|h| h.borrow_mut().push((pool, id, key)));
         let _held = Held(locks, pool, id, key);
         read(&mut self.reader())
     }
@@ -959,7 +971,7 @@ impl Pool {
     /// another growth asks only for what is still missing.
     fn grow_heap(&self, more: impl FnOnce(u64) -> u64) -> Result<u64, Error> {
         self.eng.usable()?;
-        let _gate = self.enter();
+        let _gate = self.enter()?;
         let chunk = crate::format::layout::CHUNK;
         let heap_off = self.eng.hdr.layout.heap_off;
         self.eng.alloc.grow(&self.eng.dom, |chunks| {
@@ -971,7 +983,7 @@ impl Pool {
     /// Makes the work of every finished transaction durable in place and
     /// clears its log records (no-force; under force there is nothing to do).
     pub fn checkpoint(&self) -> Result<(), Error> {
-        let _gate = self.enter();
+        let _gate = self.enter()?;
         self.eng.checkpoint()
     }
 

@@ -21,19 +21,35 @@
 //! destructor to register and no borrow flag. A thread inside transactions
 //! of several pools at once (a closure of one that starts one of another)
 //! keeps the others in a list of their own, touched only then.
+//!
+//! It also records whether the thread is ending ([`thread_usable`]): a
+//! transaction begun in a thread-local destructor after the engine's
+//! per-thread state is gone is `TxMisuse`, not a panic (which aborts the
+//! process there). One more load of a thread-local at a transaction's
+//! start and one after it took its id.
 
 use std::cell::{Cell, RefCell};
+use std::thread::LocalKey;
 
 use crate::error::Error;
 
 /// The pools (by engine address) a thread is inside something of: the
 /// first one entered in a `Cell` (no destructor to register, no borrow
 /// flag), the others, entered while it is, in a list touched only then.
+///
+/// The first is a thread-local with nothing to drop, so it is there for
+/// the whole life of the thread, thread-local destructors included: a
+/// program whose thread-local value commits a last transaction when its
+/// thread exits (a buffer flushed on drop) must not find it destroyed
+/// (`Pool::transaction` panicked there, and a panic in a thread-local
+/// destructor aborts the process). The list has a destructor: once it is
+/// destroyed, a pool entered while another is ([`At::Unrecorded`]) is
+/// not recorded.
 struct Pools {
     /// The pool entered first, 0 for none.
-    first: Cell<usize>,
+    first: &'static LocalKey<Cell<usize>>,
     /// The other pools entered.
-    more: RefCell<Vec<usize>>,
+    more: &'static LocalKey<RefCell<Vec<usize>>>,
 }
 
 /// Where [`Pools::enter`] recorded a pool.
@@ -43,70 +59,149 @@ enum At {
     More,
     /// Not recorded: the thread was inside that pool already.
     Already,
+    /// Not recorded: entered while another pool is, in a thread-local
+    /// destructor run after the list's own (the thread is ending).
+    Unrecorded,
 }
 
 impl Pools {
-    /// No pool entered.
-    const fn new() -> Pools {
-        Pools {
-            first: Cell::new(0),
-            more: RefCell::new(Vec::new()),
-        }
-    }
-
     /// Records `key` (not 0: an engine's address), unless it is in already.
     #[inline]
     fn enter(&self, key: usize) -> At {
         debug_assert_ne!(key, 0);
-        match self.first.get() {
+        self.first.with(|first| match first.get() {
             0 => {
-                self.first.set(key);
+                first.set(key);
                 At::First
             }
             k if k == key => At::Already,
             _ => self.enter_more(key),
-        }
+        })
     }
 
     /// [`enter`](Self::enter) with another pool entered first.
     #[cold]
     fn enter_more(&self, key: usize) -> At {
-        let mut m = self.more.borrow_mut();
-        if m.contains(&key) {
-            return At::Already;
-        }
-        m.push(key);
-        At::More
+        let entered = self.more.try_with(|m| {
+            let mut m = m.borrow_mut();
+            if m.contains(&key) {
+                return At::Already;
+            }
+            m.push(key);
+            At::More
+        });
+        entered.unwrap_or(At::Unrecorded)
     }
 
     /// Whether `key` is recorded.
     #[inline]
     fn holds(&self, key: usize) -> bool {
-        let first = self.first.get();
-        first == key || (first != 0 && self.more.borrow().contains(&key))
+        let first = self.first.with(Cell::get);
+        first == key
+            || (first != 0 && (self.more.try_with(|m| m.borrow().contains(&key))).unwrap_or(false))
     }
 
     /// Forgets `key`, recorded `at`.
     #[inline]
     fn leave(&self, key: usize, at: At) {
         match at {
-            At::First => self.first.set(0),
-            At::Already => {}
+            At::First => self.first.with(|f| f.set(0)),
+            At::Already | At::Unrecorded => {}
             At::More => {
-                let mut m = self.more.borrow_mut();
-                if let Some(i) = m.iter().rposition(|&k| k == key) {
-                    m.swap_remove(i);
-                }
+                let _ = self.more.try_with(|m| {
+                    let mut m = m.borrow_mut();
+                    if let Some(i) = m.iter().rposition(|&k| k == key) {
+                        m.swap_remove(i);
+                    }
+                });
             }
         }
     }
 }
 
 thread_local! {
-    /// The pools this thread is in a transaction of.
-    static TRANSACTIONS: Pools = const { Pools::new() };
-    /// The pools this thread is in an isolated read of.
-    static READS: Pools = const { Pools::new() };
+    static TRANSACTIONS_FIRST: Cell<usize> = const { Cell::new(0) };
+    static TRANSACTIONS_MORE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    static READS_FIRST: Cell<usize> = const { Cell::new(0) };
+    static READS_MORE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The pools this thread is in a transaction of.
+const TRANSACTIONS: Pools = Pools {
+    first: &TRANSACTIONS_FIRST,
+    more: &TRANSACTIONS_MORE,
+};
+
+/// The pools this thread is in an isolated read of.
+const READS: Pools = Pools {
+    first: &READS_FIRST,
+    more: &READS_MORE,
+};
+
+/// Where this thread stands for the engine's per-thread state (the
+/// transaction ids and the gate's counts, kept by the `thread_local`
+/// crate, which takes a thread id of its own): 0 not watched yet, 1 alive,
+/// 2 ending. A thread-local with nothing to drop: readable in every
+/// thread-local destructor.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Thread {
+    Unwatched,
+    Alive,
+    Ending,
+}
+
+/// Set to [`Thread::Ending`] by [`Watch`]'s destructor.
+struct Watch;
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        THREAD.with(|t| t.set(Thread::Ending));
+    }
+}
+
+thread_local! {
+    static THREAD: Cell<Thread> = const { Cell::new(Thread::Unwatched) };
+    /// Registered (first touched) after the thread's first use of the
+    /// engine's per-thread state, so destroyed before the thread id that
+    /// state needs (thread-local destructors run in the reverse order of
+    /// their registration).
+    static WATCH: Watch = const { Watch };
+}
+
+/// `TxMisuse` once this thread's thread-local storage is being destroyed
+/// (a thread-local value whose destructor, as the thread ends, commits a
+/// transaction or reads a pool): the engine's per-thread state can no
+/// longer be had there (the `thread_local` crate panics for a thread
+/// whose id it gave back, and a panic in a thread-local destructor aborts
+/// the process). Before, and in destructors that run before the engine's
+/// state is gone, everything works.
+#[inline]
+pub(super) fn thread_usable() -> Result<(), Error> {
+    match THREAD.with(Cell::get) {
+        Thread::Ending => Err(Error::TxMisuse(
+            "the thread is ending: its thread-local storage is being destroyed",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Called after the engine's per-thread state was first used on this
+/// thread (a transaction id taken, the gate entered): from then on
+/// [`thread_usable`] refuses once that state may be gone.
+#[inline]
+pub(super) fn watch_thread() {
+    if THREAD.with(Cell::get) == Thread::Unwatched {
+        watch_now();
+    }
+}
+
+#[cold]
+fn watch_now() {
+    // In a destructor run after `WATCH`'s own there is nothing to
+    // register; the thread is ending (it was marked so).
+    if WATCH.try_with(|_| ()).is_ok() {
+        THREAD.with(|t| t.set(Thread::Alive));
+    }
 }
 
 /// Marks the thread as inside a transaction of the pool `key` until dropped.
@@ -124,7 +219,7 @@ impl InTransaction {
         if InRead::inside(key) {
             return Err(Error::NestedTransaction);
         }
-        match TRANSACTIONS.with(|p| p.enter(key)) {
+        match TRANSACTIONS.enter(key) {
             At::Already => Err(Error::NestedTransaction),
             at => Ok(InTransaction { key, at }),
         }
@@ -134,14 +229,14 @@ impl InTransaction {
     /// its gate).
     #[inline]
     pub(super) fn active(key: usize) -> bool {
-        TRANSACTIONS.with(|p| p.holds(key))
+        TRANSACTIONS.holds(key)
     }
 }
 
 impl Drop for InTransaction {
     #[inline]
     fn drop(&mut self) {
-        TRANSACTIONS.with(|p| p.leave(self.key, self.at));
+        TRANSACTIONS.leave(self.key, self.at);
     }
 }
 
@@ -160,20 +255,20 @@ impl InRead {
     pub(super) fn enter(key: usize) -> InRead {
         InRead {
             key,
-            at: READS.with(|p| p.enter(key)),
+            at: READS.enter(key),
         }
     }
 
     /// Whether the thread is inside an isolated read of `key`.
     #[inline]
     pub(super) fn inside(key: usize) -> bool {
-        READS.with(|p| p.holds(key))
+        READS.holds(key)
     }
 }
 
 impl Drop for InRead {
     #[inline]
     fn drop(&mut self) {
-        READS.with(|p| p.leave(self.key, self.at));
+        READS.leave(self.key, self.at);
     }
 }
