@@ -211,15 +211,22 @@ thread_local! {
 /// `T`'s name hash and name length (`name` is `T`'s name).
 fn name_hash<T: 'static>(name: impl Fn() -> Cow<'static, str>) -> (u64, usize) {
     let id = TypeId::of::<T>();
-    NAME_HASHES.with(|c| {
+    let compute = || {
+        let name = name();
+        (fnv1a(name.as_bytes()), name.len().min(u16::MAX as usize))
+    };
+    // `try_with`: in a thread-local destructor run after the cache's own,
+    // as the thread ends (a value that reads a map when dropped), there is
+    // no cache; `with` panicked there, and the panic aborted the process.
+    let cached = NAME_HASHES.try_with(|c| {
         if let Some(&(_, h, n)) = c.borrow().iter().find(|e| e.0 == id) {
             return (h, n);
         }
-        let name = name();
-        let e = (fnv1a(name.as_bytes()), name.len().min(u16::MAX as usize));
+        let e = compute();
         c.borrow_mut().push((id, e.0, e.1));
         e
-    })
+    });
+    cached.unwrap_or_else(|_| compute())
 }
 
 /// A type's fingerprint: its size, alignment and stable name.
