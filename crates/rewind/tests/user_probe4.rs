@@ -345,3 +345,77 @@ fn overlapping_writes_in_one_transaction_read_and_commit_as_a_model() {
         assert_eq!(again.read(root).unwrap(), committed, "{v:?}/{p:?} reopened");
     }
 }
+
+/// A named root's object, or the catalog's block, freed through
+/// `Tx::free` (a program done with the root, or a stray pointer) is
+/// `InvalidFree`, as the root object's free is: the free committed, the
+/// catalog then named a freed block, `Pool::roots` was `MetaCorrupt`, and
+/// the pool never opened again ("a named root's object is not an
+/// allocated block of its type's size"). A root created in the same
+/// transaction is refused too, and the refusal leaves the transaction
+/// able to commit.
+#[test]
+fn a_named_roots_object_and_the_catalog_cannot_be_freed() {
+    for p in rewind::Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("named.pool");
+        let cfg = PoolConfig::default().policy(p);
+        let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+        let a: PPtr<u64> = pool.transaction(|tx| tx.root_named("a")).unwrap();
+        let b: PPtr<[u64; 4]> = pool.transaction(|tx| tx.root_named("b")).unwrap();
+        let e = pool.transaction(|tx| tx.free(a)).unwrap_err();
+        assert!(matches!(e, Error::InvalidFree { .. }), "{p:?}: {e:?}");
+        // The catalog's block: the one allocated block that is neither
+        // root's object nor the unnamed root.
+        let cat = pool
+            .transaction(|tx| {
+                let c: PPtr<u64> = tx.root_named("c")?;
+                // Refused, and the transaction goes on to commit.
+                let e = tx.free(c).unwrap_err();
+                assert!(matches!(e, Error::InvalidFree { .. }), "{p:?}: {e:?}");
+                tx.write(c, &3)?;
+                Ok::<_, Error>(c)
+            })
+            .unwrap();
+        assert_eq!(pool.read(cat).unwrap(), 3, "{p:?}");
+        let roots = pool.roots().unwrap();
+        assert_eq!(roots.len(), 3, "{p:?}");
+        // The catalog block: find it as the block holding the names.
+        let mut catalog = None;
+        let mut off = pool.layout().heap_off;
+        while catalog.is_none() && off < pool.size() {
+            let mut w = [0u8; 8];
+            if pool.read_bytes(off, &mut w).is_ok() && &w == b"RWROOTS1" {
+                catalog = Some(off);
+            }
+            off += 64;
+        }
+        let catalog = catalog.expect("the catalog block");
+        {
+            let cat = catalog;
+            let e = pool
+                .transaction(|tx| tx.free(PPtr::<u8>::from_offset(cat)))
+                .unwrap_err();
+            assert!(matches!(e, Error::InvalidFree { .. }), "{p:?}: {e:?}");
+        }
+        pool.transaction(|tx| tx.write(b, &[4; 4])).unwrap();
+        pool.close().unwrap();
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+        assert_eq!(pool.roots().unwrap().len(), 3, "{p:?}");
+        assert_eq!(pool.read(b).unwrap(), [4; 4], "{p:?}");
+        // Growing the catalog past its first 31 entries frees the old
+        // block once the meta page names the new one.
+        for k in 0..40 {
+            pool.transaction(|tx| tx.root_named::<u64>(&format!("g{k}")))
+                .unwrap();
+        }
+        let r = rewind::inspect::check_pool(&pool);
+        assert!(r.is_ok(), "{p:?}: {:?}", r.problems);
+        pool.close().unwrap();
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default()).unwrap();
+        assert_eq!(pool.roots().unwrap().len(), 43, "{p:?}");
+        let e = pool.transaction(|tx| tx.free(a)).unwrap_err();
+        assert!(matches!(e, Error::InvalidFree { .. }), "{p:?}: {e:?}");
+        pool.close().unwrap();
+    }
+}

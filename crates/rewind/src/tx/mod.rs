@@ -584,6 +584,9 @@ impl<'p> Tx<'p> {
                 reason: "the root object cannot be freed",
             });
         }
+        // Nor the catalog of named roots, nor a named root's object: the
+        // catalog would name a freed block, and the pool open no more.
+        self.refuse_named_free(off)?;
         let b = &mut self.log.blocks;
         if let Some(i) = b.ring_allocs.iter().position(|&(o, _)| o == off) {
             // Allocated by this transaction through the ring and not yet

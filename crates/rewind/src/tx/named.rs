@@ -46,6 +46,40 @@ impl Tx<'_> {
         )
     }
 
+    /// `InvalidFree` when `off` is the catalog's block or a named root's
+    /// object, as this transaction sees the catalog (a root it added
+    /// included): freed, the catalog would name a block that is not
+    /// allocated, and every later open refuses such a pool. Reads the
+    /// catalog word, and with a catalog each root's object word.
+    pub(super) fn refuse_named_free(&mut self, off: u64) -> Result<(), Error> {
+        let mut w = [0u8; 16];
+        self.read_meta(meta::CATALOG, &mut w)?;
+        let cat = get_u64(&w, 0);
+        if cat == 0 || off == 0 {
+            return Ok(());
+        }
+        if off == cat {
+            return Err(Error::InvalidFree {
+                offset: off,
+                reason: "the catalog of named roots cannot be freed",
+            });
+        }
+        let mut h = [0u8; ENTRIES as usize];
+        self.read_bytes(cat, &mut h)?;
+        let count = get_u64(&h, COUNT as usize).min(get_u64(&h, CAPACITY as usize));
+        for k in 0..count {
+            let mut o = [0u8; 8];
+            self.read_bytes(cat + ENTRIES + k * ENTRY + E_OBJECT, &mut o)?;
+            if u64::from_le_bytes(o) == off {
+                return Err(Error::InvalidFree {
+                    offset: off,
+                    reason: "a named root's object cannot be freed",
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The root named `name` as this transaction sees the catalog.
     fn find_named<T: Typed>(&mut self, name: &str) -> Result<Option<PPtr<T>>, Error> {
         self.catalog_lookup::<T>(name).map(|(found, _, _, _)| found)
@@ -127,12 +161,16 @@ impl Tx<'_> {
                 let mut entries = vec![0u8; (count * ENTRY) as usize];
                 self.read_bytes(cat + ENTRIES, &mut entries)?;
                 self.write_bytes(new + ENTRIES, &entries)?;
-                self.free(PPtr::<u8>::from_offset(cat))?;
             }
             let mut words = [0u8; 16];
             put_u64(&mut words, 0, new);
             put_u64(&mut words, 8, meta::catalog_check(new));
             self.write_meta(meta::CATALOG, &words)?;
+            if cat != 0 {
+                // Freed once the meta page names the new one (a free of
+                // the catalog in use is refused).
+                self.free(PPtr::<u8>::from_offset(cat))?;
+            }
             new
         } else {
             cat
