@@ -87,6 +87,19 @@ pub enum Error {
         /// The database file.
         db: PathBuf,
     },
+    /// The WAL of the database is open in this process on a backend that
+    /// does not make commits durable as this connection's VFS asks (opened
+    /// on `Pmem` by a connection of another VFS, where this one's is
+    /// `Msync`): the connection is refused until that WAL is closed.
+    #[error("{db}: its WAL is open in this process on the {open} backend (by a connection of another VFS), and this connection's VFS asks for {wanted}, whose commits it would not make durable: open the database through one VFS, or close the other connections first")]
+    BackendMismatch {
+        /// The database file.
+        db: PathBuf,
+        /// The backend the open WAL runs on.
+        open: rewind::Backend,
+        /// The backend this connection's VFS names.
+        wanted: rewind::Backend,
+    },
     /// A transaction's frames without SQLite's commit flag on the last.
     #[error("a WAL commit whose last frame has no commit flag")]
     NoCommitFlag,

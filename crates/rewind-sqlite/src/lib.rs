@@ -56,7 +56,11 @@
 //!   `PRAGMA synchronous` changes nothing (the WAL's `xSync` has nothing
 //!   to do; stock SQLite syncs its WAL file at each commit under `FULL`).
 //!   For a database on a disk use [`Config::backend`]`(Backend::Msync)`:
-//!   each commit's fence is then an `msync` of what it wrote.
+//!   each commit's fence is then an `msync` of what it wrote. The
+//!   connections of a process share a database's one open WAL, which runs
+//!   on the backend of the VFS that opened it: a connection of an `Msync`
+//!   VFS is refused (`SQLITE_CANTOPEN`, the reason in [`last_error`])
+//!   while its process has the WAL open through a `Pmem` one.
 //! * *Memory.* A transaction's frames wait in memory until it commits,
 //!   and committed frames are mirrored in memory until a checkpoint (as
 //!   the page cache mirrors a WAL file), as are the frames a rolled-back

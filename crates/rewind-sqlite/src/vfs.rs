@@ -595,6 +595,24 @@ unsafe extern "C" fn x_open(
             return open_code(&e, &wal);
         }
     };
+    // A WAL this process has open already runs on the backend its first
+    // opener's VFS named. One opened on `Pmem` would not make this
+    // connection's commits durable as an `Msync` VFS promises (before, it
+    // was joined without a word, and its commits reached only the page
+    // cache): refused until that WAL is closed. (A `Pmem` connection
+    // joining a WAL on `Msync` gets more than it asked for.)
+    let running = with_file(&shared, None, |w| Some(w.backend()));
+    if let (rewind::Backend::Msync, Some(open @ rewind::Backend::Pmem)) = (d.cfg.backend, running) {
+        let _ = release(&key, shared);
+        // SAFETY: an open that fails leaves pMethods NULL.
+        unsafe { (*file).pMethods = std::ptr::null() };
+        let e = Error::BackendMismatch {
+            db: db_of(&wal),
+            open,
+            wanted: d.cfg.backend,
+        };
+        return open_code(&e, &wal);
+    }
     let h = file as *mut WalHandle;
     // SAFETY: `file` has room for a WalHandle (szOsFile), which SQLite owns
     // until xClose.
@@ -823,15 +841,15 @@ fn with_file<R>(sh: &Shared, fail: R, f: impl FnOnce(&mut WalFile) -> R) -> R {
 /// new pool is `SQLITE_FULL` ("database or disk is full"). Anything else
 /// is `SQLITE_CANTOPEN`.
 ///
-/// The reason kept names the file: the pool's (or the WAL's, for a stock
-/// WAL beside the database), unless it names one already. Before, most
+/// The reason kept names the file: the pool's, unless it names it, the
+/// WAL's (a stock WAL beside the database) or the database already. Before, most
 /// reasons for a damaged pool named none ("WAL pool damaged: ...", "heap
 /// metadata corrupt at offset ..."), and a program with several
 /// databases attached could not tell which one's pool it was.
 fn open_code(e: &Error, wal: &Path) -> c_int {
     let why = e.to_string();
-    let pool = pool_path(wal);
-    let named = [wal, pool.as_path()]
+    let (pool, db) = (pool_path(wal), db_of(wal));
+    let named = [wal, pool.as_path(), db.as_path()]
         .iter()
         .any(|p| why.contains(&*p.to_string_lossy()));
     let why = if named {
@@ -866,8 +884,13 @@ unsafe extern "C" fn w_close(f: *mut ffi::sqlite3_file) -> c_int {
     let (key, shared) = unsafe { (Box::from_raw((*h).key), Arc::from_raw((*h).shared)) };
     // SAFETY: as above.
     unsafe { (*h).base.pMethods = std::ptr::null() };
+    release(&key, shared)
+}
+
+/// Gives back a handle on the WAL of `key`; the last one closes it.
+fn release(key: &Path, shared: Arc<Shared>) -> c_int {
     let mut open = OPEN.lock();
-    let last = match open.get_mut(&*key) {
+    let last = match open.get_mut(key) {
         Some(e) => {
             e.handles -= 1;
             e.handles == 0
@@ -875,7 +898,7 @@ unsafe extern "C" fn w_close(f: *mut ffi::sqlite3_file) -> c_int {
         None => false,
     };
     if last {
-        open.remove(&*key);
+        open.remove(key);
         if let Some(w) = shared.file.lock().take() {
             if let Err(e) = w.close() {
                 return code_of(&e, ffi::SQLITE_IOERR_CLOSE);

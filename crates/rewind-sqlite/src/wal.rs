@@ -567,6 +567,11 @@ impl WalFile {
         self.log.bytes_held() + self.log.last_span() >= self.checkpoint_at
     }
 
+    /// The backend the pool runs on.
+    pub(crate) fn backend(&self) -> rewind::Backend {
+        self.log.pool().domain().backend()
+    }
+
     /// The pool's counters.
     pub fn counters(&self) -> rewind::Counters {
         self.log.pool().counters()

@@ -554,3 +554,65 @@ fn vacuum_ddl_and_checkpoints_beside_transfers_keep_every_total() {
     intact(&c);
     println!("{} transfers", transfers.into_inner());
 }
+
+/// Two VFSes of this crate, one on the `Pmem` backend and one on `Msync`
+/// (commits made durable by `msync`, for a database on a disk), and one
+/// database opened through both in one process: a connection of the
+/// `Msync` VFS never commits through a WAL its process opened on `Pmem`
+/// (its commits would reach only the page cache). Before, it joined that
+/// WAL without a word, and 20 commits it was acknowledged made no device
+/// flush. Now its statement fails (`SQLITE_CANTOPEN`, `last_error` names
+/// both backends) until the other connections close; then its commits
+/// are flushed. The other way round (a `Pmem` connection joining a WAL
+/// open on `Msync`) shares it: its commits are flushed too.
+#[test]
+fn an_msync_connection_never_commits_through_a_wal_opened_on_pmem() {
+    let cfg = rewind_sqlite::Config::default().pool_size(2 << 20);
+    let (pmem, msync) = ("rewind-user-probe4-pmem", "rewind-user-probe4-msync");
+    common::register_once(pmem, &cfg.clone().backend(rewind::Backend::Pmem));
+    common::register_once(msync, &cfg.clone().backend(rewind::Backend::Msync));
+    let open = |vfs: &str, path: &Path| {
+        rusqlite::Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), vfs)
+            .unwrap()
+    };
+    let flushes = |path: &Path| rewind_sqlite::stats(path).unwrap().pool.device_flushes;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.db");
+    let a = open(pmem, &path);
+    a.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(x); INSERT INTO t VALUES (0);")
+        .unwrap();
+    let b = open(msync, &path);
+    let before = flushes(&path);
+    let mut acked = 0;
+    let refused = (1..=20).find_map(|i| match b.execute("INSERT INTO t VALUES (?1)", [i]) {
+        Ok(_) => {
+            acked += 1;
+            None
+        }
+        Err(e) => Some(e),
+    });
+    match refused {
+        None => assert!(
+            flushes(&path) - before >= acked,
+            "{acked} commits of the Msync VFS's connection made {} device flushes",
+            flushes(&path) - before
+        ),
+        Some(e) => {
+            assert_eq!(e.sqlite_error_code(), Some(ErrorCode::CannotOpen), "{e}");
+            let why = rewind_sqlite::last_error().unwrap().to_lowercase();
+            assert!(why.contains("pmem") && why.contains("msync"), "{why}");
+        }
+    }
+    drop(a);
+    // Alone now: the WAL opens on Msync, and a Pmem connection shares it.
+    b.execute("INSERT INTO t VALUES (21)", []).unwrap();
+    let c = open(pmem, &path);
+    let before = flushes(&path);
+    for i in 22..32 {
+        b.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+        c.execute("INSERT INTO t VALUES (?1)", [-i]).unwrap();
+    }
+    assert!(flushes(&path) - before >= 20, "{}", flushes(&path) - before);
+    assert_eq!(count(&c), 1 + acked as i64 + 21);
+    intact(&c);
+}
