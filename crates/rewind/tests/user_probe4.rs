@@ -419,3 +419,34 @@ fn a_named_roots_object_and_the_catalog_cannot_be_freed() {
         pool.close().unwrap();
     }
 }
+
+/// The root object freed in the transaction that created it is
+/// `InvalidFree`, as it is once committed: the check read the committed
+/// root word, which that transaction had not yet written, so the free
+/// was Ok, the commit left the root word naming a freed block, and every
+/// later open refused the pool ("root object is not an allocated
+/// block"), under every policy.
+#[test]
+fn the_root_object_cannot_be_freed_in_the_transaction_that_made_it() {
+    for p in rewind::Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("root.pool");
+        let cfg = PoolConfig::default().policy(p);
+        let pool = Pool::create(&path, LAYOUT, 4 << 20, &cfg).unwrap();
+        let r = pool
+            .transaction(|tx| {
+                let r: PPtr<u64> = tx.root()?;
+                let e = tx.free(r).unwrap_err();
+                assert!(matches!(e, Error::InvalidFree { .. }), "{p:?}: {e:?}");
+                tx.write(r, &5)?;
+                Ok::<_, Error>(r)
+            })
+            .unwrap();
+        pool.close().unwrap();
+        let pool = Pool::open(&path, LAYOUT, &OpenOptions::default())
+            .unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        assert_eq!(pool.root::<u64>().unwrap(), Some(r), "{p:?}");
+        assert_eq!(pool.read(r).unwrap(), 5, "{p:?}");
+        pool.close().unwrap();
+    }
+}

@@ -578,7 +578,11 @@ impl<'p> Tx<'p> {
     fn free_logged(&mut self, off: u64) -> Result<(), Error> {
         let eng = self.eng;
         // Checked before anything is logged, so a bad free does not doom.
-        if off != 0 && eng.root_words()?.0 == off {
+        // The root word as committed, and as this transaction wrote it (a
+        // root it made: its commit would name a freed block).
+        let mut mine = [0u8; 8];
+        self.read_meta(META_ROOT_OFF, &mut mine)?;
+        if off != 0 && (eng.root_words()?.0 == off || u64::from_le_bytes(mine) == off) {
             return Err(Error::InvalidFree {
                 offset: off,
                 reason: "the root object cannot be freed",
