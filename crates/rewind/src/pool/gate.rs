@@ -25,7 +25,10 @@
 //! that overlap cannot starve it, except entries inside an isolated read
 //! (`Pool::read_isolated`), which go in past a closed gate: the read may
 //! hold a lock shared that a transaction the backup waits for is waiting
-//! for.
+//! for. Once no one is inside, the backup sets `copying` (the same
+//! barrier, the same wait) and those entries wait too until its copy
+//! ends: the copy waits for no one, and a growth that went in during it
+//! left a copy whose heap size word named chunks past its end.
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -49,6 +52,9 @@ struct Inside(AtomicU64);
 pub(crate) struct Gate {
     /// Set by a backup: new entries wait until it ends.
     closed: AtomicBool,
+    /// Set by a backup once no one is inside, for its copy: entries past
+    /// the closed gate (inside an isolated read) wait too, until it ends.
+    copying: AtomicBool,
     inside: ThreadLocal<Inside>,
     /// Where entries wait for a backup, and a backup for the threads
     /// inside.
@@ -56,6 +62,9 @@ pub(crate) struct Gate {
     changed: Condvar,
     /// One backup at a time.
     backup: Mutex<()>,
+    /// Entries that waited (for the unit tests).
+    #[cfg(test)]
+    waits: AtomicU64,
 }
 
 /// Whether this process can make every thread pass a barrier
@@ -108,16 +117,25 @@ impl Gate {
                 true => compiler_fence(Ordering::SeqCst),
                 false => fence(Ordering::SeqCst),
             }
-            if past || !self.closed.load(Ordering::Relaxed) {
+            // An entry past the gate waits only for a backup's copy (the
+            // backup may be waiting for a transaction that waits for the
+            // isolated read's lock; the copy waits for no one).
+            let shut = match past {
+                false => &self.closed,
+                true => &self.copying,
+            };
+            if !shut.load(Ordering::Relaxed) {
                 // (After the check: what the entry then reads is after
                 // any backup that ended before it.)
                 fence(Ordering::Acquire);
                 return Entered { gate: self, me };
             }
             me.0.store(n, Ordering::Release);
+            #[cfg(test)]
+            self.waits.fetch_add(1, Ordering::SeqCst);
             let mut l = self.latch.lock();
             self.changed.notify_all();
-            while self.closed.load(Ordering::Acquire) {
+            while shut.load(Ordering::Acquire) {
                 self.changed.wait(&mut l);
             }
         }
@@ -127,7 +145,30 @@ impl Gate {
     /// opens the gate again.
     pub(crate) fn closed<R>(&self, f: impl FnOnce() -> R) -> R {
         let _one = self.backup.lock();
-        self.closed.store(true, Ordering::SeqCst);
+        // Open again however this ends, a panic included.
+        struct Open<'a>(&'a Gate);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.copying.store(false, Ordering::Release);
+                self.0.closed.store(false, Ordering::Release);
+                let _l = self.0.latch.lock();
+                self.0.changed.notify_all();
+            }
+        }
+        let _open = Open(self);
+        self.shut_and_drain(&self.closed);
+        // Entries past the closed gate (a `checkpoint` or a `grow` inside
+        // an isolated read) went in while it waited; during `f` none may:
+        // a growth while the pool was copied left a copy whose heap size
+        // named chunks past its end ('a truncated file').
+        self.shut_and_drain(&self.copying);
+        f()
+    }
+
+    /// Sets `flag` (`closed` or `copying`) and waits until no entry that
+    /// did not see it set is inside.
+    fn shut_and_drain(&self, flag: &AtomicBool) {
+        flag.store(true, Ordering::SeqCst);
         if asymmetric() && !barrier_all() {
             // No barrier could be had (a sandbox that refuses the call
             // after it allowed the registration; a fork keeps the
@@ -142,18 +183,6 @@ impl Gate {
         while self.inside.iter().any(|i| i.0.load(Ordering::Acquire) > 0) {
             self.changed.wait_for(&mut l, RECHECK);
         }
-        drop(l);
-        // Open again however `f` ends, a panic included.
-        struct Open<'a>(&'a Gate);
-        impl Drop for Open<'_> {
-            fn drop(&mut self) {
-                self.0.closed.store(false, Ordering::Release);
-                let _l = self.0.latch.lock();
-                self.0.changed.notify_all();
-            }
-        }
-        let _open = Open(self);
-        f()
     }
 }
 
@@ -197,10 +226,42 @@ mod tests {
         for w in workers {
             assert!(w.join().unwrap() >= 100);
         }
-        // An entry past the gate goes in while it is closed.
+        // An entry past the gate goes in while a backup waits for one
+        // inside (states only: the backup is seen waiting by its flag).
+        let inside = gate.enter(false);
         let g = gate.clone();
-        gate.closed(move || {
-            let _in = g.enter(true);
+        let past = Arc::new(AtomicBool::new(false));
+        let p = past.clone();
+        let backup = std::thread::spawn(move || {
+            let g2 = g.clone();
+            g.closed(move || {
+                // During the copy an entry past the gate waits for its end
+                // (it went in at once: a `grow` inside an isolated read
+                // changed the pool while a backup copied it).
+                let before = g2.waits.load(Ordering::SeqCst);
+                let g3 = g2.clone();
+                let held = std::thread::spawn(move || {
+                    let _in = g3.enter(true);
+                    p.store(true, Ordering::SeqCst);
+                });
+                while g2.waits.load(Ordering::SeqCst) == before {
+                    assert!(!p_seen(&held), "an entry went in during the copy");
+                    std::thread::yield_now();
+                }
+                held
+            })
         });
+        while !gate.closed.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        drop(gate.enter(true));
+        drop(inside);
+        backup.join().unwrap().join().unwrap();
+        assert!(past.load(Ordering::SeqCst));
+    }
+
+    /// Whether `h` finished (it may not, while a backup copies).
+    fn p_seen(h: &std::thread::JoinHandle<()>) -> bool {
+        h.is_finished()
     }
 }
