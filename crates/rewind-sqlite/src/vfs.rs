@@ -513,9 +513,8 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
 /// (`findCreateFileMode`, and `robustFchown` when run as root), with read
 /// and write for the owner always (every opener of a pool writes it).
 /// Before, the pool had the creating process's owner and umask: a root
-/// process that read another user's database (a read-only connection
-/// leaves its pool behind, as it leaves SQLite's WAL file) or crashed
-/// left a root-owned `0644` pool, and every statement of the database's
+/// process that read another user's database while its pool held frames,
+/// or crashed, left a root-owned `0644` pool, and every statement of the database's
 /// owner then failed with `SQLITE_CANTOPEN` ("Permission denied"); the
 /// members of a database's group could not write a pool another member
 /// made. Best effort: a change the process may not make is left undone.
@@ -900,6 +899,29 @@ fn release(key: &Path, shared: Arc<Shared>) -> c_int {
     if last {
         open.remove(key);
         if let Some(w) = shared.file.lock().take() {
+            // A WAL that holds nothing (no header, no frame): its pool is
+            // removed, under its lock, before it is closed. SQLite deletes
+            // a WAL at its last close only after a checkpoint, which a
+            // read-only connection cannot run (it cannot take the
+            // database's exclusive lock), so every read-only connection of
+            // a database with no WAL left a whole pool (`pool_size`, 64
+            // MiB by default) where stock SQLite leaves an empty file. A
+            // later open finds no pool and makes one (an open racing this
+            // one finds the file it locked gone and starts again: see
+            // `rewind::Pool::open`). A pool that holds frames stays.
+            if w.size() == 0 {
+                let mut wal = w.db_path().as_os_str().to_owned();
+                wal.push("-wal");
+                let pool = pool_path(Path::new(&wal));
+                if let Err(e) = std::fs::remove_file(&pool) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        remember(&Error::Io {
+                            path: pool,
+                            source: e,
+                        });
+                    }
+                }
+            }
             if let Err(e) = w.close() {
                 return code_of(&e, ffi::SQLITE_IOERR_CLOSE);
             }

@@ -587,6 +587,11 @@ impl WalFile {
         self.committed
     }
 
+    /// The database file this WAL is of.
+    pub fn db_path(&self) -> &std::path::Path {
+        &self.db_path
+    }
+
     /// Closes the pool.
     pub fn close(self) -> Result<(), Error> {
         self.log.close()

@@ -115,13 +115,16 @@ fn owner_child() {
 }
 
 /// A process run as root that reads another user's database (here
-/// read-only: such a connection leaves its pool behind, as stock SQLite
-/// leaves its WAL file) creates the pool: it gets the database file's
-/// owner, group and permission bits, as SQLite gives the WAL and `-shm`
-/// files it creates. Before, the pool was root's, `0644`: every statement
-/// of the database's owner then failed with `SQLITE_CANTOPEN`
-/// ("Permission denied" in `last_error`), for as long as the pool was
-/// there. Skipped where the test does not run as root.
+/// read-only) creates the pool: it gets the database file's owner, group
+/// and permission bits, as SQLite gives the WAL and `-shm` files it
+/// creates. Before, the pool was root's, `0644`: when it was left behind
+/// (then by every read-only connection, and still by a crash while it
+/// holds frames), every statement of the database's owner failed with
+/// `SQLITE_CANTOPEN` ("Permission denied" in `last_error`), for as long
+/// as the pool was there. The pool is checked while the read-only
+/// connection has it open: since `readonly_pool.rs`'s fix, its close
+/// removes a pool that holds nothing. Skipped where the test does not
+/// run as root.
 #[test]
 fn a_pool_made_by_root_belongs_to_the_databases_owner() {
     const NOBODY: u32 = 65534;
@@ -146,12 +149,13 @@ fn a_pool_made_by_root_belongs_to_the_databases_owner() {
     let r =
         Connection::open_with_flags_and_vfs(&path, OpenFlags::SQLITE_OPEN_READ_ONLY, VFS).unwrap();
     assert_eq!(count(&r), 1);
-    drop(r);
-    let m = std::fs::metadata(&pool).expect("a read-only connection leaves its pool");
+    let m = std::fs::metadata(&pool).expect("the read-only connection's pool");
     assert_eq!(
         (m.uid(), m.gid(), m.mode() & 0o777),
         (NOBODY, NOBODY, 0o660)
     );
+    drop(r);
+    assert!(!pool.exists(), "a pool that holds nothing is removed");
     // The owner uses the database (where nobody may run this binary).
     let child = Command::new(std::env::current_exe().unwrap())
         .args(["owner_child", "--exact", "--ignored", "--nocapture"])
