@@ -1624,33 +1624,22 @@ fn a_free_of_another_transactions_uncommitted_allocation_frees_it_once() {
 /// are distinct, each frees once, and then the heap is back where it
 /// began, in memory and reopened.
 ///
-/// Ignored: it fails intermittently (about one run in 20 to 30 in a debug
-/// build, after both `claim_alloc` fixes, of the bucket log's path and of
-/// the ring allocations a transaction moves to the log blocks; every run
-/// before the first) and the rest of the cause is not found. Seen before
-/// the second fix: under Optimized/Redo a block whose only allocation
-/// was undone by its transaction's `rollback_to` was freed `Ok` by another
-/// thread's committed transaction ("allocated -1 times over"), and blocks
-/// the media bitmap holds allocated that no committed transaction left
-/// allocated; under Simple/Redo and Batch/NoForce the heap figures in
-/// memory differed from those rebuilt at reopen by one block (the free
-/// lists and the bitmap disagree); after it, "allocated -1 times over"
-/// under Batch/NoForce, Optimized/Redo and TwoLayer/RedoAsync, and a
-/// block allocated on media that no committed transaction left allocated
-/// under Simple/Redo. One thread never fails (1,500 rounds
-/// per config); the two-thread scenarios of
-/// `a_free_of_another_transactions_uncommitted_allocation_frees_it_once`
-/// pass.
-/// A third fix made the allocation's bit and its claim one step under the
-/// allocator's latch (`Allocator::mark_allocated_for`): a free of a stale
-/// pointer to the block between the two claimed it, and the allocation's
-/// claim then replaced that one. After it: 0 failures in 210 debug runs,
-/// against 1 in 60 runs of the code before it on the same machine. It
-/// stays ignored until more runs say the cause is all found.
+/// It failed intermittently (about one run in 20 to 30 in a debug build)
+/// until three fixes: `claim_alloc` on the bucket log's path, and for the
+/// ring allocations a transaction moves to the log blocks (seen before
+/// them: a block whose only allocation was undone by its transaction's
+/// `rollback_to` freed `Ok` by another thread's committed transaction,
+/// "allocated -1 times over"; blocks the media bitmap holds allocated
+/// that no committed transaction left allocated; heap figures in memory
+/// and rebuilt at reopen one block apart); then the allocation's bit and
+/// its claim made one step under the allocator's latch
+/// (`Allocator::mark_allocated_for`): a free of a stale pointer to the
+/// block between the two claimed it, and the allocation's claim then
+/// replaced that one. After it: 0 failures in 510 debug runs and 400
+/// release runs (1 in 60 debug runs of the code before it).
 /// On a failure it prints each disagreeing block's history (`DBG`);
 /// `ONLY=Log/Policy`, `THREADS` and `ROUNDS` narrow a run.
 #[test]
-#[ignore = "intermittent double free / bitmap and free-list disagreement with threads sharing uncommitted pointers, about 1 run in 25 after two fixes; the rest of the cause not found (see the doc comment)"]
 fn threads_freeing_each_others_unpublished_blocks_never_double_free() {
     use std::collections::HashSet;
     for (i, (v, p)) in configs().into_iter().enumerate() {

@@ -226,6 +226,27 @@ impl Engine {
         }
     }
 
+    /// Gives back the log space that finished transactions still hold,
+    /// where the policy leaves them some, and with it the heap chunks the
+    /// log took: under redo-async, committed groups waiting for write-back
+    /// (written back, their records go); under no-force, the records of
+    /// finished transactions (a checkpoint clears them; not during a
+    /// commit, whose own records it would clear). `false` when there is
+    /// nothing to give back: a retry would fail the same way. Called once
+    /// the log is full (`LogFull`) or the heap is (`OutOfMemory`, or
+    /// `NoSpaceToGrow` on a full file system), before one retry.
+    pub(crate) fn give_back_log_space(&self, committing: bool) -> Result<bool, Error> {
+        if self.write_back.is_some() {
+            self.sync()?;
+            return Ok(true);
+        }
+        if self.durability.keeps_records() && !committing {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// Waits until every committed value is in place and durable.
     pub(crate) fn sync(&self) -> Result<(), Error> {
         match (&self.write_back, &self.ring) {

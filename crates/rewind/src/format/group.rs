@@ -88,13 +88,12 @@ pub struct Builder {
     /// the header and the bits entries [`insert_bits`](Self::insert_bits)
     /// put before them.
     base: usize,
-    /// Each entry's target, and where its value lies in `buf`, from
-    /// `base`.
-    values: Vec<(u64, usize, usize)>,
+    /// The last entry's target, and where its value lies in `buf` (from
+    /// `base`) while it is a value entry that a value may join. (No list
+    /// of the entries: [`values`](Self::values) reads them from `buf`.)
+    last: Option<(u64, usize, usize)>,
     /// The bits entries.
     bits: Vec<Bits>,
-    /// The last entry is a value entry (a value may join it).
-    joinable: bool,
 }
 
 impl Default for Builder {
@@ -104,9 +103,8 @@ impl Default for Builder {
             buf: Vec::new(),
             count: 0,
             base: HEADER,
-            values: Vec::new(),
+            last: None,
             bits: Vec::new(),
-            joinable: false,
         };
         b.begin();
         b
@@ -120,9 +118,8 @@ impl Builder {
         self.buf.resize(HEADER, 0);
         self.count = 0;
         self.base = HEADER;
-        self.values.clear();
+        self.last = None;
         self.bits.clear();
-        self.joinable = false;
     }
 
     /// Entries pushed since [`begin`](Self::begin) (a value joined to the
@@ -141,7 +138,7 @@ impl Builder {
         self.buf.extend_from_slice(&bits_entry(b));
         self.bits.push(b);
         self.count += 1;
-        self.joinable = false;
+        self.last = None;
     }
 
     /// Puts bits entries before every entry pushed so far (a block is
@@ -171,7 +168,7 @@ impl Builder {
     #[inline(always)]
     pub fn push(&mut self, target: u64, value: &[u8]) -> usize {
         debug_assert!(value.len() <= MAX_VALUE && target <= TARGET_BITS);
-        if let Some((t, at, len)) = self.values.last_mut().filter(|_| self.joinable) {
+        if let Some((t, at, len)) = &mut self.last {
             if *t + *len as u64 == target && *len + value.len() <= MAX_VALUE {
                 let joined = *at + *len;
                 *len += value.len();
@@ -185,7 +182,7 @@ impl Builder {
         self.pad();
         let word = (target | (value.len() as u64) << 48).to_le_bytes();
         let at = self.buf.len() + ENTRY_WORD - self.base;
-        self.values.push((target, at, value.len()));
+        self.last = Some((target, at, value.len()));
         match <&[u8; 8]>::try_from(value) {
             // A word (most writes): the entry in one copy of known size.
             Ok(w) => {
@@ -200,7 +197,6 @@ impl Builder {
             }
         }
         self.count += 1;
-        self.joinable = true;
         at
     }
 
@@ -230,11 +226,28 @@ impl Builder {
         self.buf.len().div_ceil(LINE) * LINE
     }
 
-    /// The entries, in order: (target, value).
+    /// The value entries, in order: (target, value), read from the
+    /// entries as laid out (bits entries skipped).
     pub fn values(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        self.values
-            .iter()
-            .map(|&(t, at, len)| (t, self.value(at, len)))
+        // The bits entries inserted before `base` are not read; those
+        // pushed among the values (tests) are skipped. `left` counts the
+        // entries still to read: the line's padding after `seal` is none.
+        let mut left = self.count - (self.base - HEADER) as u32 / BITS_ENTRY as u32;
+        let mut rest = &self.buf[self.base..];
+        std::iter::from_fn(move || loop {
+            left = left.checked_sub(1)?;
+            let (word, after) = rest.split_first_chunk::<ENTRY_WORD>()?;
+            let word = u64::from_le_bytes(*word);
+            let (target, len) = (word & TARGET_BITS, (word >> 48) as usize);
+            if len as u64 >= BITS_SET {
+                rest = &after[BITS_ENTRY - ENTRY_WORD..];
+                continue;
+            }
+            let value = &after[..len];
+            // (The last value may be unpadded until `seal`.)
+            rest = after.get(len.div_ceil(8) * 8..).unwrap_or(&[]);
+            return Some((target, value));
+        })
     }
 
     /// Fills in the header with lane sequence number `csn`, global commit

@@ -76,7 +76,40 @@ fn lock(path: &Path, file: &File, access: Access) -> Result<(), Error> {
 
 /// Opens an existing pool file, refusing anything but a regular file, and
 /// locks it. Returns the file and its length.
+///
+/// The file locked must still be the one at `path`: its last holder may
+/// have removed it (rewind-sqlite removes a WAL pool at its last close)
+/// after this open found it and before the lock was granted, and a pool
+/// used through a removed file would lose every commit made to it. So
+/// once locked, the path is looked up again: gone, the open fails as if it
+/// had found nothing (`NotFound`); another file there now (a new pool made
+/// since), the open starts again, a few times at most.
 pub(crate) fn open(path: &Path, access: Access) -> Result<(Locked, u64), Error> {
+    let mut tries = 0;
+    loop {
+        let (file, len) = open_once(path, access)?;
+        if access == Access::Unlocked || names(path, &file)? {
+            return Ok((file, len));
+        }
+        tries += 1;
+        if tries == 3 {
+            return Err(Error::PoolInUse {
+                path: path.to_path_buf(),
+            });
+        }
+    }
+}
+
+/// Whether `path` names `file` (the same device and inode); a path that
+/// names nothing now is `NotFound`.
+fn names(path: &Path, file: &File) -> Result<bool, Error> {
+    use std::os::unix::fs::MetadataExt;
+    let there = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let own = file.metadata().map_err(|e| Error::io(path, e))?;
+    Ok(there.dev() == own.dev() && there.ino() == own.ino())
+}
+
+fn open_once(path: &Path, access: Access) -> Result<(Locked, u64), Error> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     require_regular(path, &meta)?;
     let file = Locked::new(
@@ -395,6 +428,31 @@ pub(crate) fn read_prefix(path: &Path, file: &File, n: u64) -> Result<Vec<u8>, E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What an open checks once it holds the lock: the file it locked is
+    /// still the one at the path. Removed since, the open fails as if it
+    /// had found nothing; replaced by another file, the path names another
+    /// pool (the open starts again).
+    #[test]
+    fn a_locked_file_is_checked_to_be_the_one_its_path_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        drop(create(&path, 4096, b"hdr").unwrap());
+        let (file, _) = open(&path, Access::Exclusive).unwrap();
+        assert!(names(&path, &file).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        match names(&path, &file) {
+            Err(Error::Io { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
+            }
+            r => panic!("a removed pool's path: {:?}", r.map_err(|e| e.to_string())),
+        }
+        drop(create(&path, 4096, b"new").unwrap());
+        assert!(!names(&path, &file).unwrap(), "another file at the path");
+        drop(file);
+        let (again, _) = open(&path, Access::Exclusive).unwrap();
+        assert!(names(&path, &again).unwrap());
+    }
 
     /// A second handle on the same open file description stands for a
     /// child forked while the file was open (it shares the description

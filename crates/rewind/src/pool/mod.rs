@@ -479,13 +479,25 @@ impl Pool {
             nvm_latency: cfg.nvm_latency,
             write_back: cfg.write_back,
         };
-        match Pool::create(path, layout, size, cfg) {
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
-                let pool = Pool::open(path, layout, &opts)?;
-                same_config(&pool.eng.hdr, &want)?;
-                Ok(pool)
+        let kind = |r: &Result<Pool, Error>| match r {
+            Err(Error::Io { source, .. }) => Some(source.kind()),
+            _ => None,
+        };
+        // A pool its last holder removes between the create that found it
+        // and the open (rewind-sqlite's empty WAL pools) is created again.
+        let mut tries = 0;
+        loop {
+            let created = Pool::create(path, layout, size, cfg);
+            if kind(&created) != Some(std::io::ErrorKind::AlreadyExists) {
+                return created;
             }
-            r => r,
+            let opened = Pool::open(path, layout, &opts);
+            tries += 1;
+            if kind(&opened) != Some(std::io::ErrorKind::NotFound) || tries == 3 {
+                let pool = opened?;
+                same_config(&pool.eng.hdr, &want)?;
+                return Ok(pool);
+            }
         }
     }
 

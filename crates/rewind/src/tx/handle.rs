@@ -773,8 +773,7 @@ impl Handle {
         // redo-async the log may be full of groups waiting for write-back:
         // written back, their records make room.
         match eng.log.reserve_redo(&eng.dom, len, res) {
-            Err(Error::LogFull { .. }) if eng.write_back.is_some() => {
-                eng.sync()?;
+            Err(Error::LogFull { .. }) if eng.give_back_log_space(false)? => {
                 eng.log.reserve_redo(&eng.dom, len, res)
             }
             r => r,
@@ -829,22 +828,12 @@ impl Handle {
             false => eng.log.append(&eng.dom, drafts, placed, res),
         };
         let mut r = append(&mut self.placed, &mut self.res);
-        if matches!(r, Err(Error::LogFull { .. }))
-            && eng.durability.keeps_records()
-            && !self.committing
-        {
-            // The log may be full of finished transactions' records: a
-            // checkpoint clears them (nothing was written by the failure).
-            // (Not while committing, so never a one-fence commit.)
-            eng.checkpoint()?;
-            r = append(&mut self.placed, &mut self.res);
-        }
-        if matches!(r, Err(Error::LogFull { .. })) && eng.write_back.is_some() {
-            // Under redo-async the log may be full of committed groups
-            // waiting for write-back (the Simple and two-layer logs commit
-            // through the log blocks): written back, their records make
-            // room, as for a write set's entry (`reserve_entry`).
-            eng.sync()?;
+        // The log may be full of finished transactions' records (no-force,
+        // not while committing, so never a one-fence commit) or of
+        // committed groups waiting for write-back (redo-async: the Simple
+        // and two-layer logs commit through the log blocks). Nothing was
+        // written by the failure.
+        if matches!(r, Err(Error::LogFull { .. })) && eng.give_back_log_space(self.committing)? {
             r = append(&mut self.placed, &mut self.res);
         }
         r?;

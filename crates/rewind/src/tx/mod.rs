@@ -518,30 +518,20 @@ impl<'p> Tx<'p> {
         self.settle_ring()?;
         self.log.settle(eng)?;
         let (off, bsize) = match eng.alloc.reserve(&eng.dom, size) {
-            // Under redo-async the log may hold heap chunks with records of
-            // committed groups waiting for write-back: written back, their
-            // records go and the chunks return to the heap (as a full log
-            // is drained in `TxLog::append_as`). A 2 MiB pool ran out of
-            // memory with a hash map of 1,000 entries.
-            // (A growable pool whose file system is full tries its growth
-            // first: `NoSpaceToGrow` is no room too.)
-            Err(Error::OutOfMemory { .. } | Error::NoSpaceToGrow { .. })
-                if eng.write_back.is_some() =>
-            {
-                eng.sync()?;
-                eng.alloc.reserve(&eng.dom, size)?
-            }
-            // Under no-force the log may hold heap chunks with records of
-            // finished transactions (a rolled-back one starts no
-            // checkpoint): a checkpoint clears them and gives the chunks
+            // The log may hold heap chunks with records that finished
+            // transactions no longer need (redo-async: committed groups
+            // waiting for write-back; no-force: records a checkpoint
+            // clears, a rolled-back transaction starting none): given
             // back, as for a full log in `TxLog::append_as` (nothing of
-            // this allocation is written yet). A 2 MiB pool was out of
-            // memory for 1 MiB after a transaction that grew the log into
-            // the heap rolled back.
+            // this allocation is written yet). A 2 MiB pool ran out of
+            // memory with a hash map of 1,000 entries under redo-async,
+            // and for 1 MiB under no-force after a transaction that grew
+            // the log into the heap rolled back. (A growable pool whose
+            // file system is full tries its growth first: `NoSpaceToGrow`
+            // is no room too.)
             Err(Error::OutOfMemory { .. } | Error::NoSpaceToGrow { .. })
-                if eng.durability.keeps_records() =>
+                if eng.give_back_log_space(false)? =>
             {
-                eng.checkpoint()?;
                 eng.alloc.reserve(&eng.dom, size)?
             }
             r => r?,
