@@ -7,6 +7,7 @@ use crate::alloc::catalog::{
     self, CAPACITY, COUNT, ENTRIES, ENTRY, E_FINGERPRINT, E_NAME, E_OBJECT, E_SIZE, FIRST_CAPACITY,
     MAGIC, NAME_BYTES,
 };
+use crate::engine::locks::Mode;
 use crate::error::Error;
 use crate::format::le::{get_u64, put_u64};
 use crate::format::{meta, PPtr, TypeFingerprint, Typed};
@@ -51,7 +52,32 @@ impl Tx<'_> {
     /// included): freed, the catalog would name a block that is not
     /// allocated, and every later open refuses such a pool. Reads the
     /// catalog word, and with a catalog each root's object word.
+    ///
+    /// The catalog is read as a lookup reads it ([`Tx::find_or_add`]):
+    /// with no lock while no transaction that adds a root holds the
+    /// catalog's lock, else again under that lock, shared. Read with none,
+    /// a growth committed meanwhile (its transaction frees the old block)
+    /// made the free of an unrelated block `NotAllocated`.
     pub(super) fn refuse_named_free(&mut self, off: u64) -> Result<(), Error> {
+        if off == 0 {
+            return Ok(());
+        }
+        let eng = self.eng;
+        match eng
+            .locks
+            .read_quiet(meta::CATALOG, || self.refuse_named_free_now(off))
+        {
+            Some(r) => r,
+            None => {
+                let r = self.take_lock(meta::CATALOG, Mode::Shared);
+                self.check(r)?;
+                self.refuse_named_free_now(off)
+            }
+        }
+    }
+
+    /// [`refuse_named_free`](Self::refuse_named_free)'s reads.
+    fn refuse_named_free_now(&mut self, off: u64) -> Result<(), Error> {
         let mut w = [0u8; 16];
         self.read_meta(meta::CATALOG, &mut w)?;
         let cat = get_u64(&w, 0);
