@@ -569,7 +569,7 @@ impl WalFile {
 
     /// The backend the pool runs on.
     pub(crate) fn backend(&self) -> rewind::Backend {
-        self.log.pool().domain().backend()
+        self.log.pool().backend()
     }
 
     /// The pool's counters.

@@ -939,6 +939,12 @@ impl Pool {
         self.eng.hdr.layout.pool_size
     }
 
+    /// The backend the pool was opened with ([`PoolConfig::backend`],
+    /// [`OpenOptions::backend`]): what makes its commits durable.
+    pub fn backend(&self) -> Backend {
+        self.eng.dom.backend()
+    }
+
     /// Grows the heap by at least `bytes` (whole 256 KiB chunks) now,
     /// rather than when an allocation finds no room; returns the pool's
     /// new size. Crash-safe: the file is extended first, then one checked
