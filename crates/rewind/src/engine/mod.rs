@@ -295,11 +295,20 @@ impl Engine {
     /// The root object's words as committed (under redo-async they may
     /// still wait in the write cache).
     pub(crate) fn root_words(&self) -> Result<(u64, u64), Error> {
-        let mut w = [0u8; 24];
+        let mut w = [0u8; ROOT_WORDS];
         self.read_committed(META_ROOT_OFF, &mut w)?;
-        let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
-        check_root_words(word(0), word(1), word(2))
+        root_words_in(&w)
     }
+}
+
+/// Bytes of the root object's words in the meta page (offset, size, check).
+pub(crate) const ROOT_WORDS: usize = 24;
+
+/// The root object's (offset, size) from its words as read, checked
+/// ([`check_root_words`]).
+pub(crate) fn root_words_in(w: &[u8; ROOT_WORDS]) -> Result<(u64, u64), Error> {
+    let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
+    check_root_words(word(0), word(1), word(2))
 }
 
 /// The root object at `off` of `size` bytes as a `T` (none when `off` is

@@ -568,11 +568,9 @@ impl<'p> Tx<'p> {
     fn free_logged(&mut self, off: u64) -> Result<(), Error> {
         let eng = self.eng;
         // Checked before anything is logged, so a bad free does not doom.
-        // The root word as committed, and as this transaction wrote it (a
-        // root it made: its commit would name a freed block).
-        let mut mine = [0u8; 8];
-        self.read_meta(META_ROOT_OFF, &mut mine)?;
-        if off != 0 && (eng.root_words()?.0 == off || u64::from_le_bytes(mine) == off) {
+        // The root as this transaction sees it: as committed, or as it
+        // made it (its commit would name a freed block).
+        if off != 0 && self.root_words_now()?.0 == off {
             return Err(Error::InvalidFree {
                 offset: off,
                 reason: "the root object cannot be freed",
@@ -702,11 +700,15 @@ impl<'p> Tx<'p> {
     /// The root object as this transaction sees it (its own writes too).
     fn root_now<T: Pod>(&mut self) -> Result<Option<PPtr<T>>, Error> {
         self.eng.usable()?;
-        let mut w = [0u8; 24];
-        self.read_meta(META_ROOT_OFF, &mut w)?;
-        let word = |i: usize| u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().expect("8"));
-        let (off, size) = crate::engine::check_root_words(word(0), word(1), word(2))?;
+        let (off, size) = self.root_words_now()?;
         crate::engine::root_of(off, size)
+    }
+
+    /// The root object's (offset, size) as this transaction sees them.
+    fn root_words_now(&mut self) -> Result<(u64, u64), Error> {
+        let mut w = [0u8; crate::engine::ROOT_WORDS];
+        self.read_meta(META_ROOT_OFF, &mut w)?;
+        crate::engine::root_words_in(&w)
     }
 
     /// Ends a transaction whose closure returned `Ok`: commits it (the END

@@ -81,7 +81,7 @@ impl Tx<'_> {
         let mut w = [0u8; 16];
         self.read_meta(meta::CATALOG, &mut w)?;
         let cat = get_u64(&w, 0);
-        if cat == 0 || off == 0 {
+        if cat == 0 {
             return Ok(());
         }
         if off == cat {
