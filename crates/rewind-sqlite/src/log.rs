@@ -116,6 +116,21 @@ pub struct Out<'a> {
     pub base: Option<&'a [u8]>,
 }
 
+impl Out<'_> {
+    /// The byte ranges of the page its record holds: with `differential`,
+    /// those that differ from the page's previous frame (from zeros for a
+    /// page with none, NVWAL); otherwise the whole page (a baseline).
+    pub fn ranges(&self, differential: bool) -> Vec<(usize, usize)> {
+        if !differential {
+            return record::whole(self.image.len());
+        }
+        match self.base {
+            Some(base) => record::diff(base, self.image),
+            None => record::diff(&vec![0u8; self.image.len()], self.image),
+        }
+    }
+}
+
 /// What recovery found.
 pub struct Recovered {
     /// SQLite's WAL header, if the WAL file has one.
@@ -623,19 +638,7 @@ impl WalLog {
         let (mut seg, mut seg_start) = (Vec::new(), pos);
         let mut commit_at = (0usize, 0usize);
         for (i, f) in frames.iter().enumerate() {
-            let zero;
-            let base = match f.base {
-                Some(b) => b,
-                None => {
-                    zero = vec![0u8; f.image.len()];
-                    &zero
-                }
-            };
-            let mut rest = if differential {
-                record::diff(base, f.image)
-            } else {
-                record::whole(f.image.len())
-            };
+            let mut rest = f.ranges(differential);
             let mut ri = 0;
             let frame = self.frames + 1 + i as u32;
             loop {

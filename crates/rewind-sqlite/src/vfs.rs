@@ -152,7 +152,12 @@ thread_local! {
 }
 
 fn remember(e: &Error) {
-    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = Some(e.to_string()));
+    remember_why(e.to_string());
+}
+
+/// Keeps `why` as the thread's last error ([`last_error`]).
+fn remember_why(why: String) {
+    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = Some(why));
 }
 
 /// The message of the last error the VFS reported to SQLite on the
@@ -851,12 +856,10 @@ fn open_code(e: &Error, wal: &Path) -> c_int {
     let named = [wal, pool.as_path(), db.as_path()]
         .iter()
         .any(|p| why.contains(&*p.to_string_lossy()));
-    let why = if named {
-        why
-    } else {
-        format!("{}: {why}", pool.display())
-    };
-    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = Some(why));
+    remember_why(match named {
+        true => why,
+        false => format!("{}: {why}", pool.display()),
+    });
     match e {
         Error::Pool(rewind::Error::PoolInUse { .. }) => ffi::SQLITE_BUSY,
         Error::Pool(rewind::Error::NoSpace { .. }) => ffi::SQLITE_FULL,

@@ -166,20 +166,7 @@ fn no_room(e: &rewind::Error) -> bool {
 fn least_record_bytes(outs: &[Out<'_>], differential: bool) -> u64 {
     outs.iter()
         .map(|o| {
-            let changed = match (differential, o.base) {
-                (true, Some(base)) => crate::record::diff(base, o.image)
-                    .iter()
-                    .map(|&(_, len)| len)
-                    .sum(),
-                (true, None) => {
-                    let zero = vec![0u8; o.image.len()];
-                    crate::record::diff(&zero, o.image)
-                        .iter()
-                        .map(|&(_, len)| len)
-                        .sum()
-                }
-                (false, _) => o.image.len(),
-            };
+            let changed: usize = o.ranges(differential).iter().map(|&(_, len)| len).sum();
             (changed + crate::record::REC_HDR) as u64
         })
         .sum()
