@@ -245,7 +245,7 @@ mod tests {
                     p.store(true, Ordering::SeqCst);
                 });
                 while g2.waits.load(Ordering::SeqCst) == before {
-                    assert!(!p_seen(&held), "an entry went in during the copy");
+                    assert!(!held.is_finished(), "an entry went in during the copy");
                     std::thread::yield_now();
                 }
                 held
@@ -258,10 +258,5 @@ mod tests {
         drop(inside);
         backup.join().unwrap().join().unwrap();
         assert!(past.load(Ordering::SeqCst));
-    }
-
-    /// Whether `h` finished (it may not, while a backup copies).
-    fn p_seen(h: &std::thread::JoinHandle<()>) -> bool {
-        h.is_finished()
     }
 }
