@@ -488,17 +488,7 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
     if let Some(e) = foreign_wal(wal) {
         return Err(e);
     }
-    let pool_file = pool_path(wal);
-    let opts = OpenOptions::default()
-        .nvm_latency(cfg.nvm_latency)
-        .backend(cfg.backend);
-    let pool = if pool_file.exists() || !create {
-        Pool::open(&pool_file, LAYOUT, &opts)?
-    } else {
-        let pool = Pool::open_or_create(&pool_file, LAYOUT, cfg.pool_size, &cfg.pool_config())?;
-        like_db(&pool_file, &db_of(wal));
-        pool
-    };
+    let pool = open_pool(cfg, &pool_path(wal), &db_of(wal), create)?;
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
     // SQLite checks its WAL header's magic and checksum when it reads the
     // file, and ignores every frame after one that fails: a damaged header
@@ -511,6 +501,45 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         }
     }
     Ok(WalFile::open(log, rec, db_of(wal), cfg.differential))
+}
+
+/// Opens the pool file `pool` of the database `db`, or, with `create`,
+/// makes it if there is none.
+///
+/// A pool that vanishes while it is being opened (gone between the check
+/// that it is there and its open, or between `open_or_create`'s create
+/// and open) was removed by another process's last close: a read-only
+/// connection removes a WAL pool that holds nothing (`release`). It is
+/// looked for again, and created if it is still not there; a pool that
+/// other processes keep making and removing under this open, a few times
+/// running, is `PoolInUse` (`SQLITE_BUSY`: the busy handler tries again).
+/// Before, each of these races failed the statement with
+/// `SQLITE_CANTOPEN` ("No such file or directory"), which no busy handler
+/// retries: a process beside another whose read-only connections opened
+/// and closed the database failed now and then.
+fn open_pool(cfg: &Config, pool: &Path, db: &Path, create: bool) -> Result<Pool, Error> {
+    /// Opens that found the pool gone before this one gives up.
+    const TRIES: usize = 8;
+    let opts = OpenOptions::default()
+        .nvm_latency(cfg.nvm_latency)
+        .backend(cfg.backend);
+    let gone = |e: &rewind::Error| matches!(e, rewind::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+    for _ in 0..TRIES {
+        let opened = if pool.exists() || !create {
+            Pool::open(pool, LAYOUT, &opts)
+        } else {
+            Pool::open_or_create(pool, LAYOUT, cfg.pool_size, &cfg.pool_config())
+                .inspect(|_| like_db(pool, db))
+        };
+        match opened {
+            // (A directory that is gone is no race: its error stands.)
+            Err(e) if create && gone(&e) && pool.parent().is_none_or(Path::exists) => continue,
+            r => return Ok(r?),
+        }
+    }
+    Err(Error::Pool(rewind::Error::PoolInUse {
+        path: pool.to_path_buf(),
+    }))
 }
 
 /// Gives a new pool file the database file's owner and permission bits,

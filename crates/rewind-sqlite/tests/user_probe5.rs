@@ -1,0 +1,479 @@
+//! Defects found by a fifth round of probing the VFS as users' programs
+//! would, each kept as a named regression test; then probes that found
+//! none, kept as regression tests of what they check: a database reached
+//! by relative paths, symbolic links to it and to its directory; pool
+//! files truncated anywhere; SIGKILLs of a process committing to three
+//! attached databases.
+//!
+//! Children are this test binary again, running the ignored test
+//! `probe5_child` with their role in the environment.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+mod common;
+
+const VFS: &str = "rewind-user-probe5";
+const CHILD_ROLE: &str = "REWIND_PROBE5_ROLE";
+const CHILD_DB: &str = "REWIND_PROBE5_DB";
+const CHILD_SEED: &str = "REWIND_PROBE5_SEED";
+
+fn cfg() -> rewind_sqlite::Config {
+    rewind_sqlite::Config::default()
+        .pool_size(1 << 20)
+        .max_pool_size(8 << 20)
+}
+
+fn open(path: &Path) -> Connection {
+    common::open_wal(VFS, &cfg(), path)
+}
+
+/// A connection whose busy handler waits as long as it takes (yielding:
+/// no clock).
+fn patient(path: &Path, flags: OpenFlags) -> Connection {
+    common::register_once(VFS, &cfg());
+    let c = Connection::open_with_flags_and_vfs(path, flags, VFS).unwrap();
+    c.busy_handler(Some(|_| {
+        std::thread::yield_now();
+        true
+    }))
+    .unwrap();
+    c
+}
+
+/// Starts this binary's child test as `role` on `db`, its stdout piped.
+fn spawn(role: &str, db: &Path, seed: u64, cwd: Option<&Path>) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "probe5_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ROLE, role)
+    .env(CHILD_DB, db)
+    .env(CHILD_SEED, seed.to_string())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped());
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// Waits for a child; its stdout, after checking it succeeded.
+fn finish(ch: Child) -> String {
+    let out = ch.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "child failed: {stdout}");
+    stdout
+}
+
+/// The value after `key ` on the line of `out` that starts with it.
+fn field(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} ")))
+        .unwrap_or_else(|| panic!("no {key} line in {out}"))
+        .to_string()
+}
+
+/// The child processes of this file's tests.
+#[test]
+#[ignore]
+fn probe5_child() {
+    let Ok(role) = std::env::var(CHILD_ROLE) else {
+        return;
+    };
+    // The harness printed the test's name without a newline.
+    println!();
+    let db = PathBuf::from(std::env::var(CHILD_DB).unwrap());
+    let seed: u64 = std::env::var(CHILD_SEED).unwrap().parse().unwrap();
+    match role.as_str() {
+        "reader" | "writer" => churn_child(&db, role == "writer"),
+        "attached" => attached_child(&db, seed),
+        "relative" => relative_child(),
+        "leave" => leave_child(&db, seed),
+        _ => panic!("unknown role {role}"),
+    }
+}
+
+/// Transactions the writer of `read_only_processes_closing_beside_a_writer_never_fail_its_opens`
+/// commits, each on a connection of its own.
+const CHURN_WRITES: i64 = 1500;
+
+/// A writer (`CHURN_WRITES` connections, each opened, one insert, closed)
+/// or a read-only reader (connections opened, one count, closed, until
+/// the writer is done): prints `errors N` and the first few errors.
+fn churn_child(db: &Path, writer: bool) {
+    let stop = db.with_extension("stop");
+    let mut errors = 0;
+    let mut i = 0;
+    loop {
+        if writer && i == CHURN_WRITES || !writer && (stop.exists() || i == 1_000_000) {
+            break;
+        }
+        let flags = match writer {
+            true => OpenFlags::default(),
+            false => OpenFlags::SQLITE_OPEN_READ_ONLY,
+        };
+        let c = patient(db, flags);
+        let r = match writer {
+            true => c.execute("INSERT INTO t VALUES (?1)", [i]).map(|_| ()),
+            false => c
+                .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+                .map(|_| ()),
+        };
+        if let Err(e) = r {
+            errors += 1;
+            if errors < 5 {
+                println!("error {i}: {e} ({:?})", rewind_sqlite::last_error());
+            }
+        }
+        i += 1;
+    }
+    if writer {
+        std::fs::write(&stop, b"").unwrap();
+    }
+    println!("errors {errors}");
+}
+
+/// A read-only connection's last close removes a WAL pool that holds
+/// nothing (`readonly_pool.rs`), under the pool's lock. Another process
+/// opening the WAL meanwhile could find the pool there, then gone when it
+/// opened it (or gone again after each create that found it there): its
+/// statement failed with `SQLITE_CANTOPEN` ("No such file or
+/// directory"), which no busy handler retries. A writer process beside
+/// two processes reading read-only failed 1 to 4 of 1,500 inserts in
+/// each of five runs; the readers failed too. Now a pool that vanishes
+/// under an open is looked for again and created, and one that keeps
+/// vanishing is `SQLITE_BUSY`: no statement fails, and every insert is
+/// there.
+#[test]
+fn read_only_processes_closing_beside_a_writer_never_fail_its_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("churn.db");
+    open(&db).execute_batch("CREATE TABLE t(v)").unwrap();
+    let kids: Vec<_> = ["reader", "writer", "reader"]
+        .iter()
+        .map(|role| (role, spawn(role, &db, 0, None)))
+        .collect();
+    for (role, ch) in kids {
+        let out = finish(ch);
+        assert_eq!(field(&out, "errors"), "0", "{role}: {out}");
+    }
+    let c = open(&db);
+    assert_eq!(common::count(&c), CHURN_WRITES);
+    common::intact(&c);
+}
+
+/// Opens `a.db` by relative names (the child's working directory is the
+/// database's): each connection shares the one WAL.
+fn relative_child() {
+    let c = open(Path::new("a.db"));
+    c.execute("INSERT INTO t VALUES (1)", []).unwrap();
+    let c2 = open(Path::new("./sub/../a.db"));
+    println!("count {}", common::count(&c2));
+    let c3 = open(&std::env::current_dir().unwrap().join("a.db"));
+    c3.execute("INSERT INTO t VALUES (2)", []).unwrap();
+    println!("again {}", common::count(&c));
+    println!("pools {}", pools(Path::new(".")).len());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+/// The WAL pools under `dir`.
+fn pools(dir: &Path) -> Vec<PathBuf> {
+    walk(dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".rewind"))
+        .collect()
+}
+
+/// One database reached by its path, through a symbolic link to its
+/// directory, through one to the file, by relative names in a child
+/// process, and attached by its link: one pool (beside the real file),
+/// one wal-index, every connection sees every commit, and the last close
+/// removes the pool.
+#[test]
+fn a_database_by_links_and_relative_names_has_one_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir_all(real.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+    std::os::unix::fs::symlink(real.join("a.db"), dir.path().join("s.db")).unwrap();
+    let c1 = open(&real.join("a.db"));
+    c1.execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (0);")
+        .unwrap();
+    let c2 = open(&dir.path().join("link/a.db"));
+    let c3 = open(&dir.path().join("s.db"));
+    c2.execute("INSERT INTO t VALUES (1)", []).unwrap();
+    c3.execute("INSERT INTO t VALUES (2)", []).unwrap();
+    for c in [&c1, &c2, &c3] {
+        assert_eq!(common::count(c), 3);
+    }
+    assert_eq!(pools(dir.path()), [real.join("a.db-wal.rewind")]);
+    // A stock connection attaching it by its link meets the same WAL.
+    let stock = Connection::open_in_memory().unwrap();
+    let uri = format!("file:{}?vfs={VFS}", dir.path().join("s.db").display());
+    stock
+        .execute("ATTACH ?1 AS x", [uri])
+        .unwrap_or_else(|e| panic!("{e}"));
+    stock.execute("INSERT INTO x.t VALUES (3)", []).unwrap();
+    assert_eq!(common::count(&c1), 4);
+    drop(stock);
+    drop((c1, c2, c3));
+    assert_eq!(pools(dir.path()), Vec::<PathBuf>::new());
+    // Relative names, in a child whose working directory is the database's.
+    let out = finish(spawn("relative", &real.join("a.db"), 0, Some(&real)));
+    assert_eq!(field(&out, "count"), "5", "{out}");
+    assert_eq!(field(&out, "again"), "6", "{out}");
+    assert_eq!(field(&out, "pools"), "1", "{out}");
+    let c = open(&dir.path().join("link/a.db"));
+    assert_eq!(common::count(&c), 6);
+    common::intact(&c);
+}
+
+/// Commits transactions (200 small rows, or 6 of 500 KB, by `seed`) with
+/// checkpoints off, and exits without closing anything: the pool keeps
+/// every frame.
+fn leave_child(db: &Path, seed: u64) {
+    let c = open(db);
+    c.execute_batch("PRAGMA wal_autocheckpoint=0; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);")
+        .unwrap();
+    let (rows, len) = if seed == 0 { (200, 100) } else { (6, 500_000) };
+    for i in 0..rows {
+        c.execute("INSERT INTO t(v) VALUES (randomblob(?1))", [len + i])
+            .unwrap();
+    }
+    println!("rows {rows}");
+    std::mem::forget(c);
+    // SAFETY: ends the process at once, as a crash would.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::_exit(0)
+    };
+}
+
+/// A pool holding every frame of a crashed process (one that never grew,
+/// one that grew to 4 MiB), copied and truncated at every interesting
+/// length: each cut that loses bytes of the pool is `SQLITE_CANTOPEN`
+/// naming the pool, never a panic, a `SIGBUS` or a shorter table; the
+/// whole copy and a longer one open with every row.
+#[test]
+fn a_truncated_pool_is_cantopen_never_fewer_rows() {
+    for seed in [0u64, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        let out = finish(spawn("leave", &db, seed, None));
+        let rows: i64 = field(&out, "rows").parse().unwrap();
+        let pool = rewind_sqlite::pool_path(&dir.path().join("a.db-wal"));
+        let len = std::fs::metadata(&pool).unwrap().len();
+        assert!(seed == 0 || len > 2 << 20, "the pool grew: {len}");
+        let cuts = [
+            0,
+            1,
+            4095,
+            4096,
+            8192,
+            1 << 20,
+            len / 2,
+            len - 4096,
+            len - 1,
+        ];
+        for cut in cuts.into_iter().chain([len, len + 4096]) {
+            let d2 = tempfile::tempdir().unwrap();
+            let db2 = d2.path().join("a.db");
+            std::fs::copy(&db, &db2).unwrap();
+            let p2 = rewind_sqlite::pool_path(&d2.path().join("a.db-wal"));
+            std::fs::copy(&pool, &p2).unwrap();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p2)
+                .unwrap()
+                .set_len(cut)
+                .unwrap();
+            common::register_once(VFS, &cfg());
+            let c = Connection::open_with_flags_and_vfs(&db2, OpenFlags::default(), VFS).unwrap();
+            let r = c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+            if cut >= len {
+                assert_eq!(r.unwrap(), rows, "cut {cut} of {len}");
+                common::intact(&c);
+            } else {
+                let e = r.unwrap_err();
+                assert_eq!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::CannotOpen),
+                    "cut {cut} of {len}: {e}"
+                );
+                let why = rewind_sqlite::last_error().unwrap();
+                assert!(why.contains(&*p2.to_string_lossy()), "{why}");
+            }
+        }
+    }
+}
+
+/// Commits numbered transactions to a main database and two attached
+/// ones (the same row in each; some transactions large enough to spill,
+/// some rolled back first; checkpoints of an attached one, `VACUUM` of
+/// another), printing `ack N` after each, until it is killed.
+fn attached_child(db: &Path, seed: u64) {
+    let c = patient(db, OpenFlags::default());
+    common::wal(&c);
+    let dir = db.parent().unwrap();
+    for n in ["a", "b"] {
+        let path = dir.join(format!("{n}.db"));
+        c.execute(&format!("ATTACH ?1 AS {n}"), [path.to_str().unwrap()])
+            .unwrap();
+        c.query_row(&format!("PRAGMA {n}.journal_mode=WAL"), [], |_| Ok(()))
+            .unwrap();
+    }
+    c.execute_batch("PRAGMA cache_size=10; PRAGMA a.cache_size=10; PRAGMA b.cache_size=10;")
+        .unwrap();
+    for n in DBS {
+        c.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {n}.t(id INTEGER PRIMARY KEY, v BLOB)"
+        ))
+        .unwrap();
+    }
+    let start: i64 = c
+        .query_row("SELECT coalesce(max(id), -1) + 1 FROM main.t", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let mut r = seed;
+    for i in start.. {
+        r = r
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let len = if (r >> 33).is_multiple_of(10) {
+            60_000
+        } else {
+            200
+        };
+        let insert = |c: &Connection| {
+            for n in DBS {
+                c.execute(
+                    &format!("INSERT INTO {n}.t VALUES (?1, zeroblob(?2))"),
+                    [i, len],
+                )
+                .unwrap();
+                c.execute(
+                    &format!("UPDATE {n}.t SET v = randomblob(length(v)) WHERE id = ?1"),
+                    [i],
+                )
+                .unwrap();
+            }
+        };
+        c.execute_batch("BEGIN").unwrap();
+        insert(&c);
+        if (r >> 40).is_multiple_of(9) {
+            c.execute_batch("ROLLBACK; BEGIN").unwrap();
+            insert(&c);
+        }
+        c.execute_batch("COMMIT").unwrap();
+        println!("ack {i}");
+        match (r >> 20) % 23 {
+            0 => c
+                .query_row("PRAGMA a.wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .unwrap(),
+            1 => c
+                .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+                .unwrap(),
+            2 => c.execute_batch("VACUUM b").unwrap(),
+            _ => {}
+        }
+    }
+}
+
+const DBS: [&str; 3] = ["main", "a", "b"];
+
+/// A process committing to three databases of the VFS at once (main and
+/// two attached), SIGKILLed after a counted number of acknowledged
+/// transactions, 10 times: in WAL mode SQLite commits each database on
+/// its own, so each holds exactly the rows `0..=N` for `N` the last
+/// acknowledged transaction or the one after, each passes
+/// `integrity_check`; then the three are brought level for the next
+/// child.
+#[test]
+fn sigkills_of_a_process_writing_three_attached_databases_keep_each_ones_acked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let mut acked = -1i64;
+    for round in 0..10u64 {
+        let mut ch = spawn("attached", &db, round, None);
+        let mut out = BufReader::new(ch.stdout.take().unwrap());
+        let want = 5 + (round * 7919) % 40;
+        let (mut n, mut line) = (0, String::new());
+        while n < want {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the child ended");
+            if let Some(a) = line.trim().strip_prefix("ack ") {
+                acked = a.parse().unwrap();
+                n += 1;
+            }
+        }
+        ch.kill().unwrap();
+        ch.wait().unwrap();
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        if let Some(a) = rest
+            .lines()
+            .filter_map(|l| l.strip_prefix("ack "))
+            .next_back()
+        {
+            acked = a.parse().unwrap();
+        }
+        let c = open(&db);
+        for n in ["a", "b"] {
+            let path = dir.path().join(format!("{n}.db"));
+            c.execute(&format!("ATTACH ?1 AS {n}"), [path.to_str().unwrap()])
+                .unwrap();
+        }
+        let mut maxes = vec![];
+        for n in DBS {
+            let (count, max): (i64, i64) = c
+                .query_row(
+                    &format!("SELECT count(*), coalesce(max(id), -1) FROM {n}.t"),
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!(count, max + 1, "round {round}, {n}");
+            assert!(
+                max == acked || max == acked + 1,
+                "round {round}, {n}: rows to {max}, acknowledged to {acked}"
+            );
+            let ok: String = c
+                .query_row(&format!("PRAGMA {n}.integrity_check"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(ok, "ok", "round {round}, {n}");
+            maxes.push(max);
+        }
+        // Level: the attached ones to main's last row.
+        for (n, &max) in ["a", "b"].iter().zip(&maxes[1..]) {
+            if max > maxes[0] {
+                c.execute(&format!("DELETE FROM {n}.t WHERE id > ?1"), [maxes[0]])
+                    .unwrap();
+            } else if max < maxes[0] {
+                c.execute(&format!("INSERT INTO {n}.t VALUES (?1, x'00')"), [maxes[0]])
+                    .unwrap();
+            }
+        }
+        acked = maxes[0];
+    }
+}
