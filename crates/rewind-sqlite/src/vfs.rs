@@ -513,10 +513,15 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
 /// looked for again, and created if it is still not there; a pool that
 /// other processes keep making and removing under this open, a few times
 /// running, is `PoolInUse` (`SQLITE_BUSY`: the busy handler tries again).
+/// A pool found missing and then made by another process before this
+/// one's create (`open_or_create` then opens it) is opened whatever
+/// configuration that process's VFS has, as a pool found there is.
 /// Before, each of these races failed the statement with
-/// `SQLITE_CANTOPEN` ("No such file or directory"), which no busy handler
-/// retries: a process beside another whose read-only connections opened
-/// and closed the database failed now and then.
+/// `SQLITE_CANTOPEN` ("No such file or directory", or, for a pool made
+/// by a VFS of another `pool_size`, "the existing pool's size is ..."),
+/// which no busy handler retries: a process beside another whose
+/// read-only connections opened and closed the database failed now and
+/// then.
 fn open_pool(cfg: &Config, pool: &Path, db: &Path, create: bool) -> Result<Pool, Error> {
     /// Opens that found the pool gone before this one gives up.
     const TRIES: usize = 8;
@@ -534,6 +539,10 @@ fn open_pool(cfg: &Config, pool: &Path, db: &Path, create: bool) -> Result<Pool,
         match opened {
             // (A directory that is gone is no race: its error stands.)
             Err(e) if create && gone(&e) && pool.parent().is_none_or(Path::exists) => continue,
+            // Made since it was found missing, by another process whose
+            // VFS has another configuration: an existing pool is opened
+            // whatever configuration made it (as `Pool::open` does above).
+            Err(rewind::Error::ConfigMismatch { .. }) if create => continue,
             r => return Ok(r?),
         }
     }
