@@ -186,6 +186,11 @@ unsafe extern "C" fn d_file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c
 }
 
 unsafe extern "C" fn d_lock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    if level == ffi::SQLITE_LOCK_SHARED {
+        // A transaction starts (rollback mode): an older failure is no
+        // reason for it.
+        crate::vfs::forget_error();
+    }
     // SAFETY: delegated to the default VFS's method of this file.
     unsafe { (orig(f).xLock.expect("xLock"))(f, level) }
 }
@@ -370,6 +375,9 @@ unsafe extern "C" fn d_shm_lock(
         return ffi::SQLITE_OK;
     }
     if flags & ffi::SQLITE_SHM_SHARED != 0 {
+        // A transaction starts (a read mark, in WAL mode): an older
+        // failure is no reason for it.
+        crate::vfs::forget_error();
         // SQLite takes shared locks one at a time.
         if c.shared & mask == mask {
             return ffi::SQLITE_OK;

@@ -160,11 +160,28 @@ fn remember_why(why: String) {
     let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = Some(why));
 }
 
+/// Forgets the thread's last error: a file is being opened, or a
+/// transaction starts (the database file's `SHARED` lock, or a read mark
+/// of the wal-index), and a failure before it is no reason for what
+/// follows.
+pub(crate) fn forget_error() {
+    let _ = LAST_ERROR.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            *l = None;
+        }
+    });
+}
+
 /// The message of the last error the VFS reported to SQLite on the
 /// calling thread (SQLite calls the VFS on the thread that runs the
 /// statement, so it is the reason behind that thread's last failed
 /// call), or `None` if there was none. A WAL that could not be opened
 /// names its file (the pool's, or a stock WAL's beside the database).
+/// Each open of a file through the VFS and each transaction's start
+/// forget it: before, a database that could not be opened for a reason
+/// of the default VFS's (a missing directory), or a statement failing for
+/// SQLite's own reason, found an older failure's reason, about another
+/// database.
 pub fn last_error() -> Option<String> {
     LAST_ERROR.try_with(|l| l.borrow().clone()).ok().flatten()
 }
@@ -602,6 +619,9 @@ unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
+    // A new use of a file: an older failure is no reason for what
+    // happens to it.
+    forget_error();
     // SAFETY: SQLite passes the registered VFS and a file of szOsFile bytes.
     let (d, p) = unsafe { (data(vfs), parent(vfs)) };
     // SAFETY: as above; the name is NULL or NUL-terminated.

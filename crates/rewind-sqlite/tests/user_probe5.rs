@@ -516,3 +516,51 @@ fn sigkills_of_a_process_writing_three_attached_databases_keep_each_ones_acked()
         acked = maxes[0];
     }
 }
+
+/// `last_error` is the reason behind the calling thread's last failed
+/// call, as its docs say, not an older one about another database: a
+/// database that could not be opened for a reason of the default VFS's
+/// (its directory missing), or a statement of a connection opened since
+/// that fails for a reason of SQLite's own, finds no reason left by the
+/// thread's earlier failure. Before, each found the earlier failure's
+/// reason (here "not a rewind pool", naming another database's pool),
+/// and a program that logged it beside the error blamed that database.
+#[test]
+fn last_error_names_no_older_failure_of_another_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged.db");
+    open(&damaged).execute_batch("CREATE TABLE t(v)").unwrap();
+    let pool = rewind_sqlite::pool_path(&dir.path().join("damaged.db-wal"));
+    std::fs::write(&pool, vec![7u8; 8192]).unwrap();
+    common::register_once(VFS, &cfg());
+    let c = Connection::open_with_flags_and_vfs(&damaged, OpenFlags::default(), VFS).unwrap();
+    let e = c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+    assert_eq!(
+        e.unwrap_err().sqlite_error_code(),
+        Some(ErrorCode::CannotOpen)
+    );
+    let why = rewind_sqlite::last_error().unwrap();
+    assert!(why.contains(&*pool.to_string_lossy()), "{why}");
+    // A database in a directory that is not there: the default VFS's
+    // failure, which the VFS has no reason for.
+    let missing = dir.path().join("no such directory").join("b.db");
+    let e = Connection::open_with_flags_and_vfs(&missing, OpenFlags::default(), VFS).unwrap_err();
+    assert_eq!(e.sqlite_error_code(), Some(ErrorCode::CannotOpen), "{e}");
+    assert_eq!(rewind_sqlite::last_error(), None);
+    // Again after the damaged one, then a connection that opens and a
+    // statement that fails for SQLite's own reason.
+    let _ = c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+    assert!(rewind_sqlite::last_error().is_some());
+    let fine = open(&dir.path().join("fine.db"));
+    fine.execute_batch("CREATE TABLE u(v UNIQUE); INSERT INTO u VALUES (1);")
+        .unwrap();
+    let e = fine.execute("INSERT INTO u VALUES (1)", []).unwrap_err();
+    assert_eq!(e.sqlite_error_code(), Some(ErrorCode::ConstraintViolation));
+    assert_eq!(rewind_sqlite::last_error(), None);
+    // A connection open before the failure.
+    let _ = c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+    assert!(rewind_sqlite::last_error().is_some());
+    let e = fine.execute("INSERT INTO u VALUES (1)", []).unwrap_err();
+    assert_eq!(e.sqlite_error_code(), Some(ErrorCode::ConstraintViolation));
+    assert_eq!(rewind_sqlite::last_error(), None);
+}
