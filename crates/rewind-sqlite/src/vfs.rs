@@ -554,8 +554,16 @@ fn open_pool(cfg: &Config, pool: &Path, db: &Path, create: bool) -> Result<Pool,
                 .inspect(|_| like_db(pool, db))
         };
         match opened {
-            // (A directory that is gone is no race: its error stands.)
-            Err(e) if create && gone(&e) && pool.parent().is_none_or(Path::exists) => continue,
+            // (A directory that is gone, or a link at the pool's name to
+            // nothing, is no race: its error stands.)
+            Err(e)
+                if create
+                    && gone(&e)
+                    && pool.parent().is_none_or(Path::exists)
+                    && !pool.is_symlink() =>
+            {
+                continue
+            }
             // Made since it was found missing, by another process whose
             // VFS has another configuration: an existing pool is opened
             // whatever configuration made it (as `Pool::open` does above).

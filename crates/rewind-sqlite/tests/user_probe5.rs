@@ -11,7 +11,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
@@ -112,6 +112,7 @@ fn probe5_child() {
     let seed: u64 = std::env::var(CHILD_SEED).unwrap().parse().unwrap();
     match role.as_str() {
         "reader" | "writer" => churn_child(&db, role == "writer"),
+        "acking-writer" => acking_writer_child(&db, seed),
         "other-reader" => {
             OTHER.store(true, std::sync::atomic::Ordering::SeqCst);
             churn_child(&db, false)
@@ -563,4 +564,140 @@ fn last_error_names_no_older_failure_of_another_database() {
     let e = fine.execute("INSERT INTO u VALUES (1)", []).unwrap_err();
     assert_eq!(e.sqlite_error_code(), Some(ErrorCode::ConstraintViolation));
     assert_eq!(rewind_sqlite::last_error(), None);
+}
+
+/// Inserts numbered rows from `seed * 1,000_000` on, a connection opened
+/// and closed for some (by the seed), printing `ack N` after each, until
+/// it is killed.
+fn acking_writer_child(db: &Path, seed: u64) {
+    let mut c = Some(patient(db, OpenFlags::default()));
+    for i in 0.. {
+        let id = seed as i64 * 1_000_000 + i;
+        let conn = c.get_or_insert_with(|| patient(db, OpenFlags::default()));
+        conn.execute("INSERT INTO t VALUES (?1)", [id]).unwrap();
+        println!("ack {id}");
+        if (id ^ seed as i64) % 3 == 0 {
+            c = None;
+        }
+    }
+}
+
+/// A writer process SIGKILLed after a counted number of acknowledged
+/// inserts (at whatever it does then: a commit, its connection's close
+/// that checkpoints and removes the pool, an open), 8 times, while two
+/// processes open and close read-only connections throughout (their
+/// last close removes an empty pool): the table holds exactly the
+/// acknowledged rows, or one more each kill cut the ack of, and no
+/// reader saw an error.
+#[test]
+fn sigkills_of_a_writer_beside_read_only_processes_keep_exactly_the_acked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("k.db");
+    open(&db).execute_batch("CREATE TABLE t(v)").unwrap();
+    let readers: Vec<_> = (0..2).map(|_| spawn("reader", &db, 0, None)).collect();
+    let mut acked = std::collections::BTreeSet::new();
+    let mut maybe = std::collections::BTreeSet::new();
+    for round in 1..=8u64 {
+        let mut ch = spawn("acking-writer", &db, round, None);
+        let mut out = BufReader::new(ch.stdout.take().unwrap());
+        let want = 20 + (round * 37) % 60;
+        let (mut n, mut line) = (0, String::new());
+        while n < want {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the writer ended");
+            if let Some(a) = line.trim().strip_prefix("ack ") {
+                acked.insert(a.parse::<i64>().unwrap());
+                n += 1;
+            }
+        }
+        ch.kill().unwrap();
+        ch.wait().unwrap();
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        for a in rest.lines().filter_map(|l| l.strip_prefix("ack ")) {
+            acked.insert(a.parse::<i64>().unwrap());
+        }
+        maybe.insert(acked.last().unwrap() + 1);
+    }
+    std::fs::write(db.with_extension("stop"), b"").unwrap();
+    for ch in readers {
+        let out = finish(ch);
+        assert_eq!(field(&out, "errors"), "0", "{out}");
+    }
+    let c = patient(&db, OpenFlags::default());
+    let rows: Vec<i64> = c
+        .prepare("SELECT v FROM t ORDER BY v")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let missing: Vec<_> = acked
+        .iter()
+        .filter(|a| rows.binary_search(a).is_err())
+        .collect();
+    assert!(missing.is_empty(), "acknowledged rows lost: {missing:?}");
+    let extra: Vec<_> = rows
+        .iter()
+        .filter(|r| !acked.contains(r) && !maybe.contains(r))
+        .collect();
+    assert!(extra.is_empty(), "rows never acknowledged: {extra:?}");
+    common::intact(&c);
+}
+
+/// What a pool that vanishes under an open is not (`open_pool` looks
+/// again for one of those, and calls one that keeps vanishing
+/// `SQLITE_BUSY`): a symbolic link at the pool's name to nothing, or a
+/// database whose directory was removed while a connection had it open,
+/// is `SQLITE_CANTOPEN` at once with the reason, not `SQLITE_BUSY`, which
+/// a busy handler that waits as long as it takes would retry for ever.
+#[test]
+fn a_pool_name_that_leads_nowhere_is_cantopen_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    open(&db)
+        .execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let pool = rewind_sqlite::pool_path(&dir.path().join("l.db-wal"));
+    assert!(!pool.exists());
+    std::os::unix::fs::symlink(dir.path().join("nothing"), &pool).unwrap();
+    static RETRIES: AtomicU32 = AtomicU32::new(0);
+    common::register_once(VFS, &cfg());
+    let c = Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS).unwrap();
+    c.busy_handler(Some(|n| {
+        RETRIES.store(n as u32 + 1, Ordering::SeqCst);
+        n < 1000
+    }))
+    .unwrap();
+    let e = c
+        .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+        .unwrap_err();
+    assert_eq!(e.sqlite_error_code(), Some(ErrorCode::CannotOpen), "{e}");
+    assert_eq!(RETRIES.load(Ordering::SeqCst), 0, "the busy handler ran");
+    let why = rewind_sqlite::last_error().unwrap();
+    assert!(why.contains(&*pool.to_string_lossy()), "{why}");
+    // Gone, the database opens with its row.
+    std::fs::remove_file(&pool).unwrap();
+    assert_eq!(common::count(&c), 1);
+    drop(c);
+    // A connection whose database's directory is removed before its
+    // first statement.
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let db = sub.join("d.db");
+    open(&db)
+        .execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let c = Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS).unwrap();
+    c.busy_handler(Some(|n| {
+        RETRIES.store(n as u32 + 1, Ordering::SeqCst);
+        n < 1000
+    }))
+    .unwrap();
+    std::fs::remove_dir_all(&sub).unwrap();
+    let e = c
+        .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+        .unwrap_err();
+    assert_eq!(e.sqlite_error_code(), Some(ErrorCode::CannotOpen), "{e}");
+    assert_eq!(RETRIES.load(Ordering::SeqCst), 0, "the busy handler ran");
 }
