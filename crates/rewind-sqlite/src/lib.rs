@@ -289,6 +289,14 @@ pub enum RegisterError {
         /// What would be accepted.
         expected: String,
     },
+    /// The backend keeps no file ([`Backend::Sim`], the engine's simulated
+    /// persistence domain in memory): a WAL pool is a file beside the
+    /// database.
+    #[error("Config::backend = {backend:?}: expected Pmem or Msync (a WAL pool is a file)")]
+    BadBackend {
+        /// What was given.
+        backend: Backend,
+    },
     /// The default VFS's file structure is larger than this VFS leaves it.
     #[error("the default VFS's files take {bytes} bytes, more than the 512 this VFS leaves them")]
     DefaultVfsFileTooLarge {
@@ -324,7 +332,13 @@ pub enum RegisterError {
 /// ([`RegisterError::Pool`]: the maximum's allocator metadata must fit
 /// the first size beside the log), a block size that is not a multiple of
 /// 64 of at least 4096 or that the heap of a pool of the maximum size
-/// ([`Config::pool_max`]) could not hold twice.
+/// ([`Config::pool_max`]) could not hold twice, an emulated NVM latency
+/// past [`NvmLatency::MAX_NS`] (1 ms) per write or per fence, and
+/// [`Backend::Sim`] ([`RegisterError::BadBackend`]). Before, the last two
+/// were taken: `PRAGMA journal_mode = WAL` said `wal`, writing WAL mode
+/// into the database file, and from then on every statement failed with
+/// `SQLITE_CANTOPEN` (the pool's "invalid NVM write latency", "invalid
+/// backend" in [`last_error`]).
 ///
 /// A name whose VFS the program unregistered from SQLite
 /// (`sqlite3_vfs_unregister`) may be registered again, with any
@@ -352,6 +366,23 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), RegisterError> {
             value: cfg.pool_size,
             expected: format!("below 256 TiB ({bound})"),
         });
+    }
+    if cfg.backend == Backend::Sim {
+        return Err(RegisterError::BadBackend {
+            backend: cfg.backend,
+        });
+    }
+    for (field, ns) in [
+        ("nvm_latency.write_ns", cfg.nvm_latency.write_ns),
+        ("nvm_latency.fence_ns", cfg.nvm_latency.fence_ns),
+    ] {
+        if ns > NvmLatency::MAX_NS {
+            return Err(RegisterError::BadConfig {
+                field,
+                value: ns,
+                expected: format!("at most {} ns (1 ms)", NvmLatency::MAX_NS),
+            });
+        }
     }
     let max = cfg.pool_max();
     if max >= bound {

@@ -701,3 +701,47 @@ fn a_pool_name_that_leads_nowhere_is_cantopen_at_once() {
     assert_eq!(e.sqlite_error_code(), Some(ErrorCode::CannotOpen), "{e}");
     assert_eq!(RETRIES.load(Ordering::SeqCst), 0, "the busy handler ran");
 }
+
+/// `register` refuses what no pool can be made with: an emulated NVM
+/// latency past 1 ms per write or per fence, and the engine's simulated
+/// backend (no file). Before, each registered: `PRAGMA journal_mode =
+/// WAL` said `wal` (and wrote WAL mode into the database file), and every
+/// statement after it failed with `SQLITE_CANTOPEN` ("invalid NVM write
+/// latency: 2000000 ns", "invalid backend: sim" in `last_error`). The
+/// largest latency taken registers.
+#[test]
+fn register_refuses_latencies_and_backends_no_pool_takes() {
+    use rewind::{Backend, NvmLatency};
+    use rewind_sqlite::RegisterError;
+    let base = rewind_sqlite::Config::default;
+    let too_slow = NvmLatency::MAX_NS + 1;
+    let refused = [
+        (
+            "rewind-up5-write-latency",
+            base().nvm_latency(NvmLatency::new(too_slow, 0)),
+        ),
+        (
+            "rewind-up5-fence-latency",
+            base().nvm_latency(NvmLatency::new(0, too_slow)),
+        ),
+        ("rewind-up5-sim", base().backend(Backend::Sim)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, cfg) in refused {
+        match rewind_sqlite::register(name, &cfg) {
+            Err(RegisterError::BadConfig { field, value, .. }) => {
+                assert!(field.starts_with("nvm_latency."), "{name}: {field}");
+                assert_eq!(value, too_slow, "{name}");
+            }
+            Err(RegisterError::BadBackend { backend }) => {
+                assert_eq!(backend, Backend::Sim, "{name}")
+            }
+            r => panic!("{name}: {r:?}"),
+        }
+        // Not registered: SQLite knows no VFS of that name.
+        let db = dir.path().join(format!("{name}.db"));
+        assert!(Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), name).is_err());
+    }
+    let at_most = base().nvm_latency(NvmLatency::new(NvmLatency::MAX_NS, NvmLatency::MAX_NS));
+    rewind_sqlite::register("rewind-up5-slowest", &at_most).unwrap();
+}
