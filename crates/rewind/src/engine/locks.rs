@@ -204,8 +204,9 @@ pub(crate) struct LockTable {
     stripes: Box<[Stripe]>,
     /// Where the waiters that outlasted their spin sleep (with `line`).
     changed: Condvar,
-    /// The longest wait, in milliseconds.
-    timeout_ms: AtomicU64,
+    /// The longest wait, in microseconds (a bound below a millisecond is
+    /// kept, not rounded down to no wait at all).
+    timeout_us: AtomicU64,
     /// Requests that waited, and waits that slept (`Counters::lock_waits`,
     /// `lock_sleeps`): touched only by a request that waits.
     waited: AtomicU64,
@@ -300,7 +301,7 @@ impl LockTable {
             slow: Padded::default(),
             stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
             changed: Condvar::new(),
-            timeout_ms: AtomicU64::new(DEFAULT_TIMEOUT.as_millis() as u64),
+            timeout_us: AtomicU64::new(DEFAULT_TIMEOUT.as_micros() as u64),
             waited: AtomicU64::new(0),
             slept: AtomicU64::new(0),
         }
@@ -314,8 +315,8 @@ impl LockTable {
 
     /// Sets the bound on one lock wait.
     pub(crate) fn set_timeout(&self, d: Duration) {
-        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        self.timeout_ms.store(ms, Ordering::Relaxed);
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.timeout_us.store(us, Ordering::Relaxed);
     }
 
     /// The latched shard of `key`.
@@ -494,9 +495,13 @@ impl LockTable {
         t.waiting.insert(tx, wait);
         self.waited.fetch_add(1, Ordering::Relaxed);
         // Read the clock only once a wait begins: most requests never wait.
-        let timeout = Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed));
+        let us = self.timeout_us.load(Ordering::Relaxed);
+        let timeout = Duration::from_micros(us);
         let start = Instant::now();
-        let deadline = start.checked_add(timeout);
+        // (`u64::MAX`: `Duration::MAX` asked for, no deadline at all.)
+        let deadline = (us != u64::MAX)
+            .then(|| start.checked_add(timeout))
+            .flatten();
         // The holders and those in line, each on a processor?
         let spin = match backoff::crowded(t.waiting.len() as u64 + 1) {
             true => SPIN_MAX,
@@ -647,6 +652,26 @@ impl LockTable {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_bound_below_a_millisecond_is_kept_and_the_largest_never_times_out() {
+        let t = LockTable::new();
+        let bound = |t: &LockTable| Duration::from_micros(t.timeout_us.load(Ordering::Relaxed));
+        t.set_timeout(Duration::from_micros(500));
+        assert_eq!(
+            bound(&t),
+            Duration::from_micros(500),
+            "half a millisecond, not rounded down to no wait"
+        );
+        t.set_timeout(Duration::from_nanos(1_500));
+        assert_eq!(bound(&t), Duration::from_micros(1));
+        t.set_timeout(Duration::MAX);
+        assert_eq!(
+            t.timeout_us.load(Ordering::Relaxed),
+            u64::MAX,
+            "the largest bound: a wait with no deadline (`acquire`)"
+        );
+    }
 
     #[test]
     fn shared_holders_coexist_and_exclusive_excludes() {

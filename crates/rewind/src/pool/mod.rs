@@ -620,7 +620,8 @@ impl Pool {
     /// Sets how long a transaction waits for a lock another transaction
     /// holds ([`Tx::lock`]) before its request fails with
     /// [`Error::LockTimeout`] (default 10 s; `Duration::MAX` is kept as
-    /// `u64::MAX` milliseconds, a wait that never times out). Deadlocks
+    /// `u64::MAX` microseconds, a wait that never times out; a bound below a
+    /// millisecond is kept to the microsecond). Deadlocks
     /// among this pool's transactions are found at once, whatever the
     /// bound; each pool has a lock table of its own, so a cycle through
     /// transactions of two pools (a thread inside a transaction of this
