@@ -512,7 +512,12 @@ impl Lanes {
     /// Whether a group of `size` bytes is committed here (at most half a
     /// lane).
     pub fn fits(&self, size: usize) -> bool {
-        size as u64 <= self.len / 2
+        size <= self.room()
+    }
+
+    /// The largest group committed here: half a lane.
+    pub fn room(&self) -> usize {
+        (self.len / 2) as usize
     }
 
     /// Commits the group in `b` in the calling thread's lane (see
