@@ -186,8 +186,41 @@ pub fn last_error() -> Option<String> {
     LAST_ERROR.try_with(|l| l.borrow().clone()).ok().flatten()
 }
 
+/// The key of the database at `db` in this process's registries (open
+/// WALs here, wal-indexes in `db.rs`): its canonical path, with its
+/// directory named as it was first named, so that the same directory
+/// entry reached by another path (a bind mount of its directory, a
+/// `/proc/PID/root` path) has the same key. Its WAL's pool, the WAL's
+/// name and `.rewind` in that directory, is the same file by either
+/// path. Before, a connection opening a database by such a path while
+/// another connection of the process had it open by the first found its
+/// pool "in use by another opener" (`SQLITE_BUSY`) for as long as that
+/// connection stayed open: a busy handler that waits as long as it takes
+/// waited for ever, where stock SQLite shares the WAL (its wal-index is
+/// found by the file's identity). Two names of one file in two
+/// directory entries (hard links) stay two databases, as they are to
+/// stock SQLite, whose WAL file each name has its own.
 pub(crate) fn key_of(db: &Path) -> PathBuf {
-    std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf())
+    use std::os::unix::fs::MetadataExt;
+    /// Directories by identity: the canonical path each was first found
+    /// by (checked, and replaced, when that path names another now).
+    static DIRS: LazyLock<Mutex<HashMap<(u64, u64), PathBuf>>> = LazyLock::new(Default::default);
+    let canon = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
+    let (Some(dir), Some(name)) = (canon.parent(), canon.file_name()) else {
+        return canon;
+    };
+    let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let Some(id) = id_of(dir) else {
+        return canon;
+    };
+    let mut dirs = DIRS.lock();
+    let first = dirs.entry(id).or_insert_with(|| dir.to_path_buf());
+    if *first != dir && id_of(first) != Some(id) {
+        // That path names another directory now (this one's inode
+        // number was reused).
+        *first = dir.to_path_buf();
+    }
+    first.join(name)
 }
 
 fn db_of(wal: &Path) -> PathBuf {
