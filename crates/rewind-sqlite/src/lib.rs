@@ -109,7 +109,12 @@
 //!   (`sqlite3_commit_hook`, rusqlite's `commit_hook`) takes its place,
 //!   and the connection keeps SQLite's rule alone (a pool of 1 MiB at
 //!   most then failed with `SQLITE_FULL` after 79 inserts of 3 KB). Set
-//!   yours after a first commit, or checkpoint by hand.
+//!   yours after a first commit, or checkpoint by hand. A WAL hook the
+//!   program sets (`sqlite3_wal_hook`) before that first commit is
+//!   replaced by this crate's, without a word (SQLite gives no way to read
+//!   a hook back, nor to tell its own from another): set it after the
+//!   first commit (`PRAGMA journal_mode = WAL` on a database in rollback
+//!   mode is one), and it is kept, in place of this crate's.
 //! * *Copies.* Copy a database in use with SQLite's backup API (or `VACUUM
 //!   INTO`), never with `cp` of its files: a copy of a live pool may be torn
 //!   and nothing opening it can tell (`rewind check` on the copied pool file

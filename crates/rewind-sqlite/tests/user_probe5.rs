@@ -1,12 +1,19 @@
 //! Defects found by a fifth round of probing the VFS as users' programs
-//! would, each kept as a named regression test; then probes that found
-//! none, kept as regression tests of what they check: a database reached
-//! by relative paths, symbolic links to it and to its directory; pool
-//! files truncated anywhere; SIGKILLs of a process committing to three
-//! attached databases.
+//! would, each kept as a named regression test: opens racing another
+//! process's read-only close (which removes an empty pool), and a
+//! process whose VFS has another configuration; `last_error` naming an
+//! older failure; `register` taking configurations no pool takes; a
+//! database through a bind mount of its directory. Then probes that
+//! found none, kept as regression tests of what they check: a database
+//! reached by relative paths and by symbolic links to it and to its
+//! directory; pool files truncated anywhere; SIGKILLs of a process
+//! committing to three attached databases, of a writer beside read-only
+//! processes, and of one of three processes of threads moving amounts;
+//! a program's own WAL hook.
 //!
 //! Children are this test binary again, running the ignored test
-//! `probe5_child` with their role in the environment.
+//! `probe5_child` with their role in the environment. No test sleeps:
+//! children are bounded by counts, busy handlers yield.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -962,4 +969,54 @@ fn a_database_through_a_bind_mount_of_its_directory_shares_its_wal() {
     let c = open(&real.join("a.db"));
     assert_eq!(common::count(&c), 5);
     common::intact(&c);
+}
+
+/// Commits the program's WAL hook of `a_wal_hook_is_kept_when_set_after_the_first_commit` saw.
+static HOOK_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// A program's WAL hook: counts its calls.
+unsafe extern "C" fn counting_hook(
+    _arg: *mut std::ffi::c_void,
+    _db: *mut rusqlite::ffi::sqlite3,
+    _name: *const std::ffi::c_char,
+    _frames: std::ffi::c_int,
+) -> std::ffi::c_int {
+    HOOK_CALLS.fetch_add(1, Ordering::SeqCst);
+    rusqlite::ffi::SQLITE_OK
+}
+
+/// What the crate's docs say of a WAL hook the program sets
+/// (`sqlite3_wal_hook`, through `rusqlite::ffi`): set after the
+/// connection's first commit (here `PRAGMA journal_mode = WAL` on a new
+/// database), it is kept and called at every commit; set before the first
+/// commit of a connection to a database already in WAL mode, the crate's
+/// hook replaces it (SQLite gives no way to read a hook back). A probe of
+/// a limitation the docs now state.
+#[test]
+fn a_wal_hook_is_kept_when_set_after_the_first_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let set = |c: &Connection| {
+        // SAFETY: the connection is open; the hook lives as long as the
+        // process and takes no argument.
+        #[allow(unsafe_code)]
+        unsafe {
+            rusqlite::ffi::sqlite3_wal_hook(c.handle(), Some(counting_hook), std::ptr::null_mut())
+        };
+    };
+    let c = open(&db);
+    set(&c);
+    c.execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2);")
+        .unwrap();
+    assert_eq!(HOOK_CALLS.load(Ordering::SeqCst), 3);
+    drop(c);
+    // A database in WAL mode already: no commit before the program's hook.
+    common::register_once(VFS, &cfg());
+    let c = Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS).unwrap();
+    set(&c);
+    c.execute("INSERT INTO t VALUES (3)", []).unwrap();
+    assert_eq!(HOOK_CALLS.load(Ordering::SeqCst), 3, "replaced");
+    set(&c);
+    c.execute("INSERT INTO t VALUES (4)", []).unwrap();
+    assert_eq!(HOOK_CALLS.load(Ordering::SeqCst), 4);
 }
