@@ -76,6 +76,14 @@ struct Conn {
 /// Wal-indexes by database path.
 static NODES: LazyLock<Mutex<HashMap<PathBuf, Arc<Node>>>> = LazyLock::new(Default::default);
 
+/// Lets go of every wal-index without freeing it: in a child forked
+/// while they were in use, they are its parent's (`vfs::after_fork`).
+pub(crate) fn forget_all() {
+    if let Some(mut nodes) = NODES.try_lock() {
+        std::mem::forget(std::mem::take(&mut *nodes));
+    }
+}
+
 /// Takes a file the default VFS has just opened (its methods set) as a
 /// database file of this VFS.
 ///

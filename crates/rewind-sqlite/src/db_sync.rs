@@ -43,6 +43,16 @@ struct Held {
 /// Database files open through the VFS in this process, by identity.
 static HELD: LazyLock<Mutex<HashMap<FileId, Held>>> = LazyLock::new(Default::default);
 
+/// Lets go of every database file held without closing its descriptor:
+/// in a child forked while they were open, they are its parent's
+/// (`vfs::after_fork`), and closing a descriptor would drop this
+/// process's locks on the file.
+pub(crate) fn forget_all() {
+    if let Some(mut held) = HELD.try_lock() {
+        std::mem::forget(std::mem::take(&mut *held));
+    }
+}
+
 /// The identity of the file at `path`.
 pub(crate) fn id_of(path: &Path) -> std::io::Result<FileId> {
     let m = std::fs::metadata(path)?;

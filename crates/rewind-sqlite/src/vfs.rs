@@ -145,6 +145,42 @@ fn join_or_open<T, E>(
     }
 }
 
+/// The process whose WALs, wal-indexes and database descriptors the
+/// registries hold (0 before the first open).
+static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// In a child forked while its parent had databases open through the VFS
+/// (a server forking workers, Python's `multiprocessing`), called before
+/// the child's first use of the VFS: the registries are the parent's.
+/// Their WALs share the parent's pool mapping, so a connection the child
+/// opened joined the parent's open WAL (its copy of the parent's state)
+/// and wrote frames into the pool the parent was writing: 50 inserts the
+/// child acknowledged, then 50 of the parent, left 51 rows of 101 (stock
+/// SQLite kept all 101). Now the child lets go of them without closing
+/// or freeing anything of the parent's (leaked, unused) and starts with
+/// empty registries: its connections open the WAL as another process's
+/// would (`SQLITE_BUSY` while the parent has it open, as the docs say of
+/// two processes). The parent's connections must not be used in the
+/// child, as SQLite says.
+pub(crate) fn after_fork() {
+    use std::sync::atomic::Ordering;
+    let pid = std::process::id();
+    let owner = OWNER.load(Ordering::Acquire);
+    if owner == pid
+        || OWNER
+            .compare_exchange(owner, pid, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        || owner == 0
+    {
+        return;
+    }
+    if let Some(mut open) = OPEN.try_lock() {
+        std::mem::forget(std::mem::take(&mut *open));
+    }
+    crate::db::forget_all();
+    crate::db_sync::forget_all();
+}
+
 thread_local! {
     /// The last error this VFS turned into a SQLite result code on this
     /// thread.
@@ -660,6 +696,7 @@ unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
+    after_fork();
     // A new use of a file: an older failure is no reason for what
     // happens to it.
     forget_error();
@@ -735,6 +772,7 @@ unsafe extern "C" fn x_delete(
     z: *const c_char,
     sync_dir: c_int,
 ) -> c_int {
+    after_fork();
     // SAFETY: SQLite passes the registered VFS and a NUL-terminated name.
     let (p, name) = unsafe { (parent(vfs), path_of(z)) };
     if let Some(wal) = name.filter(|n| is_wal_name(n)) {
@@ -792,6 +830,7 @@ unsafe extern "C" fn x_access(
     flags: c_int,
     res: *mut c_int,
 ) -> c_int {
+    after_fork();
     // SAFETY: SQLite passes the registered VFS and a NUL-terminated name.
     let (p, name) = unsafe { (parent(vfs), path_of(z)) };
     if let Some(wal) = name.filter(|n| is_wal_name(n)) {

@@ -121,6 +121,7 @@ fn probe5_child() {
         "reader" | "writer" => churn_child(&db, role == "writer"),
         "acking-writer" => acking_writer_child(&db, seed),
         "bank" => bank_child(&db, seed),
+        "fork" => fork_child(&db, seed == 1),
         "other-reader" => {
             OTHER.store(true, std::sync::atomic::Ordering::SeqCst);
             churn_child(&db, false)
@@ -1019,4 +1020,109 @@ fn a_wal_hook_is_kept_when_set_after_the_first_commit() {
     set(&c);
     c.execute("INSERT INTO t VALUES (4)", []).unwrap();
     assert_eq!(HOOK_CALLS.load(Ordering::SeqCst), 4);
+}
+
+/// Opens the database, inserts a row, forks; the forked process opens a
+/// connection of its own and inserts rows 100.. (printing `child acked N`
+/// once done or refused), the parent waits for it, then inserts 50 rows
+/// 1000.. on its connection (printing `parent acked 50`). With `later`,
+/// the parent inserts first, closes its connection and ends, and the
+/// child opens once it is gone: the child's inserts must all commit.
+fn fork_child(db: &Path, later: bool) {
+    let c = open(db);
+    c.execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (1);")
+        .unwrap();
+    // SAFETY: this process runs one test on one thread; the child uses
+    // only its own new connection, then ends at once.
+    #[allow(unsafe_code)]
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        if later {
+            // This process is given another parent once its parent has
+            // ended (its descriptors closed).
+            // SAFETY: getppid has no preconditions.
+            #[allow(unsafe_code)]
+            let (parent, mut tries) = (unsafe { libc::getppid() }, 0u64);
+            #[allow(unsafe_code)]
+            // SAFETY: as above.
+            while unsafe { libc::getppid() } == parent {
+                tries += 1;
+                assert!(tries < 1 << 32, "the parent never ended");
+                std::thread::yield_now();
+            }
+        }
+        common::register_once(VFS, &cfg());
+        let mut acked = 0;
+        if let Ok(c2) = Connection::open_with_flags_and_vfs(db, OpenFlags::default(), VFS) {
+            // Refused at once while the parent has the WAL (no clock).
+            c2.busy_handler(None::<fn(i32) -> bool>).unwrap();
+            for i in 0..50 {
+                match c2.execute("INSERT INTO t VALUES (?1)", [100 + i]) {
+                    Ok(_) => acked += 1,
+                    Err(e) => {
+                        println!("child error {e} ({:?})", rewind_sqlite::last_error());
+                        assert_eq!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy), "{e}");
+                        break;
+                    }
+                }
+            }
+            drop(c2);
+        }
+        println!("child acked {acked}");
+        // SAFETY: ends the forked process without running its parent's
+        // destructors.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::_exit(0)
+        };
+    }
+    let parent = |c: &Connection| {
+        for i in 0..50 {
+            c.execute("INSERT INTO t VALUES (?1)", [1000 + i]).unwrap();
+        }
+        println!("parent acked 50");
+    };
+    if later {
+        parent(&c);
+        drop(c);
+        return;
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::waitpid(pid, &mut status, 0)
+    };
+    parent(&c);
+}
+
+/// A process with a database open through the VFS forks (a server
+/// forking workers, Python's `multiprocessing`), and the child opens a
+/// connection of its own to it, as stock SQLite allows; the parent goes on
+/// with its own connection after. Every acknowledged insert of either is
+/// there. Before, the child's connection joined the parent's open WAL (its
+/// registries are copies of the parent's, and the pool's mapping and
+/// locked descriptor are shared across the fork): its 50 acknowledged
+/// inserts, then the parent's 50, left 51 rows of 101, with
+/// `integrity_check` ok. Now the child starts with registries of its own:
+/// its open meets the pool the parent has open (`SQLITE_BUSY`, as for any
+/// other process) and nothing is lost.
+#[test]
+fn a_forked_child_opening_the_database_loses_no_acknowledged_insert() {
+    // (The child opens while the parent has the WAL open, then once the
+    // parent has closed it and ended: then every insert of the child
+    // commits.)
+    for later in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("f.db");
+        let out = finish(spawn("fork", &db, later as u64, None));
+        let child: i64 = field(&out, "child acked").parse().unwrap();
+        assert_eq!(field(&out, "parent acked"), "50", "{out}");
+        if later {
+            assert_eq!(child, 50, "{out}");
+        }
+        let c = open(&db);
+        assert_eq!(common::count(&c), 1 + child + 50, "later {later}: {out}");
+        common::intact(&c);
+    }
 }
