@@ -3,7 +3,8 @@
 //! process's read-only close (which removes an empty pool), and a
 //! process whose VFS has another configuration; `last_error` naming an
 //! older failure; `register` taking configurations no pool takes; a
-//! database through a bind mount of its directory. Then probes that
+//! database through a bind mount of its directory; a forked child
+//! joining its copy of the parent's open WAL. Then probes that
 //! found none, kept as regression tests of what they check: a database
 //! reached by relative paths and by symbolic links to it and to its
 //! directory; pool files truncated anywhere; SIGKILLs of a process
