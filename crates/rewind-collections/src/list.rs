@@ -14,15 +14,22 @@
 //!
 //! ```text
 //! header                              node
-//! 0   magic      [u8; 8] "RWLIST02"   0   prev   u64  (0: first)
+//! 0   magic      [u8; 8] "RWLIST03"   0   prev   u64  (0: first)
 //! 8   elem_size  u32                  8   next   u64  (0: last)
-//! 12  reserved   u32     0            16  value  elem_size bytes
-//! 16  len        u64
+//! 12  reserved   u32     0            16  id     u64  the node's number
+//! 16  len        u64                  24  value  elem_size bytes
 //! 24  head       u64     first node (0: empty)
 //! 32  tail       u64     last node (0: empty)
-//! 40  elem type  48 bytes: type fingerprint of T (`types.rs`)
-//! 88  (end)
+//! 40  next_id    u64     the next node's number
+//! 48  elem type  48 bytes: type fingerprint of T (`types.rs`)
+//! 96  (end)
 //! ```
+//!
+//! A node's number is the list's count of nodes made before it, so no two
+//! nodes a list ever holds share one; a [`Cursor`] keeps its node's, so a
+//! cursor whose element was removed is told from an element pushed since
+//! into the same block (`RWLIST02`, without numbers, took the new element
+//! for the cursor's).
 
 use std::marker::PhantomData;
 
@@ -33,20 +40,23 @@ use crate::mem::{check_count, le64, put64, read_header, Mem, ScanWatch};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "list";
-const MAGIC: [u8; 8] = *b"RWLIST02";
-/// The magic of the size-checked header of earlier versions.
-const OLD_MAGIC: [u8; 8] = *b"RWLIST01";
+const MAGIC: [u8; 8] = *b"RWLIST03";
+/// The magics of earlier versions: the size-checked header, and the nodes
+/// without numbers.
+const OLD_MAGICS: [([u8; 8], &str); 2] = [(*b"RWLIST01", "RWLIST01"), (*b"RWLIST02", "RWLIST02")];
 const MAGIC_OFF: usize = 0;
 const ELEM_SIZE_OFF: usize = MAGIC_OFF + 8;
 const RESERVED_OFF: usize = ELEM_SIZE_OFF + 4;
 const LEN_OFF: usize = RESERVED_OFF + 4;
 const HEAD_OFF: usize = LEN_OFF + 8;
 const TAIL_OFF: usize = HEAD_OFF + 8;
-const ELEM_TAG_OFF: usize = TAIL_OFF + 8;
+const NEXT_ID_OFF: usize = TAIL_OFF + 8;
+const ELEM_TAG_OFF: usize = NEXT_ID_OFF + 8;
 const HEADER_SIZE: usize = ELEM_TAG_OFF + TAG_SIZE;
 const PREV_OFF: u64 = 0;
 const NEXT_OFF: u64 = PREV_OFF + 8;
-const VALUE_OFF: u64 = NEXT_OFF + 8;
+const ID_OFF: u64 = NEXT_OFF + 8;
+const VALUE_OFF: u64 = ID_OFF + 8;
 
 /// The offset of a field of the node at `node`: a damaged link (an end
 /// in the header, a neighbour's word) so near the end of the address
@@ -71,15 +81,17 @@ fn unreadable(e: &Error) -> bool {
     )
 }
 
-/// A position in a [`List`]: the offset of one element's node. Valid until
-/// that element is removed; [`List::remove_at`] and [`List::value`] check
-/// that it is still linked into the list (its neighbours link to it, and
-/// the nearer end it leads to is this list's: steps up to twice its
-/// distance to that end) and fail with [`Error::InvalidCursor`] if not;
-/// [`List::next`] and [`List::prev`] check that its neighbours link to it
-/// (a removed element is `InvalidCursor`).
+/// A position in a [`List`]: one element's node (its offset and its
+/// number). Valid until that element is removed; [`List::remove_at`] and
+/// [`List::value`] check that the node is still the cursor's (its number:
+/// a removed element's block may hold an element pushed since) and still
+/// linked into the list (its neighbours link to it, and the nearer end it
+/// leads to is this list's: steps up to twice its distance to that end),
+/// and fail with [`Error::InvalidCursor`] if not; [`List::next`] and
+/// [`List::prev`] check its number and that its neighbours link to it (a
+/// removed element is `InvalidCursor`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Cursor(u64);
+pub struct Cursor(u64, u64);
 
 impl Cursor {
     /// The node's offset in the pool.
@@ -147,13 +159,15 @@ struct Header {
     len: u64,
     head: u64,
     tail: u64,
+    next_id: u64,
 }
 
-/// A node's links.
+/// A node's links, and its number.
 #[derive(Clone, Copy)]
 struct Links {
     prev: u64,
     next: u64,
+    id: u64,
 }
 
 impl<T: Stored> List<T> {
@@ -186,13 +200,14 @@ impl<T: Stored> List<T> {
 
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let old = (&[(OLD_MAGIC, "RWLIST01")][..], "RWLIST02");
+        let old = (&OLD_MAGICS[..], "RWLIST03");
         read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {
             len: le64(&h, LEN_OFF),
             head: le64(&h, HEAD_OFF),
             tail: le64(&h, TAIL_OFF),
+            next_id: le64(&h, NEXT_ID_OFF),
         };
         if (h.len == 0) != (h.head == 0) || (h.len == 0) != (h.tail == 0) {
             return Err(corrupt(WHAT, self.hdr, "length disagrees with the ends"));
@@ -202,21 +217,31 @@ impl<T: Stored> List<T> {
         Ok(h)
     }
 
-    fn put_header(&self, tx: &mut Tx<'_>, h: Header) -> Result<()> {
-        let mut b = [0u8; 24];
+    /// Writes the length and the ends (and, with `pushed`, the next node
+    /// number: a push's write reaches one word further).
+    fn put_header(&self, tx: &mut Tx<'_>, h: Header, pushed: bool) -> Result<()> {
+        let mut b = [0u8; 32];
         b[..8].copy_from_slice(&h.len.to_le_bytes());
         b[8..16].copy_from_slice(&h.head.to_le_bytes());
-        b[16..].copy_from_slice(&h.tail.to_le_bytes());
-        Ok(tx.write_bytes(self.hdr + LEN_OFF as u64, &b)?)
+        b[16..24].copy_from_slice(&h.tail.to_le_bytes());
+        b[24..].copy_from_slice(&h.next_id.to_le_bytes());
+        let n = if pushed { 32 } else { 24 };
+        Ok(tx.write_bytes(self.hdr + LEN_OFF as u64, &b[..n])?)
     }
 
     fn links<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<Links> {
-        let mut b = [0u8; 16];
+        let mut b = [0u8; 24];
         m.read_at(node, &mut b)?;
         Ok(Links {
             prev: le64(&b, PREV_OFF as usize),
             next: le64(&b, NEXT_OFF as usize),
+            id: le64(&b, ID_OFF as usize),
         })
+    }
+
+    /// A cursor at `node`, with its number.
+    fn cursor_at<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<Cursor> {
+        Ok(Cursor(node, Self::links(m, node)?.id))
     }
 
     fn value_in<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<T> {
@@ -247,12 +272,16 @@ impl<T: Stored> List<T> {
             .ok_or_else(|| corrupt(WHAT, hdr, "length at its maximum"))
     }
 
-    /// A new node holding `v` with the given links (fresh: not logged).
-    fn new_node(tx: &mut Tx<'_>, prev: u64, next: u64, v: &T) -> Result<u64> {
+    /// A new node holding `v` with the given links and the list's next
+    /// number, which `h` moves on (fresh: not logged).
+    fn new_node(tx: &mut Tx<'_>, h: &mut Header, prev: u64, next: u64, v: &T) -> Result<u64> {
+        let id = h.next_id;
         let node = tx.alloc_bytes(Self::NODE)?;
+        h.next_id = id.wrapping_add(1);
         let mut b = std::vec::Vec::with_capacity(Self::NODE as usize);
         b.extend_from_slice(&prev.to_le_bytes());
         b.extend_from_slice(&next.to_le_bytes());
+        b.extend_from_slice(&id.to_le_bytes());
         b.extend_from_slice(bytemuck::bytes_of(v));
         tx.write_bytes(node, &b)?;
         Ok(node)
@@ -262,7 +291,8 @@ impl<T: Stored> List<T> {
     pub fn push_front(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
-        let node = Self::new_node(tx, 0, h.head, &v)?;
+        let head = h.head;
+        let node = Self::new_node(tx, &mut h, 0, head, &v)?;
         if h.head == 0 {
             h.tail = node;
         } else {
@@ -270,14 +300,15 @@ impl<T: Stored> List<T> {
         }
         h.head = node;
         h.len = Self::grown(h.len, self.hdr)?;
-        self.put_header(tx, h)
+        self.put_header(tx, h, true)
     }
 
     /// Adds `v` at the back.
     pub fn push_back(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let mut h = self.header(tx)?;
-        let node = Self::new_node(tx, h.tail, 0, &v)?;
+        let tail = h.tail;
+        let node = Self::new_node(tx, &mut h, tail, 0, &v)?;
         if h.tail == 0 {
             h.head = node;
         } else {
@@ -285,7 +316,7 @@ impl<T: Stored> List<T> {
         }
         h.tail = node;
         h.len = Self::grown(h.len, self.hdr)?;
-        self.put_header(tx, h)
+        self.put_header(tx, h, true)
     }
 
     /// Removes and returns the first element.
@@ -322,13 +353,15 @@ impl<T: Stored> List<T> {
     pub fn remove_at(&self, tx: &mut Tx<'_>, c: Cursor) -> Result<T> {
         tx.lock(self.as_ptr())?; // held until the transaction ends
         let h = self.header(tx)?;
-        self.check_linked(tx, &h, c.0)?;
+        self.check_linked(tx, &h, c)?;
         self.unlink(tx, h, c.0)
     }
 
-    /// Checks that `node` is linked where it stands: its neighbours (or
-    /// this list's header, at an end) point back at it; its links.
-    fn check_neighbours<M: Mem>(&self, m: &mut M, h: &Header, node: u64) -> Result<Links> {
+    /// Checks that the cursor's node is still its element (its number) and
+    /// is linked where it stands: its neighbours (or this list's header,
+    /// at an end) point back at it; its links.
+    fn check_neighbours<M: Mem>(&self, m: &mut M, h: &Header, c: Cursor) -> Result<Links> {
+        let node = c.0;
         let bad = |reason| Error::InvalidCursor {
             offset: node,
             list: self.hdr,
@@ -343,6 +376,11 @@ impl<T: Stored> List<T> {
             Err(e) if unreadable(&e) => return Err(bad("not an allocated node (removed?)")),
             r => r?,
         };
+        if l.id != c.1 {
+            return Err(bad(
+                "its element was removed (its block holds another element now)",
+            ));
+        }
         // Until its neighbours link back to it, its words are not known
         // to be links: the block of a removed element may hold anything
         // now (another collection's bytes), so a word that leads nowhere
@@ -371,13 +409,14 @@ impl<T: Stored> List<T> {
 
     /// Checks that `node` is linked into this list: its neighbours (or the
     /// header, at an end) point back at it.
-    fn check_linked<M: Mem>(&self, m: &mut M, h: &Header, node: u64) -> Result<()> {
+    fn check_linked<M: Mem>(&self, m: &mut M, h: &Header, c: Cursor) -> Result<()> {
+        let node = c.0;
         let bad = |reason| Error::InvalidCursor {
             offset: node,
             list: self.hdr,
             reason,
         };
-        let l = self.check_neighbours(m, h, node)?;
+        let l = self.check_neighbours(m, h, c)?;
         // Linked, but perhaps into another list: walk out from it both
         // ways at once until one way reaches an end, which must be this
         // list's (steps: twice the distance to the nearer end, at most
@@ -420,7 +459,7 @@ impl<T: Stored> List<T> {
             n => put64(tx, field(n, PREV_OFF)?, l.prev)?,
         }
         h.len -= 1;
-        self.put_header(tx, h)?;
+        self.put_header(tx, h, false)?;
         tx.free(PPtr::<u8>::from_offset(node))?;
         Ok(v)
     }
@@ -501,7 +540,8 @@ impl<T: Stored> List<T> {
         if i >= h.len {
             return Ok(None);
         }
-        Ok(Some(Cursor(self.node_at(m, &h, i)?)))
+        let node = self.node_at(m, &h, i)?;
+        Self::cursor_at(m, node).map(Some)
     }
 
     /// The cursor after `c`, or `None` at the back (committed state);
@@ -510,33 +550,33 @@ impl<T: Stored> List<T> {
     /// walk of [`value`](Self::value) that also tells another list's
     /// element apart).
     pub fn next(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
-        let next = pool
-            .read_isolated(self.hdr, |r| {
-                let h = self.header(r)?;
-                self.check_neighbours(r, &h, c.0)
-            })?
-            .next;
-        Ok((next != 0).then_some(Cursor(next)))
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            match self.check_neighbours(r, &h, c)?.next {
+                0 => Ok(None),
+                n => Self::cursor_at(r, n).map(Some),
+            }
+        })
     }
 
     /// The cursor before `c`, or `None` at the front (committed state);
     /// [`Error::InvalidCursor`] if `c`'s element was removed (as
     /// [`next`](Self::next)).
     pub fn prev(&self, pool: &Pool, c: Cursor) -> Result<Option<Cursor>> {
-        let prev = pool
-            .read_isolated(self.hdr, |r| {
-                let h = self.header(r)?;
-                self.check_neighbours(r, &h, c.0)
-            })?
-            .prev;
-        Ok((prev != 0).then_some(Cursor(prev)))
+        pool.read_isolated(self.hdr, |r| {
+            let h = self.header(r)?;
+            match self.check_neighbours(r, &h, c)?.prev {
+                0 => Ok(None),
+                p => Self::cursor_at(r, p).map(Some),
+            }
+        })
     }
 
     /// The element at `c` (committed state).
     pub fn value(&self, pool: &Pool, c: Cursor) -> Result<T> {
         pool.read_isolated(self.hdr, |r| {
             let h = self.header(r)?;
-            self.check_linked(r, &h, c.0)?;
+            self.check_linked(r, &h, c)?;
             Self::value_in(r, c.0)
         })
     }

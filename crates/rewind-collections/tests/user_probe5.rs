@@ -1491,3 +1491,88 @@ fn threads_filling_a_growing_pool_to_its_maximum_keep_exactly_their_commits() {
         assert!(again.iter().sum::<u64>() > 0, "{name}: nothing fits again");
     }
 }
+
+/// A cursor whose element was removed, its node's block then taken by an
+/// element pushed into the same list, is `InvalidCursor` for `value`,
+/// `remove_at`, `next` and `prev`, under every policy; the new element
+/// stays. (The cursor was only the node's offset, and the block looked
+/// like a node of this list again: `value` gave the new element's value
+/// and `remove_at` removed it, where the docs promise `InvalidCursor` for
+/// a removed element, "also once its block holds other bytes".) A cursor
+/// at an element that stays works before and after.
+#[test]
+fn a_cursor_whose_block_holds_a_new_element_of_its_list_is_invalid() {
+    for policy in rewind::Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(
+            dir.path().join("l.pool"),
+            "five",
+            8 << 20,
+            &PoolConfig::default().policy(policy),
+        )
+        .unwrap();
+        let l = pool
+            .transaction(|tx| {
+                let l = List::<u64>::create(tx)?;
+                for i in 1..=3 {
+                    l.push_back(tx, i)?;
+                }
+                Ok::<_, Error>(l)
+            })
+            .unwrap();
+        let c = l.cursor(&pool, 1).unwrap().unwrap();
+        let keep = l.cursor(&pool, 2).unwrap().unwrap();
+        assert_eq!(l.value(&pool, c).unwrap(), 2);
+        // Another thread's transactions, as it were: element 2 removed,
+        // then pushes until one takes its block.
+        pool.transaction(|tx| l.remove(tx, 1)).unwrap();
+        let mut reused = false;
+        for v in 10..40u64 {
+            pool.transaction(|tx| l.push_back(tx, v)).unwrap();
+            let n = l.len(&pool).unwrap();
+            let at: std::vec::Vec<u64> = (0..n)
+                .map(|i| l.cursor(&pool, i).unwrap().unwrap().offset())
+                .collect();
+            if at.contains(&c.offset()) {
+                reused = true;
+                break;
+            }
+        }
+        assert!(
+            reused,
+            "{policy:?}: the removed node's block was never reused"
+        );
+        let before: std::vec::Vec<u64> = l.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+        let invalid = |r: Result<String, Error>, what: &str| match r {
+            Err(Error::InvalidCursor { .. }) => {}
+            r => panic!("{policy:?}: {what} of a removed element's cursor: {r:?}"),
+        };
+        invalid(l.value(&pool, c).map(|v| format!("{v}")), "value");
+        invalid(l.next(&pool, c).map(|v| format!("{v:?}")), "next");
+        invalid(l.prev(&pool, c).map(|v| format!("{v:?}")), "prev");
+        invalid(
+            pool.transaction(|tx| l.remove_at(tx, c))
+                .map(|v| format!("{v}")),
+            "remove_at",
+        );
+        let after: std::vec::Vec<u64> = l.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(after, before, "{policy:?}: the list changed");
+        // The cursor of an element that stayed still works.
+        assert_eq!(l.value(&pool, keep).unwrap(), 3, "{policy:?}");
+        let n = l.next(&pool, keep).unwrap().unwrap();
+        assert_eq!(l.prev(&pool, n).unwrap(), Some(keep), "{policy:?}");
+        assert_eq!(pool.transaction(|tx| l.remove_at(tx, keep)).unwrap(), 3);
+        l.check_invariants(&pool).unwrap();
+        // A list of the layout without numbers is refused, named.
+        pool.transaction(|tx| tx.write_bytes(l.as_ptr().offset(), b"RWLIST02"))
+            .unwrap();
+        match l.len(&pool) {
+            Err(Error::UnsupportedLayout {
+                found: "RWLIST02",
+                expected: "RWLIST03",
+                ..
+            }) => {}
+            r => panic!("{policy:?}: an RWLIST02 header: {r:?}"),
+        }
+    }
+}
