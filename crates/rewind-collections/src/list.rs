@@ -25,11 +25,14 @@
 //! 96  (end)
 //! ```
 //!
-//! A node's number is the list's count of nodes made before it, so no two
-//! nodes a list ever holds share one; a [`Cursor`] keeps its node's, so a
-//! cursor whose element was removed is told from an element pushed since
-//! into the same block (`RWLIST02`, without numbers, took the new element
-//! for the cursor's).
+//! A node's number is the list's count of nodes made before it (kept in
+//! `next_id`), with the low 24 bits of the pushing transaction's id in its
+//! top 24 bits: no two nodes a list holds one after another share one, nor
+//! does a node pushed by a rolled-back transaction (whose count the next
+//! push takes again) and the next. A [`Cursor`] keeps its node's, so a
+//! cursor whose element was removed (or never committed) is told from an
+//! element pushed since into the same block (`RWLIST02`, without numbers,
+//! took the new element for the cursor's).
 
 use std::marker::PhantomData;
 
@@ -275,9 +278,12 @@ impl<T: Stored> List<T> {
     /// A new node holding `v` with the given links and the list's next
     /// number, which `h` moves on (fresh: not logged).
     fn new_node(tx: &mut Tx<'_>, h: &mut Header, prev: u64, next: u64, v: &T) -> Result<u64> {
-        let id = h.next_id;
+        // The count, and the transaction's id in the top 24 bits: a push
+        // rolled back gives its count back, and a cursor to its element
+        // (taken in that transaction) must not match the next push's.
+        let id = h.next_id ^ (tx.id() << 40);
         let node = tx.alloc_bytes(Self::NODE)?;
-        h.next_id = id.wrapping_add(1);
+        h.next_id = h.next_id.wrapping_add(1);
         let mut b = std::vec::Vec::with_capacity(Self::NODE as usize);
         b.extend_from_slice(&prev.to_le_bytes());
         b.extend_from_slice(&next.to_le_bytes());

@@ -1576,3 +1576,54 @@ fn a_cursor_whose_block_holds_a_new_element_of_its_list_is_invalid() {
         }
     }
 }
+
+/// A cursor taken, in a transaction that then rolls back, at the element
+/// that transaction pushed is `InvalidCursor` once the next push takes the
+/// same block (and the same count, given back by the rollback), under
+/// every policy; the new element stays.
+#[test]
+fn a_cursor_to_a_rolled_back_push_is_invalid() {
+    for policy in rewind::Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(
+            dir.path().join("l.pool"),
+            "five",
+            8 << 20,
+            &PoolConfig::default().policy(policy),
+        )
+        .unwrap();
+        let l = pool
+            .transaction(|tx| {
+                let l = List::<u64>::create(tx)?;
+                l.push_back(tx, 1)?;
+                Ok::<_, Error>(l)
+            })
+            .unwrap();
+        let mut c = None;
+        let r = pool.transaction(|tx| {
+            l.push_back(tx, 5)?;
+            c = l.cursor_tx(tx, 1)?;
+            Err::<(), Error>(common::aborted())
+        });
+        assert!(matches!(r, Err(Error::Pool(rewind::Error::Aborted))));
+        let c = c.expect("a cursor at the pushed element");
+        pool.transaction(|tx| l.push_back(tx, 6)).unwrap();
+        let now = l.cursor(&pool, 1).unwrap().unwrap();
+        assert_eq!(
+            now.offset(),
+            c.offset(),
+            "{policy:?}: the block was not reused"
+        );
+        match l.value(&pool, c) {
+            Err(Error::InvalidCursor { .. }) => {}
+            r => panic!("{policy:?}: value of a rolled-back push's cursor: {r:?}"),
+        }
+        match pool.transaction(|tx| l.remove_at(tx, c)) {
+            Err(Error::InvalidCursor { .. }) => {}
+            r => panic!("{policy:?}: remove_at of a rolled-back push's cursor: {r:?}"),
+        }
+        assert_eq!(l.value(&pool, now).unwrap(), 6, "{policy:?}");
+        let all: std::vec::Vec<u64> = l.iter(&pool).unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(all, [1, 6], "{policy:?}");
+    }
+}
