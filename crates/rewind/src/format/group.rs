@@ -74,29 +74,6 @@ pub fn entry_size(len: usize) -> usize {
     ENTRY_WORD + len.div_ceil(8) * 8
 }
 
-/// A value of a group as its writer listed it: `len` bytes at `at` in
-/// the [`Builder`] (a place [`push`](Builder::push) returned) go to
-/// `target`. A list of them in write order describes the group's values
-/// as [`Builder::values`] does (a value joined to the one before it in the
-/// group may be two here), at no cost of decoding.
-#[derive(Clone, Copy, Debug)]
-pub struct Value {
-    /// Where the bytes go (a pool offset).
-    pub target: u64,
-    /// Where they lie in the builder.
-    pub at: usize,
-    /// How many there are.
-    pub len: usize,
-}
-
-impl Value {
-    /// The cache lines its bytes touch (it has at least one byte).
-    #[inline]
-    pub fn lines(&self) -> std::ops::RangeInclusive<u64> {
-        self.target / 64..=(self.target + self.len as u64 - 1) / 64
-    }
-}
-
 /// Builds one group in a reused buffer: [`begin`](Self::begin), then
 /// [`push`](Self::push) per entry, then [`seal`](Self::seal) with the
 /// sequence number. The redo write set (`tx/handle.rs`) is kept in one,
@@ -271,12 +248,6 @@ impl Builder {
             at += ENTRY_WORD + (len + 7) / 8 * 8;
             return Some((target, value));
         })
-    }
-
-    /// The values of `list` (pushed here, and not since begun again),
-    /// in its order: (target, value).
-    pub fn values_of<'a>(&'a self, list: &'a [Value]) -> impl Iterator<Item = (u64, &'a [u8])> {
-        list.iter().map(|v| (v.target, self.value(v.at, v.len)))
     }
 
     /// Fills in the header with lane sequence number `csn`, global commit

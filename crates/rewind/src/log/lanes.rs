@@ -527,11 +527,10 @@ impl Lanes {
         &self,
         d: &Domain,
         b: &mut Builder,
-        list: Option<&[group::Value]>,
         bits: &mut ApplyBits<'_>,
     ) -> Result<Option<u64>, Error> {
         let ring = &self.rings[self.lane()];
-        ring.commit(d, b, list, bits, self)
+        ring.commit(d, b, bits, self)
     }
 
     /// The calling thread's lane: the one it claimed, or a claim now of

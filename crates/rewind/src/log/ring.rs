@@ -869,7 +869,6 @@ impl Ring {
         &self,
         d: &Domain,
         b: &mut Builder,
-        list: Option<&[group::Value]>,
         bits: &mut ApplyBits<'_>,
         lanes: &Lanes,
     ) -> Result<Option<u64>, Error> {
@@ -1005,14 +1004,7 @@ impl Ring {
                 }
                 bit_ranges.extend(bits(e.off, e.size, e.set)?);
             }
-            // (From the writer's list of the values when it has one: the
-            // same bytes in the same order, not decoded from the group.)
-            match list {
-                Some(list) => {
-                    d.store_flush_lazy_at(b.values_of(list), sites::RING_WRITE_BACK, batch)
-                }
-                None => d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK, batch),
-            }
+            d.store_flush_lazy_at(b.values(), sites::RING_WRITE_BACK, batch)
         });
         // 5. Record the write-back and let the next group go. In order on
         // persistent memory (every earlier group is applied: this one's

@@ -42,11 +42,18 @@ static ONE_FENCE_BLANK: [u8; ONE_FENCE_PAYLOAD] = [0; ONE_FENCE_PAYLOAD];
 /// records and its END.
 const STACK_DRAFTS: usize = 65;
 
-/// A Batch write waiting for its group's fence: `at` is where its old
-/// bytes, then its new bytes, lie in `Group::bytes`; redo: a write of the
-/// write set, its new bytes' place in `Group::set` (and the list a commit
-/// writes back from: `Lanes::commit`).
-type Pending = group::Value;
+/// A Batch write waiting for its group's fence.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    target: u64,
+    /// Range of old bytes, then new bytes, in `Group::bytes`; redo: the
+    /// new bytes' place in `Group::set`.
+    at: usize,
+    len: usize,
+    /// Redo: this entry's first node in `Group::chain` (one per line it
+    /// touches, in line order).
+    node: u32,
+}
 
 /// The most entries a write's probe for an entry to edit scans, while
 /// the write set has no line index (`Group::latest_by_scan`); beyond it
@@ -55,6 +62,14 @@ type Pending = group::Value;
 /// per transaction, where the filter's false positives built it in half
 /// of the transactions).
 const SCAN_MAX: usize = 64;
+
+impl Pending {
+    /// The cache lines its bytes touch (it has at least one byte).
+    #[inline]
+    fn lines(&self) -> std::ops::RangeInclusive<u64> {
+        self.target / 64..=(self.target + self.len as u64 - 1) / 64
+    }
+}
 
 /// No earlier entry on the line (`Group::chain`).
 const NO_ENTRY: u32 = u32::MAX;
@@ -87,10 +102,7 @@ struct Group {
     /// second index (a write of bytes an earlier entry holds under a later
     /// one that overlaps them is a new entry, replayed after both).
     lines: Table<u32>,
-    /// Redo: each indexed entry's first node in `chain` (one per line it
-    /// touches, in line order).
-    nodes: Vec<u32>,
-    /// Redo: for each line of each entry (its first node and on), the
+    /// Redo: for each line of each entry (the entry's `node` and on), the
     /// previous entry that touches the same line ([`NO_ENTRY`]: none). With
     /// `lines`, a chain per line, latest first: a read of a written line
     /// visits only the entries on that line (`Handle::overlay_pending`),
@@ -138,7 +150,6 @@ impl Group {
         if self.indexed > 0 {
             self.lines.clear();
             self.chain.clear();
-            self.nodes.clear();
             self.indexed = 0;
         }
         self.bloom.clear();
@@ -231,7 +242,7 @@ impl Group {
                     self.chain.push(prev);
                 }
             }
-            self.nodes.push(node);
+            self.pending[i].node = node;
         }
         self.indexed = self.pending.len();
     }
@@ -277,7 +288,7 @@ impl Group {
     #[inline]
     fn node_of(&self, i: u32, l: u64) -> usize {
         let p = &self.pending[i as usize];
-        self.nodes[i as usize] as usize + (l - p.target / 64) as usize
+        p.node as usize + (l - p.target / 64) as usize
     }
 
     /// Lays the write set's bytes of line `l` over `buf`, read at `off`:
@@ -679,6 +690,7 @@ impl Handle {
             target: off,
             at,
             len,
+            node: 0,
         });
         true
     }
@@ -771,6 +783,8 @@ impl Handle {
             target: off,
             at,
             len: new.len(),
+            // Redo: set by `Group::index`.
+            node: 0,
         });
         Ok(())
     }
@@ -928,7 +942,7 @@ impl Handle {
         // commit's fence persists them before its write-back.
         eng.log.settle_clears(&eng.dom)?;
         let apply = &mut |off, size, set| eng.alloc.apply_bits(&eng.dom, off, size, set);
-        if ring.commit(&eng.dom, b, Some(&g.pending), apply)?.is_none() {
+        if ring.commit(&eng.dom, b, apply)?.is_none() {
             // No room before the durable Log Start: the bucket log.
             return Ok(false);
         }
@@ -1161,7 +1175,12 @@ mod tests {
             for i in 0..n {
                 let target = rng.gen_range(0..4096u64);
                 let len = rng.gen_range(1..=200usize);
-                g.pending.push(Pending { target, at: i, len });
+                g.pending.push(Pending {
+                    target,
+                    at: i,
+                    len,
+                    node: 0,
+                });
             }
             // Probes: earlier entries' own bytes (some still the latest,
             // some covered by a later write) and random ranges.
