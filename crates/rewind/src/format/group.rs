@@ -233,19 +233,19 @@ impl Builder {
         // pushed among the values (tests) are skipped. `left` counts the
         // entries still to read: the line's padding after `seal` is none.
         let mut left = self.count - (self.base - HEADER) as u32 / BITS_ENTRY as u32;
-        let (buf, mut at) = (&self.buf[..], self.base);
+        let mut rest = &self.buf[self.base..];
         std::iter::from_fn(move || loop {
             left = left.checked_sub(1)?;
-            let word = u64::from_le_bytes(*buf.get(at..)?.first_chunk::<ENTRY_WORD>()?);
+            let (word, after) = rest.split_first_chunk::<ENTRY_WORD>()?;
+            let word = u64::from_le_bytes(*word);
             let (target, len) = (word & TARGET_BITS, (word >> 48) as usize);
             if len as u64 >= BITS_SET {
-                at += BITS_ENTRY;
+                rest = &after[BITS_ENTRY - ENTRY_WORD..];
                 continue;
             }
-            let value = buf.get(at + ENTRY_WORD..at + ENTRY_WORD + len)?;
-            // (The last value may be unpadded until `seal`: `at` is then
-            // past the end, and `left` 0.)
-            at += ENTRY_WORD + (len + 7) / 8 * 8;
+            let value = &after[..len];
+            // (The last value may be unpadded until `seal`.)
+            rest = after.get(len.div_ceil(8) * 8..).unwrap_or(&[]);
             return Some((target, value));
         })
     }

@@ -512,12 +512,7 @@ impl Lanes {
     /// Whether a group of `size` bytes is committed here (at most half a
     /// lane).
     pub fn fits(&self, size: usize) -> bool {
-        size <= self.room()
-    }
-
-    /// The largest group committed here: half a lane.
-    pub fn room(&self) -> usize {
-        (self.len / 2) as usize
+        size as u64 <= self.len / 2
     }
 
     /// Commits the group in `b` in the calling thread's lane (see

@@ -1071,16 +1071,6 @@ impl Domain {
         self.count_flushed(lines_of(off, len));
     }
 
-    /// [`prefetch`](Self::prefetch) of the one line of byte `off`.
-    #[inline]
-    pub fn prefetch_line(&self, off: u64) {
-        if let Kind::Pmem { .. } = self.kind {
-            if off < self.len() {
-                self.map.prefetch(off as usize);
-            }
-        }
-    }
-
     /// Brings the lines of `[off, off+len)` toward the cache ahead of a
     /// store there (persistent memory only; a hint: no store, flush or
     /// fence, nothing counted). The redo write set calls it as a write
@@ -1204,30 +1194,24 @@ impl Domain {
             return Ok(u64::MAX);
         }
         let flush = self.mutation != Some(site);
-        let sim = matches!(self.kind, Kind::Sim(_));
         let mut d = self.deferred.get_or_default().borrow_mut();
         let before = d.lines.len();
-        let lines = &mut d.lines;
-        // (Consecutive values in one line: written back once. `u64::MAX`
-        // is no line's offset.)
-        let mut last = lines.last().copied().unwrap_or(u64::MAX);
         for (off, bytes) in values {
-            match sim {
-                true => self.store(off, bytes)?,
-                false => {
+            match &self.kind {
+                Kind::Sim(_) => self.store(off, bytes)?,
+                _ => {
                     self.check(off, bytes.len())?;
                     self.map.write(off as usize, bytes);
                 }
             }
             if flush && !bytes.is_empty() {
-                let (first, end) = (off / LINE * LINE, off + bytes.len() as u64);
-                let mut line = first;
-                while line < end {
-                    if line != last {
-                        lines.push(line);
-                        last = line;
+                let first = off / LINE * LINE;
+                for i in 0..lines_of(off, bytes.len() as u64) {
+                    let line = first + i * LINE;
+                    // (Consecutive values in one line: written back once.)
+                    if d.lines.last() != Some(&line) {
+                        d.lines.push(line);
                     }
-                    line += LINE;
                 }
             }
         }

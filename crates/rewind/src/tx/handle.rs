@@ -115,16 +115,13 @@ struct Group {
     /// rewrites what it wrote (random updates) builds none.
     indexed: usize,
     /// Redo with the commit ring: the bytes the write set's commit group
-    /// may still take (its header and one entry per write, before
-    /// coalescing, are at most what a lane commits: `Lanes::fits`).
-    /// While a new entry fits, no log space is reserved: the group commits
+    /// takes at most (header and one entry per write, before coalescing).
+    /// While it fits the ring, no log space is reserved: the group commits
     /// there (or, when the ring has no room, through the bucket log, a
-    /// commit that then fails for want of log space rolls back). Once one
-    /// does not, the write set's REDO records are reserved in the bucket
-    /// log, as without a ring, and `room` is 0.
-    room: usize,
-    /// `room` of an empty write set (0: no ring).
-    room_full: usize,
+    /// commit that then fails for want of log space rolls back). Once it
+    /// does not fit, the write set's REDO records are reserved in the
+    /// bucket log, as without a ring.
+    group_bytes: usize,
     /// The write set's REDO records are reserved as they come.
     reserving: bool,
     /// Redo: a filter of the lines the write set touches (see [`Bloom`]),
@@ -153,8 +150,8 @@ impl Group {
             self.indexed = 0;
         }
         self.bloom.clear();
-        if self.room != self.room_full && !self.reserving {
-            self.room = self.room_full;
+        if self.group_bytes > 0 {
+            self.group_bytes = 0;
         }
     }
 
@@ -406,7 +403,7 @@ impl Bloom {
 /// allocates nothing on the common path): a [`Handle`], boxed so that it
 /// moves in and out of the thread's spare as a pointer, not as the few
 /// hundred bytes of its buffers' headers. Empty only once recycled.
-pub(super) struct TxLog(pub(super) Option<Box<Handle>>);
+pub(super) struct TxLog(Option<Box<Handle>>);
 
 impl std::ops::Deref for TxLog {
     type Target = Handle;
@@ -516,12 +513,8 @@ impl TxLog {
                 eng.hdr.group as usize
             };
             let reserving = eng.ring.is_none();
-            let room = (eng.ring.as_ref()).map_or(0, |r| r.room().saturating_sub(group::HEADER));
-            if (g.redo, g.size, g.reserving, g.room_full) != (redo, size, reserving, room) {
-                (g.redo, g.size, g.reserving, g.room_full) = (redo, size, reserving, room);
-            }
-            if g.room != room {
-                g.room = room;
+            if (g.redo, g.size, g.reserving) != (redo, size, reserving) {
+                (g.redo, g.size, g.reserving) = (redo, size, reserving);
             }
         } else {
             h.group = None;
@@ -660,41 +653,6 @@ impl Handle {
         }
     }
 
-    /// [`write`](Self::write)'s common case under redo, inline: a write
-    /// within one line that no entry of the write set holds (its line is
-    /// not in the filter), while the write set fits the commit ring: a new
-    /// entry, pushed as [`add`](Self::add) pushes it. `false`: nothing
-    /// done, the write takes the general path (an edit, a write across
-    /// lines, a write set in the bucket log, into a fresh block, not redo).
-    #[inline(always)]
-    pub(super) fn write_new(&mut self, eng: &Engine, off: u64, new: &[u8]) -> bool {
-        let Some(g) = &mut self.group else {
-            return false;
-        };
-        let (line, len) = (off / 64, new.len());
-        let size = group::entry_size(len);
-        if !g.redo
-            || len == 0
-            || (off + len as u64 - 1) / 64 != line
-            || size > g.room
-            || g.bloom.may_hold(line)
-            || !self.blocks.fresh.is_empty()
-        {
-            return false;
-        }
-        g.room -= size;
-        eng.dom.prefetch_line(off);
-        g.bloom.insert(line);
-        let at = g.set.push(off, new);
-        g.pending.push(Pending {
-            target: off,
-            at,
-            len,
-            node: 0,
-        });
-        true
-    }
-
     /// [`write`](Self::write) when the group is full: logged first (its
     /// failure is returned once the write is added, as the write's).
     #[cold]
@@ -743,11 +701,13 @@ impl Handle {
                 g.set.value_mut(p.at, p.len).copy_from_slice(new);
                 return Ok(());
             }
-            let size = group::entry_size(new.len());
-            if size <= g.room {
-                g.room -= size;
-            } else {
-                g.room = 0;
+            g.group_bytes += group::entry_size(new.len());
+            if g.reserving
+                || !eng
+                    .ring
+                    .as_ref()
+                    .is_some_and(|ring| ring.fits(group::HEADER + g.group_bytes))
+            {
                 Self::reserve_entry(eng, g, res, new.len())?;
             }
             // Its lines fetched now, so that the commit's write-back,

@@ -335,24 +335,7 @@ impl<'p> Tx<'p> {
     }
 
     /// Writes bytes at a pool offset inside the heap.
-    ///
-    /// Inline only what most writes do under redo (a block already
-    /// verified, a new entry of the write set within one line): the rest
-    /// is a call.
-    #[inline]
     pub fn write_bytes(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
-        if self.doomed.is_none()
-            && self.verified.holds(off, bytes.len() as u64)
-            && (self.log.0.as_deref_mut()).is_some_and(|h| h.write_new(self.eng, off, bytes))
-        {
-            return Ok(());
-        }
-        self.write_bytes_rest(off, bytes)
-    }
-
-    /// [`write_bytes`](Self::write_bytes) past its common case.
-    #[inline(never)]
-    fn write_bytes_rest(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check_access(off, bytes.len() as u64)?;
         self.live()?;
         // (`Ok` made here rather than the write's result passed on: a
