@@ -79,9 +79,7 @@ static NODES: LazyLock<Mutex<HashMap<PathBuf, Arc<Node>>>> = LazyLock::new(Defau
 /// Lets go of every wal-index without freeing it: in a child forked
 /// while they were in use, they are its parent's (`vfs::after_fork`).
 pub(crate) fn forget_all() {
-    if let Some(mut nodes) = NODES.try_lock() {
-        std::mem::forget(std::mem::take(&mut *nodes));
-    }
+    crate::vfs::leak_all(&NODES);
 }
 
 /// Takes a file the default VFS has just opened (its methods set) as a

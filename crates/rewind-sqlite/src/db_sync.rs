@@ -48,9 +48,7 @@ static HELD: LazyLock<Mutex<HashMap<FileId, Held>>> = LazyLock::new(Default::def
 /// (`vfs::after_fork`), and closing a descriptor would drop this
 /// process's locks on the file.
 pub(crate) fn forget_all() {
-    if let Some(mut held) = HELD.try_lock() {
-        std::mem::forget(std::mem::take(&mut *held));
-    }
+    crate::vfs::leak_all(&HELD);
 }
 
 /// The identity of the file at `path`.

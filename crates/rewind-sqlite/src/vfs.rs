@@ -174,11 +174,19 @@ pub(crate) fn after_fork() {
     {
         return;
     }
-    if let Some(mut open) = OPEN.try_lock() {
-        std::mem::forget(std::mem::take(&mut *open));
-    }
+    leak_all(&OPEN);
     crate::db::forget_all();
     crate::db_sync::forget_all();
+}
+
+/// Empties a registry of [`after_fork`] without dropping what it held
+/// (the parent's: leaked, never closed nor freed here). One that another
+/// thread of the parent held locked at the fork stays as it is: its lock
+/// is never released in the child.
+pub(crate) fn leak_all<K, V>(registry: &Mutex<HashMap<K, V>>) {
+    if let Some(mut r) = registry.try_lock() {
+        std::mem::forget(std::mem::take(&mut *r));
+    }
 }
 
 thread_local! {
@@ -614,7 +622,7 @@ fn open_pool(cfg: &Config, pool: &Path, db: &Path, create: bool) -> Result<Pool,
     let opts = OpenOptions::default()
         .nvm_latency(cfg.nvm_latency)
         .backend(cfg.backend);
-    let gone = |e: &rewind::Error| matches!(e, rewind::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+    let gone = |e: &rewind::Error| e.io_kind() == Some(std::io::ErrorKind::NotFound);
     for _ in 0..TRIES {
         let opened = if pool.exists() || !create {
             Pool::open(pool, LAYOUT, &opts)

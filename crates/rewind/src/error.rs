@@ -300,6 +300,15 @@ impl Error {
             source: Arc::new(source),
         }
     }
+
+    /// The kind of the operating system's error, for an [`Error::Io`]
+    /// (`NotFound`: a file removed under an open, `AlreadyExists`...).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
 }
 
 /// `Result` with [`Error`].

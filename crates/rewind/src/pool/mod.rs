@@ -479,10 +479,7 @@ impl Pool {
             nvm_latency: cfg.nvm_latency,
             write_back: cfg.write_back,
         };
-        let kind = |r: &Result<Pool, Error>| match r {
-            Err(Error::Io { source, .. }) => Some(source.kind()),
-            _ => None,
-        };
+        let kind = |r: &Result<Pool, Error>| r.as_ref().err().and_then(Error::io_kind);
         // A pool its last holder removes between the create that found it
         // and the open (rewind-sqlite's empty WAL pools) is created again.
         let mut tries = 0;
