@@ -319,6 +319,15 @@ impl LockTable {
         self.timeout_us.store(us, Ordering::Relaxed);
     }
 
+    /// The bound on one lock wait, as kept (to the microsecond;
+    /// `Duration::MAX`: none).
+    pub(crate) fn timeout(&self) -> Duration {
+        match self.timeout_us.load(Ordering::Relaxed) {
+            u64::MAX => Duration::MAX,
+            us => Duration::from_micros(us),
+        }
+    }
+
     /// The latched shard of `key`.
     fn shard(&self, key: u64) -> parking_lot::MutexGuard<'_, Shard> {
         self.shards[shard_of(key)].lock()
@@ -495,13 +504,10 @@ impl LockTable {
         t.waiting.insert(tx, wait);
         self.waited.fetch_add(1, Ordering::Relaxed);
         // Read the clock only once a wait begins: most requests never wait.
-        let us = self.timeout_us.load(Ordering::Relaxed);
-        let timeout = Duration::from_micros(us);
+        let timeout = self.timeout();
         let start = Instant::now();
-        // (`u64::MAX`: `Duration::MAX` asked for, no deadline at all.)
-        let deadline = (us != u64::MAX)
-            .then(|| start.checked_add(timeout))
-            .flatten();
+        // (`Duration::MAX`: no deadline at all.)
+        let deadline = start.checked_add(timeout);
         // The holders and those in line, each on a processor?
         let spin = match backoff::crowded(t.waiting.len() as u64 + 1) {
             true => SPIN_MAX,
@@ -656,20 +662,24 @@ mod tests {
     #[test]
     fn a_bound_below_a_millisecond_is_kept_and_the_largest_never_times_out() {
         let t = LockTable::new();
-        let bound = |t: &LockTable| Duration::from_micros(t.timeout_us.load(Ordering::Relaxed));
         t.set_timeout(Duration::from_micros(500));
         assert_eq!(
-            bound(&t),
+            t.timeout(),
             Duration::from_micros(500),
             "half a millisecond, not rounded down to no wait"
         );
         t.set_timeout(Duration::from_nanos(1_500));
-        assert_eq!(bound(&t), Duration::from_micros(1));
+        assert_eq!(t.timeout(), Duration::from_micros(1));
         t.set_timeout(Duration::MAX);
         assert_eq!(
             t.timeout_us.load(Ordering::Relaxed),
             u64::MAX,
             "the largest bound: a wait with no deadline (`acquire`)"
+        );
+        assert_eq!(t.timeout(), Duration::MAX);
+        assert!(
+            Instant::now().checked_add(t.timeout()).is_none(),
+            "no deadline"
         );
     }
 

@@ -631,6 +631,13 @@ impl Pool {
         self.eng.locks.set_timeout(timeout);
     }
 
+    /// The bound [`set_lock_timeout`](Self::set_lock_timeout) set, as the
+    /// lock table keeps it: to the microsecond, `Duration::MAX` for a wait
+    /// that never times out.
+    pub fn lock_timeout(&self) -> std::time::Duration {
+        self.eng.locks.timeout()
+    }
+
     /// Reads a value (the committed state, plus any in-flight stores of
     /// concurrent transactions the program did not isolate).
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<T, Error> {
