@@ -138,7 +138,7 @@ fn magic_text(m: &[u8; 8]) -> String {
         (b"RWBTREE2", "a B+-tree"),
         (b"RWHASH03", "a hash map"),
         (b"RWVEC002", "a vector"),
-        (b"RWLIST03", "a list"),
+        (b"RWLIST04", "a list"),
         (b"RWBLOB01", "a blob"),
     ];
     if let Some((_, kind)) = KINDS.iter().find(|(k, _)| *k == m) {

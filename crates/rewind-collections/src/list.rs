@@ -14,11 +14,12 @@
 //!
 //! ```text
 //! header                              node
-//! 0   magic      [u8; 8] "RWLIST03"   0   prev   u64  (0: first)
+//! 0   magic      [u8; 8] "RWLIST04"   0   prev   u64  (0: first)
 //! 8   elem_size  u32                  8   next   u64  (0: last)
 //! 12  reserved   u32     0            16  id     u64  the node's number
-//! 16  len        u64                  24  value  elem_size bytes
-//! 24  head       u64     first node (0: empty)
+//! 16  len        u64                  24  stamp  u64  the push's stamp
+//! 24  head       u64     first node   32  value  elem_size bytes
+//!                        (0: empty)
 //! 32  tail       u64     last node (0: empty)
 //! 40  next_id    u64     the next node's number
 //! 48  elem type  48 bytes: type fingerprint of T (`types.rs`)
@@ -26,13 +27,20 @@
 //! ```
 //!
 //! A node's number is the list's count of nodes made before it (kept in
-//! `next_id`), with the low 24 bits of the pushing transaction's id in its
-//! top 24 bits: no two nodes a list holds one after another share one, nor
-//! does a node pushed by a rolled-back transaction (whose count the next
-//! push takes again) and the next. A [`Cursor`] keeps its node's, so a
-//! cursor whose element was removed (or never committed) is told from an
-//! element pushed since into the same block (`RWLIST02`, without numbers,
-//! took the new element for the cursor's).
+//! `next_id`): no two nodes a list holds one after another share one. A
+//! push that rolls back (whole, or to a savepoint) gives its count back,
+//! so its node's number is the next push's too; its stamp is not: each
+//! push takes the next of a process-wide 64-bit counter that begins at a
+//! random point in each process, so no two pushes of one process share a
+//! stamp (and pushes of two processes, one in 2^64 per pair). A
+//! [`Cursor`] keeps its node's number and stamp (and lives only in the
+//! process that took it), so a cursor whose element was removed or never
+//! committed is told from an element pushed since into the same block.
+//! (`RWLIST02`, without numbers, took the new element for the cursor's;
+//! `RWLIST03` mixed the low 24 bits of the pushing transaction's id into
+//! the number, and transaction ids start again at each open, so a cursor
+//! to a rolled-back push, held across a reopen, matched the element the
+//! new handle's transaction of the same id pushed.)
 
 use std::marker::PhantomData;
 
@@ -43,10 +51,14 @@ use crate::mem::{check_count, le64, put64, read_header, Mem, ScanWatch};
 use crate::types::{Stored, TypeTag, TAG_SIZE};
 
 const WHAT: &str = "list";
-const MAGIC: [u8; 8] = *b"RWLIST03";
-/// The magics of earlier versions: the size-checked header, and the nodes
-/// without numbers.
-const OLD_MAGICS: [([u8; 8], &str); 2] = [(*b"RWLIST01", "RWLIST01"), (*b"RWLIST02", "RWLIST02")];
+const MAGIC: [u8; 8] = *b"RWLIST04";
+/// The magics of earlier versions: the size-checked header, the nodes
+/// without numbers, and the numbers without stamps.
+const OLD_MAGICS: [([u8; 8], &str); 3] = [
+    (*b"RWLIST01", "RWLIST01"),
+    (*b"RWLIST02", "RWLIST02"),
+    (*b"RWLIST03", "RWLIST03"),
+];
 const MAGIC_OFF: usize = 0;
 const ELEM_SIZE_OFF: usize = MAGIC_OFF + 8;
 const RESERVED_OFF: usize = ELEM_SIZE_OFF + 4;
@@ -59,7 +71,25 @@ const HEADER_SIZE: usize = ELEM_TAG_OFF + TAG_SIZE;
 const PREV_OFF: u64 = 0;
 const NEXT_OFF: u64 = PREV_OFF + 8;
 const ID_OFF: u64 = NEXT_OFF + 8;
-const VALUE_OFF: u64 = ID_OFF + 8;
+const STAMP_OFF: u64 = ID_OFF + 8;
+const VALUE_OFF: u64 = STAMP_OFF + 8;
+
+/// The next push's stamp: a process-wide counter that begins at a random
+/// point (`RandomState`'s keys, seeded by the system), so that no two
+/// pushes of this process share a stamp and pushes of two processes
+/// almost surely do not either.
+fn next_stamp() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static NEXT: OnceLock<AtomicU64> = OnceLock::new();
+    NEXT.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        AtomicU64::new(h.finish())
+    })
+    .fetch_add(1, Ordering::Relaxed)
+}
 
 /// The offset of a field of the node at `node`: a damaged link (an end
 /// in the header, a neighbour's word) so near the end of the address
@@ -84,17 +114,18 @@ fn unreadable(e: &Error) -> bool {
     )
 }
 
-/// A position in a [`List`]: one element's node (its offset and its
-/// number). Valid until that element is removed; [`List::remove_at`] and
-/// [`List::value`] check that the node is still the cursor's (its number:
-/// a removed element's block may hold an element pushed since) and still
+/// A position in a [`List`]: one element's node (its offset, its number
+/// and its push's stamp). Valid until that element is removed;
+/// [`List::remove_at`] and [`List::value`] check that the node is still
+/// the cursor's (its number and stamp: a removed element's block may hold
+/// an element pushed since) and still
 /// linked into the list (its neighbours link to it, and the nearer end it
 /// leads to is this list's: steps up to twice its distance to that end),
 /// and fail with [`Error::InvalidCursor`] if not; [`List::next`] and
 /// [`List::prev`] check its number and that its neighbours link to it (a
 /// removed element is `InvalidCursor`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Cursor(u64, u64);
+pub struct Cursor(u64, u64, u64);
 
 impl Cursor {
     /// The node's offset in the pool.
@@ -165,12 +196,13 @@ struct Header {
     next_id: u64,
 }
 
-/// A node's links, and its number.
+/// A node's links, its number and its stamp.
 #[derive(Clone, Copy)]
 struct Links {
     prev: u64,
     next: u64,
     id: u64,
+    stamp: u64,
 }
 
 impl<T: Stored> List<T> {
@@ -203,7 +235,7 @@ impl<T: Stored> List<T> {
 
     fn header<M: Mem + ?Sized>(&self, m: &mut M) -> Result<Header> {
         let mut h = [0u8; HEADER_SIZE];
-        let old = (&OLD_MAGICS[..], "RWLIST03");
+        let old = (&OLD_MAGICS[..], "RWLIST04");
         read_header(m, WHAT, self.hdr, &mut h, MAGIC, old)?;
         TypeTag::check::<T>(&h[ELEM_TAG_OFF..HEADER_SIZE], WHAT, self.hdr, "element")?;
         let h = Header {
@@ -233,18 +265,20 @@ impl<T: Stored> List<T> {
     }
 
     fn links<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<Links> {
-        let mut b = [0u8; 24];
+        let mut b = [0u8; VALUE_OFF as usize];
         m.read_at(node, &mut b)?;
         Ok(Links {
             prev: le64(&b, PREV_OFF as usize),
             next: le64(&b, NEXT_OFF as usize),
             id: le64(&b, ID_OFF as usize),
+            stamp: le64(&b, STAMP_OFF as usize),
         })
     }
 
-    /// A cursor at `node`, with its number.
+    /// A cursor at `node`, with its number and stamp.
     fn cursor_at<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<Cursor> {
-        Ok(Cursor(node, Self::links(m, node)?.id))
+        let l = Self::links(m, node)?;
+        Ok(Cursor(node, l.id, l.stamp))
     }
 
     fn value_in<M: Mem + ?Sized>(m: &mut M, node: u64) -> Result<T> {
@@ -278,16 +312,19 @@ impl<T: Stored> List<T> {
     /// A new node holding `v` with the given links and the list's next
     /// number, which `h` moves on (fresh: not logged).
     fn new_node(tx: &mut Tx<'_>, h: &mut Header, prev: u64, next: u64, v: &T) -> Result<u64> {
-        // The count, and the transaction's id in the top 24 bits: a push
-        // rolled back gives its count back, and a cursor to its element
-        // (taken in that transaction) must not match the next push's.
-        let id = h.next_id ^ (tx.id() << 40);
+        // The count, and a stamp no other push of this process has: a
+        // push rolled back gives its count back, and a cursor to its
+        // element (taken in that transaction) must not match the next
+        // push's, in this transaction, another, or a later handle's.
+        let id = h.next_id;
+        let stamp = next_stamp();
         let node = tx.alloc_bytes(Self::NODE)?;
         h.next_id = h.next_id.wrapping_add(1);
         let mut b = std::vec::Vec::with_capacity(Self::NODE as usize);
         b.extend_from_slice(&prev.to_le_bytes());
         b.extend_from_slice(&next.to_le_bytes());
         b.extend_from_slice(&id.to_le_bytes());
+        b.extend_from_slice(&stamp.to_le_bytes());
         b.extend_from_slice(bytemuck::bytes_of(v));
         tx.write_bytes(node, &b)?;
         Ok(node)
@@ -382,7 +419,7 @@ impl<T: Stored> List<T> {
             Err(e) if unreadable(&e) => return Err(bad("not an allocated node (removed?)")),
             r => r?,
         };
-        if l.id != c.1 {
+        if (l.id, l.stamp) != (c.1, c.2) {
             return Err(bad(
                 "its element was removed (its block holds another element now)",
             ));

@@ -1570,7 +1570,7 @@ fn a_cursor_whose_block_holds_a_new_element_of_its_list_is_invalid() {
         match l.len(&pool) {
             Err(Error::UnsupportedLayout {
                 found: "RWLIST02",
-                expected: "RWLIST03",
+                expected: "RWLIST04",
                 ..
             }) => {}
             r => panic!("{policy:?}: an RWLIST02 header: {r:?}"),
