@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rusqlite::ffi;
@@ -74,12 +74,12 @@ struct Conn {
 }
 
 /// Wal-indexes by database path.
-static NODES: LazyLock<Mutex<HashMap<PathBuf, Arc<Node>>>> = LazyLock::new(Default::default);
+static NODES: crate::vfs::Registry<HashMap<PathBuf, Arc<Node>>> = crate::vfs::Registry::new();
 
 /// Lets go of every wal-index without freeing it: in a child forked
 /// while they were in use, they are its parent's (`vfs::after_fork`).
 pub(crate) fn forget_all() {
-    crate::vfs::leak_all(&NODES);
+    NODES.renew();
 }
 
 /// Takes a file the default VFS has just opened (its methods set) as a

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -41,14 +41,14 @@ struct Held {
 }
 
 /// Database files open through the VFS in this process, by identity.
-static HELD: LazyLock<Mutex<HashMap<FileId, Held>>> = LazyLock::new(Default::default);
+static HELD: crate::vfs::Registry<HashMap<FileId, Held>> = crate::vfs::Registry::new();
 
 /// Lets go of every database file held without closing its descriptor:
 /// in a child forked while they were open, they are its parent's
 /// (`vfs::after_fork`), and closing a descriptor would drop this
 /// process's locks on the file.
 pub(crate) fn forget_all() {
-    crate::vfs::leak_all(&HELD);
+    HELD.renew();
 }
 
 /// The identity of the file at `path`.

@@ -43,7 +43,11 @@
 //! error in [`last_error`]). Never a corrupt database, and no other
 //! process ever needs the wal-index. Each process rebuilds it from the WAL file when it
 //! first opens the database, as SQLite does after a crash. Exclusive
-//! locking mode works as well. Open the database only through this VFS:
+//! locking mode works as well. A child that a process with databases open
+//! forks opens them as another process would; its parent's connections
+//! must not be used in it, as SQLite says (their WAL pools are not even
+//! mapped there: the child lets go of them as it starts, so that a parent
+//! that crashed leaves no pool locked by its children). Open the database only through this VFS:
 //! stock SQLite would not see the frames in the pool.
 //!
 //! **Limits.**

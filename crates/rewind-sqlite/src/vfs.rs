@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rewind::{OpenOptions, Pool};
@@ -74,7 +74,7 @@ struct Entry<T = WalFile> {
 }
 
 /// Open WALs by database path (canonical where it can be).
-static OPEN: LazyLock<Mutex<HashMap<PathBuf, Entry>>> = LazyLock::new(Default::default);
+static OPEN: Registry<HashMap<PathBuf, Entry>> = Registry::new();
 
 /// A handle on the WAL of `key` in `map`: the one open, or one `open`
 /// makes. The registry's lock is held only to find or insert the entry,
@@ -149,6 +149,69 @@ fn join_or_open<T, E>(
 /// registries hold (0 before the first open).
 static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
+/// A process-wide registry behind a mutex that a forked child can
+/// replace with an empty one ([`Registry::renew`]) without touching the
+/// old one: in the child, the old one's lock may be held for ever (by a
+/// thread of the parent, which the child does not have), and what it
+/// holds is the parent's (leaked: never closed nor freed in the child).
+pub(crate) struct Registry<T> {
+    cur: std::sync::atomic::AtomicPtr<Mutex<T>>,
+}
+
+impl<T: Default + Send> Registry<T> {
+    /// An empty registry (made at first use).
+    pub(crate) const fn new() -> Self {
+        Registry {
+            cur: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The registry's mutex now.
+    pub(crate) fn get(&self) -> &'static Mutex<T> {
+        use std::sync::atomic::Ordering;
+        let p = self.cur.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: a pointer stored here is a leaked box, never freed.
+            return unsafe { &*p };
+        }
+        let fresh = Box::into_raw(Box::new(Mutex::new(T::default())));
+        match self.cur.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: leaked from here on.
+            Ok(_) => unsafe { &*fresh },
+            Err(p) => {
+                // SAFETY: `fresh` was never shared; `p` is leaked, as above.
+                unsafe {
+                    drop(Box::from_raw(fresh));
+                    &*p
+                }
+            }
+        }
+    }
+
+    /// Locks the registry.
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'static, T> {
+        self.get().lock()
+    }
+
+    /// Starts an empty registry in place of this one, which is leaked
+    /// (its contents never dropped, its lock never taken again): only in
+    /// a forked child, before any other thread of it could use the
+    /// registry.
+    pub(crate) fn renew(&self) {
+        self.cur
+            .store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// The identities of the pool files of the WALs this process has open
+/// (one entry per open WAL), for [`fork_child`].
+static POOL_IDS: Registry<Vec<crate::db_sync::FileId>> = Registry::new();
+
 /// In a child forked while its parent had databases open through the VFS
 /// (a server forking workers, Python's `multiprocessing`), called before
 /// the child's first use of the VFS: the registries are the parent's.
@@ -162,6 +225,14 @@ static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0
 /// would (`SQLITE_BUSY` while the parent has it open, as the docs say of
 /// two processes). The parent's connections must not be used in the
 /// child, as SQLite says.
+///
+/// The registries are replaced, never emptied in place: a registry that
+/// another thread of the parent held locked at the fork stayed so in the
+/// child (`try_lock` found it taken and left it), and the child's first
+/// open of any database waited on it for ever (2 of 8 children forked
+/// beside a thread calling [`stats`] hung). [`fork_child`] does this in
+/// every forked child as it starts; here, at the child's first use of
+/// the VFS, for a child that handler did not run in.
 pub(crate) fn after_fork() {
     use std::sync::atomic::Ordering;
     let pid = std::process::id();
@@ -174,19 +245,134 @@ pub(crate) fn after_fork() {
     {
         return;
     }
-    leak_all(&OPEN);
+    renew_all();
+}
+
+/// The registries [`after_fork`] replaces.
+fn renew_all() {
+    OPEN.renew();
+    DIRS.renew();
     crate::db::forget_all();
     crate::db_sync::forget_all();
 }
 
-/// Empties a registry of [`after_fork`] without dropping what it held
-/// (the parent's: leaked, never closed nor freed here). One that another
-/// thread of the parent held locked at the fork stays as it is: its lock
-/// is never released in the child.
-pub(crate) fn leak_all<K, V>(registry: &Mutex<HashMap<K, V>>) {
-    if let Some(mut r) = registry.try_lock() {
-        std::mem::forget(std::mem::take(&mut *r));
+/// Installs [`fork_prepare`], [`fork_parent`] and [`fork_child`] for every
+/// fork of the process (once).
+fn hook_fork() {
+    static HOOKED: std::sync::Once = std::sync::Once::new();
+    extern "C" {
+        fn pthread_atfork(
+            prepare: Option<unsafe extern "C" fn()>,
+            parent: Option<unsafe extern "C" fn()>,
+            child: Option<unsafe extern "C" fn()>,
+        ) -> c_int;
     }
+    HOOKED.call_once(|| {
+        // SAFETY: the three handlers live as long as the process.
+        // (Should it fail, for want of memory, a child still renews its
+        // registries at its first use of the VFS.)
+        let _ = unsafe { pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    });
+}
+
+/// Before a fork: [`OURS`] and [`POOL_IDS`] locked (in that order), so
+/// the child finds them whole.
+unsafe extern "C" fn fork_prepare() {
+    std::mem::forget(OURS.lock());
+    std::mem::forget(POOL_IDS.lock());
+}
+
+/// After a fork, in the parent: [`OURS`] and [`POOL_IDS`] unlocked.
+unsafe extern "C" fn fork_parent() {
+    // SAFETY: `fork_prepare` locked them on this thread and forgot the
+    // guards.
+    unsafe {
+        POOL_IDS.get().force_unlock();
+        OURS.get().force_unlock();
+    }
+}
+
+/// After a fork, in the child (its only thread): fresh registries
+/// ([`after_fork`]), and the child's copies of the descriptors of its
+/// parent's open WAL pools closed. Each pool is locked with `flock`,
+/// which belongs to the open file, shared by the copy a fork makes: a
+/// parent that crashed with a WAL open left its pool locked by its
+/// children for as long as they lived, and every open of the database
+/// (theirs too) was `SQLITE_BUSY` ("in use by another opener") until the
+/// last of them ended. Closing the child's copy leaves the parent's lock
+/// as it is (`flock` is released by the last descriptor's close); the
+/// parent's pool objects in the child are leaked, never used.
+unsafe extern "C" fn fork_child() {
+    // SAFETY: `fork_prepare` locked it and this is the only thread: read
+    // as the parent left it, then left locked for ever (renewed).
+    let (ours, ids) = unsafe {
+        (
+            (*OURS.get().data_ptr()).clone(),
+            (*POOL_IDS.get().data_ptr()).clone(),
+        )
+    };
+    OURS.renew();
+    *OURS.lock() = ours;
+    POOL_IDS.renew();
+    // Whatever the registries hold (some, or a lock, even before this
+    // process's first open: `stats` takes them too).
+    renew_all();
+    OWNER.store(std::process::id(), std::sync::atomic::Ordering::Release);
+    if ids.is_empty() {
+        return;
+    }
+    // The mappings of those pools too: a mapping holds the open file (and
+    // its lock) as a descriptor does.
+    let parents = |dev: u64, ino: u64| ids.contains(&(dev, ino));
+    if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
+        for (start, end) in pool_mappings(&maps, parents) {
+            // SAFETY: a mapping of a parent's pool, which nothing in the
+            // child uses (its pool objects are leaked).
+            unsafe { libc::munmap(start as *mut c_void, end - start) };
+        }
+    }
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<c_int> = fds
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds {
+        // SAFETY: an all-zero `stat` is a valid value of the structure.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into the structure; a closed descriptor
+        // (the directory's own, by now) fails.
+        let found = unsafe { libc::fstat(fd, &mut st) } == 0;
+        if found && parents(st.st_dev, st.st_ino) {
+            // SAFETY: a descriptor of a parent's pool, which nothing in
+            // the child uses.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// The address ranges of `maps` (`/proc/self/maps`) that map a file
+/// `ours(dev, ino)` names.
+fn pool_mappings(maps: &str, ours: impl Fn(u64, u64) -> bool) -> Vec<(usize, usize)> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut f = line.split_ascii_whitespace();
+            let (range, _perms, _off, dev, ino) =
+                (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let (start, end) = range.split_once('-')?;
+            let (major, minor) = dev.split_once(':')?;
+            let dev = libc::makedev(
+                u32::from_str_radix(major, 16).ok()?,
+                u32::from_str_radix(minor, 16).ok()?,
+            );
+            let ino: u64 = ino.parse().ok()?;
+            let range = (
+                usize::from_str_radix(start, 16).ok()?,
+                usize::from_str_radix(end, 16).ok()?,
+            );
+            (ino != 0 && ours(dev, ino) && range.0 < range.1).then_some(range)
+        })
+        .collect()
 }
 
 thread_local! {
@@ -230,6 +416,11 @@ pub fn last_error() -> Option<String> {
     LAST_ERROR.try_with(|l| l.borrow().clone()).ok().flatten()
 }
 
+/// Directories by identity: the canonical path each was first found by
+/// (checked, and replaced, when that path names another now), for
+/// [`key_of`].
+static DIRS: Registry<HashMap<(u64, u64), PathBuf>> = Registry::new();
+
 /// The key of the database at `db` in this process's registries (open
 /// WALs here, wal-indexes in `db.rs`): its canonical path, with its
 /// directory named as it was first named, so that the same directory
@@ -246,9 +437,6 @@ pub fn last_error() -> Option<String> {
 /// stock SQLite, whose WAL file each name has its own.
 pub(crate) fn key_of(db: &Path) -> PathBuf {
     use std::os::unix::fs::MetadataExt;
-    /// Directories by identity: the canonical path each was first found
-    /// by (checked, and replaced, when that path names another now).
-    static DIRS: LazyLock<Mutex<HashMap<(u64, u64), PathBuf>>> = LazyLock::new(Default::default);
     let canon = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
     let (Some(dir), Some(name)) = (canon.parent(), canon.file_name()) else {
         return canon;
@@ -304,8 +492,9 @@ struct WalHandle {
 /// register it once.
 static REGISTERING: Mutex<()> = Mutex::new(());
 
-/// The VFS structures [`register`] gave SQLite (their addresses).
-static OURS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The VFS structures [`register`] gave SQLite (their addresses); kept
+/// whole across a fork ([`fork_prepare`]).
+static OURS: Registry<Vec<usize>> = Registry::new();
 
 /// SQLite's default auto-checkpoint: once the WAL holds this many frames
 /// (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
@@ -522,6 +711,7 @@ pub fn register(name: &str, cfg: &Config) -> Result<(), crate::RegisterError> {
         return Err(crate::RegisterError::Sqlite { code: rc });
     }
     OURS.lock().push(vfs as usize);
+    hook_fork();
     // SAFETY: `on_connection` has the entry point's signature and lives
     // as long as the process.
     let hooked =
@@ -594,7 +784,14 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
             });
         }
     }
-    Ok(WalFile::open(log, rec, db_of(wal), cfg.differential))
+    let mut w = WalFile::open(log, rec, db_of(wal), cfg.differential);
+    // (A pool not found by its name now, renamed with its database, is
+    // not closed in forked children: see `fork_child`.)
+    if let Ok(id) = crate::db_sync::id_of(&pool_path(wal)) {
+        POOL_IDS.lock().push(id);
+        w.pool_id = Some(id);
+    }
+    Ok(w)
 }
 
 /// Opens the pool file `pool` of the database `db`, or, with `create`,
@@ -729,7 +926,7 @@ unsafe extern "C" fn x_open(
     let key = key_of(&db_of(&wal));
     // A panic must not unwind into SQLite (the process would abort): one
     // that a damaged pool provokes while it is read is an error.
-    let opened = join_or_open(&OPEN, &key, || {
+    let opened = join_or_open(OPEN.get(), &key, || {
         std::panic::catch_unwind(|| open_wal(&d.cfg, &wal, flags & ffi::SQLITE_OPEN_CREATE != 0))
             .unwrap_or(Err(Error::Damaged {
                 what: "reading the pool panicked",
@@ -1069,6 +1266,12 @@ fn release(key: &Path, shared: Arc<Shared>) -> c_int {
                             source: e,
                         });
                     }
+                }
+            }
+            if let Some(id) = w.pool_id {
+                let mut ids = POOL_IDS.lock();
+                if let Some(i) = ids.iter().position(|&x| x == id) {
+                    ids.swap_remove(i);
                 }
             }
             if let Err(e) = w.close() {

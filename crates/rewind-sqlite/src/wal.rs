@@ -148,6 +148,8 @@ pub struct WalFile {
     /// Half the heap the pool has at its maximum size: log blocks past it
     /// want a checkpoint ([`wants_checkpoint`](Self::wants_checkpoint)).
     checkpoint_at: u64,
+    /// The pool file's identity, when found as it was opened.
+    pub(crate) pool_id: Option<crate::db_sync::FileId>,
 }
 
 /// Whether the pool failed for want of room (`SQLITE_FULL`).
@@ -203,6 +205,7 @@ impl WalFile {
             cksum: [0; 2],
             stats: Stats::default(),
             spare: Vec::new(),
+            pool_id: None,
         };
         if let Some(h) = rec.header {
             w.set_header(h);

@@ -1,0 +1,381 @@
+//! Defects found by a sixth round of probing the VFS as users' programs
+//! would, each kept as a named regression test: a child forked while
+//! another thread of its parent was inside the VFS hung at its first
+//! open; a child forked by a process that then crashed with a WAL open
+//! kept that WAL's pool locked for as long as it lived. Then probes that
+//! found none, kept as regression tests of what they check: descriptors
+//! and address space running out.
+//!
+//! Children are this test binary again, running the ignored test
+//! `probe6_child` with their role in the environment. No test sleeps:
+//! children are bounded by counts; a forked child that could hang has an
+//! alarm as a hang guard only.
+
+#![allow(unsafe_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use rusqlite::{Connection, OpenFlags};
+
+mod common;
+
+const VFS: &str = "rewind-user-probe6";
+const CHILD_ROLE: &str = "REWIND_PROBE6_ROLE";
+const CHILD_DB: &str = "REWIND_PROBE6_DB";
+const CHILD_SEED: &str = "REWIND_PROBE6_SEED";
+
+fn cfg() -> rewind_sqlite::Config {
+    rewind_sqlite::Config::default()
+        .pool_size(1 << 20)
+        .max_pool_size(8 << 20)
+}
+
+fn open(path: &Path) -> Connection {
+    common::open_wal(VFS, &cfg(), path)
+}
+
+fn spawn(role: &str, db: &Path, seed: u64) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "probe6_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROLE, role)
+        .env(CHILD_DB, db)
+        .env(CHILD_SEED, seed.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(ch: Child) -> (bool, String) {
+    let out = ch.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.success(), format!("{:?}\n{stdout}", out.status))
+}
+
+#[test]
+#[ignore]
+fn probe6_child() {
+    let Ok(role) = std::env::var(CHILD_ROLE) else {
+        return;
+    };
+    println!();
+    let db = PathBuf::from(std::env::var(CHILD_DB).unwrap());
+    let seed: u64 = std::env::var(CHILD_SEED).unwrap().parse().unwrap();
+    match role.as_str() {
+        "nofile" => nofile_child(&db, seed),
+        "as" => as_child(&db, seed),
+        "fork-crash" => fork_crash_child(&db),
+        "fork-race" => fork_race_child(&db, seed),
+        _ => panic!("unknown role {role}"),
+    }
+}
+
+fn set_limit(res: libc::__rlimit_resource_t, n: u64) {
+    let l = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: setrlimit reads the structure.
+    assert_eq!(unsafe { libc::setrlimit(res, &l) }, 0);
+}
+
+/// Opens databases in one directory until refused, under few descriptors.
+fn nofile_child(dir: &Path, limit: u64) {
+    common::register_once(VFS, &cfg());
+    set_limit(libc::RLIMIT_NOFILE, limit);
+    let mut conns = Vec::new();
+    for i in 0..200 {
+        let p = dir.join(format!("d{i}.db"));
+        let c = match Connection::open_with_flags_and_vfs(&p, OpenFlags::default(), VFS) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("open {i}: {e} {:?}", rewind_sqlite::last_error());
+                break;
+            }
+        };
+        let r = c
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .and_then(|_| {
+                c.execute_batch("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES (1);")
+            });
+        if let Err(e) = r {
+            println!("use {i}: {e} {:?}", rewind_sqlite::last_error());
+            break;
+        }
+        conns.push(c);
+    }
+    println!("opened {}", conns.len());
+    // Every one still works.
+    let mut bad = 0;
+    for c in &conns {
+        if c.execute("INSERT INTO t VALUES (2)", []).is_err() {
+            bad += 1;
+        }
+    }
+    println!("bad {bad}");
+    drop(conns);
+}
+
+fn as_child(dir: &Path, mib: u64) {
+    common::register_once(VFS, &rewind_sqlite::Config::default());
+    set_limit(libc::RLIMIT_AS, mib << 20);
+    let mut conns = Vec::new();
+    for i in 0..200 {
+        let p = dir.join(format!("a{i}.db"));
+        let c = match Connection::open_with_flags_and_vfs(&p, OpenFlags::default(), VFS) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("open {i}: {e} {:?}", rewind_sqlite::last_error());
+                break;
+            }
+        };
+        let r = c
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .and_then(|_| {
+                c.execute_batch("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES (1);")
+            });
+        if let Err(e) = r {
+            println!("use {i}: {e} {:?}", rewind_sqlite::last_error());
+            break;
+        }
+        conns.push(c);
+    }
+    println!("opened {}", conns.len());
+}
+
+/// Databases opened one after another (each in WAL mode, with a row)
+/// in a process allowed 24, 40 and 64 descriptors, and in one whose
+/// address space is capped at 600 MiB and 1.2 GiB (a new pool reserves
+/// its maximum, 4 GiB by default): the open that finds none left is a
+/// SQLite error (`SQLITE_CANTOPEN`, the reason in `last_error`), never a
+/// panic or an abort, and every connection opened before goes on
+/// writing. A probe that found no defect.
+#[test]
+fn descriptors_and_address_space_running_out_are_sqlite_errors() {
+    for limit in [24u64, 40, 64] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, out) = finish(spawn("nofile", dir.path(), limit));
+        assert!(ok, "limit {limit}: {out}");
+        assert!(out.contains("bad 0"), "{out}");
+        assert!(out.contains("unable to open database file"), "{out}");
+        let opened: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("opened "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(opened > 0 && opened < 200, "{out}");
+    }
+    for mib in [600u64, 1200] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, out) = finish(spawn("as", dir.path(), mib));
+        assert!(ok, "{mib} MiB: {out}");
+        assert!(out.contains("unable to open database file"), "{out}");
+    }
+}
+
+/// Opens `db`, commits 10 rows (printing `acked 10`), forks a child
+/// that never touches SQLite, prints `forked`, and SIGKILLs itself with
+/// the WAL open. The child waits for a line on its stdin (the test's
+/// pipe, inherited), then opens the database itself and inserts 10 rows
+/// (printing `child acked N`), and ends at the end of its stdin.
+fn fork_crash_child(db: &Path) {
+    let c = open(db);
+    c.execute_batch("CREATE TABLE t(v)").unwrap();
+    for i in 0..10 {
+        c.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+    }
+    println!("acked 10");
+    // SAFETY: this process runs one test on one thread; the child uses
+    // only its own new connection, then ends.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        common::register_once(VFS, &cfg());
+        let mut acked = 0;
+        let c2 = Connection::open_with_flags_and_vfs(db, OpenFlags::default(), VFS).unwrap();
+        c2.busy_handler(None::<fn(i32) -> bool>).unwrap();
+        for i in 0..10 {
+            match c2.execute("INSERT INTO t VALUES (?1)", [100 + i]) {
+                Ok(_) => acked += 1,
+                Err(e) => {
+                    println!("child error {e} ({:?})", rewind_sqlite::last_error());
+                    break;
+                }
+            }
+        }
+        drop(c2);
+        println!("child acked {acked}");
+        std::io::stdin().read_line(&mut line).unwrap();
+        // SAFETY: ends the forked process without running its parent's
+        // destructors.
+        unsafe { libc::_exit(0) };
+    }
+    println!("forked");
+    // SAFETY: a crash with the WAL open.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+}
+
+/// A thread asks [`rewind_sqlite::stats`] of an open database over and
+/// over (which locks the registry of open WALs) while the main thread
+/// forks `n` children, each opening a database of its own under a 60 s
+/// alarm (a hang guard: a hung child dies of SIGALRM); prints `hung N
+/// failed M`.
+fn fork_race_child(dir: &Path, n: u64) {
+    let db = dir.join("busy.db");
+    let c = open(&db);
+    c.execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (s2, db2, started) = (stop.clone(), db.clone(), started.clone());
+            std::thread::spawn(move || {
+                let mut asked = 0u64;
+                while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                    assert!(rewind_sqlite::stats(&db2).is_some());
+                    if asked == 0 {
+                        started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    asked += 1;
+                }
+                asked
+            })
+        })
+        .collect();
+    // Forks once both threads are at it.
+    while started.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        std::thread::yield_now();
+    }
+    let mut pids = Vec::new();
+    for i in 0..n {
+        let own = dir.join(format!("own{i}.db"));
+        // SAFETY: the child runs only its own new connection, then ends.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: a hang guard, nothing else.
+            unsafe { libc::alarm(60) };
+            let ok = (|| -> rusqlite::Result<()> {
+                let c = Connection::open_with_flags_and_vfs(&own, OpenFlags::default(), VFS)?;
+                c.pragma_update(None, "journal_mode", "WAL")?;
+                c.execute_batch("CREATE TABLE t(v); INSERT INTO t VALUES (1);")?;
+                c.close().map_err(|(_, e)| e)
+            })()
+            .is_ok();
+            // SAFETY: ends the forked process at once.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        pids.push(pid);
+    }
+    let (mut hung, mut failed) = (0, 0);
+    for pid in pids {
+        let mut st = 0;
+        // SAFETY: waits for a child just forked.
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+        if libc::WIFSIGNALED(st) {
+            hung += 1;
+        } else if libc::WEXITSTATUS(st) != 0 {
+            failed += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for th in threads {
+        assert!(th.join().unwrap() > 0);
+    }
+    println!("hung {hung} failed {failed}");
+    if hung + failed == 0 {
+        for i in 0..n {
+            let c = open(&dir.join(format!("own{i}.db")));
+            assert_eq!(common::count(&c), 1);
+        }
+    }
+}
+
+/// A process forks while another of its threads is inside the VFS
+/// (here `stats`, which locks the registry of open WALs as every open,
+/// close and checkpoint does), and the child opens a database of its own
+/// through the VFS. Before, the child's registry stayed locked by the
+/// parent's thread, which the child does not have (`after_fork` emptied
+/// only registries it could `try_lock`), and its open waited for ever:
+/// 2 of 8 children hung. Now every forked child starts with registries of
+/// its own (a `pthread_atfork` handler), and all 16 open, write and close
+/// theirs.
+#[test]
+fn a_child_forked_while_a_thread_is_in_the_vfs_never_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out) = finish(spawn("fork-race", dir.path(), 32));
+    assert!(ok && out.contains("hung 0 failed 0"), "{out}");
+}
+
+/// A process with a database's WAL open forks a child (a helper that
+/// never touches SQLite) and is SIGKILLed. Before, the child kept the WAL
+/// pool locked for as long as it lived (the pool's `flock` belongs to the
+/// open file, which the child's copies of the descriptor and of the
+/// mapping hold): every open of the database, by any process and by the
+/// child itself, was `SQLITE_BUSY` ("in use by another opener") until the
+/// child ended. Now a forked child closes its copies of its parent's pool
+/// descriptors and mappings: the database opens at once beside the living
+/// child, with the 10 acknowledged rows, and the child's own connection
+/// commits once the test's is closed.
+#[test]
+fn a_crashed_parents_wal_is_not_held_by_its_forked_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("f.db");
+    let mut ch = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "probe6_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROLE, "fork-crash")
+        .env(CHILD_DB, &db)
+        .env(CHILD_SEED, "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = ch.stdin.take().unwrap();
+    let mut lines = BufReader::new(ch.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    while !seen.contains("forked") {
+        let l = lines.next().expect("the child ended early").unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+    }
+    // The parent is gone (reaped), its descriptors and mappings with it.
+    let st = ch.wait().unwrap();
+    assert_eq!(st.signal(), Some(libc::SIGKILL), "{seen}");
+    assert!(seen.contains("acked 10"), "{seen}");
+    {
+        common::register_once(VFS, &cfg());
+        let c = Connection::open_with_flags_and_vfs(&db, OpenFlags::default(), VFS).unwrap();
+        // No busy handler: at once, or never.
+        let n = c
+            .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+            .unwrap_or_else(|e| panic!("{e} ({:?})", rewind_sqlite::last_error()));
+        assert_eq!(n, 10);
+        c.execute("INSERT INTO t VALUES (50)", []).unwrap();
+        common::intact(&c);
+    }
+    // The forked child's own connection.
+    writeln!(stdin, "go").unwrap();
+    let l = lines.next().expect("the forked child ended early").unwrap();
+    assert_eq!(l, "child acked 10");
+    drop(stdin);
+    let c = open(&db);
+    assert_eq!(common::count(&c), 21);
+    common::intact(&c);
+}
