@@ -545,7 +545,8 @@ impl<K: Stored, V: Stored> HashMap<K, V> {
     /// Checks that every entry sits in its key's chain (while the table
     /// doubles: its old bucket's until that is moved, then its new
     /// bucket's), no key appears twice, and the length is the number of
-    /// entries.
+    /// entries. Committed state: on a thread inside a transaction of
+    /// `pool` it is `NestedTransaction`.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
         // (An error while a writer held it is `Changed`, as for a scan.)
         ScanWatch::around(pool, WHAT, self.hdr, || {

@@ -696,7 +696,9 @@ impl<T: Stored> List<T> {
     }
 
     /// Checks the links: walking forward visits `len` nodes ending at the
-    /// tail, and every node's `prev` is the node before it.
+    /// tail, and every node's `prev` is the node before it. Committed
+    /// state: on a thread inside a transaction of `pool` it is
+    /// `NestedTransaction`.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
         self.blocks(pool).map(|_| ())
     }

@@ -247,14 +247,19 @@ impl<'a> ScanWatch<'a> {
 
     /// `read` (of the collection at `hdr` through `pool`, taking no lock),
     /// its error told apart as [`explain`](Self::explain) does, the watch
-    /// taken before `read` reads the header: for the checks.
+    /// taken before `read` reads the header: for the checks
+    /// (`check_invariants`, `blocks`). On a thread inside a transaction of
+    /// `pool` it is `NestedTransaction`, as a scan is ([`start`](Self::start)):
+    /// there a check read the transaction's own stores under the undo
+    /// policies and the committed state under the redo ones, and answered
+    /// `Ok` for either.
     pub(crate) fn around<T>(
         pool: &'a Pool,
         what: &'static str,
         hdr: u64,
         read: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        let watch = ScanWatch::new(pool, what, hdr);
+        let watch = ScanWatch::start(pool, what, hdr)?;
         read().map_err(|e| watch.explain(e))
     }
 

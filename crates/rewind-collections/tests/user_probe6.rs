@@ -1,10 +1,10 @@
 //! A user's sixth round: cursors held across savepoints, rollbacks and
-//! reopens.
+//! reopens; checks called inside a transaction.
 
 mod common;
 
 use rewind::{Policy, Pool, PoolConfig};
-use rewind_collections::{Error, List};
+use rewind_collections::{BTreeMap, Blob, Error, HashMap, List, Vec as PVec};
 
 fn pool_at(dir: &tempfile::TempDir, name: &str, policy: Policy) -> Pool {
     Pool::create(
@@ -110,5 +110,61 @@ fn a_cursor_to_a_rolled_back_push_is_invalid_after_a_reopen() {
             }) => {}
             r => panic!("{policy:?}: an RWLIST03 header: {r:?}"),
         }
+    }
+}
+
+/// `check_invariants` and `blocks` through `&Pool` on a thread inside a
+/// transaction of the same pool: as every other read through `&Pool`
+/// there, `NestedTransaction` (they answered `Ok` from the committed
+/// state under redo, from the transaction's own stores under force).
+#[test]
+fn checks_inside_a_transaction_of_the_pool_are_nested_transaction() {
+    for policy in Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = pool_at(&dir, "c.pool", policy);
+        let (m, s, h, l, v, b) = pool
+            .transaction(|tx| {
+                Ok::<_, Error>((
+                    BTreeMap::<u64, u64>::create(tx)?,
+                    BTreeMap::<String, String>::create(tx)?,
+                    HashMap::<u64, u64>::create(tx)?,
+                    List::<u64>::create(tx)?,
+                    PVec::<u64>::create(tx)?,
+                    Blob::create(tx)?,
+                ))
+            })
+            .unwrap();
+        let nested = |r: Result<(), Error>, what: &str| match r {
+            Err(Error::Pool(rewind::Error::NestedTransaction)) => {}
+            r => panic!("{policy:?}: {what} inside a transaction: {r:?}"),
+        };
+        pool.transaction(|tx| {
+            m.insert(tx, 1, 1)?;
+            nested(m.check_invariants(&pool), "btree check_invariants");
+            nested(m.blocks(&pool).map(|_| ()), "btree blocks");
+            nested(s.check_invariants(&pool), "string btree check_invariants");
+            nested(h.check_invariants(&pool), "hash check_invariants");
+            nested(h.blocks(&pool).map(|_| ()), "hash blocks");
+            nested(l.check_invariants(&pool), "list check_invariants");
+            nested(l.blocks(&pool).map(|_| ()), "list blocks");
+            nested(v.blocks(&pool).map(|_| ()), "vec blocks");
+            nested(b.blocks(&pool).map(|_| ()), "blob blocks");
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        // Outside, they answer.
+        m.check_invariants(&pool).unwrap();
+        h.check_invariants(&pool).unwrap();
+        l.check_invariants(&pool).unwrap();
+        assert_eq!(m.blocks(&pool).unwrap().len(), 2);
+        // Inside a transaction of another pool, they answer too.
+        let other = pool_at(&dir, "o.pool", policy);
+        other
+            .transaction(|_tx| {
+                m.check_invariants(&pool)?;
+                l.check_invariants(&pool)?;
+                Ok::<_, Error>(())
+            })
+            .unwrap();
     }
 }

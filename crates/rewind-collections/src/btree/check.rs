@@ -30,7 +30,8 @@ where
     /// nodes at least fan-out / 2, the root at least 1); no node reachable
     /// twice; the
     /// leaf chain visiting exactly the leaves in key order; the header's
-    /// entry count and first leaf right.
+    /// entry count and first leaf right. Committed state: on a thread
+    /// inside a transaction of `pool` it is `NestedTransaction`.
     pub fn check_invariants(&self, pool: &Pool) -> Result<()> {
         // (An error while a writer held it is `Changed`, as for a scan.)
         ScanWatch::around(pool, WHAT, self.hdr, || {
