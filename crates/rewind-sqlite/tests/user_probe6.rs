@@ -9,7 +9,8 @@
 //! reopened through the VFS and then by stock SQLite; crashes reopened
 //! under the other backend and after exclusive locking mode set before
 //! WAL mode; hundreds of connections and dozens of databases in one
-//! process.
+//! process; three connections against stock SQLite's, statement by
+//! statement.
 //!
 //! Children are this test binary again, running the ignored test
 //! `probe6_child` with their role in the environment. No test sleeps:
@@ -615,5 +616,119 @@ fn hundreds_of_connections_and_dozens_of_databases_keep_every_commit() {
         let mut w = d.clone().into_os_string();
         w.push("-wal");
         assert!(!rewind_sqlite::pool_path(Path::new(&w)).exists());
+    }
+}
+
+/// One statement's outcome: its rows, or its error with SQLite's
+/// extended code; a checkpoint's busy column alone.
+fn outcome(c: &Connection, sql: &str) -> String {
+    let res = (|| -> rusqlite::Result<String> {
+        let mut st = c.prepare(sql)?;
+        let n = st.column_count();
+        let mut rows = st.query([])?;
+        let mut out = String::new();
+        while let Some(r) = rows.next()? {
+            let k = if sql.contains("wal_checkpoint") { 1 } else { n };
+            for i in 0..k {
+                out.push_str(&format!("{:?}|", r.get_ref(i)?));
+            }
+            out.push(';');
+        }
+        Ok(out)
+    })();
+    match res {
+        Ok(s) => s,
+        Err(e) => format!("error {:?} {e}", e.sqlite_error().map(|x| x.extended_code)),
+    }
+}
+
+/// Three connections to one database, stock SQLite's and the VFS's,
+/// running the same seeded statements without busy handlers, in turn:
+/// transactions of every kind, savepoints, reads, inserts, updates and
+/// deletes, checkpoints of every mode, `data_version`, `integrity_check`.
+/// Every statement has the same outcome on both (rows, or error with its
+/// extended code: `SQLITE_BUSY`, `SQLITE_BUSY_SNAPSHOT`, ...; a
+/// checkpoint's busy column). `REWIND_PROBE6_SEEDS` seeds of 600
+/// statements (4 by default; 60 found no difference). A probe that found
+/// no defect.
+#[test]
+fn three_connections_give_stock_outcomes_statement_by_statement() {
+    use rand::{Rng, SeedableRng};
+    let seeds: u64 = std::env::var("REWIND_PROBE6_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    for seed in 0..seeds {
+        let dir = tempfile::tempdir().unwrap();
+        let mut logs = Vec::new();
+        for ours in [false, true] {
+            let path = dir.path().join(if ours { "o.db" } else { "s.db" });
+            let cs: Vec<Connection> = (0..3)
+                .map(|_| {
+                    let c = match ours {
+                        true => {
+                            common::register_once(VFS, &cfg());
+                            Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), VFS)
+                                .unwrap()
+                        }
+                        false => Connection::open(&path).unwrap(),
+                    };
+                    c.busy_timeout(std::time::Duration::ZERO).unwrap();
+                    c
+                })
+                .collect();
+            common::wal(&cs[0]);
+            cs[0]
+                .execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB)")
+                .unwrap();
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let mut log = String::new();
+            for step in 0..600 {
+                let i = rng.gen_range(0..3);
+                let k = rng.gen_range(0..13);
+                let sql = match rng.gen_range(0..20) {
+                    0 => "BEGIN".to_string(),
+                    1 => "BEGIN IMMEDIATE".to_string(),
+                    2 => "BEGIN EXCLUSIVE".to_string(),
+                    3 | 4 => "COMMIT".to_string(),
+                    5 => "ROLLBACK".to_string(),
+                    6 => "SAVEPOINT s".to_string(),
+                    7 => "RELEASE s".to_string(),
+                    8 => "ROLLBACK TO s".to_string(),
+                    9 | 10 => "SELECT count(*), coalesce(sum(v), 0), \
+                               coalesce(sum(length(pad)), 0) FROM t"
+                        .to_string(),
+                    11 | 12 => format!("INSERT INTO t(v, pad) VALUES ({k}, zeroblob({}))", k * 300),
+                    13 => format!(
+                        "UPDATE t SET v = v + 1, pad = zeroblob(length(pad) + 10) \
+                         WHERE id % 7 = {}",
+                        k % 7
+                    ),
+                    14 => format!("DELETE FROM t WHERE id % 11 = {}", k % 11),
+                    15 => {
+                        let mode = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"][k % 4];
+                        format!("PRAGMA wal_checkpoint({mode})")
+                    }
+                    16 => "PRAGMA data_version".to_string(),
+                    17 => format!(
+                        "INSERT INTO t(v, pad) SELECT v, pad FROM t WHERE id % 13 = {k} LIMIT 20"
+                    ),
+                    18 => "SELECT id, v FROM t ORDER BY id DESC LIMIT 3".to_string(),
+                    _ => "PRAGMA integrity_check".to_string(),
+                };
+                log.push_str(&format!("{step} c{i} {sql}: {}\n", outcome(&cs[i], &sql)));
+            }
+            logs.push(log);
+        }
+        let (a, b): (Vec<_>, Vec<_>) = (logs[0].lines().collect(), logs[1].lines().collect());
+        if let Some(at) = a.iter().zip(&b).position(|(x, y)| x != y) {
+            panic!(
+                "seed {seed}: stock\n{}\nthe VFS\n{}\nafter\n{}",
+                a[at],
+                b[at],
+                a[at.saturating_sub(8)..at].join("\n")
+            );
+        }
+        assert!(logs[0].contains("Some(5)"), "no SQLITE_BUSY at all");
     }
 }
