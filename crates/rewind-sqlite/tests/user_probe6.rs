@@ -2,7 +2,9 @@
 //! would, each kept as a named regression test: a child forked while
 //! another thread of its parent was inside the VFS hung at its first
 //! open; a child forked by a process that then crashed with a WAL open
-//! kept that WAL's pool locked for as long as it lived. Then probes that
+//! kept that WAL's pool locked for as long as it lived; a child that
+//! closed its copy of its parent's connection unlocked the parent's
+//! pool, and another process then committed into it beside the parent. Then probes that
 //! found none, kept as regression tests of what they check: descriptors
 //! and address space running out; SIGKILLs during checkpoints of every
 //! mode (normal and exclusive locking, `Pmem` and `Msync`), each crash
@@ -90,6 +92,8 @@ fn probe6_child() {
         "fork-race" => fork_race_child(&db, seed),
         "ckpt" => ckpt_child(&db, seed),
         "leave" => leave_child(&db, seed),
+        "fork-drop" => fork_drop_child(&db),
+        "second" => second_child(&db),
         _ => panic!("unknown role {role}"),
     }
 }
@@ -731,4 +735,104 @@ fn three_connections_give_stock_outcomes_statement_by_statement() {
         }
         assert!(logs[0].contains("Some(5)"), "no SQLITE_BUSY at all");
     }
+}
+
+/// Opens `db`, commits 10 rows, forks a child that drops its copy of the
+/// connection (as a Rust program's child does when it returns through
+/// the scope that holds it) and ends; once it has, prints `dropped` and
+/// waits for a line on stdin, then commits 10 more rows and prints
+/// `acked 20`.
+fn fork_drop_child(db: &Path) {
+    let c = open(db);
+    c.execute_batch("CREATE TABLE t(v)").unwrap();
+    for i in 0..10 {
+        c.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+    }
+    // SAFETY: the child only drops its copy of the connection and ends.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        drop(c);
+        // SAFETY: ends the forked process.
+        unsafe { libc::_exit(0) };
+    }
+    let mut st = 0;
+    // SAFETY: waits for the child just forked.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    assert!(
+        libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
+        "child status {st}"
+    );
+    println!("dropped");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    for i in 10..20 {
+        c.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+    }
+    println!("acked 20");
+}
+
+/// Opens `db` with no busy handler and inserts 5 rows: prints `second
+/// acked N` (stopping at the first error, printed).
+fn second_child(db: &Path) {
+    common::register_once(VFS, &cfg());
+    let c = Connection::open_with_flags_and_vfs(db, OpenFlags::default(), VFS).unwrap();
+    c.busy_handler(None::<fn(i32) -> bool>).unwrap();
+    let mut acked = 0;
+    for i in 0..5 {
+        match c.execute("INSERT INTO t VALUES (?1)", [500 + i]) {
+            Ok(_) => acked += 1,
+            Err(e) => {
+                println!("error {e} ({:?})", rewind_sqlite::last_error());
+                break;
+            }
+        }
+    }
+    println!("second acked {acked}");
+}
+
+/// A process with a database open forks a child that drops its copy of
+/// the connection (a Rust child returning through the scope that holds
+/// it), and goes on. Before, the child's close was the last handle of
+/// its copy of the WAL registry: it closed the pool, whose `flock`
+/// belongs to the open file the parent shares, and unlocked it for the
+/// parent too: another process then opened the pool the parent still had
+/// open and committed 5 rows into it (where it should have met
+/// `SQLITE_BUSY`): two openers of one pool, each with its own view of
+/// the log. Now the child's registries are its own from the
+/// fork: its close lets go of nothing of the parent's, the other process
+/// gets `SQLITE_BUSY` and commits nothing, and the parent's 20 rows are
+/// all there.
+#[test]
+fn a_forked_child_closing_its_copy_of_a_connection_unlocked_the_parents_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.db");
+    let mut ch = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "probe6_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROLE, "fork-drop")
+        .env(CHILD_DB, &db)
+        .env(CHILD_SEED, "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = ch.stdin.take().unwrap();
+    let mut lines = BufReader::new(ch.stdout.take().unwrap()).lines();
+    while lines.next().expect("the first process ended").unwrap() != "dropped" {}
+    let (ok, second) = finish(spawn("second", &db, 0));
+    assert!(ok, "{second}");
+    assert!(second.contains("second acked 0"), "{second}");
+    assert!(second.contains("database is locked"), "{second}");
+    writeln!(stdin, "go").unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(ch.wait().unwrap().success(), "{rest:?}");
+    assert!(rest.iter().any(|l| l == "acked 20"), "{rest:?}");
+    let c = open(&db);
+    assert_eq!(common::count(&c), 20);
+    common::intact(&c);
 }
