@@ -785,8 +785,9 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         }
     }
     let mut w = WalFile::open(log, rec, db_of(wal), cfg.differential);
-    // (A pool not found by its name now, renamed with its database, is
-    // not closed in forked children: see `fork_child`.)
+    // (A pool whose file is not found by its name right after the open
+    // is left out: a child forked meanwhile keeps its descriptor, as one
+    // forked while the open is under way does; see `fork_child`.)
     if let Ok(id) = crate::db_sync::id_of(&pool_path(wal)) {
         POOL_IDS.lock().push(id);
         w.pool_id = Some(id);
