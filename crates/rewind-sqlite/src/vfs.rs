@@ -773,6 +773,13 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         return Err(e);
     }
     let pool = open_pool(cfg, &pool_path(wal), &db_of(wal), create)?;
+    // Listed for forked children as soon as it is open, before the WAL is
+    // read from it (a recovery, which may take a while); taken out again
+    // if the open fails. (A pool whose file is not found by its name
+    // right after its open is left out: a child forked meanwhile keeps
+    // its descriptor, as one forked inside `open_pool` does; see
+    // `fork_child`.)
+    let mut listed = Listed::new(crate::db_sync::id_of(&pool_path(wal)).ok());
     let (log, rec) = WalLog::open(pool, cfg.block_size)?;
     // SQLite checks its WAL header's magic and checksum when it reads the
     // file, and ignores every frame after one that fails: a damaged header
@@ -785,14 +792,42 @@ fn open_wal(cfg: &Config, wal: &Path, create: bool) -> Result<WalFile, Error> {
         }
     }
     let mut w = WalFile::open(log, rec, db_of(wal), cfg.differential);
-    // (A pool whose file is not found by its name right after the open
-    // is left out: a child forked meanwhile keeps its descriptor, as one
-    // forked while the open is under way does; see `fork_child`.)
-    if let Ok(id) = crate::db_sync::id_of(&pool_path(wal)) {
-        POOL_IDS.lock().push(id);
-        w.pool_id = Some(id);
-    }
+    w.pool_id = listed.keep();
     Ok(w)
+}
+
+/// A pool file's identity in [`POOL_IDS`], taken out again when dropped
+/// unless kept.
+struct Listed(Option<crate::db_sync::FileId>);
+
+impl Listed {
+    fn new(id: Option<crate::db_sync::FileId>) -> Listed {
+        if let Some(id) = id {
+            POOL_IDS.lock().push(id);
+        }
+        Listed(id)
+    }
+
+    /// Kept listed: the id, for [`unlist`] when the pool closes.
+    fn keep(&mut self) -> Option<crate::db_sync::FileId> {
+        self.0.take()
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        if let Some(id) = self.0 {
+            unlist(id);
+        }
+    }
+}
+
+/// Takes one entry of `id` out of [`POOL_IDS`].
+fn unlist(id: crate::db_sync::FileId) {
+    let mut ids = POOL_IDS.lock();
+    if let Some(i) = ids.iter().position(|&x| x == id) {
+        ids.swap_remove(i);
+    }
 }
 
 /// Opens the pool file `pool` of the database `db`, or, with `create`,
@@ -1270,10 +1305,7 @@ fn release(key: &Path, shared: Arc<Shared>) -> c_int {
                 }
             }
             if let Some(id) = w.pool_id {
-                let mut ids = POOL_IDS.lock();
-                if let Some(i) = ids.iter().position(|&x| x == id) {
-                    ids.swap_remove(i);
-                }
+                unlist(id);
             }
             if let Err(e) = w.close() {
                 return code_of(&e, ffi::SQLITE_IOERR_CLOSE);
