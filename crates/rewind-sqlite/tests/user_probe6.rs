@@ -94,6 +94,7 @@ fn probe6_child() {
         "leave" => leave_child(&db, seed),
         "fork-drop" => fork_drop_child(&db),
         "second" => second_child(&db),
+        "fsize" => fsize_child(&db, seed),
         _ => panic!("unknown role {role}"),
     }
 }
@@ -845,4 +846,86 @@ fn a_forked_child_closing_its_copy_of_a_connection_unlocked_the_parents_wal() {
     let c = open(&db);
     assert_eq!(common::count(&c), 20);
     common::intact(&c);
+}
+
+/// Under a file-size limit of `kib` KiB (SIGXFSZ ignored: writes past it
+/// fail with EFBIG), opens `db`, commits rows of 20 KB one per
+/// transaction until refused, then one small row; prints what happened.
+fn fsize_child(db: &Path, kib: u64) {
+    // SAFETY: ignoring a signal.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    set_limit(libc::RLIMIT_FSIZE, kib << 10);
+    common::register_once(VFS, &cfg());
+    let c = match Connection::open_with_flags_and_vfs(db, OpenFlags::default(), VFS) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("open error {e}");
+            return;
+        }
+    };
+    if let Err(e) =
+        c.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+    {
+        println!("wal error {e} {:?}", rewind_sqlite::last_error());
+        return;
+    }
+    if let Err(e) = c.execute_batch("CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB)") {
+        println!("create error {e} {:?}", rewind_sqlite::last_error());
+        return;
+    }
+    let mut acked = 0;
+    for i in 0..400 {
+        match c.execute("INSERT INTO t VALUES (?1, randomblob(20000))", [i]) {
+            Ok(_) => acked += 1,
+            Err(e) => {
+                println!(
+                    "insert {i} error {e} {:?} code {:?}",
+                    rewind_sqlite::last_error(),
+                    e.sqlite_error_code()
+                );
+                break;
+            }
+        }
+    }
+    println!("acked {acked}");
+    match c.execute("INSERT INTO t VALUES (100000, 'x')", []) {
+        Ok(_) => println!("small ok"),
+        Err(e) => println!("small error {e} {:?}", rewind_sqlite::last_error()),
+    }
+}
+
+/// A process whose files may not pass 256 KiB, 1.5 MiB or 4 MiB
+/// (`RLIMIT_FSIZE`, SIGXFSZ ignored: a write past it fails with EFBIG)
+/// commits rows of 20 KB until refused: no room for a new pool is
+/// `SQLITE_FULL` (no pool file left), no room to grow one is
+/// `SQLITE_FULL` naming the committed frames, a small row commits after,
+/// and the database reopens (no limit) with exactly the acknowledged
+/// rows, intact. A probe that found no defect.
+#[test]
+fn a_file_size_limit_is_sqlite_full_and_loses_nothing() {
+    for kib in [256u64, 1536, 4096] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("f.db");
+        let (ok, out) = finish(spawn("fsize", &db, kib));
+        assert!(ok, "{out}");
+        assert!(out.contains("database or disk is full"), "{kib} KiB: {out}");
+        if kib == 256 {
+            assert!(out.contains("no space left for a pool"), "{out}");
+            let mut wal = db.clone().into_os_string();
+            wal.push("-wal");
+            assert!(!rewind_sqlite::pool_path(Path::new(&wal)).exists());
+            continue;
+        }
+        assert!(out.contains("small ok"), "{kib} KiB: {out}");
+        let acked: i64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("acked "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(acked > 0, "{out}");
+        let c = open(&db);
+        assert_eq!(common::count(&c), acked + 1, "{kib} KiB: {out}");
+        common::intact(&c);
+    }
 }
