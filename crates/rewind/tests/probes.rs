@@ -93,3 +93,69 @@ fn a_log_too_large_for_a_small_pool_names_the_size_taken() {
     let cfg = cfg.bucket_cells(8);
     Pool::create(dir.path().join("fits.pool"), "probe", 1 << 20, &cfg).unwrap();
 }
+
+/// The catalog of named roots is a block of the heap that `open` checks
+/// whole. A program writing through a wild pointer (here: a word at every
+/// 1024th offset of the pool, through each way a program writes) could
+/// land in it, and the pool no longer opened (`MetaCorrupt`): every named
+/// root lost for one stray store. A program's write into that block is
+/// now `NotAllocated`, as one outside any block is; the engine's own
+/// writes of the catalog go on, and the damaged words of the program's
+/// blocks are the program's own.
+#[test]
+fn a_stray_write_into_the_catalog_of_named_roots_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stray.pool");
+    let size = 4 << 20;
+    for policy in [Policy::Redo, Policy::Force] {
+        let cfg = PoolConfig::default().policy(policy);
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, "stray", size, &cfg).unwrap();
+        // 40 roots: the catalog has grown once (31 entries at first).
+        for i in 0..40u64 {
+            pool.transaction(|tx| {
+                let p = tx.root_named::<[u64; 4]>(&format!("root{i}"))?;
+                tx.write(p, &[i; 4])
+            })
+            .unwrap();
+        }
+        let (mut refused, mut catalog) = (0, 0);
+        for off in (0..size).step_by(1024) {
+            let w = [0xABu8; 8];
+            let results = [
+                pool.transaction(|tx| tx.write_bytes(off, &w)),
+                pool.atomic_write_bytes(off, &w),
+                pool.write_unlogged(off, &w).and_then(|()| pool.fence()),
+            ];
+            for r in results {
+                match r {
+                    Ok(()) => {}
+                    Err(rewind::Error::NotAllocated { reason, .. }) => {
+                        refused += 1;
+                        catalog += usize::from(reason.contains("catalog"));
+                    }
+                    Err(
+                        rewind::Error::NotInHeap { .. }
+                        | rewind::Error::NullPointer { .. }
+                        | rewind::Error::OutOfBounds { .. },
+                    ) => refused += 1,
+                    Err(e) => panic!("{policy}: a write at {off}: {e}"),
+                }
+            }
+        }
+        assert!(refused > 0);
+        // The catalog's 8 KiB block, at 8 offsets, by each of three ways.
+        assert!(
+            catalog >= 3 * 8,
+            "{policy}: {catalog} writes refused as the catalog's"
+        );
+        // Named roots still work in the running pool.
+        pool.transaction(|tx| tx.root_named::<u64>("after").map(|_| ()))
+            .unwrap();
+        drop(pool);
+        let pool = Pool::open(&path, "stray", &rewind::OpenOptions::default()).unwrap();
+        let names: Vec<String> = pool.roots().unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(names.len(), 41, "{policy}");
+        assert!(names.iter().any(|n| n == "root39") && names.iter().any(|n| n == "after"));
+    }
+}

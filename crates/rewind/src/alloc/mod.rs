@@ -864,6 +864,40 @@ pub fn check_access(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Er
     access_block(d, l, off, len).map(|_| ())
 }
 
+/// [`check_access`] for a write from outside the engine
+/// (`Pool::atomic_write`, `Pool::write_unlogged`): the block of named
+/// roots' catalog is refused as well ([`refuse_catalog`]).
+pub fn check_write(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Error> {
+    let (start, _) = access_block(d, l, off, len)?;
+    refuse_catalog(d, off, len, start)
+}
+
+/// Why a program's write into the catalog is refused.
+pub const CATALOG_WRITE: &str =
+    "the block of the pool's catalog of named roots, which only `Tx::root_named` writes";
+
+/// Whether `start` is the catalog's block (the meta page's committed
+/// catalog word; 0, no catalog, is never a block's start).
+pub fn is_catalog(d: &Domain, start: u64) -> Result<bool, Error> {
+    Ok(d.read_u64(meta::CATALOG)? == start)
+}
+
+/// `NotAllocated` for a write of `[off, off+len)` in block `start` when
+/// that block is the catalog: the engine's own block, allocated in the
+/// heap, that `open` checks whole. A stray write there (a pointer
+/// computed wrongly) would leave a pool that no longer opens; into any
+/// other block it damages only the program's own data.
+pub fn refuse_catalog(d: &Domain, off: u64, len: u64, start: u64) -> Result<(), Error> {
+    match is_catalog(d, start)? {
+        true => Err(Error::NotAllocated {
+            offset: off,
+            len,
+            reason: CATALOG_WRITE,
+        }),
+        false => Ok(()),
+    }
+}
+
 /// [`check_access`], returning the allocated block `(start, block size)`
 /// that holds the range: a transaction remembers it, so that its later
 /// accesses to the same block need no metadata read (see `tx`).

@@ -62,7 +62,8 @@ impl Pool {
         // pool: a stale pointer (a block freed, its chunk since taken by
         // the log growing into the heap) would copy bytes over log records
         // and list words, and the pool would not open again.
-        crate::alloc::check_access(&self.eng.dom, &self.eng.hdr.layout, off, bytes.len() as u64)?;
+        // The catalog's block too: the engine's own.
+        crate::alloc::check_write(&self.eng.dom, &self.eng.hdr.layout, off, bytes.len() as u64)?;
         // No committed value waiting in the write cache (redo-async), and
         // no commit group a recovery could replay (redo), may later be
         // written over these bytes.

@@ -33,7 +33,7 @@ pub(crate) fn atomic_write(eng: &Engine, off: u64, bytes: &[u8]) -> Result<(), E
     if unlogged && matches!(n, 1 | 2 | 4 | 8) && off.is_multiple_of(n) {
         let d = &eng.dom;
         // Inside one allocated block, as a transaction's write must be.
-        crate::alloc::check_access(d, &eng.hdr.layout, off, n)?;
+        crate::alloc::check_write(d, &eng.hdr.layout, off, n)?;
         // Redo-async: no committed value waiting in the write cache may
         // later be written over this one.
         eng.before_store(off, n)?;

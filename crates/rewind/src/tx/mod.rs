@@ -319,7 +319,7 @@ impl<'p> Tx<'p> {
     #[inline(never)]
     fn read_bytes_rest(&mut self, off: u64, buf: &mut [u8], verified: bool) -> Result<(), Error> {
         if !verified {
-            self.check_access_slow(off, buf.len() as u64)?;
+            self.check_access_slow(off, buf.len() as u64, false)?;
         }
         self.eng.read_committed(off, buf)?;
         match verified {
@@ -353,15 +353,19 @@ impl<'p> Tx<'p> {
     /// remembered until the transaction frees something or undoes an
     /// allocation (`access`): later accesses inside it read no allocator
     /// metadata.
+    /// For a write (the only caller): the catalog's block is never
+    /// remembered, and a write into it is refused (see
+    /// `alloc::refuse_catalog`; the catalog's own writes go through
+    /// [`write_catalog`](Self::write_catalog)).
     #[inline]
     fn check_access(&mut self, off: u64, len: u64) -> Result<(), Error> {
         if self.verified.holds(off, len) {
             return Ok(());
         }
-        self.check_access_slow(off, len)
+        self.check_access_slow(off, len, true)
     }
 
-    fn check_access_slow(&mut self, off: u64, len: u64) -> Result<(), Error> {
+    fn check_access_slow(&mut self, off: u64, len: u64, write: bool) -> Result<(), Error> {
         let inside =
             |&&(s, n): &&(u64, u64)| off >= s && off.checked_add(len).is_some_and(|e| e <= s + n);
         let b = &self.log.blocks;
@@ -390,12 +394,25 @@ impl<'p> Tx<'p> {
                     reason: "a block this transaction freed",
                 })
             }
+            Ok((start, _)) if crate::alloc::is_catalog(&self.eng.dom, start)? => match write {
+                // Not remembered: every access to it comes here.
+                true => crate::alloc::refuse_catalog(&self.eng.dom, off, len, start),
+                false => Ok(()),
+            },
             Ok((start, size)) => {
                 self.verified.insert(off, start, size);
                 Ok(())
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Writes bytes of the catalog of named roots (`named`), which
+    /// [`write_bytes`](Self::write_bytes) refuses: logged like user data.
+    pub(crate) fn write_catalog(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        self.live()?;
+        let r = self.write_logged(off, bytes);
+        self.check(r)
     }
 
     /// Reads meta-page words (the root's and catalog's), seeing this

@@ -182,11 +182,11 @@ impl Tx<'_> {
             hdr[..8].copy_from_slice(&MAGIC);
             put_u64(&mut hdr, CAPACITY as usize, new_cap);
             put_u64(&mut hdr, COUNT as usize, count);
-            self.write_bytes(new, &hdr)?;
+            self.write_catalog(new, &hdr)?;
             if cat != 0 {
                 let mut entries = vec![0u8; (count * ENTRY) as usize];
                 self.read_bytes(cat + ENTRIES, &mut entries)?;
-                self.write_bytes(new + ENTRIES, &entries)?;
+                self.write_catalog(new + ENTRIES, &entries)?;
             }
             let mut words = [0u8; 16];
             put_u64(&mut words, 0, new);
@@ -208,10 +208,10 @@ impl Tx<'_> {
         e[f..f + 64].copy_from_slice(&want.to_bytes());
         put_u64(&mut e, E_OBJECT as usize, obj);
         put_u64(&mut e, E_SIZE as usize, size);
-        self.write_bytes(cat + ENTRIES + count * ENTRY, &e)?;
+        self.write_catalog(cat + ENTRIES + count * ENTRY, &e)?;
         let mut c = [0u8; 8];
         put_u64(&mut c, 0, count + 1);
-        self.write_bytes(cat + COUNT, &c)?;
+        self.write_catalog(cat + COUNT, &c)?;
         Ok(PPtr::from_offset(obj))
     }
 }
