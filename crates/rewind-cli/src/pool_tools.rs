@@ -87,11 +87,20 @@ fn parse_size(s: &str) -> Option<(bool, u64)> {
 }
 
 /// `grow`'s refusal of a size past the pool's maximum (`by`: SIZE was
-/// +BYTES).
+/// +BYTES). A file longer than the maximum (extended by hand: `truncate
+/// -s`) holds the pool in its first `max` bytes, and the message says
+/// so rather than leave its length to be taken for the pool's size.
 fn too_large(a: &GrowArgs, bytes: u64, by: bool, max: u64) -> CliError {
     let what = if by { "by" } else { "to" };
+    let file = std::fs::metadata(&a.pool).map_or(0, |m| m.len());
+    let past = match file.checked_sub(max) {
+        Some(extra) if extra > 0 => format!(
+            "; its file is {file} bytes, of which the {extra} past the maximum are not part of the pool"
+        ),
+        _ => String::new(),
+    };
     CliError::Usage(format!(
-        "{} cannot grow {what} {bytes} bytes: its maximum size is {max} (set at create)",
+        "{} cannot grow {what} {bytes} bytes: its maximum size is {max} (set at create){past}",
         a.pool.display()
     ))
 }
@@ -129,7 +138,8 @@ pub fn grow(a: &GrowArgs) -> Result<(), CliError> {
     // refused growth must leave the file as it was.
     if !info.in_use && relative {
         if let Ok(m) = std::fs::metadata(&a.pool) {
-            let target = m.len().saturating_add(bytes);
+            // (A file longer than the maximum holds a pool of the maximum.)
+            let target = m.len().min(info.max_size).saturating_add(bytes);
             if target > info.max_size {
                 return Err(too_large(a, target, false, info.max_size));
             }

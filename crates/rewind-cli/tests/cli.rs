@@ -1037,6 +1037,23 @@ fn grow_grows_a_pool_up_to_its_maximum() {
     let pool = open_pool(&path);
     assert_eq!(pool.read(root).unwrap(), 7);
     assert!(pool.size() >= 17 << 20);
+    drop(pool);
+    // A file extended past the maximum by hand (`truncate -s`): the pool is
+    // its first 32 MiB, and a growth by +1M is refused naming the pool's
+    // maximum and the bytes past it, not the file's length plus 1 MiB
+    // taken for a size asked for.
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(40 << 20).unwrap();
+    drop(file);
+    let out = rewind(&["grow", p, "+1M"]);
+    assert_clean_failure(
+        &out,
+        &[
+            "cannot grow to 34603008 bytes",
+            "of which the 8388608 past the maximum are not part of the pool",
+        ],
+    );
+    assert_eq!(open_pool(&path).read(root).unwrap(), 7);
 }
 
 /// The black-box case with `rewind copy`: copies attempted while

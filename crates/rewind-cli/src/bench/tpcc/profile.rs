@@ -65,7 +65,19 @@ pub fn run(args: &ProfileArgs) -> Result<(), CliError> {
     };
     let mut term = Terminal::new(1, 1, s);
     let orders: Vec<NewOrder> = (0..args.txs).map(|_| term.next()).collect();
+    let before = sys.counters();
     let committed = std::hint::black_box(measured(&*sys, &orders)?);
     println!("{} new-orders, {committed} committed", orders.len());
+    // The noise-free counters beside the instruction counts.
+    if let (Some(b), Some(a)) = (before, sys.counters()) {
+        let c = a.since(&b);
+        let per = |n: u64| n as f64 / orders.len().max(1) as f64;
+        println!(
+            "per new-order: {:.2} fences, {:.1} lines written back, {:.1} non-temporal lines",
+            per(c.fences),
+            per(c.flushed_lines),
+            per(c.nt_lines)
+        );
+    }
     Ok(())
 }
