@@ -12,7 +12,8 @@
 //! under the other backend and after exclusive locking mode set before
 //! WAL mode; hundreds of connections and dozens of databases in one
 //! process; three connections against stock SQLite's, statement by
-//! statement.
+//! statement; a file-size limit; read-only and writing connections
+//! churning in threads.
 //!
 //! Children are this test binary again, running the ignored test
 //! `probe6_child` with their role in the environment. No test sleeps:
@@ -928,4 +929,86 @@ fn a_file_size_limit_is_sqlite_full_and_loses_nothing() {
         assert_eq!(common::count(&c), acked + 1, "{kib} KiB: {out}");
         common::intact(&c);
     }
+}
+
+/// Four threads opening and closing connections over and over, half of
+/// them read-only (whose last close removes an empty pool), the writers
+/// inserting and now and then checkpointing with TRUNCATE (whose last
+/// close removes the pool), every thread asking `stats` between: no
+/// statement fails, and every acknowledged row is there, intact. A probe
+/// that found no defect.
+#[test]
+fn read_only_and_writing_connections_churning_in_threads_keep_every_row() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ch.db");
+    open(&path)
+        .execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, w INTEGER, v INTEGER)")
+        .unwrap();
+    let acked = std::sync::atomic::AtomicI64::new(0);
+    let errors = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for w in 0..4u64 {
+            let (path, acked, errors) = (&path, &acked, &errors);
+            s.spawn(move || {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(w);
+                for i in 0..150 {
+                    let ro = rng.gen_bool(0.5);
+                    let flags = if ro {
+                        OpenFlags::SQLITE_OPEN_READ_ONLY
+                    } else {
+                        OpenFlags::default()
+                    };
+                    let c = match Connection::open_with_flags_and_vfs(path, flags, VFS) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            errors.lock().unwrap().push(format!("open {e}"));
+                            continue;
+                        }
+                    };
+                    c.busy_handler(Some(|_| {
+                        std::thread::yield_now();
+                        true
+                    }))
+                    .unwrap();
+                    let r = if ro {
+                        c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+                            .map(|_| ())
+                    } else {
+                        let r = c
+                            .execute("INSERT INTO t(w, v) VALUES (?1, ?2)", (w as i64, i as i64))
+                            .map(|_| ());
+                        if r.is_ok() {
+                            acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        if r.is_ok() && i % 5 == 0 {
+                            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                                .map(|_| ())
+                        } else {
+                            r
+                        }
+                    };
+                    if let Err(e) = r {
+                        errors
+                            .lock()
+                            .unwrap()
+                            .push(format!("{ro} {e} {:?}", rewind_sqlite::last_error()));
+                    }
+                    let _ = rewind_sqlite::stats(path);
+                }
+            });
+        }
+    });
+    let errs = errors.into_inner().unwrap();
+    assert!(
+        errs.is_empty(),
+        "{} errors: {:?}",
+        errs.len(),
+        &errs[..errs.len().min(5)]
+    );
+    let c = open(&path);
+    let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(acked > 0);
+    assert_eq!(common::count(&c), acked);
+    common::intact(&c);
 }
