@@ -88,7 +88,14 @@
 //!   transactions, but the file keeps its largest size on disk until the
 //!   last connection of the process closes the database and the pool is
 //!   removed. `PRAGMA journal_size_limit` and `wal_checkpoint(TRUNCATE)`,
-//!   which shrink a stock WAL file, give no disk space back.
+//!   which shrink a stock WAL file, give no disk space back. An open WAL
+//!   pool maps address space for its maximum size
+//!   ([`Config::pool_max`], 4 GiB by default): in a process whose address
+//!   space is bounded (`ulimit -v`), the open WAL whose maximum passes
+//!   the bound fails with `SQLITE_CANTOPEN` ("Cannot allocate memory" in
+//!   [`last_error`]; under a bound of 1.2 GiB not one database of the
+//!   default configuration opens): give such a program a smaller
+//!   [`Config::max_pool_size`].
 //! * *Checkpoints.* Every connection with a database of this VFS (its
 //!   main one or one it attached) checkpoints as
 //!   SQLite does at 1,000 frames, and also once the WAL's blocks, with
