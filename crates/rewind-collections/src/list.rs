@@ -77,18 +77,29 @@ const VALUE_OFF: u64 = STAMP_OFF + 8;
 /// The next push's stamp: a process-wide counter that begins at a random
 /// point (`RandomState`'s keys, seeded by the system), so that no two
 /// pushes of this process share a stamp and pushes of two processes
-/// almost surely do not either.
+/// almost surely do not either; with the process id in its top half, so
+/// that a process forked after it took stamps, whose counter goes on from
+/// the same point as its parent's, takes none of the parent's (two counts
+/// fewer than 2^32 apart differ in the bottom half, and the two ids in
+/// the top).
 fn next_stamp() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
     static NEXT: OnceLock<AtomicU64> = OnceLock::new();
-    NEXT.get_or_init(|| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        AtomicU64::new(h.finish())
-    })
-    .fetch_add(1, Ordering::Relaxed)
+    let count = NEXT
+        .get_or_init(|| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            AtomicU64::new(h.finish())
+        })
+        .fetch_add(1, Ordering::Relaxed);
+    stamp(count, std::process::id())
+}
+
+/// The stamp of the counter's `count` in process `pid`.
+fn stamp(count: u64, pid: u32) -> u64 {
+    count ^ (u64::from(pid) << 32)
 }
 
 /// The offset of a field of the node at `node`: a damaged link (an end
@@ -807,5 +818,28 @@ impl<T: Stored> DoubleEndedIterator for Iter<'_, T> {
             return None;
         }
         self.take(self.back, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamp;
+
+    #[test]
+    fn a_forked_process_takes_none_of_its_parents_stamps() {
+        // Parent and child go on from the same count (at the edges of
+        // the bottom half too); no stamp of one is the other's.
+        let (parent, child) = (4242, 4243);
+        for start in [0, u64::MAX - 3, (1 << 32) - 2, 0x1234_5678_ffff_fff0] {
+            let ours: std::collections::HashSet<u64> = (0..64)
+                .map(|i| stamp(start.wrapping_add(i), parent))
+                .collect();
+            assert_eq!(ours.len(), 64, "a process's stamps are distinct");
+            for i in 0..64 {
+                assert!(!ours.contains(&stamp(start.wrapping_add(i), child)));
+            }
+        }
+        // Two counts fewer than 2^32 apart, in two processes: apart.
+        assert_ne!(stamp(5, parent), stamp(5 + (1 << 32) - 1, child));
     }
 }
