@@ -644,6 +644,10 @@ impl<K: Stored, V: Stored> Iterator for HashIter<'_, K, V> {
         if self.done {
             return None;
         }
+        if let Some(Err(e)) = self.watch.map(|w| w.outside()) {
+            self.done = true;
+            return Some(Err(e));
+        }
         let r = self.step();
         if !matches!(r, Ok(Some(_))) {
             self.done = true;

@@ -765,6 +765,10 @@ impl<T: Stored> Iter<'_, T> {
             return None;
         }
         self.left -= 1;
+        if let Some(Err(e)) = self.watch.map(|w| w.outside()) {
+            self.left = 0;
+            return Some(Err(e));
+        }
         let m = &mut *self.mem;
         let read = (|| {
             if node == 0 {

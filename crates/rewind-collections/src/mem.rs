@@ -235,6 +235,18 @@ impl<'a> ScanWatch<'a> {
         Ok(ScanWatch::new(pool, what, hdr))
     }
 
+    /// Refuses a scan through the pool going on on a thread that has
+    /// entered a transaction of the pool since it began (an iterator
+    /// made outside, consumed inside): `NestedTransaction`, as at its
+    /// start. Checked as the scan reads each node (a B+-tree's leaf, a
+    /// list's node, a hash map's entry): before, a loop removing what it
+    /// scanned in one transaction went to the end under redo and ended
+    /// with `Changed` after two entries under force, no-force and
+    /// redo-async.
+    pub(crate) fn outside(&self) -> Result<()> {
+        self.pool.read_isolated(0, |_| Ok::<_, Error>(()))
+    }
+
     /// Taken before the scan or check reads the header at `hdr`.
     pub(crate) fn new(pool: &'a Pool, what: &'static str, hdr: u64) -> ScanWatch<'a> {
         ScanWatch {

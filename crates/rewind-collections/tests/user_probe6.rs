@@ -966,3 +966,93 @@ fn cursors_held_by_readers_beside_writers_reusing_blocks() {
         assert_eq!(l.len(&pool).unwrap(), all.len() as u64);
     }
 }
+
+/// A scan through `&Pool` made outside a transaction and consumed inside
+/// one of the same pool, removing what it yields (every collection with
+/// a scan, every policy): `NestedTransaction` as soon as it reads a node
+/// there, as a scan begun inside is. It went to the end under redo and
+/// ended with `Changed` after two entries under force, no-force and
+/// redo-async. Consumed between transactions it goes on as before.
+#[test]
+fn a_scan_made_outside_and_consumed_inside_a_transaction_is_nested_transaction() {
+    let nested =
+        |e: &Option<Error>| matches!(e, Some(Error::Pool(rewind::Error::NestedTransaction)));
+    for policy in Policy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = pool_at(&dir, "s.pool", policy);
+        let (m, l, h) = pool
+            .transaction(|tx| {
+                let m = BTreeMap::<u64, u64>::create_with_fanout(tx, 4)?;
+                let l = List::<u64>::create(tx)?;
+                let h = HashMap::<u64, u64>::create(tx)?;
+                for k in 0..60 {
+                    m.insert(tx, k, k)?;
+                    l.push_back(tx, k)?;
+                    h.insert(tx, k, k)?;
+                }
+                Ok::<_, Error>((m, l, h))
+            })
+            .unwrap();
+        let (mut it, mut back) = (m.iter(&pool).unwrap(), m.iter(&pool).unwrap().rev());
+        let (mut li, mut hi) = (l.iter(&pool).unwrap(), h.iter(&pool).unwrap());
+        let mut ends = Vec::new();
+        pool.transaction(|tx| {
+            let mut scan =
+                |f: &mut dyn FnMut(&mut rewind::Tx<'_>) -> Option<Result<u64, Error>>| {
+                    let mut n = 0;
+                    loop {
+                        match f(tx) {
+                            Some(Ok(_)) => n += 1,
+                            Some(Err(e)) => return (n, Some(e)),
+                            None => return (n, None),
+                        }
+                    }
+                };
+            ends.push(scan(&mut |tx| {
+                let e = it.next()?;
+                Some(e.and_then(|(k, _)| m.remove(tx, &k).map(|_| k)))
+            }));
+            ends.push(scan(&mut |tx| {
+                let e = back.next()?;
+                Some(e.and_then(|(k, _)| m.remove(tx, &k).map(|_| k)))
+            }));
+            ends.push(scan(&mut |tx| {
+                let e = li.next()?;
+                Some(e.and_then(|v| l.pop_front(tx).map(|_| v)))
+            }));
+            ends.push(scan(&mut |tx| {
+                let e = hi.next()?;
+                Some(e.and_then(|(k, _)| h.remove(tx, &k).map(|_| k)))
+            }));
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        for (i, (n, e)) in ends.iter().enumerate() {
+            assert!(nested(e) && *n == 0, "{policy:?}: scan {i}: {n} then {e:?}");
+        }
+        assert_eq!(m.len(&pool).unwrap(), 60);
+        // Consumed between transactions (each committed before the next
+        // step): entries, or `Changed` (commits beside a scan, as
+        // documented), never `NestedTransaction`.
+        let mut n = 0;
+        for e in m.iter(&pool).unwrap() {
+            let k = match e {
+                Ok((k, _)) => k,
+                Err(Error::Changed { .. }) => break,
+                Err(e) => panic!("{policy:?}: {e}"),
+            };
+            n += 1;
+            pool.transaction(|tx| m.insert(tx, k, n)).unwrap();
+        }
+        assert_eq!(n, 60, "{policy:?}");
+        for e in l.iter(&pool).unwrap() {
+            match e {
+                Ok(_) => {}
+                Err(Error::Changed { .. }) => break,
+                Err(e) => panic!("{policy:?}: {e}"),
+            }
+            pool.transaction(|tx| l.push_front(tx, 7)).unwrap();
+        }
+        m.check_invariants(&pool).unwrap();
+    }
+}

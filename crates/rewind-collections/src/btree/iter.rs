@@ -239,6 +239,9 @@ where
 
     /// Fills the front end with the next leaf's entries; false at the end.
     fn refill_front(&mut self) -> Result<bool> {
+        if let Some(w) = self.watch {
+            w.outside()?;
+        }
         let geo = self.h.geo;
         // A chain longer than any tree is a cycle: bounded by the leaves
         // the stored length could need, at least one per entry plus one.
@@ -274,6 +277,9 @@ where
     /// Fills the back end with the previous leaf's entries; false at the
     /// start.
     fn refill_back(&mut self) -> Result<bool> {
+        if let Some(w) = self.watch {
+            w.outside()?;
+        }
         let geo = self.h.geo;
         for _ in 0..=self.h.len.saturating_add(1) {
             let (leaf, lower) = if !self.back_started {
