@@ -3,7 +3,10 @@
 //! reopened pool's transaction of the same id pushed into its block:
 //! fixed, `RWLIST04`), and by readers beside writers that free and take
 //! blocks again; `check_invariants` and `blocks` called inside a
-//! transaction of the pool (they answered `Ok`: now `NestedTransaction`);
+//! transaction of the pool (they answered `Ok`: now `NestedTransaction`),
+//! and a `&Pool` scan made outside and consumed inside one (it went to
+//! the end under redo, ended with `Changed` under the other policies:
+//! now `NestedTransaction`);
 //! handles kept across a savepoint rolled back to, or a `destroy`, in
 //! their transaction; the program's own nested top actions over
 //! collections (one that changes a collection its transaction changed
