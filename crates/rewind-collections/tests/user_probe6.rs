@@ -388,16 +388,12 @@ fn a_nested_top_action_on_collections_its_transaction_changes_after_it_outlives_
 /// count differs from the leaves' keys"), the hash map an entry past its
 /// length ("more entries than the length"), and the list lost the
 /// action's element and leaked its node, under every log variant and
-/// policy. The collections cannot tell that they run inside a nested top
-/// action (`Tx` does not say), so they cannot refuse it: the engine must
-/// say (a frame number of the running action, so that a collection
-/// refuses a change inside an action to one an enclosing frame changed),
-/// or itself refuse a write in an action to bytes an enclosing frame
-/// wrote. Either way the action's operations would then fail with a
-/// typed error and the collections stay as they were; this test accepts
-/// that, or the action's changes whole.
+/// policy. The engine now refuses a write in an action to bytes an
+/// enclosing frame wrote (`TxMisuse`, before anything changes): the
+/// action's operations fail with that typed error and the collections
+/// stay as they were; this test accepts that, or the action's changes
+/// whole.
 #[test]
-#[ignore = "needs the engine: Tx does not tell a collection that it runs in a nested top action, so a change to a collection that the enclosing transaction changed before cannot be refused, and the enclosing rollback's physical undo corrupts it (see the doc comment)"]
 fn a_nested_top_action_on_collections_its_transaction_changed_before_leaves_them_whole() {
     for cfg in common::configs() {
         let dir = tempfile::tempdir().unwrap();

@@ -530,7 +530,9 @@ fn savepoints_misused() {
         let root = pool.transaction(|tx| tx.root::<[u64; 2]>()).unwrap();
         let old = pool.transaction(|tx| tx.savepoint()).unwrap();
         let r = pool.transaction(|tx| {
-            tx.write(root, &[1, 1])?;
+            // The first word only: the action below writes the second,
+            // which a write of the transaction before it would forbid.
+            tx.write(root.cast::<u64>(), &1)?;
             assert!(matches!(
                 tx.rollback_to(old),
                 Err(Error::InvalidSavepoint { .. })

@@ -159,3 +159,51 @@ fn a_stray_write_into_the_catalog_of_named_roots_is_refused() {
         assert!(names.iter().any(|n| n == "root39") && names.iter().any(|n| n == "after"));
     }
 }
+
+/// A nested top action stays when its enclosing transaction rolls back,
+/// and that rollback is physical: it restores each byte the transaction
+/// wrote to its value from before. An action that wrote the same bytes
+/// after the transaction did had its value undone by the rollback (a
+/// collection changed by the transaction and then by an action inside it
+/// was left corrupt, under all 16 configurations). Such a write is now
+/// `TxMisuse`, refused before anything changes: the action fails, the
+/// transaction goes on; bytes the transaction did not write (the other
+/// word of the same line) are the action's to write.
+#[test]
+fn a_nested_top_action_writing_bytes_its_transaction_wrote_is_refused() {
+    for variant in LogVariant::ALL {
+        for policy in Policy::ALL {
+            let cfg = PoolConfig::default().log(variant).policy(policy);
+            let pool = Pool::create_sim("nta", 4 << 20, &cfg).unwrap();
+            let root: PPtr<[u64; 2]> = pool.transaction(|tx| tx.root()).unwrap();
+            let x = PPtr::<u64>::from_offset(root.offset());
+            let y = PPtr::<u64>::from_offset(root.offset() + 8);
+            let r: Result<(), rewind::Error> = pool.transaction(|tx| {
+                tx.write(x, &1)?;
+                let refused = tx.nested_top_action(|tx| tx.write(x, &2));
+                assert!(
+                    matches!(refused, Err(rewind::Error::TxMisuse(m)) if m.contains("nested top action")),
+                    "{variant}-{policy}: {refused:?}"
+                );
+                // The transaction goes on, and the action may write the
+                // word the transaction did not.
+                assert_eq!(tx.read(x)?, 1, "{variant}-{policy}");
+                tx.nested_top_action(|tx| tx.write(y, &7))?;
+                Err(rewind::Error::Aborted)
+            });
+            assert!(
+                matches!(r, Err(rewind::Error::Aborted)),
+                "{variant}-{policy}: {r:?}"
+            );
+            // The rollback restored the transaction's word; the action's stays.
+            assert_eq!(pool.read(root).unwrap(), [0, 7], "{variant}-{policy}");
+            // Committed, the transaction's word and the action's.
+            pool.transaction(|tx| {
+                tx.write(x, &3)?;
+                tx.nested_top_action(|tx| tx.write(y, &8))
+            })
+            .unwrap();
+            assert_eq!(pool.read(root).unwrap(), [3, 8], "{variant}-{policy}");
+        }
+    }
+}

@@ -93,7 +93,7 @@ impl<'p> Tx<'p> {
         let mut values: Vec<(u64, Vec<u8>)> = Vec::with_capacity(undo.len());
         for u in &undo {
             values.push(match u.what {
-                UndoKind::Update { rec_off } => {
+                UndoKind::Update { rec_off, .. } => {
                     let r = recovery::read_record(d, rec_off)?;
                     (r.target, r.old)
                 }
@@ -245,10 +245,11 @@ impl<'p> Tx<'p> {
     /// The classic use is a structure change that others may already rely
     /// on, such as a B-tree page split: it stays while the insert that
     /// caused it rolls back. The action must not depend on uncommitted
-    /// changes of the enclosing transaction, nor write bytes the enclosing
-    /// transaction wrote before it (a rollback of the enclosing transaction
-    /// restores their value from before that write, over the action's),
-    /// and may not free a block the
+    /// changes of the enclosing transaction. It may not write bytes the
+    /// enclosing transaction wrote before it (a rollback of the enclosing
+    /// transaction would restore their value from before that write, over
+    /// the action's): such a write is [`Error::TxMisuse`], refused before
+    /// anything changes, and the transaction goes on. It may not free a block the
     /// enclosing transaction allocated (refused with
     /// [`Error::InvalidFree`]). Allocations made in it are the pool's for
     /// good: freeing them is a later transaction's job.

@@ -27,8 +27,9 @@ pub(super) struct Undo {
 
 #[derive(Clone, Copy, Debug)]
 pub(super) enum UndoKind {
-    /// UPDATE: restore the old bytes stored in the record at `rec_off`.
-    Update { rec_off: u64 },
+    /// UPDATE: restore the old bytes stored in the record at `rec_off`,
+    /// the `len` bytes at `target`.
+    Update { rec_off: u64, target: u64, len: u64 },
     /// ALLOC: mark the block free.
     Alloc { off: u64, size: u64 },
     /// DELETE: mark the block allocated.
@@ -845,7 +846,11 @@ impl Handle {
         for (d, p) in drafts.iter().zip(&self.placed) {
             self.cells.push(p.cell);
             let what = match d.kind {
-                Kind::Update => UndoKind::Update { rec_off: p.rec_off },
+                Kind::Update => UndoKind::Update {
+                    rec_off: p.rec_off,
+                    target: d.target,
+                    len: d.new.len() as u64,
+                },
                 Kind::Alloc => UndoKind::Alloc {
                     off: d.target,
                     size: d.aux,

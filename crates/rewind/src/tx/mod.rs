@@ -81,6 +81,9 @@ pub struct Tx<'p> {
     frames: u64,
     /// Length of the undo list when the running nested top action began.
     frame_start: usize,
+    /// The bytes the frames enclosing the running nested top action wrote
+    /// (`enclosing`), built at its first write.
+    enclosing: Option<Box<Enclosing>>,
     /// The locks held, released when the transaction has ended (most
     /// transactions take one or two: no allocation for them).
     locks: SmallVec<[(u64, Mode); 4]>,
@@ -114,8 +117,28 @@ fn dooms(e: &Error) -> bool {
             | Error::OutOfMemory { .. }
             | Error::InvalidSavepoint { .. }
             | Error::Aborted
+            | Error::TxMisuse(_)
     )
 }
+
+/// The bytes that the undo list's UPDATE records `undo[..covered]` restore
+/// on a rollback, by cache line: what the frames enclosing a nested top
+/// action wrote before it began (see [`Tx::refuse_enclosing_bytes`]).
+/// Kept across the transaction's actions and extended, so that a
+/// transaction of many actions (a tree's splits under the undo policies)
+/// reads each record once; valid while the list's first `covered` entries
+/// are still those indexed (the last one's lsn, unique, tells).
+#[derive(Default)]
+struct Enclosing {
+    covered: usize,
+    last_lsn: u64,
+    lines: rustc_hash::FxHashMap<u64, SmallVec<[(u64, u64); 2]>>,
+}
+
+/// Why a nested top action's write is refused.
+const ENCLOSING_WRITE: &str = "a nested top action cannot write bytes its enclosing transaction \
+     wrote before it began: a rollback of the enclosing transaction would restore their old \
+     value over the action's, which stays";
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
@@ -147,6 +170,7 @@ impl<'p> Tx<'p> {
             frame: 0,
             frames: 0,
             frame_start: 0,
+            enclosing: None,
             locks: SmallVec::new(),
             verified: access::Verified::resume(eng),
             flat: None,
@@ -446,6 +470,9 @@ impl<'p> Tx<'p> {
 
     #[inline(always)]
     fn write_logged(&mut self, off: u64, bytes: &[u8]) -> Result<(), Error> {
+        if self.frame != 0 {
+            self.refuse_enclosing_bytes(off, bytes.len() as u64)?;
+        }
         let end = off + bytes.len() as u64;
         let fresh = &self.log.blocks.fresh;
         if fresh.iter().any(|&(s, n)| off >= s && end <= s + n) {
@@ -465,6 +492,51 @@ impl<'p> Tx<'p> {
                 .write(self.eng, off + (i as u64) * MAX_RECORD_DATA, piece)?;
         }
         Ok(())
+    }
+
+    /// `TxMisuse` for a write inside a nested top action of bytes that a
+    /// frame enclosing it wrote before it began (they are in the undo list
+    /// below the action's start): the action stays when the enclosing
+    /// transaction rolls back, and that rollback, physical, would restore
+    /// the bytes' value from before the enclosing write over the action's
+    /// (a collection changed by both was left corrupt). Refused before
+    /// anything changes; the action's closure sees the error, and the
+    /// transaction goes on. An action that commits as its own group
+    /// (`flat`) has no enclosing writes.
+    #[cold]
+    #[inline(never)]
+    fn refuse_enclosing_bytes(&mut self, off: u64, len: u64) -> Result<(), Error> {
+        if self.flat == Some(self.frame) || self.frame_start == 0 || len == 0 {
+            return Ok(());
+        }
+        let undo = &self.log.undo[..self.frame_start.min(self.log.undo.len())];
+        let e = self.enclosing.get_or_insert_with(Box::default);
+        let same_prefix =
+            e.covered <= undo.len() && (e.covered == 0 || undo[e.covered - 1].lsn == e.last_lsn);
+        if !same_prefix {
+            **e = Enclosing::default();
+        }
+        for u in &undo[e.covered..] {
+            if let UndoKind::Update { target, len, .. } = u.what {
+                if len > 0 {
+                    for l in target / 64..=(target + len - 1) / 64 {
+                        e.lines.entry(l).or_default().push((target, target + len));
+                    }
+                }
+            }
+        }
+        e.covered = undo.len();
+        e.last_lsn = undo.last().map_or(0, |u| u.lsn);
+        let end = off.saturating_add(len);
+        let hit = (off / 64..=(end - 1) / 64).any(|l| {
+            e.lines
+                .get(&l)
+                .is_some_and(|rs| rs.iter().any(|&(s, t)| s < end && off < t))
+        });
+        match hit {
+            true => Err(Error::TxMisuse(ENCLOSING_WRITE)),
+            false => Ok(()),
+        }
     }
 
     /// Allocates a zeroed `T`. A zero-sized `T` is
