@@ -866,15 +866,14 @@ pub fn check_access(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Er
 
 /// [`check_access`] for a write from outside the engine
 /// (`Pool::atomic_write`, `Pool::write_unlogged`): the block of named
-/// roots' catalog is refused as well ([`refuse_catalog`]).
+/// roots' catalog is refused as well ([`catalog_write`]).
 pub fn check_write(d: &Domain, l: &Layout, off: u64, len: u64) -> Result<(), Error> {
     let (start, _) = access_block(d, l, off, len)?;
-    refuse_catalog(d, off, len, start)
+    match is_catalog(d, start)? {
+        true => Err(catalog_write(off, len)),
+        false => Ok(()),
+    }
 }
-
-/// Why a program's write into the catalog is refused.
-pub const CATALOG_WRITE: &str =
-    "the block of the pool's catalog of named roots, which only `Tx::root_named` writes";
 
 /// Whether `start` is the catalog's block (the meta page's committed
 /// catalog word; 0, no catalog, is never a block's start).
@@ -882,19 +881,17 @@ pub fn is_catalog(d: &Domain, start: u64) -> Result<bool, Error> {
     Ok(d.read_u64(meta::CATALOG)? == start)
 }
 
-/// `NotAllocated` for a write of `[off, off+len)` in block `start` when
-/// that block is the catalog: the engine's own block, allocated in the
-/// heap, that `open` checks whole. A stray write there (a pointer
-/// computed wrongly) would leave a pool that no longer opens; into any
-/// other block it damages only the program's own data.
-pub fn refuse_catalog(d: &Domain, off: u64, len: u64, start: u64) -> Result<(), Error> {
-    match is_catalog(d, start)? {
-        true => Err(Error::NotAllocated {
-            offset: off,
-            len,
-            reason: CATALOG_WRITE,
-        }),
-        false => Ok(()),
+/// The refusal of a program's write of `[off, off+len)` into the
+/// catalog's block: the engine's own block, allocated in the heap, that
+/// `open` checks whole. A stray write there (a pointer computed wrongly)
+/// would leave a pool that no longer opens; into any other block it
+/// damages only the program's own data.
+pub fn catalog_write(off: u64, len: u64) -> Error {
+    Error::NotAllocated {
+        offset: off,
+        len,
+        reason:
+            "the block of the pool's catalog of named roots, which only `Tx::root_named` writes",
     }
 }
 

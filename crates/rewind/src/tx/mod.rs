@@ -379,7 +379,7 @@ impl<'p> Tx<'p> {
     /// metadata.
     /// For a write (the only caller): the catalog's block is never
     /// remembered, and a write into it is refused (see
-    /// `alloc::refuse_catalog`; the catalog's own writes go through
+    /// `alloc::catalog_write`; the catalog's own writes go through
     /// [`write_catalog`](Self::write_catalog)).
     #[inline]
     fn check_access(&mut self, off: u64, len: u64) -> Result<(), Error> {
@@ -420,7 +420,7 @@ impl<'p> Tx<'p> {
             }
             Ok((start, _)) if crate::alloc::is_catalog(&self.eng.dom, start)? => match write {
                 // Not remembered: every access to it comes here.
-                true => crate::alloc::refuse_catalog(&self.eng.dom, off, len, start),
+                true => Err(crate::alloc::catalog_write(off, len)),
                 false => Ok(()),
             },
             Ok((start, size)) => {
