@@ -109,13 +109,13 @@ fn set_limit(res: libc::__rlimit_resource_t, n: u64) {
     assert_eq!(unsafe { libc::setrlimit(res, &l) }, 0);
 }
 
-/// Opens databases in one directory until refused, under few descriptors.
-fn nofile_child(dir: &Path, limit: u64) {
-    common::register_once(VFS, &cfg());
-    set_limit(libc::RLIMIT_NOFILE, limit);
+/// Opens databases `DIR/PREFIX{i}.db` (each in WAL mode, with a row) one
+/// after another, at most 200, until an open or its first use is
+/// refused; prints why and `opened N`, and returns the connections.
+fn open_until_refused(dir: &Path, prefix: &str) -> Vec<Connection> {
     let mut conns = Vec::new();
     for i in 0..200 {
-        let p = dir.join(format!("d{i}.db"));
+        let p = dir.join(format!("{prefix}{i}.db"));
         let c = match Connection::open_with_flags_and_vfs(&p, OpenFlags::default(), VFS) {
             Ok(c) => c,
             Err(e) => {
@@ -135,6 +135,14 @@ fn nofile_child(dir: &Path, limit: u64) {
         conns.push(c);
     }
     println!("opened {}", conns.len());
+    conns
+}
+
+/// Opens databases in one directory until refused, under few descriptors.
+fn nofile_child(dir: &Path, limit: u64) {
+    common::register_once(VFS, &cfg());
+    set_limit(libc::RLIMIT_NOFILE, limit);
+    let conns = open_until_refused(dir, "d");
     // Every one still works.
     let mut bad = 0;
     for c in &conns {
@@ -157,28 +165,7 @@ fn as_child(dir: &Path, mib: u64) {
         false => common::register_once(VFS, &rewind_sqlite::Config::default()),
     }
     set_limit(libc::RLIMIT_AS, mib << 20);
-    let mut conns = Vec::new();
-    for i in 0..200 {
-        let p = dir.join(format!("a{i}.db"));
-        let c = match Connection::open_with_flags_and_vfs(&p, OpenFlags::default(), VFS) {
-            Ok(c) => c,
-            Err(e) => {
-                println!("open {i}: {e} {:?}", rewind_sqlite::last_error());
-                break;
-            }
-        };
-        let r = c
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .and_then(|_| {
-                c.execute_batch("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES (1);")
-            });
-        if let Err(e) = r {
-            println!("use {i}: {e} {:?}", rewind_sqlite::last_error());
-            break;
-        }
-        conns.push(c);
-    }
-    println!("opened {}", conns.len());
+    open_until_refused(dir, "a");
 }
 
 /// Databases opened one after another (each in WAL mode, with a row)
